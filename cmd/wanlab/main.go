@@ -1,0 +1,94 @@
+// Command wanlab explains slow TCP transfers and shows what a bad network does
+// to software: a userspace impairing router, a capture analyzer, a TCP tuner
+// and benchmarks, in one binary.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Exit codes. Scripts rely on them.
+const (
+	exitOK       = 0
+	exitFailure  = 1 // the operation ran and failed (a target missed, a peer unreachable)
+	exitUsage    = 2 // bad flags, bad spec, bad input file
+	exitNoPerm   = 3 // needs root / CAP_NET_ADMIN
+	exitNoKernel = 4 // the kernel lacks a feature (e.g. netem)
+)
+
+// commands is filled by each command file's init through register, so that
+// adding a command never touches this file.
+var commands []*cli.Command
+
+func register(c *cli.Command) { commands = append(commands, c) }
+
+func newApp() *cli.App {
+	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
+	return &cli.App{
+		Name:  "wanlab",
+		Usage: "impair, capture, analyze and tune TCP paths on one machine",
+		Description: "wanlab reproduces the classic 'why is this download slow' lab in userspace:\n" +
+			"a TUN router that applies tc netem/tbf specs, an offline pcap analyzer that\n" +
+			"draws tcptrace/Stevens/RTT/window graphs and diagnoses the limit, a tuner for\n" +
+			"the sysctls that bound TCP throughput, and benchmarks of all of it.",
+		Commands:             commands,
+		EnableBashCompletion: true,
+		ExitErrHandler:       func(*cli.Context, error) {}, // main maps errors to codes
+	}
+}
+
+func main() {
+	err := newApp().Run(os.Args)
+	if err == nil {
+		os.Exit(exitOK)
+	}
+	fmt.Fprintf(os.Stderr, "wanlab: %v\n", err)
+	os.Exit(exitCode(err))
+}
+
+// exitCode maps an error to the process exit status. Commands wrap their
+// errors with the sentinel kinds below; anything else is a plain failure.
+func exitCode(err error) int {
+	var ec cli.ExitCoder
+	switch {
+	case errors.As(err, &ec):
+		return ec.ExitCode()
+	case errors.Is(err, ErrUsage):
+		return exitUsage
+	case errors.Is(err, os.ErrPermission):
+		return exitNoPerm
+	case errors.Is(err, ErrNoKernelSupport):
+		return exitNoKernel
+	}
+	return exitFailure
+}
+
+// ErrUsage marks errors caused by what the user typed or supplied.
+var ErrUsage = errors.New("usage")
+
+// ErrNoKernelSupport marks errors where the running kernel lacks a feature.
+var ErrNoKernelSupport = errors.New("kernel lacks feature")
+
+// usageError wraps err so that exitCode maps it to exitUsage while the
+// message stays the one-line text of err.
+func usageError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &kindError{err: err, kind: ErrUsage}
+}
+
+type kindError struct {
+	err  error
+	kind error
+}
+
+func (e *kindError) Error() string { return e.err.Error() }
+func (e *kindError) Unwrap() []error {
+	return []error{e.err, e.kind}
+}
