@@ -1,0 +1,494 @@
+// Package lab builds the three-host test network the experiments run on: a
+// client, a router and a server network namespace joined by two veth pairs,
+// with IPv4 and IPv6 addresses from private test ranges that exist only
+// inside those namespaces, and tears every object down again.
+//
+// Nothing is created in the caller's namespace: the veth pairs are made
+// inside the router namespace with their peers placed straight into the
+// client and server namespaces, so a lab can never collide with the host's
+// interfaces or with another lab, and deleting the namespaces removes all of
+// it. Each lab records its objects in a state file (see Cleanup) before it
+// creates them, so a crashed run can be cleaned up afterwards.
+package lab
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/wanlab/wanlab/internal/nsrun"
+)
+
+// NamePrefix starts the name of every namespace a lab creates
+// ("wanlab-<id>-client"); Cleanup only ever touches names of that shape.
+const NamePrefix = "wanlab-"
+
+// Roles of the three hosts, used in namespace names and state files.
+const (
+	RoleClient = "client"
+	RoleRouter = "router"
+	RoleServer = "server"
+)
+
+// Default address plan. The ranges are private test ranges and are
+// configured only inside the lab's own namespaces; each lab has its own
+// namespaces, so concurrent labs reuse the same plan without conflict.
+var (
+	DefaultClientNet4 = netip.MustParsePrefix("10.201.1.0/24")
+	DefaultServerNet4 = netip.MustParsePrefix("10.201.2.0/24")
+	DefaultClientNet6 = netip.MustParsePrefix("fd00:201:1::/64")
+	DefaultServerNet6 = netip.MustParsePrefix("fd00:201:2::/64")
+)
+
+// Config chooses how a lab is built. The zero value is a working default.
+type Config struct {
+	// ID names the lab's objects; empty means 6 random hex digits. It must
+	// be 1 to 8 characters of [0-9a-z] so link names fit in 15 bytes.
+	ID string
+	// Rand supplies the random ID; nil means crypto/rand.
+	Rand io.Reader
+
+	// ClientNet4/ServerNet4/ClientNet6/ServerNet6 are the client-router and
+	// router-server subnets. The router takes the first host address of
+	// each (.1, ::1) and the end host the second (.2, ::2).
+	ClientNet4, ServerNet4 netip.Prefix
+	ClientNet6, ServerNet6 netip.Prefix
+
+	// MTU of all veths; 0 keeps the kernel default (1500).
+	MTU int
+
+	// Offloads to turn off on every veth. veth defaults (TSO/GSO/GRO on)
+	// make the kernel hand 64 KB super-segments to captures and to a TUN
+	// proxy; turning them off gives wire-sized packets at a CPU cost.
+	DisableTSO, DisableGSO, DisableGRO bool
+
+	// ClientSysctls, RouterSysctls and ServerSysctls are written into
+	// /proc/sys of that host's namespace after it is built, keys in sysctl
+	// notation ("net.ipv4.tcp_wmem": "4096 4096 4096").
+	ClientSysctls, RouterSysctls, ServerSysctls map[string]string
+}
+
+// Host is an end host (client or server) of the lab.
+type Host struct {
+	Role string
+	// NS is the named namespace (visible to `ip netns`); Handle an open
+	// handle to it, owned by the Lab.
+	NS     string
+	Handle netns.NsHandle
+	// Link is the host's veth toward the router; IPv4/IPv6 its addresses,
+	// GatewayIPv4/GatewayIPv6 the router's addresses on the same link.
+	Link                     string
+	IPv4, IPv6               netip.Addr
+	GatewayIPv4, GatewayIPv6 netip.Addr
+	// Net4 and Net6 are the subnets of Link.
+	Net4, Net6 netip.Prefix
+}
+
+// Do runs fn inside the host's namespace on a locked OS thread; sockets it
+// opens stay in the namespace.
+func (h *Host) Do(fn func() error) error { return nsrun.Do(h.Handle, fn) }
+
+// Router is the middle host. Forwarding is on for IPv4 and IPv6.
+type Router struct {
+	NS     string
+	Handle netns.NsHandle
+	// ClientLink faces the client, ServerLink the server.
+	ClientLink, ServerLink string
+	// Addresses of the router on each side.
+	ClientIPv4, ClientIPv6 netip.Addr
+	ServerIPv4, ServerIPv6 netip.Addr
+}
+
+// Do runs fn inside the router's namespace on a locked OS thread.
+func (r *Router) Do(fn func() error) error { return nsrun.Do(r.Handle, fn) }
+
+// Lab is a built topology. Close removes it.
+type Lab struct {
+	ID     string
+	Client Host
+	Router Router
+	Server Host
+
+	cfg       Config
+	state     *stateFile
+	stopWatch func() bool
+	closeOnce sync.Once
+	closeErr  error
+	done      chan struct{}
+}
+
+// New builds a lab. If ctx is cancelled while the lab exists (Ctrl-C in the
+// caller), the lab tears itself down; the caller still calls Close, which
+// then returns the same result. On error every object already created is
+// removed before New returns.
+func New(ctx context.Context, cfg Config) (_ *Lab, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	l := newPlan(cfg)
+	st, err := createState(DefaultStateDir, l)
+	if err != nil {
+		return nil, err
+	}
+	l.state = st
+	defer func() {
+		if err != nil {
+			if cerr := l.teardown(); cerr != nil {
+				err = fmt.Errorf("%w (and teardown: %v)", err, cerr)
+			}
+		}
+	}()
+	if err := l.build(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("lab %s: %w", l.ID, err)
+	}
+	l.stopWatch = context.AfterFunc(ctx, func() { _ = l.Close() })
+	return l, nil
+}
+
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.ID == "" {
+		r := cfg.Rand
+		if r == nil {
+			r = rand.Reader
+		}
+		var b [3]byte
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return cfg, fmt.Errorf("lab id: %w", err)
+		}
+		cfg.ID = hex.EncodeToString(b[:])
+	}
+	if !validID(cfg.ID) {
+		return cfg, fmt.Errorf("lab id %q: want 1-8 characters of [0-9a-z]", cfg.ID)
+	}
+	def := func(p *netip.Prefix, d netip.Prefix) {
+		if !p.IsValid() {
+			*p = d
+		}
+	}
+	def(&cfg.ClientNet4, DefaultClientNet4)
+	def(&cfg.ServerNet4, DefaultServerNet4)
+	def(&cfg.ClientNet6, DefaultClientNet6)
+	def(&cfg.ServerNet6, DefaultServerNet6)
+	for _, p := range []netip.Prefix{cfg.ClientNet4, cfg.ServerNet4} {
+		if !p.Addr().Is4() || p.Bits() > 30 {
+			return cfg, fmt.Errorf("lab subnet %s: want an IPv4 prefix of /30 or shorter", p)
+		}
+	}
+	for _, p := range []netip.Prefix{cfg.ClientNet6, cfg.ServerNet6} {
+		if !p.Addr().Is6() || p.Addr().Is4In6() || p.Bits() > 126 {
+			return cfg, fmt.Errorf("lab subnet %s: want an IPv6 prefix of /126 or shorter", p)
+		}
+	}
+	if cfg.ClientNet4.Overlaps(cfg.ServerNet4) || cfg.ClientNet6.Overlaps(cfg.ServerNet6) {
+		return cfg, errors.New("lab subnets: client and server subnets overlap")
+	}
+	return cfg, nil
+}
+
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 8 {
+		return false
+	}
+	for _, c := range id {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'z') {
+			return false
+		}
+	}
+	return true
+}
+
+// nsName is the namespace name of a role in lab id.
+func nsName(id, role string) string { return NamePrefix + id + "-" + role }
+
+// hostAddr returns the n-th address of p (n=1 is .1).
+func hostAddr(p netip.Prefix, n int) netip.Addr {
+	a := p.Masked().Addr()
+	for range n {
+		a = a.Next()
+	}
+	return a
+}
+
+// newPlan fills in every name and address without creating anything, so
+// the state file can list them before the first object exists.
+func newPlan(cfg Config) *Lab {
+	id := cfg.ID
+	return &Lab{
+		ID: id, cfg: cfg, done: make(chan struct{}),
+		Client: Host{
+			Role: RoleClient, NS: nsName(id, RoleClient), Handle: netns.None(),
+			Link: "wl" + id + "-c",
+			IPv4: hostAddr(cfg.ClientNet4, 2), IPv6: hostAddr(cfg.ClientNet6, 2),
+			GatewayIPv4: hostAddr(cfg.ClientNet4, 1), GatewayIPv6: hostAddr(cfg.ClientNet6, 1),
+			Net4: cfg.ClientNet4.Masked(), Net6: cfg.ClientNet6.Masked(),
+		},
+		Router: Router{
+			NS: nsName(id, RoleRouter), Handle: netns.None(),
+			ClientLink: "wl" + id + "-rc", ServerLink: "wl" + id + "-rs",
+			ClientIPv4: hostAddr(cfg.ClientNet4, 1), ClientIPv6: hostAddr(cfg.ClientNet6, 1),
+			ServerIPv4: hostAddr(cfg.ServerNet4, 1), ServerIPv6: hostAddr(cfg.ServerNet6, 1),
+		},
+		Server: Host{
+			Role: RoleServer, NS: nsName(id, RoleServer), Handle: netns.None(),
+			Link: "wl" + id + "-s",
+			IPv4: hostAddr(cfg.ServerNet4, 2), IPv6: hostAddr(cfg.ServerNet6, 2),
+			GatewayIPv4: hostAddr(cfg.ServerNet4, 1), GatewayIPv6: hostAddr(cfg.ServerNet6, 1),
+			Net4: cfg.ServerNet4.Masked(), Net6: cfg.ServerNet6.Masked(),
+		},
+	}
+}
+
+func (l *Lab) build(ctx context.Context, cfg Config) error {
+	var err error
+	for _, ns := range []struct {
+		name string
+		h    *netns.NsHandle
+	}{{l.Router.NS, &l.Router.Handle}, {l.Client.NS, &l.Client.Handle}, {l.Server.NS, &l.Server.Handle}} {
+		if *ns.h, err = nsrun.Create(ns.name); err != nil {
+			return err
+		}
+	}
+	// Without duplicate address detection the link-local addresses, which
+	// IPv6 neighbour discovery needs, are usable as soon as a veth is up
+	// instead of about two seconds later. Set before the veths exist so
+	// they inherit it from "default".
+	for _, ns := range []string{l.Router.NS, l.Client.NS, l.Server.NS} {
+		if err := WriteSysctls(ns, map[string]string{
+			"net.ipv6.conf.all.accept_dad":     "0",
+			"net.ipv6.conf.default.accept_dad": "0",
+		}); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rt, err := netlink.NewHandleAt(l.Router.Handle)
+	if err != nil {
+		return fmt.Errorf("netlink in %s: %w", l.Router.NS, err)
+	}
+	defer rt.Close()
+	pairs := []struct {
+		local, peer string
+		peerNS      netns.NsHandle
+	}{
+		{l.Router.ClientLink, l.Client.Link, l.Client.Handle},
+		{l.Router.ServerLink, l.Server.Link, l.Server.Handle},
+	}
+	for _, p := range pairs {
+		veth := &netlink.Veth{
+			LinkAttrs:     netlink.LinkAttrs{Name: p.local, MTU: cfg.MTU},
+			PeerName:      p.peer,
+			PeerNamespace: netlink.NsFd(p.peerNS),
+		}
+		if err := rt.LinkAdd(veth); err != nil {
+			return fmt.Errorf("veth %s/%s: %w", p.local, p.peer, err)
+		}
+	}
+	if err := l.configureRouter(rt); err != nil {
+		return err
+	}
+	for _, h := range []*Host{&l.Client, &l.Server} {
+		if err := h.configure(); err != nil {
+			return err
+		}
+	}
+	if cfg.DisableTSO || cfg.DisableGSO || cfg.DisableGRO {
+		for _, at := range []struct {
+			ns   netns.NsHandle
+			link string
+		}{{l.Router.Handle, l.Router.ClientLink}, {l.Router.Handle, l.Router.ServerLink},
+			{l.Client.Handle, l.Client.Link}, {l.Server.Handle, l.Server.Link}} {
+			for _, f := range []struct {
+				off  bool
+				feat Offload
+			}{{cfg.DisableTSO, OffloadTSO}, {cfg.DisableGSO, OffloadGSO}, {cfg.DisableGRO, OffloadGRO}} {
+				if !f.off {
+					continue
+				}
+				if err := SetOffload(at.ns, at.link, f.feat, false); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, s := range []struct {
+		ns string
+		kv map[string]string
+	}{{l.Client.NS, cfg.ClientSysctls}, {l.Router.NS, cfg.RouterSysctls}, {l.Server.NS, cfg.ServerSysctls}} {
+		if err := WriteSysctls(s.ns, s.kv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nodad makes IPv6 addresses usable at once instead of after duplicate
+// address detection (about a second), which nobody else on a veth could
+// fail anyway. (IFA_F_NODAD of include/uapi/linux/if_addr.h.)
+const nodad = 0x02
+
+// Address families as Linux numbers them (AF_INET, AF_INET6), spelled out so
+// the package still compiles on other systems.
+const (
+	familyV4 = 2
+	familyV6 = 10
+)
+
+func addrOf(a netip.Addr, p netip.Prefix) *netlink.Addr {
+	ad := &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(p.Bits(), a.BitLen())}}
+	if a.Is6() {
+		ad.Flags = nodad
+	}
+	return ad
+}
+
+func (l *Lab) configureRouter(rt *netlink.Handle) error {
+	cfg := l.cfg
+	for _, side := range []struct {
+		link   string
+		a4, a6 netip.Addr
+		p4, p6 netip.Prefix
+	}{
+		{l.Router.ClientLink, l.Router.ClientIPv4, l.Router.ClientIPv6, cfg.ClientNet4, cfg.ClientNet6},
+		{l.Router.ServerLink, l.Router.ServerIPv4, l.Router.ServerIPv6, cfg.ServerNet4, cfg.ServerNet6},
+	} {
+		if err := upWithAddrs(rt, side.link, addrOf(side.a4, side.p4), addrOf(side.a6, side.p6)); err != nil {
+			return fmt.Errorf("router: %w", err)
+		}
+	}
+	if err := upLoopback(rt); err != nil {
+		return fmt.Errorf("router: %w", err)
+	}
+	return WriteSysctls(l.Router.NS, map[string]string{
+		"net.ipv4.ip_forward":          "1",
+		"net.ipv6.conf.all.forwarding": "1",
+	})
+}
+
+func (h *Host) configure() error {
+	nh, err := netlink.NewHandleAt(h.Handle)
+	if err != nil {
+		return fmt.Errorf("netlink in %s: %w", h.NS, err)
+	}
+	defer nh.Close()
+	if err := upWithAddrs(nh, h.Link, addrOf(h.IPv4, h.Net4), addrOf(h.IPv6, h.Net6)); err != nil {
+		return fmt.Errorf("%s: %w", h.Role, err)
+	}
+	if err := upLoopback(nh); err != nil {
+		return fmt.Errorf("%s: %w", h.Role, err)
+	}
+	link, err := nh.LinkByName(h.Link)
+	if err != nil {
+		return fmt.Errorf("%s: link %s: %w", h.Role, h.Link, err)
+	}
+	for _, gw := range []netip.Addr{h.GatewayIPv4, h.GatewayIPv6} {
+		r := &netlink.Route{LinkIndex: link.Attrs().Index, Gw: gw.AsSlice()}
+		if gw.Is6() {
+			r.Family = familyV6
+		} else {
+			r.Family = familyV4
+		}
+		if err := nh.RouteAdd(r); err != nil {
+			return fmt.Errorf("%s: default route via %s dev %s: %w", h.Role, gw, h.Link, err)
+		}
+	}
+	return nil
+}
+
+func upWithAddrs(nh *netlink.Handle, name string, addrs ...*netlink.Addr) error {
+	link, err := nh.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", name, err)
+	}
+	for _, a := range addrs {
+		if err := nh.AddrAdd(link, a); err != nil {
+			return fmt.Errorf("address %s on %s: %w", a.IPNet, name, err)
+		}
+	}
+	if err := nh.LinkSetUp(link); err != nil {
+		return fmt.Errorf("link %s up: %w", name, err)
+	}
+	return nil
+}
+
+func upLoopback(nh *netlink.Handle) error {
+	lo, err := nh.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("link lo: %w", err)
+	}
+	if err := nh.LinkSetUp(lo); err != nil {
+		return fmt.Errorf("link lo up: %w", err)
+	}
+	return nil
+}
+
+// Close removes the lab: the veth pairs, the three namespaces and the state
+// file. It is safe to call more than once and from several goroutines.
+func (l *Lab) Close() error {
+	l.closeOnce.Do(func() {
+		if l.stopWatch != nil {
+			l.stopWatch()
+		}
+		l.closeErr = l.teardown()
+		close(l.done)
+	})
+	return l.closeErr
+}
+
+// Done is closed once the lab has been torn down, by Close or by the
+// cancellation of New's context.
+func (l *Lab) Done() <-chan struct{} { return l.done }
+
+// teardown deletes whatever of the plan exists. The router's veths are
+// deleted explicitly so the pairs vanish at once even while a socket still
+// holds a namespace alive; the state file goes last, and only when
+// everything else went, so Cleanup can retry a partial teardown.
+func (l *Lab) teardown() error {
+	var errs []error
+	if l.Router.Handle.IsOpen() {
+		if rt, err := netlink.NewHandleAt(l.Router.Handle); err == nil {
+			for _, name := range []string{l.Router.ClientLink, l.Router.ServerLink} {
+				if link, err := rt.LinkByName(name); err == nil {
+					if err := rt.LinkDel(link); err != nil {
+						errs = append(errs, fmt.Errorf("delete veth %s: %w", name, err))
+					}
+				}
+			}
+			rt.Close()
+		}
+	}
+	for _, h := range []*netns.NsHandle{&l.Client.Handle, &l.Router.Handle, &l.Server.Handle} {
+		if h.IsOpen() {
+			_ = h.Close()
+			*h = netns.None()
+		}
+	}
+	for _, name := range []string{l.Client.NS, l.Router.NS, l.Server.NS} {
+		if err := nsrun.Delete(name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 && l.state != nil {
+		if err := l.state.remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("lab %s: teardown: %w", l.ID, errors.Join(errs...))
+	}
+	return nil
+}

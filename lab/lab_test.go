@@ -1,0 +1,361 @@
+package lab_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/wanlab/wanlab/internal/nsrun"
+	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/lab"
+)
+
+// newLab builds a lab that is removed when the test ends, also when it
+// fails half-way.
+func newLab(t *testing.T, ctx context.Context, cfg lab.Config) *lab.Lab {
+	t.Helper()
+	testenv.RequireRoot(t)
+	l, err := lab.New(ctx, cfg)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			testenv.Skip(t, "cannot build a lab: %v (needs CAP_NET_ADMIN and CAP_SYS_ADMIN)", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return l
+}
+
+// echoOnce listens on addr inside the server and checks that a TCP
+// connection from the client reaches it through the router.
+func echoOnce(t *testing.T, l *lab.Lab, addr netip.Addr) {
+	t.Helper()
+	var ln net.Listener
+	err := l.Server.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = io.Copy(c, c)
+	}()
+	var c net.Conn
+	err = l.Client.Do(func() error {
+		var err error
+		c, err = net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("dial %s from client: %v", ln.Addr(), err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	msg := []byte("through the router " + addr.String())
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatalf("echo via %s: %v", addr, err)
+	}
+	if string(got) != string(msg) {
+		t.Fatalf("echo = %q, want %q", got, msg)
+	}
+	// The client's peer is the server's address, not the router's: the
+	// packets were routed, not proxied.
+	if rp := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap(); rp != addr {
+		t.Fatalf("remote %s, want %s", rp, addr)
+	}
+}
+
+func linkNamesIn(t *testing.T, h interface{ Do(func() error) error }) []string {
+	t.Helper()
+	var names []string
+	err := h.Do(func() error {
+		links, err := netlink.LinkList()
+		for _, l := range links {
+			names = append(names, l.Attrs().Name)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func rootLinksWithPrefix(t *testing.T, prefix string) []string {
+	t.Helper()
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range links {
+		if strings.HasPrefix(l.Attrs().Name, prefix) {
+			out = append(out, l.Attrs().Name)
+		}
+	}
+	return out
+}
+
+func assertGone(t *testing.T, l *lab.Lab) {
+	t.Helper()
+	for _, ns := range []string{l.Client.NS, l.Router.NS, l.Server.NS} {
+		if nsrun.Exists(ns) {
+			t.Errorf("namespace %s still exists", ns)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(lab.DefaultStateDir, l.ID+".json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state file of lab %s: %v, want it removed", l.ID, err)
+	}
+	if left := rootLinksWithPrefix(t, "wl"+l.ID); len(left) > 0 {
+		t.Errorf("links left in the root namespace: %v", left)
+	}
+}
+
+func TestUpDown(t *testing.T) {
+	l := newLab(t, context.Background(), lab.Config{})
+	for _, name := range []string{l.Client.Link, l.Server.Link, l.Router.ClientLink, l.Router.ServerLink} {
+		if len(name) > 15 {
+			t.Errorf("link name %q longer than 15 bytes", name)
+		}
+	}
+	if got, want := linkNamesIn(t, &l.Router), []string{"lo", l.Router.ClientLink, l.Router.ServerLink}; !slices.Equal(got, want) {
+		t.Errorf("router links = %v, want %v", got, want)
+	}
+	if got, want := linkNamesIn(t, &l.Client), []string{"lo", l.Client.Link}; !slices.Equal(got, want) {
+		t.Errorf("client links = %v, want %v", got, want)
+	}
+	if left := rootLinksWithPrefix(t, "wl"+l.ID); len(left) > 0 {
+		t.Errorf("lab created links in the root namespace: %v", left)
+	}
+	for _, k := range []string{"net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"} {
+		v, err := lab.ReadSysctl(l.Router.NS, k)
+		if err != nil || v != "1" {
+			t.Errorf("router %s = %q, %v; want 1", k, v, err)
+		}
+	}
+	// The state file lists every object before Close.
+	b, err := os.ReadFile(filepath.Join(lab.DefaultStateDir, l.ID+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		PID        int      `json:"pid"`
+		Namespaces []string `json:"namespaces"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.PID != os.Getpid() || len(st.Namespaces) != 3 {
+		t.Errorf("state file = %s", b)
+	}
+	echoOnce(t, l, l.Server.IPv4)
+	echoOnce(t, l, l.Server.IPv6)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, l)
+	if err := l.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestTwoLabsAtOnce(t *testing.T) {
+	a := newLab(t, context.Background(), lab.Config{})
+	b := newLab(t, context.Background(), lab.Config{})
+	if a.ID == b.ID || a.Router.NS == b.Router.NS || a.Client.Link == b.Client.Link {
+		t.Fatalf("labs share names: %s/%s", a.ID, b.ID)
+	}
+	// Same address plan, separate namespaces: both route.
+	echoOnce(t, a, a.Server.IPv4)
+	echoOnce(t, b, b.Server.IPv6)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	echoOnce(t, b, b.Server.IPv4)
+}
+
+func TestSameIDRefused(t *testing.T) {
+	id := strings.TrimPrefix(testenv.UniqueName("t"), "t")
+	a := newLab(t, context.Background(), lab.Config{ID: id})
+	_, err := lab.New(context.Background(), lab.Config{ID: id})
+	if err == nil {
+		t.Fatal("second lab with the same ID built")
+	}
+	// The failed attempt must not have removed the first lab's objects.
+	if !nsrun.Exists(a.Router.NS) {
+		t.Fatal("failed New removed the existing lab")
+	}
+	echoOnce(t, a, a.Server.IPv4)
+}
+
+func TestCancelTearsDown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := newLab(t, ctx, lab.Config{})
+	cancel()
+	select {
+	case <-l.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("lab not torn down 10 s after its context was cancelled")
+	}
+	assertGone(t, l)
+}
+
+func TestErrorRollsBack(t *testing.T) {
+	testenv.RequireRoot(t)
+	id := strings.TrimPrefix(testenv.UniqueName("t"), "t")
+	_, err := lab.New(context.Background(), lab.Config{
+		ID:            id,
+		ServerSysctls: map[string]string{"net.ipv4.no_such_sysctl": "1"},
+	})
+	if err == nil || !strings.Contains(err.Error(), "no_such_sysctl") {
+		t.Fatalf("New = %v, want an error naming the bad sysctl", err)
+	}
+	for _, role := range []string{lab.RoleClient, lab.RoleRouter, lab.RoleServer} {
+		if ns := lab.NamePrefix + id + "-" + role; nsrun.Exists(ns) {
+			t.Errorf("namespace %s left after a failed New", ns)
+			_ = nsrun.Delete(ns)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(lab.DefaultStateDir, id+".json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state file left after a failed New: %v", err)
+	}
+}
+
+func TestSysctlsAndOffloads(t *testing.T) {
+	l := newLab(t, context.Background(), lab.Config{
+		DisableTSO:    true,
+		DisableGRO:    true,
+		ClientSysctls: map[string]string{"net.ipv4.tcp_rmem": "4096 131072 1048576"},
+		ServerSysctls: map[string]string{"net.ipv4.tcp_wmem": "4096 4096 4096"},
+	})
+	if v, err := lab.ReadSysctl(l.Client.NS, "net.ipv4.tcp_rmem"); err != nil || strings.Join(strings.Fields(v), " ") != "4096 131072 1048576" {
+		t.Errorf("client tcp_rmem = %q, %v", v, err)
+	}
+	if v, err := lab.ReadSysctl(l.Server.NS, "net.ipv4.tcp_wmem"); err != nil || strings.Join(strings.Fields(v), " ") != "4096 4096 4096" {
+		t.Errorf("server tcp_wmem = %q, %v", v, err)
+	}
+	// The router kept the host's default: sysctls went only where asked.
+	if v, _ := lab.ReadSysctl(l.Router.NS, "net.ipv4.tcp_wmem"); strings.Join(strings.Fields(v), " ") == "4096 4096 4096" {
+		t.Errorf("router tcp_wmem changed too")
+	}
+	for _, o := range []lab.Offload{lab.OffloadTSO, lab.OffloadGRO} {
+		on, err := lab.Offloaded(l.Client.Handle, l.Client.Link, o)
+		if err != nil || on {
+			t.Errorf("client %s = %v, %v; want off", o, on, err)
+		}
+	}
+	on, err := lab.Offloaded(l.Router.Handle, l.Router.ServerLink, lab.OffloadGSO)
+	if err != nil || !on {
+		t.Errorf("router gso = %v, %v; want the default, on", on, err)
+	}
+	if err := lab.SetOffload(l.Router.Handle, l.Router.ServerLink, lab.OffloadGSO, false); err != nil {
+		t.Fatal(err)
+	}
+	if on, err := lab.Offloaded(l.Router.Handle, l.Router.ServerLink, lab.OffloadGSO); err != nil || on {
+		t.Errorf("router gso after SetOffload off = %v, %v", on, err)
+	}
+	if err := lab.SetOffload(l.Router.Handle, "nosuchlink0", lab.OffloadGSO, false); err == nil || !strings.Contains(err.Error(), "nosuchlink0") {
+		t.Errorf("SetOffload on a missing link = %v, want an error naming it", err)
+	}
+	if err := lab.WriteSysctls(l.Client.NS, map[string]string{"kernel.hostname": "x"}); err == nil {
+		t.Error("a global sysctl was accepted for a namespace")
+	}
+}
+
+// deadPID returns the PID of a process that has exited.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}
+
+func TestCleanupRemovesCrashedLabs(t *testing.T) {
+	crashed := newLab(t, context.Background(), lab.Config{})
+	live := newLab(t, context.Background(), lab.Config{})
+	// Make the first lab look as if its process had died: rewrite the
+	// owner in its state file.
+	path := filepath.Join(lab.DefaultStateDir, crashed.ID+".json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	st["pid"] = deadPID(t)
+	b, _ = json.Marshal(st)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// And an orphan namespace with a lab's name but no state file at all,
+	// as a crash between teardown steps would leave.
+	orphanID := strings.TrimPrefix(testenv.UniqueName("o"), "o")
+	orphan := lab.NamePrefix + orphanID + "-router"
+	h, err := nsrun.Create(orphan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	t.Cleanup(func() { _ = nsrun.Delete(orphan) })
+	// A namespace that merely resembles a lab's is not touched.
+	other := testenv.UniqueName("wanlab-x")
+	h, err = nsrun.Create(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	t.Cleanup(func() { _ = nsrun.Delete(other) })
+
+	removed, err := lab.Cleanup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"netns " + crashed.Router.NS, "netns " + crashed.Client.NS, "netns " + crashed.Server.NS, "netns " + orphan, "state " + path} {
+		if !slices.Contains(removed, want) {
+			t.Errorf("Cleanup removed %v, missing %q", removed, want)
+		}
+	}
+	for _, r := range removed {
+		if strings.Contains(r, live.ID) {
+			t.Errorf("Cleanup removed %q of a live lab", r)
+		}
+	}
+	if nsrun.Exists(orphan) || !nsrun.Exists(other) {
+		t.Errorf("orphan exists=%v, unrelated namespace exists=%v", nsrun.Exists(orphan), nsrun.Exists(other))
+	}
+	assertGone(t, crashed)
+	echoOnce(t, live, live.Server.IPv4)
+}

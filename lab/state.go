@@ -1,0 +1,223 @@
+package lab
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wanlab/wanlab/internal/nsrun"
+)
+
+// DefaultStateDir holds one state file per live lab.
+const DefaultStateDir = "/run/wanlab/lab"
+
+// stateFile is what a lab records about itself before creating anything:
+// enough for Cleanup, run by another process after a crash, to find every
+// object and to tell a crashed owner from a live one.
+type stateFile struct {
+	ID      string    `json:"id"`
+	PID     int       `json:"pid"`
+	Start   uint64    `json:"pid_start_ticks"` // field 22 of /proc/PID/stat, against PID reuse
+	Created time.Time `json:"created"`
+	// Namespaces are the named namespaces; Links the veths by namespace.
+	Namespaces []string            `json:"namespaces"`
+	Links      map[string][]string `json:"links"`
+
+	path string
+}
+
+func createState(dir string, l *Lab) (*stateFile, error) {
+	st := &stateFile{
+		ID:         l.ID,
+		PID:        os.Getpid(),
+		Created:    time.Now().UTC(),
+		Namespaces: []string{l.Router.NS, l.Client.NS, l.Server.NS},
+		Links: map[string][]string{
+			l.Router.NS: {l.Router.ClientLink, l.Router.ServerLink},
+			l.Client.NS: {l.Client.Link},
+			l.Server.NS: {l.Server.Link},
+		},
+		path: filepath.Join(dir, l.ID+".json"),
+	}
+	st.Start, _ = processStart(st.PID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("lab state dir: %w", err)
+	}
+	for _, ns := range st.Namespaces {
+		if nsrun.Exists(ns) {
+			return nil, fmt.Errorf("lab %s: namespace %s already exists", l.ID, ns)
+		}
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	// O_EXCL: two runs that drew the same ID must not share a state file.
+	f, err := os.OpenFile(st.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lab state: %w", err)
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		os.Remove(st.path)
+		return nil, fmt.Errorf("lab state %s: %w", st.path, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(st.path)
+		return nil, fmt.Errorf("lab state %s: %w", st.path, err)
+	}
+	return st, nil
+}
+
+func (st *stateFile) remove() error {
+	if err := os.Remove(st.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("lab state: %w", err)
+	}
+	return nil
+}
+
+func readState(path string) (*stateFile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	st := &stateFile{path: path}
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, fmt.Errorf("lab state %s: %w", path, err)
+	}
+	if !validID(st.ID) {
+		return nil, fmt.Errorf("lab state %s: bad id %q", path, st.ID)
+	}
+	return st, nil
+}
+
+// ownerAlive reports whether the process that wrote the state file still
+// runs (same PID and same start time).
+func (st *stateFile) ownerAlive() bool {
+	start, err := processStart(st.PID)
+	if err != nil {
+		return false
+	}
+	return st.Start == 0 || start == st.Start
+}
+
+// processStart reads a process's start time in clock ticks since boot
+// (field 22 of /proc/PID/stat; the command name in field 2 may contain
+// spaces and parentheses, so fields are counted after its closing one).
+func processStart(pid int) (uint64, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command field", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	// After ")" come fields 3, 4, ...; field 22 is f[19].
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// nsPattern matches exactly the namespace names New creates.
+var nsPattern = regexp.MustCompile(`^wanlab-([0-9a-z]{1,8})-(client|router|server)$`)
+
+// Cleanup removes the objects of every lab whose owning process is gone:
+// first those listed in state files, then namespaces whose names have the
+// exact shape New gives them ("wanlab-<id>-client|router|server") but no
+// live owner. Labs of running processes are left alone. It returns what it
+// removed.
+//
+// Every lab records itself in the one state directory, DefaultStateDir;
+// there is deliberately no option to move it, since a lab recorded
+// elsewhere would look orphaned here.
+func Cleanup() ([]string, error) {
+	stateDir, netnsDir := DefaultStateDir, nsrun.Dir
+	// Namespaces are listed before state files are read: a lab created in
+	// between writes its state file before its namespaces, so a namespace
+	// seen here always has its (live) state file seen below.
+	var candidates []string
+	if ents, err := os.ReadDir(netnsDir); err == nil {
+		for _, e := range ents {
+			if nsPattern.MatchString(e.Name()) {
+				candidates = append(candidates, e.Name())
+			}
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("lab cleanup: %w", err)
+	}
+	files, err := filepath.Glob(filepath.Join(stateDir, "*.json"))
+	if err != nil {
+		return nil, fmt.Errorf("lab cleanup: %w", err)
+	}
+	var removed []string
+	var errs []error
+	live := map[string]bool{}
+	for _, path := range files {
+		st, err := readState(path)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed by its owner meanwhile
+			}
+			errs = append(errs, err)
+			continue
+		}
+		if st.ownerAlive() {
+			live[st.ID] = true
+			continue
+		}
+		ok := true
+		for _, ns := range st.Namespaces {
+			if !nsPattern.MatchString(ns) {
+				errs = append(errs, fmt.Errorf("lab state %s: namespace %q is not a lab name; left alone", path, ns))
+				ok = false
+				continue
+			}
+			if !exists(filepath.Join(netnsDir, ns)) {
+				continue
+			}
+			if err := nsrun.Delete(ns); err != nil {
+				errs = append(errs, err)
+				ok = false
+				continue
+			}
+			removed = append(removed, "netns "+ns)
+		}
+		if ok {
+			if err := st.remove(); err != nil {
+				errs = append(errs, err)
+			} else {
+				removed = append(removed, "state "+path)
+			}
+		}
+	}
+	for _, ns := range candidates {
+		id := nsPattern.FindStringSubmatch(ns)[1]
+		if live[id] || !exists(filepath.Join(netnsDir, ns)) {
+			continue
+		}
+		if err := nsrun.Delete(ns); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, "netns "+ns)
+	}
+	sort.Strings(removed)
+	return removed, errors.Join(errs...)
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
