@@ -1,0 +1,144 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Client talks to a proxy's control API.
+type Client struct {
+	addr string
+	base string // URL prefix: http://unix for sockets, http://host:port for TCP
+	http *http.Client
+	err  error // a bad address, reported by every call
+}
+
+// APIError is an answer other than 2xx. Its message is the server's
+// one-line text (for a bad spec: the parser's message).
+type APIError struct {
+	Status  int
+	Message string
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+// BadSpec reports whether err is the proxy rejecting a spec (or naming an
+// interface it does not have): the user's input was wrong.
+func BadSpec(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && (ae.Status == http.StatusBadRequest ||
+		ae.Status == http.StatusNotFound || ae.Status == http.StatusRequestEntityTooLarge)
+}
+
+// Dial returns a client for addr ("unix:/path", a bare socket path or a
+// loopback host:port). It connects on each call.
+func Dial(addr string) *Client {
+	c := &Client{addr: addr}
+	network, address, err := parseAddr(addr)
+	if err != nil {
+		c.err = err
+		return c
+	}
+	tr := &http.Transport{MaxIdleConns: 1, IdleConnTimeout: 30 * time.Second}
+	if network == "unix" {
+		c.base = "http://unix"
+		var d net.Dialer
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "unix", address)
+		}
+	} else {
+		c.base = "http://" + address
+	}
+	c.http = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	return c
+}
+
+// Set replaces the spec of the direction leaving through iface ("" = both).
+func (c *Client) Set(iface, spec string) error {
+	_, err := c.SetSpecs(iface, spec)
+	return err
+}
+
+// SetSpecs is Set returning the specs in force afterwards.
+func (c *Client) SetSpecs(iface, spec string) (map[string]string, error) {
+	path := "/v1/specs"
+	if iface != "" {
+		path += "/" + url.PathEscape(iface)
+	}
+	var specs map[string]string
+	err := c.do(http.MethodPut, path, strings.NewReader(spec), &specs)
+	return specs, err
+}
+
+// Specs returns each egress interface's canonical spec.
+func (c *Client) Specs() (map[string]string, error) {
+	var specs map[string]string
+	err := c.do(http.MethodGet, "/v1/specs", nil, &specs)
+	return specs, err
+}
+
+// Stats returns the proxy's counters.
+func (c *Client) Stats() (Stats, error) {
+	var st Stats
+	err := c.do(http.MethodGet, "/v1/stats", nil, &st)
+	return st, err
+}
+
+// StatsJSON returns the raw JSON of the proxy's counters.
+func (c *Client) StatsJSON() ([]byte, error) {
+	var raw json.RawMessage
+	err := c.do(http.MethodGet, "/v1/stats", nil, &raw)
+	return raw, err
+}
+
+func (c *Client) do(method, path string, body io.Reader, out any) error {
+	if c.err != nil {
+		return c.err
+	}
+	req, err := http.NewRequest(method, c.base+path, body)
+	if err != nil {
+		return fmt.Errorf("control %s: %w", c.addr, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("control %s: %w", c.addr, unwrapURL(err))
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("control %s: reading answer: %w", c.addr, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var eb errorBody
+		if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
+			return &APIError{Status: resp.StatusCode, Message: eb.Error}
+		}
+		return &APIError{Status: resp.StatusCode, Message: fmt.Sprintf("control %s: %s %s: %s",
+			c.addr, method, path, resp.Status)}
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("control %s: decoding answer to %s %s: %w", c.addr, method, path, err)
+	}
+	return nil
+}
+
+// unwrapURL drops url.Error's "Put \"http://unix/v1/...\":" prefix, which
+// shows a made-up URL for unix sockets, keeping the cause.
+func unwrapURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}

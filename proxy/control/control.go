@@ -1,0 +1,155 @@
+// Package control is the proxy's runtime API: HTTP on a unix socket (or a
+// loopback address) to replace a direction's impairment spec while traffic
+// flows and to read the counters, and the client the CLI uses.
+//
+//	GET /v1/specs          {"eth1": "delay 50ms", ...}   egress iface -> canonical spec
+//	PUT /v1/specs/{iface}  body: spec text               replace one direction's spec
+//	PUT /v1/specs          body: spec text               replace both directions' specs
+//	GET /v1/stats          Stats                          counters per direction
+//
+// A PUT answers with the specs now in force, or 400 and {"error": "..."}
+// carrying the parser's one-line message (the running spec is kept).
+package control
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Backend is what the control API drives: the running proxy.
+type Backend interface {
+	// SetSpec replaces the spec of the direction leaving through iface ("" =
+	// both). On a bad spec it returns the parser's error and keeps the
+	// running spec.
+	SetSpec(iface, spec string) error
+	// Specs maps each egress interface to its canonical spec.
+	Specs() map[string]string
+	// Stats returns the counters of every direction.
+	Stats() Stats
+}
+
+// maxSpecBytes bounds a PUT body; a spec is one line of tc arguments.
+const maxSpecBytes = 64 << 10
+
+// errorBody is the JSON of every non-2xx answer.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// NewHandler serves the API for b.
+func NewHandler(b Backend) http.Handler {
+	h := &handler{b: b}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/specs", h.getSpecs)
+	mux.HandleFunc("PUT /v1/specs", h.putSpecs)
+	mux.HandleFunc("PUT /v1/specs/{iface}", h.putSpecs)
+	mux.HandleFunc("GET /v1/stats", h.getStats)
+	return mux
+}
+
+type handler struct{ b Backend }
+
+func (h *handler) getSpecs(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, h.b.Specs())
+}
+
+func (h *handler) getStats(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, h.b.Stats())
+}
+
+func (h *handler) putSpecs(w http.ResponseWriter, r *http.Request) {
+	iface := r.PathValue("iface")
+	if iface != "" {
+		specs := h.b.Specs()
+		if _, ok := specs[iface]; !ok {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("interface %q: not a direction of this proxy (have %s)",
+				iface, strings.Join(sortedKeys(specs), ", ")))
+			return
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSpecBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("spec longer than %d bytes", maxSpecBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "reading spec: "+err.Error())
+		return
+	}
+	if err := h.b.SetSpec(iface, strings.TrimSpace(string(body))); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, h.b.Specs())
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client went away: nothing to do
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorBody{Error: msg})
+}
+
+// Server serves the API on a listener until closed.
+type Server struct {
+	srv  *http.Server
+	l    net.Listener
+	done chan error
+}
+
+// Start listens on addr (see Listen) and serves b.
+func Start(addr string, b Backend) (*Server, error) {
+	l, err := Listen(addr)
+	if err != nil {
+		return nil, err
+	}
+	return Serve(l, b), nil
+}
+
+// Serve serves b on l until Close.
+func Serve(l net.Listener, b Backend) *Server {
+	s := &Server{
+		srv: &http.Server{
+			Handler:           NewHandler(b),
+			ReadHeaderTimeout: 10 * time.Second,
+		},
+		l:    l,
+		done: make(chan error, 1),
+	}
+	go func() { s.done <- s.srv.Serve(l) }()
+	return s
+}
+
+// Addr returns the listener's address.
+func (s *Server) Addr() net.Addr { return s.l.Addr() }
+
+// Close stops serving, closes open connections and removes a unix socket.
+func (s *Server) Close() error {
+	err := s.srv.Close()
+	if serr := <-s.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}

@@ -1,0 +1,146 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DefaultDir is where proxies put their control sockets (and the route
+// package its state files).
+const DefaultDir = "/run/wanlab"
+
+const unixPrefix = "unix:"
+
+// DefaultAddr is the control address of the proxy between interfaces a and
+// b: "unix:/run/wanlab/<a>-<b>.sock".
+func DefaultAddr(dir string, ifaces [2]string) string {
+	if dir == "" {
+		dir = DefaultDir
+	}
+	return unixPrefix + filepath.Join(dir, ifaces[0]+"-"+ifaces[1]+".sock")
+}
+
+// FindAddr returns the control address of the one proxy whose socket is in
+// dir. With none or several it says so, and the user passes --control.
+func FindAddr(dir string) (string, error) {
+	if dir == "" {
+		dir = DefaultDir
+	}
+	socks, err := filepath.Glob(filepath.Join(dir, "*.sock"))
+	if err != nil {
+		return "", fmt.Errorf("listing %s: %w", dir, err)
+	}
+	var live []string
+	for _, s := range socks {
+		if fi, err := os.Stat(s); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			live = append(live, s)
+		}
+	}
+	sort.Strings(live)
+	switch len(live) {
+	case 0:
+		return "", fmt.Errorf("no proxy control socket in %s (is `wanlab proxy` running? else pass --control)", dir)
+	case 1:
+		return unixPrefix + live[0], nil
+	}
+	return "", fmt.Errorf("%d proxy control sockets in %s (%s): pass --control", len(live), dir, strings.Join(live, ", "))
+}
+
+// parseAddr splits a control address into a network and an address:
+// "unix:/path" (or a bare absolute path) or a loopback "host:port".
+func parseAddr(addr string) (network, address string, err error) {
+	switch {
+	case strings.HasPrefix(addr, unixPrefix):
+		p := strings.TrimPrefix(addr, unixPrefix)
+		if p == "" {
+			return "", "", fmt.Errorf("control address %q: empty socket path", addr)
+		}
+		return "unix", p, nil
+	case strings.HasPrefix(addr, "/"):
+		return "unix", addr, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", "", fmt.Errorf("control address %q: want unix:/path or a loopback host:port: %w", addr, err)
+	}
+	if host == "localhost" {
+		return "tcp", addr, nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return "", "", fmt.Errorf("control address %q: %q is not a loopback address (the control API has no authentication)", addr, host)
+	}
+	return "tcp", addr, nil
+}
+
+// Listen opens the control listener. A unix socket gets mode 0600 in a
+// directory created 0700 if missing; a socket left by a dead process is
+// removed, one that a live process answers on is refused (naming its pid).
+// TCP addresses must be loopback.
+func Listen(addr string) (net.Listener, error) {
+	network, address, err := parseAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	if network == "tcp" {
+		l, err := net.Listen("tcp", address)
+		if err != nil {
+			return nil, fmt.Errorf("control: %w", err)
+		}
+		return l, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(address), 0o700); err != nil {
+		return nil, fmt.Errorf("control: creating socket directory: %w", err)
+	}
+	if err := removeStale(address); err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("unix", address)
+	if err != nil {
+		return nil, fmt.Errorf("control: %w", err)
+	}
+	// Between bind and chmod the socket carries the umask's mode; a
+	// process-wide umask change would race with other goroutines' files.
+	if err := os.Chmod(address, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("control: %w", err)
+	}
+	return l, nil
+}
+
+// removeStale removes a socket file whose listener is gone and refuses one
+// that still accepts connections.
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("control: %w", err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("control socket %s: exists and is not a socket", path)
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		defer c.Close()
+		if pid := peerPID(c); pid > 0 {
+			return fmt.Errorf("control socket %s is in use by a running proxy (pid %d)", path, pid)
+		}
+		return fmt.Errorf("control socket %s is in use by a running proxy", path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("control socket %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("control: removing stale socket: %w", err)
+	}
+	return nil
+}

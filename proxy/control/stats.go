@@ -1,0 +1,26 @@
+package control
+
+import "github.com/wanlab/wanlab/proxy/tap"
+
+// Stats is what GET /v1/stats returns: one entry per direction, in the order
+// of the proxy's interfaces, plus the tap's counters when a capture runs.
+type Stats struct {
+	Directions []Direction `json:"directions"`
+	Tap        *tap.Stats  `json:"tap,omitempty"`
+}
+
+// Direction holds the counters of packets leaving through one interface.
+type Direction struct {
+	Iface  string         `json:"iface"`  // egress interface
+	Spec   string         `json:"spec"`   // canonical spec in force
+	Engine EngineSnapshot `json:"engine"` // the impairment engine's counters
+	Device DeviceCounters `json:"device"` // the TUN device's counters
+}
+
+// DeviceCounters counts what happened at the TUN device of a direction,
+// before the engine saw anything.
+type DeviceCounters struct {
+	Malformed   uint64 `json:"malformed"`    // truncated or malformed IP packets dropped
+	ReadErrors  uint64 `json:"read_errors"`  // failed reads from the TUN
+	WriteErrors uint64 `json:"write_errors"` // failed writes to the TUN
+}
