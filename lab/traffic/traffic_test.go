@@ -1,0 +1,205 @@
+package traffic_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/lab/traffic"
+	"github.com/wanlab/wanlab/tuner/sockopt"
+	"github.com/wanlab/wanlab/units"
+)
+
+func newLab(t *testing.T, cfg lab.Config) *lab.Lab {
+	t.Helper()
+	testenv.RequireRoot(t)
+	l, err := lab.New(context.Background(), cfg)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			testenv.Skip(t, "cannot build a lab: %v (needs CAP_NET_ADMIN)", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return l
+}
+
+func startServer(t *testing.T, l *lab.Lab, addr netip.Addr, cfg traffic.ServerConfig) *traffic.Server {
+	t.Helper()
+	cfg.Listen = netip.AddrPortFrom(addr, 0)
+	s, err := traffic.StartServer(context.Background(), l.Server.Handle, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("server close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestDownloadThroughLab(t *testing.T) {
+	l := newLab(t, lab.Config{})
+	srv := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{})
+	const size = 48 * units.MiB
+	var mu sync.Mutex
+	var progress []traffic.Progress
+	res, err := traffic.Download(context.Background(), l.Client.Handle, traffic.DownloadConfig{
+		Server:        srv.Addr(),
+		Size:          size,
+		Verify:        true,
+		Peer:          srv,
+		ProgressEvery: time.Millisecond,
+		Progress: func(p traffic.Progress) {
+			mu.Lock()
+			progress = append(progress, p)
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Bytes != size || res.Average == 0 || res.Elapsed <= 0 {
+		t.Fatalf("result %+v", res)
+	}
+	if res.Remote != srv.Addr() || res.Local.Addr() != l.Client.IPv4 {
+		t.Errorf("connection %s -> %s, want %s -> %s", res.Local, res.Remote, l.Client.IPv4, srv.Addr())
+	}
+	if res.Client.BytesReceived < size {
+		t.Errorf("client TCP_INFO bytes_received %d < %d", res.Client.BytesReceived, size)
+	}
+	if res.Server == nil || res.Server.BytesSent < size || res.Server.State != "established" {
+		t.Errorf("server TCP_INFO %+v", res.Server)
+	}
+	last := progress[len(progress)-1]
+	if !last.Done || last.Bytes != size || last.ETA != 0 {
+		t.Errorf("last progress %+v, want done at %d bytes", last, size)
+	}
+	for i := 1; i < len(progress); i++ {
+		if progress[i].Bytes < progress[i-1].Bytes {
+			t.Fatalf("progress went backwards: %+v then %+v", progress[i-1], progress[i])
+		}
+	}
+	t.Logf("%s in %v: %s (client rtt %v, server cwnd %d)", res.Bytes.Human(), res.Elapsed, res.Average.Human(), res.Client.RTT, res.Server.SndCwnd)
+}
+
+func TestDownloadIPv6WithSocketOptions(t *testing.T) {
+	l := newLab(t, lab.Config{})
+	srv := startServer(t, l, l.Server.IPv6, traffic.ServerConfig{
+		Sockopt: sockopt.Options{SndBuf: 64 * units.KiB, CC: "reno"},
+	})
+	res, err := traffic.Download(context.Background(), l.Client.Handle, traffic.DownloadConfig{
+		Server:  srv.Addr(),
+		Size:    4 * units.MiB,
+		Sockopt: sockopt.Options{RcvBuf: 256 * units.KiB, QuickAck: true},
+		Peer:    srv,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ClientEffective.RcvBuf != 2*256*units.KiB {
+		t.Errorf("client sockopt %+v, want a 512 KiB receive buffer", res.ClientEffective)
+	}
+	// Accepted sockets inherit the listener's options.
+	if res.ServerEffective == nil || res.ServerEffective.SndBuf != 2*64*units.KiB || res.ServerEffective.CC != "reno" {
+		t.Errorf("server sockopt %+v, want a 128 KiB send buffer and reno", res.ServerEffective)
+	}
+}
+
+func TestDownloadCancelled(t *testing.T) {
+	l := newLab(t, lab.Config{})
+	srv := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := traffic.Download(ctx, l.Client.Handle, traffic.DownloadConfig{
+		Server: srv.Addr(),
+		Size:   1 << 40, // would take hours
+		Progress: func(p traffic.Progress) {
+			if p.Bytes > 0 {
+				cancel()
+			}
+		},
+		ProgressEvery: time.Millisecond,
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Download after cancel = %v, want context.Canceled", err)
+	}
+}
+
+func TestBadRequestsNamed(t *testing.T) {
+	l := newLab(t, lab.Config{})
+	srv := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{})
+	_, err := traffic.RequestResponse(context.Background(), l.Client.Handle, traffic.RRConfig{
+		Server: srv.Addr(), Requests: 1, BodySize: 1 << 20,
+	})
+	if err == nil || !strings.Contains(err.Error(), "body size") {
+		t.Errorf("rr with a 1 MiB body = %v, want a size error", err)
+	}
+	_, err = traffic.Download(context.Background(), l.Client.Handle, traffic.DownloadConfig{
+		Server: netip.AddrPortFrom(l.Server.IPv4, 1), Size: 1,
+	})
+	if err == nil || !strings.Contains(err.Error(), l.Server.IPv4.String()+":1") {
+		t.Errorf("download from a closed port = %v, want an error naming it", err)
+	}
+}
+
+// TestDelayedAckStall reproduces seed 003: a server that answers in two
+// small writes with Nagle on waits for the ACK of the first, which the
+// client delays by the kernel's minimum delayed-ACK timeout (40 ms);
+// TCP_QUICKACK on the client removes the stall.
+func TestDelayedAckStall(t *testing.T) {
+	l := newLab(t, lab.Config{})
+	srv := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{Nagle: true, ThinkTime: time.Millisecond})
+	run := func(quick bool) traffic.RRResult {
+		res, err := traffic.RequestResponse(context.Background(), l.Client.Handle, traffic.RRConfig{
+			Server: srv.Addr(), Requests: 48, Concurrency: 4,
+			Sockopt: sockopt.Options{QuickAck: quick},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Requests != 48 || res.Errors != 0 {
+			t.Fatalf("rr quickack=%v: %d requests, %d errors (%s)", quick, res.Requests, res.Errors, res.FirstError)
+		}
+		return res
+	}
+	slow := run(false)
+	fast := run(true)
+	t.Logf("delayed ACK: p50 %v p99 %v; quickack: p50 %v p99 %v", slow.Latency.P50, slow.Latency.P99, fast.Latency.P50, fast.Latency.P99)
+	if slow.Latency.P50 < 30*time.Millisecond {
+		t.Errorf("without TCP_QUICKACK p50 = %v, want the ~40 ms delayed-ACK stall", slow.Latency.P50)
+	}
+	if fast.Latency.P50 > 20*time.Millisecond {
+		t.Errorf("with TCP_QUICKACK p50 = %v, want no stall", fast.Latency.P50)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	var s []time.Duration
+	for i := 100; i >= 1; i-- {
+		s = append(s, time.Duration(i)*time.Millisecond)
+	}
+	got := traffic.Summarize(s)
+	want := traffic.Latency{Min: time.Millisecond, Max: 100 * time.Millisecond, Mean: 50500 * time.Microsecond,
+		P50: 50 * time.Millisecond, P90: 90 * time.Millisecond, P99: 99 * time.Millisecond}
+	if got != want {
+		t.Errorf("Summarize = %+v, want %+v", got, want)
+	}
+	if (traffic.Summarize(nil) != traffic.Latency{}) {
+		t.Error("Summarize(nil) not zero")
+	}
+	if s[0] != 100*time.Millisecond {
+		t.Error("Summarize sorted its input")
+	}
+}
