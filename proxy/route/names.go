@@ -1,0 +1,108 @@
+// Package route steers the packets a host forwards between two interfaces
+// through a pair of TUN devices, by netlink only: policy rules by incoming
+// interface, one routing table per direction and the forwarding sysctls.
+// Every change is journalled to a state file before it is made, so Undo,
+// or Cleanup after a crash, puts the host back exactly as it was.
+package route
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+)
+
+// DefaultStateDir is where state and lock files live unless Config says otherwise.
+const DefaultStateDir = "/run/wanlab"
+
+// Config says which interfaces to steer and where the TUNs are.
+type Config struct {
+	Ifaces   [2]string // A, B
+	TUNs     [2]string // TUNs[i] carries packets that will LEAVE through Ifaces[i]; zero = TUNNames(Ifaces)
+	StateDir string    // default DefaultStateDir
+	Netns    string    // "" = current namespace; else a named netns (ip netns) to configure in
+}
+
+// maxIfaceName is IFNAMSIZ-1: the kernel's limit on interface names.
+const maxIfaceName = 15
+
+// TUNNames returns the TUN device names the proxy uses for ifaces: "wl-"
+// followed by the interface name, or for names too long for that, its first
+// four bytes and a hash of the whole name. The result is deterministic, at
+// most 15 bytes, and distinct for distinct interface names.
+func TUNNames(ifaces [2]string) [2]string {
+	return [2]string{tunName(ifaces[0]), tunName(ifaces[1])}
+}
+
+func tunName(iface string) string {
+	if len("wl-"+iface) <= maxIfaceName {
+		return "wl-" + iface
+	}
+	h := fnv.New32a()
+	h.Write([]byte(iface))
+	// "wl" + 4 bytes + 8 hex digits + "~" = 15 bytes; "~" cannot follow
+	// 4 bytes in a short name's form, which keeps the two forms apart.
+	return fmt.Sprintf("wl%s~%08x", iface[:4], h.Sum32())[:maxIfaceName]
+}
+
+// withDefaults validates cfg and fills in defaults.
+func (cfg Config) withDefaults() (Config, error) {
+	for _, n := range cfg.Ifaces {
+		if err := checkIfaceName(n); err != nil {
+			return cfg, err
+		}
+	}
+	if cfg.Ifaces[0] == cfg.Ifaces[1] {
+		return cfg, fmt.Errorf("interfaces must differ (both are %q)", cfg.Ifaces[0])
+	}
+	if cfg.TUNs == [2]string{} {
+		cfg.TUNs = TUNNames(cfg.Ifaces)
+	}
+	for _, n := range cfg.TUNs {
+		if err := checkIfaceName(n); err != nil {
+			return cfg, fmt.Errorf("TUN: %w", err)
+		}
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = DefaultStateDir
+	}
+	if strings.ContainsAny(cfg.Netns, "/@") {
+		return cfg, fmt.Errorf("netns %q: name must not contain '/' or '@'", cfg.Netns)
+	}
+	return cfg, nil
+}
+
+func checkIfaceName(n string) error {
+	switch {
+	case n == "":
+		return errors.New("interface name is empty")
+	case len(n) > maxIfaceName:
+		return fmt.Errorf("interface %q: name longer than %d bytes", n, maxIfaceName)
+	case strings.ContainsAny(n, "/ \t\n:") || n == "." || n == "..":
+		return fmt.Errorf("interface %q: not a valid interface name", n)
+	}
+	return nil
+}
+
+// filePrefix keeps the files of proxies in different named namespaces apart.
+func (cfg Config) filePrefix() string {
+	if cfg.Netns == "" {
+		return ""
+	}
+	return cfg.Netns + "@"
+}
+
+// StatePath is the state file of a proxy with this configuration.
+func (cfg Config) StatePath() string {
+	cfg, _ = cfg.withDefaults()
+	return cfg.StateDir + "/" + cfg.filePrefix() + cfg.Ifaces[0] + "-" + cfg.Ifaces[1] + stateSuffix
+}
+
+const (
+	stateSuffix = ".route.json"
+	lockSuffix  = ".lock"
+)
+
+func (cfg Config) lockPath(iface string) string {
+	return cfg.StateDir + "/" + cfg.filePrefix() + iface + lockSuffix
+}

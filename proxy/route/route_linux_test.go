@@ -1,0 +1,409 @@
+package route
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wanlab/wanlab/internal/testenv"
+)
+
+// router is a namespace with two veth interfaces (ra, rb) whose peers are
+// in the same namespace, and the two TUNs of a proxy between ra and rb.
+type router struct {
+	*testNS
+	cfg  Config
+	tuns [2]*os.File
+}
+
+func newRouter(t *testing.T) *router {
+	n := newNS(t)
+	n.veth(t, "ra", "ra-peer", nil)
+	n.veth(t, "rb", "rb-peer", nil)
+	n.addr(t, "ra", "10.91.1.1/24")
+	n.addr(t, "rb", "10.91.2.1/24")
+	n.addr(t, "ra", "fd00:91:1::1/64")
+	cfg := Config{Ifaces: [2]string{"ra", "rb"}, StateDir: t.TempDir(), Netns: n.name}
+	n.waitReady(t, "ra", "rb")
+	return &router{testNS: n, cfg: cfg}
+}
+
+func (r *router) openTUNs(t *testing.T) {
+	for i, name := range TUNNames(r.cfg.Ifaces) {
+		r.tuns[i] = r.openTUN(t, name)
+	}
+}
+
+func TestTUNNames(t *testing.T) {
+	got := TUNNames([2]string{"eth0", "enp0s31f6-long1"})
+	if got[0] != "wl-eth0" {
+		t.Errorf("short name: %q", got[0])
+	}
+	if len(got[1]) > 15 || !strings.HasPrefix(got[1], "wlenp0~") {
+		t.Errorf("long name: %q", got[1])
+	}
+	other := TUNNames([2]string{"enp0s31f6-long2", "enp0s31f6-long1"})
+	if other[0] == got[1] || other[1] != got[1] {
+		t.Errorf("names not unique/deterministic: %q %q", other, got)
+	}
+}
+
+func TestApplyUndoRestores(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		strictRPF   bool
+		forceFwd    bool
+		wantSysctls []string
+	}{
+		{"force_forwarding", true, true, []string{"net/ipv6/conf/ra/force_forwarding", "net/ipv4/conf/all/rp_filter"}},
+		{"all.forwarding", false, false, []string{"net/ipv6/conf/all/forwarding"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRouter(t)
+			r.openTUNs(t)
+			if tc.strictRPF {
+				r.sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
+			}
+			// A per-interface value that conf.all.forwarding would overwrite.
+			r.sysctl(t, "net/ipv6/conf/rb-peer/forwarding", "1")
+			useForceForwarding = tc.forceFwd
+			t.Cleanup(func() { useForceForwarding = true })
+			before := r.snapshot(t)
+
+			a, err := Apply(r.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := loadState(a.StatePath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.PID != os.Getpid() || len(st.Changes) == 0 {
+				t.Fatalf("state file: pid %d, %d changes", st.PID, len(st.Changes))
+			}
+			during := r.snapshot(t)
+			tables, prio := a.Tables()
+			for _, want := range []string{
+				fmt.Sprintf("rule fam 2 %d iif \"ra\" oif \"\" table %d", prio, tables[1]),
+				fmt.Sprintf("rule fam 2 %d iif \"rb\" oif \"\" table %d", prio, tables[0]),
+				fmt.Sprintf("rule fam 10 %d iif \"ra\" oif \"\" table %d", prio, tables[1]),
+				fmt.Sprintf("route fam 2 table %d dst 0.0.0.0/0", tables[0]),
+				fmt.Sprintf("route fam 10 table %d dst ::/0", tables[1]),
+				"sysctl net/ipv4/conf/ra/forwarding=1",
+				"sysctl net/ipv4/conf/wl-rb/rp_filter=0",
+			} {
+				if !strings.Contains(during, want) {
+					t.Errorf("after Apply, missing %q", want)
+				}
+			}
+			for _, p := range tc.wantSysctls {
+				if strings.Contains(before, "sysctl "+p+"=") && !strings.Contains(diff(before, during), p) {
+					t.Errorf("sysctl %s not changed", p)
+				}
+			}
+			if prio <= 0 || prio >= 32766 || tables[0] == tables[1] {
+				t.Errorf("priority %d tables %v", prio, tables)
+			}
+			// The same interfaces cannot be claimed twice.
+			if _, err := Apply(r.cfg); err == nil || !strings.Contains(err.Error(), "already used") {
+				t.Errorf("second Apply: %v", err)
+			}
+			if err := a.Undo(); err != nil {
+				t.Fatal(err)
+			}
+			if after := r.snapshot(t); after != before {
+				t.Errorf("Undo did not restore:\n%s", diff(before, after))
+			}
+			if _, err := os.Stat(a.StatePath()); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("state file still there: %v", err)
+			}
+			// Undo released the lock: the interfaces can be claimed again.
+			l, err := Acquire(r.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Release()
+		})
+	}
+}
+
+func TestApplyRollsBackAtEveryStep(t *testing.T) {
+	r := newRouter(t)
+	r.openTUNs(t)
+	r.sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
+	before := r.snapshot(t)
+	t.Cleanup(func() { beforeChange = nil })
+	injected := errors.New("injected failure")
+	for step := 0; ; step++ {
+		n := 0
+		beforeChange = func(c change) error {
+			if n == step {
+				return fmt.Errorf("%s: %w", c, injected)
+			}
+			n++
+			return nil
+		}
+		a, err := Apply(r.cfg)
+		if err == nil {
+			// step is past the last change: every failure point was tried.
+			if step < 8 {
+				t.Fatalf("only %d changes", step)
+			}
+			if err := a.Undo(); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if !errors.Is(err, injected) || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("step %d: error %q", step, err)
+		}
+		if after := r.snapshot(t); after != before {
+			t.Fatalf("failure at step %d not rolled back:\n%s", step, diff(before, after))
+		}
+		if _, err := os.Stat(r.cfg.StatePath()); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("step %d: state file left: %v", step, err)
+		}
+	}
+	if after := r.snapshot(t); after != before {
+		t.Fatalf("not restored:\n%s", diff(before, after))
+	}
+}
+
+func TestMissingInterface(t *testing.T) {
+	r := newRouter(t)
+	r.openTUNs(t)
+	before := r.snapshot(t)
+	cfg := r.cfg
+	cfg.Ifaces[1] = "eth9"
+	cfg.TUNs = [2]string{"wl-ra", "wl-rb"}
+	_, err := Apply(cfg)
+	if err == nil || err.Error() != `interface "eth9": not found` {
+		t.Fatalf("got %v", err)
+	}
+	cfg = r.cfg
+	cfg.TUNs = TUNNames(cfg.Ifaces)
+	cfg.TUNs[0] = "wl-none"
+	if _, err = Apply(cfg); err == nil || err.Error() != `TUN interface "wl-none": not found` {
+		t.Fatalf("got %v", err)
+	}
+	if after := r.snapshot(t); after != before {
+		t.Fatalf("changed:\n%s", diff(before, after))
+	}
+}
+
+func TestNoCapNetAdmin(t *testing.T) {
+	r := newRouter(t)
+	r.openTUNs(t)
+	before := r.snapshot(t)
+	errc := make(chan error, 1)
+	go func() {
+		// Capabilities are per thread: drop CAP_NET_ADMIN on this locked
+		// thread only (it is never unlocked, so it dies with the goroutine).
+		runtime.LockOSThread()
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			errc <- err
+			return
+		}
+		data[0].Effective &^= 1 << unix.CAP_NET_ADMIN
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			errc <- err
+			return
+		}
+		_, err := Apply(r.cfg)
+		errc <- err
+	}()
+	err := <-errc
+	if err == nil || !errors.Is(err, os.ErrPermission) {
+		t.Fatalf("want a permission error, got %v", err)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("multi-line error %q", err)
+	}
+	t.Logf("error: %v", err)
+	if after := r.snapshot(t); after != before {
+		t.Fatalf("changed:\n%s", diff(before, after))
+	}
+}
+
+// childEnv makes the test binary act as a proxy that applies its routing
+// and waits to be killed (see TestMain).
+const childEnv = "WANLAB_ROUTE_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if v := os.Getenv(childEnv); v != "" {
+		os.Exit(crashChild(v))
+	}
+	os.Exit(m.Run())
+}
+
+// crashChild runs in a child process: "netns statedir".
+func crashChild(arg string) int {
+	f := strings.Fields(arg)
+	cfg := Config{Ifaces: [2]string{"ra", "rb"}, Netns: f[0], StateDir: f[1]}
+	n := &testNS{name: f[0]}
+	var err error
+	if n.ns, err = netnsOpen(f[0]); err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	t := &testing.T{}
+	for _, name := range TUNNames(cfg.Ifaces) {
+		_ = n.openTUN(t, name) // closed by the kernel when the process is killed
+	}
+	if _, err := Apply(cfg); err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	fmt.Println("ready")
+	select {}
+}
+
+func TestCleanupAfterSIGKILL(t *testing.T) {
+	r := newRouter(t)
+	r.sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
+	before := r.snapshot(t)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+r.name+" "+r.cfg.StateDir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("child: %q %v", line, err)
+	}
+	// A live proxy holds the interfaces: refused, naming its pid; Cleanup
+	// leaves it alone.
+	_, err = Acquire(r.cfg)
+	if err == nil || !strings.Contains(err.Error(), "pid "+strconv.Itoa(cmd.Process.Pid)) {
+		t.Fatalf("Acquire while child runs: %v", err)
+	}
+	if undone, err := Cleanup(r.cfg.StateDir); err != nil || len(undone) != 0 {
+		t.Fatalf("Cleanup with a live proxy: %v %v", undone, err)
+	}
+	if r.snapshot(t) == before {
+		t.Fatal("child changed nothing")
+	}
+
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	// The TUNs vanish with the process; the rules and sysctls stay.
+	waitFor(t, func() bool {
+		_, e1 := r.nl.LinkByName("wl-ra")
+		_, e2 := r.nl.LinkByName("wl-rb")
+		return e1 != nil && e2 != nil
+	})
+	if r.snapshot(t) == before {
+		t.Fatal("nothing left behind to clean up")
+	}
+	undone, err := Cleanup(r.cfg.StateDir)
+	if err != nil || len(undone) != 1 || undone[0] != r.cfg.StatePath() {
+		t.Fatalf("Cleanup: %v %v", undone, err)
+	}
+	if after := r.snapshot(t); after != before {
+		t.Fatalf("Cleanup did not restore:\n%s", diff(before, after))
+	}
+	if undone, err := Cleanup(r.cfg.StateDir); err != nil || len(undone) != 0 {
+		t.Fatalf("second Cleanup: %v %v", undone, err)
+	}
+}
+
+// TestCleanupDeadPIDStateFile: a state file whose proxy is gone (dead pid,
+// locks free) is undone by Cleanup, and by Acquire on the same interfaces.
+func TestCleanupDeadPIDStateFile(t *testing.T) {
+	for _, via := range []string{"Cleanup", "Acquire"} {
+		t.Run(via, func(t *testing.T) {
+			r := newRouter(t)
+			r.openTUNs(t)
+			before := r.snapshot(t)
+			a, err := Apply(r.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Simulate the crash: the locks go, the pid is one that has exited.
+			a.ownLock.Release()
+			st, _ := loadState(a.StatePath())
+			dead := exec.Command("true")
+			dead.Run()
+			st.PID = dead.Process.Pid
+			if err := st.save(a.StatePath()); err != nil {
+				t.Fatal(err)
+			}
+			if via == "Cleanup" {
+				undone, err := Cleanup(r.cfg.StateDir)
+				if err != nil || len(undone) != 1 {
+					t.Fatalf("Cleanup: %v %v", undone, err)
+				}
+			} else {
+				l, err := Acquire(r.cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.Release()
+			}
+			if after := r.snapshot(t); after != before {
+				t.Fatalf("not restored:\n%s", diff(before, after))
+			}
+			if _, err := os.Stat(a.StatePath()); !errors.Is(err, os.ErrNotExist) {
+				t.Fatal("state file left")
+			}
+		})
+	}
+}
+
+func TestAcquireRefusesSecond(t *testing.T) {
+	testenv.RequireRoot(t)
+	cfg := Config{Ifaces: [2]string{"x0", "x1"}, StateDir: t.TempDir(), Netns: "n"}
+	l, err := Acquire(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := cfg
+	other.Ifaces = [2]string{"x2", "x1"}
+	if _, err := Acquire(other); err == nil || !strings.Contains(err.Error(), `interface "x1" is already used`) {
+		t.Fatalf("second Acquire: %v", err)
+	}
+	// A failed claim releases the part it got (x2).
+	third := cfg
+	third.Ifaces = [2]string{"x2", "x3"}
+	l3, err := Acquire(third)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l3.Release()
+	l.Release()
+	if l, err = Acquire(other); err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond) // polling interval, not a wait for an event's duration
+	}
+}

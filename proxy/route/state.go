@@ -1,0 +1,143 @@
+package route
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// state is the journal written to the state file. It is rewritten (atomically,
+// by rename) BEFORE every change, so that after a crash at any instant the
+// file lists every change that may have been made, with the value to restore.
+type state struct {
+	Version int       `json:"version"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+	Netns   string    `json:"netns,omitempty"`
+	Ifaces  [2]string `json:"ifaces"`
+	TUNs    [2]string `json:"tuns"`
+	Changes []change  `json:"changes"`
+}
+
+const stateVersion = 1
+
+// Change kinds.
+const (
+	kindSysctl = "sysctl" // write Value to /proc/sys/Path; undo writes Prev
+	kindMTU    = "mtu"    // set Link's MTU to MTU; undo sets PrevMTU
+	kindUp     = "up"     // set Link up; undo sets it down
+	// set Link's IPv6 addr_gen_mode to MTU (the mode number) by netlink;
+	// undo sets PrevMTU. The sysctl of the same name would, on undo,
+	// generate link-local addresses as a side effect.
+	kindAddrGenMode = "addr_gen_mode"
+	kindRoute       = "route" // add a default route in Table via Link; undo deletes it
+	kindRule        = "rule"  // add "iif Iif lookup Table" at Priority; undo deletes it
+)
+
+// change is one journalled modification and what undoes it.
+type change struct {
+	Kind string `json:"kind"`
+
+	// sysctl: Path is relative to /proc/sys ("net/ipv4/conf/eth0/forwarding").
+	// An empty Value records a value that another write changes as a side
+	// effect (net.ipv6.conf.all.forwarding rewrites every interface's), so
+	// that undo restores it too.
+	Path  string `json:"path,omitempty"`
+	Prev  string `json:"prev,omitempty"`
+	Value string `json:"value,omitempty"`
+
+	Link    string `json:"link,omitempty"`
+	PrevMTU int    `json:"prev_mtu,omitempty"`
+	MTU     int    `json:"mtu,omitempty"`
+
+	Family   int    `json:"family,omitempty"` // 4 or 6
+	Table    int    `json:"table,omitempty"`
+	Priority int    `json:"priority,omitempty"`
+	Iif      string `json:"iif,omitempty"`
+}
+
+func (c change) String() string {
+	switch c.Kind {
+	case kindSysctl:
+		if c.Value == "" {
+			return fmt.Sprintf("sysctl %s (was %s)", c.Path, c.Prev)
+		}
+		return fmt.Sprintf("sysctl %s=%s (was %s)", c.Path, c.Value, c.Prev)
+	case kindMTU:
+		return fmt.Sprintf("mtu of %s %d (was %d)", c.Link, c.MTU, c.PrevMTU)
+	case kindUp:
+		return fmt.Sprintf("set %s up", c.Link)
+	case kindAddrGenMode:
+		return fmt.Sprintf("ipv6 addr_gen_mode of %s %d (was %d)", c.Link, c.MTU, c.PrevMTU)
+	case kindRoute:
+		return fmt.Sprintf("ipv%d default route via %s in table %d", c.Family, c.Link, c.Table)
+	case kindRule:
+		return fmt.Sprintf("ipv%d rule %d: iif %s lookup %d", c.Family, c.Priority, c.Iif, c.Table)
+	}
+	return c.Kind
+}
+
+// save writes st to path atomically and durably: a crash leaves either the
+// old or the new journal, never a torn one.
+func (st *state) save(path string) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("state file %s: %w", path, err)
+	}
+	return nil
+}
+
+func loadState(path string) (*state, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("state file: %w", err)
+	}
+	var st state
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("state file %s: %w", path, err)
+	}
+	if st.Version != stateVersion {
+		return nil, fmt.Errorf("state file %s: version %d, want %d", path, st.Version, stateVersion)
+	}
+	return &st, nil
+}
+
+// stateFiles lists the state files in dir.
+func stateFiles(dir string) ([]string, error) {
+	m, err := filepath.Glob(filepath.Join(dir, "*"+stateSuffix))
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func ensureDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	return nil
+}
+
+var errLocked = errors.New("locked")
