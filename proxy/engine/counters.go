@@ -1,0 +1,157 @@
+package engine
+
+// SojournBoundsNs are the upper bounds (inclusive, in ns) of the sojourn
+// histogram's buckets; a last bucket counts everything above. They span
+// 10 µs to 10 s, roughly 1-2.5-5 per decade, fixed so a histogram is a
+// plain array updated without allocation.
+var SojournBoundsNs = [...]int64{
+	10e3, 25e3, 50e3, 100e3, 250e3, 500e3,
+	1e6, 2.5e6, 5e6, 10e6, 25e6, 50e6, 100e6, 250e6, 500e6,
+	1e9, 2.5e9, 5e9, 10e9,
+}
+
+// Histogram counts sojourn times in the fixed SojournBoundsNs buckets.
+// Counts[i] is the number of samples in (bound[i-1], bound[i]];
+// Counts[len(bounds)] holds the samples above the last bound.
+type Histogram struct {
+	Counts [len(SojournBoundsNs) + 1]uint64 `json:"counts"`
+	SumNs  int64                            `json:"sum_ns"`
+	Count  uint64                           `json:"count"`
+}
+
+func (h *Histogram) add(ns int64) {
+	i := 0
+	// Binary search over 19 bounds: 5 comparisons.
+	lo, hi := 0, len(SojournBoundsNs)
+	for lo < hi {
+		m := (lo + hi) >> 1
+		if ns <= SojournBoundsNs[m] {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	i = lo
+	h.Counts[i]++
+	h.SumNs += ns
+	h.Count++
+}
+
+// Drops counts discarded packets by reason.
+type Drops struct {
+	// Loss: netem's loss model dropped it (not counted when ECN marked it).
+	Loss uint64 `json:"loss"`
+	// Queue: a queue limit was exceeded (netem limit packets, tbf limit
+	// bytes), tail drop.
+	Queue uint64 `json:"queue"`
+	// Oversize: tbf dropped a packet larger than its bucket (burst or mtu),
+	// as tbf_enqueue does for a non-GSO packet above max_size.
+	Oversize uint64 `json:"oversize"`
+}
+
+// Total is the sum of all reasons.
+func (d Drops) Total() uint64 { return d.Loss + d.Queue + d.Oversize }
+
+// Counters are one stage's (or one pipeline's) counters. They are written
+// only under the pipeline's mutex and read by Snapshot under it.
+type Counters struct {
+	PacketsIn  uint64 `json:"packets_in"`
+	BytesIn    uint64 `json:"bytes_in"`
+	PacketsOut uint64 `json:"packets_out"`
+	BytesOut   uint64 `json:"bytes_out"`
+	Drops      Drops  `json:"drops"`
+	ECNMarked  uint64 `json:"ecn_marked"`
+	Duplicated uint64 `json:"duplicated"`
+	Corrupted  uint64 `json:"corrupted"`
+	// Reordered counts packets netem sent ahead of its queue ("reorder",
+	// the kernel's requeues counter).
+	Reordered uint64 `json:"reordered"`
+	// QueuePackets and QueueBytes are the current depth (gauges).
+	QueuePackets uint64 `json:"queue_packets"`
+	QueueBytes   uint64 `json:"queue_bytes"`
+	// Sojourn is the time from entering to leaving (the stage, or the
+	// pipeline for its totals).
+	Sojourn Histogram `json:"sojourn"`
+}
+
+func (c *Counters) in(p *Packet) {
+	c.PacketsIn++
+	c.BytesIn += uint64(len(p.Data))
+	c.QueuePackets++
+	c.QueueBytes += uint64(len(p.Data))
+}
+
+func (c *Counters) out(p *Packet, sojourn int64) {
+	c.PacketsOut++
+	c.BytesOut += uint64(len(p.Data))
+	c.QueuePackets--
+	c.QueueBytes -= uint64(len(p.Data))
+	c.Sojourn.add(sojourn)
+}
+
+// dropped takes a packet that was counted in (and so queued) out again.
+func (c *Counters) dropped(p *Packet, reason dropReason) {
+	c.QueuePackets--
+	c.QueueBytes -= uint64(len(p.Data))
+	switch reason {
+	case DropLoss:
+		c.Drops.Loss++
+	case DropQueue:
+		c.Drops.Queue++
+	case DropOversize:
+		c.Drops.Oversize++
+	}
+}
+
+// dropReason names why a packet was discarded.
+type dropReason = DropReason
+
+// DropReason tells OnDrop hooks why a packet was discarded.
+type DropReason uint8
+
+// Drop reasons.
+const (
+	DropLoss DropReason = iota + 1
+	DropQueue
+	DropOversize
+)
+
+// String returns "loss", "queue" or "oversize".
+func (r DropReason) String() string {
+	switch r {
+	case DropLoss:
+		return "loss"
+	case DropQueue:
+		return "queue"
+	case DropOversize:
+		return "oversize"
+	}
+	return "unknown"
+}
+
+// StageSnapshot is one stage's counters with its kind and canonical spec.
+type StageSnapshot struct {
+	Kind string `json:"kind"`
+	Spec string `json:"spec"`
+	Counters
+}
+
+// ClassSnapshot is one traffic class: its spec and per-stage counters.
+type ClassSnapshot struct {
+	Name   string          `json:"name"`
+	Spec   string          `json:"spec"`
+	Totals Counters        `json:"totals"`
+	Stages []StageSnapshot `json:"stages"`
+}
+
+// Snapshot is a consistent copy of a pipeline's counters, for stats and
+// metrics. Totals count packets entering and leaving the whole pipeline
+// (duplicates enter as extra packets: PacketsIn counts what the caller
+// enqueued plus Duplicated).
+type Snapshot struct {
+	Direction string          `json:"direction"`
+	Totals    Counters        `json:"totals"`
+	Classes   []ClassSnapshot `json:"classes"`
+	// Swaps counts spec replacements since the pipeline was created.
+	Swaps uint64 `json:"swaps"`
+}

@@ -1,0 +1,33 @@
+// Package engine is wanlab's impairment engine: per-direction pipelines of
+// netem and tbf stages that decide, for every packet stamped on arrival,
+// whether it is dropped, marked, corrupted, duplicated or reordered and at
+// which nanosecond it leaves. It runs on an injected clock with one seeded
+// PRNG per stage, so a virtual-clock run reproduces bit for bit.
+//
+// # Model
+//
+// A Pipeline mirrors a Linux qdisc chain: "netem ... | tbf ..." is a netem
+// root whose child is tbf, exactly as `tc qdisc add ... root handle 1:
+// netem ...; tc qdisc add ... parent 1:1 tbf ...`. Internally the pipeline
+// is a discrete-event simulation: every stage exposes the time its head
+// packet leaves it, and the pipeline moves packets between stages at those
+// times (not at the time somebody happens to call it), so a late release
+// loop never changes a departure time. This equals the kernel with a
+// perfect qdisc watchdog and an infinitely fast device.
+//
+// # Goroutines
+//
+// One goroutine (the reader) calls Enqueue/EnqueueBatch; another (the
+// release loop) calls NextDeparture and Dequeue; anyone may call Snapshot
+// and Swap. One mutex per Pipeline guards all state; each call holds it for
+// a bounded amount of work (the packets that become due), never while
+// blocking.
+//
+// # Buffers
+//
+// Packets come from a Pool. Enqueue takes ownership of the packet: from then
+// on the pipeline either returns it from Dequeue (ownership passes to the
+// caller, who sends it and calls Pool.Put) or drops it (the pipeline calls
+// the OnDrop hook, if any, then puts it back itself). Duplicates are new
+// packets from the same pool, returned by Dequeue like any other.
+package engine

@@ -1,0 +1,306 @@
+package engine
+
+import (
+	"math"
+
+	"github.com/wanlab/wanlab/proxy/spec"
+)
+
+// netemStage mirrors the kernel's sch_netem.c (Linux 6.x): netem_enqueue
+// decides duplication, loss (or ECN mark), corruption, the queue limit,
+// reordering and the time to send; tfifo keeps packets ordered by that
+// time; netem_dequeue releases them, honouring slots.
+type netemStage struct {
+	cfg *spec.Netem
+	r   *prng
+	ctr Counters
+
+	limit           int
+	latency, jitter int64
+	table           []int16
+	delayCorr       correlated
+	loss            lossModel
+	ecn             bool
+	duplicate       uint32
+	dupCorr         correlated
+	corrupt         uint32
+	corruptCorr     correlated
+	reorder         uint32
+	reorderCorr     correlated
+	gap, counter    uint32
+	noDup           bool // set while a duplicate is re-enqueued at the root
+
+	rateBytes                              uint64 // bytes per second, as the kernel keeps q->rate
+	packetOverhead, cellSize, cellOverhead int64
+
+	slotOn                 bool
+	slotMin, slotMax       int64
+	slotDelay, slotJitter  int64
+	slotTable              []int16
+	slotPackets, slotBytes int64
+	slotNext               int64
+	packetsLeft, bytesLeft int64
+
+	tfifo  timeHeap
+	ahead  []*Packet // reordered packets, sent before tfifo (the kernel's sch->q; LIFO)
+	maxDue int64     // latest time_to_send queued in tfifo/ahead (rate anchoring)
+	order  uint64
+}
+
+func newNetem(cfg *spec.Netem, seed uint64, now int64) *netemStage {
+	r := newPRNG(seed)
+	n := &netemStage{cfg: cfg, r: r}
+	n.limit = int(cfg.Limit)
+	if cfg.Limit == 0 {
+		n.limit = spec.DefaultNetemLimit
+	}
+	n.latency, n.jitter = int64(cfg.Latency), int64(cfg.Jitter)
+	n.table = distTable(cfg.Dist)
+	// Correlation states are initialised in the order netem_change applies
+	// TCA_NETEM_CORR (delay, loss, dup), then reorder, then corrupt.
+	n.delayCorr = newCorrelated(cfg.DelayCorr, r)
+	n.loss = newLossModel(cfg.Loss, r)
+	n.ecn = cfg.ECN
+	n.duplicate = probU32(cfg.Duplicate)
+	n.dupCorr = newCorrelated(cfg.DuplicateCorr, r)
+	n.gap = cfg.Gap
+	n.reorder = probU32(cfg.Reorder)
+	if n.gap != 0 && n.reorder == 0 {
+		// netem_change: "if gap is set, need to assume 100% probability".
+		n.reorder = math.MaxUint32
+	}
+	if n.reorder != 0 && n.gap == 0 {
+		n.gap = 1 // iproute2 sends gap 1 with a reorder probability
+	}
+	n.reorderCorr = newCorrelated(cfg.ReorderCorr, r)
+	n.corrupt = probU32(cfg.Corrupt)
+	n.corruptCorr = newCorrelated(cfg.CorruptCorr, r)
+	n.rateBytes = uint64(cfg.Rate) / 8
+	n.packetOverhead = int64(cfg.PacketOverhead)
+	n.cellSize = int64(cfg.CellSize)
+	n.cellOverhead = int64(cfg.CellOverhead)
+	if s := cfg.Slot; s != nil {
+		// get_slot(): zero budgets mean unlimited; slots start now when
+		// any delay is configured.
+		n.slotMin, n.slotMax = int64(s.MinDelay), int64(s.MaxDelay)
+		n.slotDelay, n.slotJitter = int64(s.Delay), int64(s.Jitter)
+		if n.slotJitter < 0 {
+			n.slotJitter = -n.slotJitter
+		}
+		if s.Dist != spec.DistUniform {
+			n.slotTable = distTable(s.Dist)
+		}
+		n.slotPackets, n.slotBytes = int64(s.Packets), int64(s.Bytes)
+		if n.slotPackets == 0 {
+			n.slotPackets = math.MaxInt32
+		}
+		if n.slotBytes == 0 {
+			n.slotBytes = math.MaxInt32
+		}
+		n.packetsLeft, n.bytesLeft = n.slotPackets, n.slotBytes
+		if n.slotMin|n.slotMax|n.slotJitter|n.slotDelay != 0 {
+			n.slotOn = true
+			n.slotNext = now
+		}
+	}
+	n.tfifo = make(timeHeap, 0, min(n.limit, 1<<16))
+	return n
+}
+
+func (n *netemStage) kind() string        { return "netem" }
+func (n *netemStage) spec() string        { return n.cfg.String() }
+func (n *netemStage) counters() *Counters { return &n.ctr }
+func (n *netemStage) len() int            { return len(n.tfifo) + len(n.ahead) }
+
+// enqueue is netem_enqueue. The order of random draws is the kernel's:
+// duplicate, loss, corrupt (+ offset and bit), then (after the duplicate's
+// own enqueue at the root) reorder and delay.
+func (n *netemStage) enqueue(p *Packet, now int64, c *chain, idx int) {
+	n.ctr.in(p)
+	count := 1
+	if !n.noDup && p.Flags&FlagDuplicate == 0 && n.duplicate != 0 && n.duplicate >= n.dupCorr.next(n.r) {
+		count++
+	}
+	if n.loss.event(n.r) {
+		if n.ecn && setCE(p.Data) {
+			n.ctr.ECNMarked++
+			p.Flags |= FlagECNMarked
+		} else {
+			count--
+		}
+	}
+	if count == 0 {
+		c.drop(p, idx, DropLoss)
+		return
+	}
+	var dup *Packet
+	if count > 1 {
+		// Cloned before corruption: the kernel's skb_clone shares data and
+		// the corruption path unshares the original first.
+		dup = clone(p)
+		dup.Flags |= FlagDuplicate
+		n.ctr.Duplicated++
+	}
+	if n.corrupt != 0 && n.corrupt >= n.corruptCorr.next(n.r) && len(p.Data) > 0 {
+		// skb->data[get_random_u32_below(skb_headlen(skb))] ^= 1 << get_random_u32_below(8):
+		// any byte of the packet, headers included. On a TUN device the
+		// packet starts at the IP header (the kernel's includes the MAC
+		// header on an Ethernet device).
+		off := n.r.below(uint32(len(p.Data)))
+		bit := n.r.below(8)
+		p.Data[off] ^= 1 << bit
+		p.Flags |= FlagCorrupted
+		n.ctr.Corrupted++
+	}
+	// sch->q.qlen counts packets in netem and in its child qdisc.
+	if c.heldFrom(idx) >= n.limit {
+		c.drop(p, idx, DropQueue)
+		if dup != nil {
+			c.pl.admit(c.class, dup)
+			c.dropUnstaged(dup, DropQueue)
+		}
+		return
+	}
+	if dup != nil {
+		// "If doing duplication then re-insert at top of the qdisc tree,
+		// since parent queuer expects that only one skb will be queued."
+		// The copy goes through every stage from the root again, this
+		// netem included, with duplication disabled meanwhile. Unlike the
+		// kernel, a copy is never duplicated again by another netem in the
+		// chain, which would otherwise loop as the kernel once did.
+		c.pl.admit(c.class, dup)
+		n.noDup = true
+		c.enqueueAt(0, dup, now)
+		n.noDup = false
+	}
+	n.order++
+	p.order = n.order
+	if n.gap == 0 || n.counter < n.gap-1 || n.reorder < n.reorderCorr.next(n.r) {
+		delay := tabledist(n.latency, n.jitter, &n.delayCorr, n.r, n.table)
+		base := now
+		if n.rateBytes != 0 {
+			// With a rate, the last queued packet's send time is the
+			// reference point: packets leave serialised, never reordered
+			// by jitter.
+			if n.len() > 0 {
+				delay -= n.maxDue - base
+				if delay < 0 {
+					delay = 0
+				}
+				base = n.maxDue
+			}
+			delay += n.packetTime(len(p.Data))
+		}
+		p.due = base + delay
+		if n.len() == 0 || p.due > n.maxDue {
+			n.maxDue = p.due
+		}
+		n.counter++
+		n.tfifo.push(p)
+	} else {
+		// "Do re-ordering by putting one out of N packets at the front of
+		// the queue."
+		p.due = now
+		if n.len() == 0 || p.due > n.maxDue {
+			n.maxDue = p.due
+		}
+		n.counter = 0
+		p.Flags |= FlagReordered
+		n.ctr.Reordered++
+		n.ahead = append(n.ahead, p)
+	}
+	n.poll(now)
+}
+
+// packetTime is packet_time_ns(): serialisation time at the netem rate
+// with per-packet overhead and cell framing.
+func (n *netemStage) packetTime(size int) int64 {
+	l := int64(size) + n.packetOverhead
+	if l < 0 {
+		l = 0
+	}
+	if n.cellSize > 0 {
+		cells := l / n.cellSize
+		if l > cells*n.cellSize {
+			cells++
+		}
+		l = cells * (n.cellSize + n.cellOverhead)
+		if l < 0 {
+			l = 0
+		}
+	}
+	return int64(uint64(l) * 1e9 / n.rateBytes)
+}
+
+// getSlotNext is get_slot_next(): the next slot opens after a uniform
+// delay in [min, max) or one drawn from the slot distribution, with fresh
+// packet and byte budgets.
+func (n *netemStage) getSlotNext(now int64) {
+	var next int64
+	if n.slotTable == nil && n.slotJitter == 0 && n.slotDelay == 0 {
+		next = n.slotMin + int64((uint64(n.r.u32())*uint64(n.slotMax-n.slotMin))>>32)
+	} else {
+		next = tabledist(n.slotDelay, n.slotJitter, nil, n.r, n.slotTable)
+	}
+	n.slotNext = now + next
+	n.packetsLeft, n.bytesLeft = n.slotPackets, n.slotBytes
+}
+
+// poll is the part of netem_dequeue a dequeue attempt performs even when it
+// sends nothing: a slot that opens before the head packet is due is
+// re-rolled from now. The kernel attempts a dequeue after every enqueue
+// and after every sent packet; so does the pipeline.
+func (n *netemStage) poll(now int64) {
+	if n.slotOn && len(n.tfifo) > 0 && n.slotNext < n.tfifo[0].due {
+		n.getSlotNext(now)
+	}
+}
+
+// next returns when the stage's next packet leaves.
+func (n *netemStage) next() (int64, bool) {
+	if k := len(n.ahead); k > 0 {
+		return n.ahead[k-1].due, true
+	}
+	if len(n.tfifo) == 0 {
+		return 0, false
+	}
+	t := n.tfifo[0].due
+	if n.slotOn && n.slotNext > t {
+		t = n.slotNext
+	}
+	return t, true
+}
+
+// pop is netem_dequeue at time now (= the time next reported): reordered
+// packets first, bypassing the child qdisc as the kernel's
+// __qdisc_dequeue_head(&sch->q) path does; then the tfifo head once its
+// time and its slot have come.
+func (n *netemStage) pop(now int64) (*Packet, bool) {
+	if k := len(n.ahead); k > 0 {
+		p := n.ahead[k-1]
+		n.ahead[k-1] = nil
+		n.ahead = n.ahead[:k-1]
+		return p, true
+	}
+	if len(n.tfifo) == 0 {
+		return nil, false
+	}
+	due := n.tfifo[0].due
+	if n.slotOn && n.slotNext < due {
+		n.getSlotNext(now)
+	}
+	if due > now || (n.slotOn && n.slotNext > now) {
+		return nil, false
+	}
+	p := n.tfifo.pop()
+	if n.slotOn {
+		n.packetsLeft--
+		n.bytesLeft -= int64(len(p.Data))
+		if n.packetsLeft <= 0 || n.bytesLeft <= 0 {
+			n.getSlotNext(now)
+		}
+	}
+	n.poll(now)
+	return p, false
+}
+

@@ -1,0 +1,370 @@
+package engine
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/units"
+)
+
+// SimConfig describes synthetic traffic for Simulate: Packets IPv4/UDP
+// packets of Size bytes (IP length), evenly spaced at PPS packets per
+// second, ECN-capable (ECT(0)) so an "ecn" spec marks instead of dropping.
+type SimConfig struct {
+	Spec    *spec.Spec
+	Packets int
+	PPS     float64
+	Size    int
+	Seed    uint64
+}
+
+// Simulation defaults.
+const (
+	DefaultSimPackets = 100000
+	DefaultSimPPS     = 10000
+	DefaultSimSize    = 1500
+)
+
+// DelayStats summarises per-packet delay (departure minus arrival) in ms.
+type DelayStats struct {
+	Mean   float64 `json:"mean"`
+	Stddev float64 `json:"stddev"`
+	P50    float64 `json:"p50"`
+	P99    float64 `json:"p99"`
+}
+
+// SimDrops counts dropped packets by reason.
+type SimDrops struct {
+	Loss     uint64 `json:"loss"`
+	Queue    uint64 `json:"queue"`
+	Oversize uint64 `json:"oversize"`
+}
+
+// Expected holds what the spec predicts for the synthetic traffic.
+type Expected struct {
+	// LossPercent is the loss models' stationary loss (before any queue
+	// drops and before ECN marking).
+	LossPercent float64 `json:"loss_percent"`
+	// DelayMeanMs and DelayStddevMs are the netem delays' mean and
+	// standard deviation (distribution tables included), without queueing.
+	DelayMeanMs   float64 `json:"delay_mean_ms"`
+	DelayStddevMs float64 `json:"delay_stddev_ms"`
+	// RateBps is the bottleneck: the smallest tbf or netem rate, or the
+	// offered rate when that is lower (bits/s of IP bytes).
+	RateBps          float64 `json:"rate_bps"`
+	OfferedBps       float64 `json:"offered_bps"`
+	DuplicatePercent float64 `json:"duplicate_percent"`
+	CorruptPercent   float64 `json:"corrupt_percent"`
+	ReorderPercent   float64 `json:"reorder_percent"`
+}
+
+// SimResult is what Simulate measured. The JSON field names are a
+// contract with `wanlab simulate --json` users.
+type SimResult struct {
+	Spec       string  `json:"spec"`
+	Packets    int     `json:"packets"`
+	PPS        float64 `json:"pps"`
+	Size       int     `json:"size"`
+	Seed       uint64  `json:"seed"`
+	PacketsIn  uint64  `json:"packets_in"`
+	PacketsOut uint64  `json:"packets_out"`
+	// LossPercent is the share of offered packets of which no copy left
+	// the pipeline, for any reason (loss model or queue limits).
+	LossPercent float64    `json:"loss_percent"`
+	Delay       DelayStats `json:"delay_ms"`
+	// RateBps is the output rate in bits/s of IP bytes, between the first
+	// and the last departure.
+	RateBps    float64  `json:"rate_bps"`
+	Drops      SimDrops `json:"drops"`
+	Duplicated uint64   `json:"duplicated"`
+	Corrupted  uint64   `json:"corrupted"`
+	// Reordered counts packets that left after a packet which arrived
+	// later than them (out of order at the output, for any reason:
+	// reorder, or jitter without a rate).
+	Reordered uint64 `json:"reordered"`
+	ECNMarked uint64 `json:"ecn_marked"`
+	// DurationMs is the virtual time from the first arrival to the last
+	// departure.
+	DurationMs float64  `json:"duration_ms"`
+	Configured Expected `json:"configured"`
+}
+
+// Simulate runs cfg's traffic through a pipeline on a virtual clock. It
+// needs no privileges and takes about a second per million packets.
+func Simulate(cfg SimConfig) (*SimResult, error) {
+	if cfg.Packets <= 0 {
+		cfg.Packets = DefaultSimPackets
+	}
+	if cfg.PPS <= 0 || math.IsNaN(cfg.PPS) || math.IsInf(cfg.PPS, 0) {
+		cfg.PPS = DefaultSimPPS
+	}
+	if cfg.Size <= 0 {
+		cfg.Size = DefaultSimSize
+	}
+	if cfg.Size < 28 || cfg.Size > 65535 {
+		return nil, fmt.Errorf("size %d: must be 28-65535 bytes (an IPv4/UDP packet)", cfg.Size)
+	}
+	if cfg.Spec == nil {
+		cfg.Spec = spec.Empty()
+	}
+	pool := NewPool(Headroom + cfg.Size)
+	pl, err := NewPipeline(cfg.Spec, Options{Direction: "simulate", Seed: cfg.Seed})
+	if err != nil {
+		return nil, err
+	}
+	res := &SimResult{Spec: cfg.Spec.String(), Packets: cfg.Packets, PPS: cfg.PPS, Size: cfg.Size, Seed: cfg.Seed}
+	template := udpPacket(cfg.Size)
+	interval := 1e9 / cfg.PPS
+	const start = int64(1e9) // leave t=0 free: zero means "unstamped"
+
+	delays := make([]float64, 0, cfg.Packets)
+	seen := make([]bool, cfg.Packets+2)
+	var maxSeq uint64
+	var firstDep, lastDep int64 = -1, 0
+	var firstBytes, bytesOut uint64
+	var unique int
+	batch := make([]*Packet, 0, 256)
+	consume := func(ps []*Packet) {
+		for _, p := range ps {
+			if firstDep < 0 {
+				firstDep, firstBytes = p.Depart, uint64(len(p.Data))
+			}
+			lastDep = p.Depart
+			bytesOut += uint64(len(p.Data))
+			delays = append(delays, float64(p.Depart-p.Arrival)/1e6)
+			if p.Seq < maxSeq {
+				res.Reordered++
+			} else {
+				maxSeq = p.Seq
+			}
+			if p.Seq < uint64(len(seen)) && !seen[p.Seq] {
+				seen[p.Seq] = true
+				unique++
+			}
+			pool.Put(p)
+		}
+	}
+	for i := 0; i < cfg.Packets; i++ {
+		t := start + int64(float64(i)*interval)
+		batch = pl.Dequeue(t, batch[:0])
+		consume(batch)
+		p := pool.Get()
+		p.SetLen(cfg.Size)
+		copy(p.Data, template)
+		p.Arrival = t
+		pl.Enqueue(p, t)
+	}
+	for {
+		next, ok := pl.NextDeparture()
+		if !ok {
+			break
+		}
+		batch = pl.Dequeue(next, batch[:0])
+		consume(batch)
+	}
+
+	snap := pl.Snapshot()
+	tot := snap.Totals
+	res.PacketsIn = uint64(cfg.Packets)
+	res.PacketsOut = tot.PacketsOut
+	res.LossPercent = 100 * float64(cfg.Packets-unique) / float64(cfg.Packets)
+	res.Drops = SimDrops{Loss: tot.Drops.Loss, Queue: tot.Drops.Queue, Oversize: tot.Drops.Oversize}
+	for _, cl := range snap.Classes {
+		for _, s := range cl.Stages {
+			res.Duplicated += s.Duplicated
+			res.Corrupted += s.Corrupted
+			res.ECNMarked += s.ECNMarked
+		}
+	}
+	if lastDep > firstDep && firstDep >= 0 {
+		res.RateBps = float64(bytesOut-firstBytes) * 8 / (float64(lastDep-firstDep) / 1e9)
+	}
+	if lastDep > start {
+		res.DurationMs = float64(lastDep-start) / 1e6
+	}
+	res.Delay = delayStats(delays)
+	res.Configured = expected(cfg.Spec, float64(cfg.Size)*8*cfg.PPS)
+	return res, nil
+}
+
+// udpPacket builds an IPv4/UDP packet of size bytes with ECT(0), from
+// 10.0.0.1:9 to 10.0.0.2:9 (never sent anywhere: it only exists in
+// memory), with a valid header checksum.
+func udpPacket(size int) []byte {
+	b := make([]byte, size)
+	b[0] = 0x45
+	b[1] = 0x02 // ECT(0)
+	b[2], b[3] = byte(size>>8), byte(size)
+	b[8] = 64
+	b[9] = 17
+	copy(b[12:16], []byte{10, 0, 0, 1})
+	copy(b[16:20], []byte{10, 0, 0, 2})
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(b[i])<<8 | uint32(b[i+1])
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	cs := ^uint16(sum)
+	b[10], b[11] = byte(cs>>8), byte(cs)
+	b[20], b[21], b[22], b[23] = 0, 9, 0, 9
+	ul := size - 20
+	b[24], b[25] = byte(ul>>8), byte(ul)
+	return b
+}
+
+func delayStats(d []float64) DelayStats {
+	if len(d) == 0 {
+		return DelayStats{}
+	}
+	var s DelayStats
+	var sum, sum2 float64
+	for _, v := range d {
+		sum += v
+	}
+	s.Mean = sum / float64(len(d))
+	for _, v := range d {
+		sum2 += (v - s.Mean) * (v - s.Mean)
+	}
+	s.Stddev = math.Sqrt(sum2 / float64(len(d)))
+	slices.Sort(d)
+	s.P50 = quantile(d, 0.50)
+	s.P99 = quantile(d, 0.99)
+	return s
+}
+
+// quantile is the nearest-rank quantile of sorted values.
+func quantile(sorted []float64, q float64) float64 {
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return sorted[i]
+}
+
+// expected derives what a spec predicts for traffic offered at offeredBps.
+func expected(s *spec.Spec, offeredBps float64) Expected {
+	e := Expected{OfferedBps: offeredBps, RateBps: offeredBps}
+	pass := 1.0
+	var variance float64
+	for _, st := range s.Stages {
+		switch st := st.(type) {
+		case *spec.Netem:
+			pass *= 1 - StationaryLoss(st.Loss)
+			mean, std := tableMoments(st.Dist)
+			e.DelayMeanMs += (float64(st.Latency) + float64(st.Jitter)*mean) / 1e6
+			if st.Jitter != 0 {
+				variance += math.Pow(float64(st.Jitter)*std/1e6, 2)
+			}
+			e.DuplicatePercent = 100 - (100-e.DuplicatePercent)*(1-st.Duplicate.Prob())
+			e.CorruptPercent = 100 - (100-e.CorruptPercent)*(1-st.Corrupt.Prob())
+			e.ReorderPercent = 100 - (100-e.ReorderPercent)*(1-st.Reorder.Prob())
+			if st.Rate != 0 {
+				e.RateBps = math.Min(e.RateBps, float64(st.Rate))
+			}
+		case *spec.TBF:
+			e.RateBps = math.Min(e.RateBps, float64(st.Rate))
+			if st.PeakRate != 0 {
+				e.RateBps = math.Min(e.RateBps, float64(st.PeakRate))
+			}
+		}
+	}
+	e.LossPercent = 100 * (1 - pass)
+	e.DelayStddevMs = math.Sqrt(variance)
+	return e
+}
+
+// StationaryLoss returns the long-run loss probability of a loss model:
+// P for random loss, the stationary probability of the loss states for the
+// 4-state model, and pi_good*(1-k) + pi_bad*(1-h) for Gilbert-Elliott.
+func StationaryLoss(l spec.Loss) float64 {
+	switch l.Kind {
+	case spec.LossRandom:
+		return l.P.Prob()
+	case spec.LossGE:
+		p, r := l.GP.Prob(), l.GR.Prob()
+		if p+r == 0 {
+			return l.GK.Prob() // never leaves the good state
+		}
+		bad := p / (p + r)
+		return (1-bad)*l.GK.Prob() + bad*l.GH.Prob()
+	case spec.LossState:
+		pi := fourStateStationary(l)
+		return pi[lostInBurst-1] + pi[lostInGap-1]
+	}
+	return 0
+}
+
+// fourStateStationary solves pi = pi*P for the 4-state chain of
+// loss_4state (states 1..4 at indexes 0..3) by power iteration from state 1,
+// which converges because state 1 is aperiodic whenever it can stay.
+func fourStateStationary(l spec.Loss) [4]float64 {
+	p13, p31, p32, p23, p14 := l.P13.Prob(), l.P31.Prob(), l.P32.Prob(), l.P23.Prob(), l.P14.Prob()
+	var P [4][4]float64
+	P[0] = [4]float64{1 - p13 - p14, 0, p13, p14}
+	P[1] = [4]float64{0, 1 - p23, p23, 0}
+	P[2] = [4]float64{p31, p32, 1 - p31 - p32, 0}
+	P[3] = [4]float64{1, 0, 0, 0}
+	pi := [4]float64{1, 0, 0, 0}
+	// Average the iterates (Cesaro mean) so periodic chains converge too.
+	var acc [4]float64
+	const n = 20000
+	for k := 0; k < n; k++ {
+		var nx [4]float64
+		for i := 0; i < 4; i++ {
+			for j := 0; j < 4; j++ {
+				nx[j] += pi[i] * P[i][j]
+			}
+		}
+		pi = nx
+		for j := range acc {
+			acc[j] += pi[j]
+		}
+	}
+	for j := range acc {
+		acc[j] /= n
+	}
+	return acc
+}
+
+// WriteText prints r as a table of configured and realized values.
+func (r *SimResult) WriteText(w io.Writer) error {
+	var b strings.Builder
+	c := r.Configured
+	specText := r.Spec
+	if specText == "" {
+		specText = "(empty: no impairment)"
+	}
+	fmt.Fprintf(&b, "spec     %s\n", specText)
+	fmt.Fprintf(&b, "traffic  %d packets of %d B at %g pkt/s (%s offered), seed %d, %s virtual\n\n",
+		r.Packets, r.Size, r.PPS, units.Rate(c.OfferedBps).Human(), r.Seed,
+		units.FormatDuration(time.Duration(r.DurationMs*1e6)))
+	fmt.Fprintf(&b, "%-14s %-14s %s\n", "", "configured", "realized")
+	row := func(name, conf, real string) { fmt.Fprintf(&b, "%-14s %-14s %s\n", name, conf, real) }
+	row("packets", fmt.Sprint(r.PacketsIn), fmt.Sprintf("%d out", r.PacketsOut))
+	row("loss", pct(c.LossPercent), fmt.Sprintf("%s (dropped: loss %d, queue %d, oversize %d)",
+		pct(r.LossPercent), r.Drops.Loss, r.Drops.Queue, r.Drops.Oversize))
+	row("delay mean", ms(c.DelayMeanMs), ms(r.Delay.Mean))
+	row("delay stddev", ms(c.DelayStddevMs), ms(r.Delay.Stddev))
+	row("delay p50/p99", "", ms(r.Delay.P50)+" / "+ms(r.Delay.P99))
+	row("rate", units.Rate(c.RateBps).Human(), units.Rate(r.RateBps).Human())
+	row("duplicated", pct(c.DuplicatePercent), count(r.Duplicated, r.PacketsIn))
+	row("corrupted", pct(c.CorruptPercent), count(r.Corrupted, r.PacketsIn))
+	row("reordered", pct(c.ReorderPercent), count(r.Reordered, r.PacketsIn)+" out of order")
+	row("ecn marked", "", count(r.ECNMarked, r.PacketsIn))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func pct(v float64) string { return fmt.Sprintf("%.3g%%", v) }
+func ms(v float64) string  { return fmt.Sprintf("%.3fms", v) }
+func count(n, of uint64) string {
+	if of == 0 {
+		return fmt.Sprint(n)
+	}
+	return fmt.Sprintf("%d (%.3g%%)", n, 100*float64(n)/float64(of))
+}

@@ -1,0 +1,140 @@
+package engine
+
+import (
+	"math"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/wanlab/wanlab/proxy/spec"
+)
+
+// tbfStage mirrors the kernel's sch_tbf.c: a bucket of Burst bytes filled
+// at Rate, an optional second bucket of MTU bytes filled at PeakRate, and a
+// byte-limited FIFO (the bfifo child tbf creates) that tail-drops when
+// backlog + len > Limit.
+//
+// Token accounting uses golang.org/x/time/rate at explicit timestamps, one
+// Limiter per bucket with bytes as tokens. tbf_dequeue sends the head
+// packet at the first instant both buckets hold its length, and charges
+// both at that instant; a Limiter's ReserveN charges one bucket at the
+// reservation time instead, which for two buckets lets the rate bucket
+// refill while the packet still waits for the peak bucket (more tokens
+// than the kernel has). So the stage asks each Limiter when it will hold
+// enough (TokensAt), takes the later instant, and charges both there with
+// AllowN. Wait is never used: time here is the packets', not Go's timers.
+//
+// What a Limiter cannot express is handled here: packets larger than a
+// bucket (AllowN would refuse them forever) are dropped on enqueue as
+// tbf_enqueue drops a non-GSO packet above max_size = min(burst, mtu);
+// the MPU (minimum charged size) is applied before asking the Limiter.
+//
+// Because the FIFO releases in order and tokens only depend on earlier
+// packets, each packet's departure is computed when it enters the stage:
+// max(entry, previous departure, first instant with enough tokens).
+type tbfStage struct {
+	cfg       *spec.TBF
+	ctr       Counters
+	rate      *rate.Limiter
+	peak      *rate.Limiter
+	rateBytes float64 // bytes per second
+	peakBytes float64
+	limit     int64
+	maxSize   int
+	mpu       int
+
+	q          fifo
+	backlog    int64
+	lastDepart int64
+}
+
+func newTBF(cfg *spec.TBF) *tbfStage {
+	t := &tbfStage{cfg: cfg}
+	t.rateBytes = float64(cfg.Rate) / 8
+	burst := int(min(cfg.Burst, math.MaxInt32))
+	t.rate = rate.NewLimiter(rate.Limit(t.rateBytes), burst)
+	t.maxSize = burst
+	if cfg.PeakRate != 0 {
+		mtu := int(min(cfg.MTU, math.MaxInt32))
+		t.peakBytes = float64(cfg.PeakRate) / 8
+		t.peak = rate.NewLimiter(rate.Limit(t.peakBytes), mtu)
+		t.maxSize = min(t.maxSize, mtu)
+	}
+	t.limit = int64(cfg.Limit)
+	t.mpu = int(min(cfg.MPU, math.MaxInt32))
+	return t
+}
+
+func (t *tbfStage) kind() string        { return "tbf" }
+func (t *tbfStage) spec() string        { return t.cfg.String() }
+func (t *tbfStage) counters() *Counters { return &t.ctr }
+func (t *tbfStage) len() int            { return t.q.len() }
+
+func ts(ns int64) time.Time { return time.Unix(0, ns) }
+
+// enqueue is tbf_enqueue plus the departure tbf_dequeue will give it.
+func (t *tbfStage) enqueue(p *Packet, now int64, c *chain, idx int) {
+	t.ctr.in(p)
+	size := len(p.Data)
+	cost := max(size, t.mpu)
+	if size > t.maxSize || cost > t.maxSize {
+		c.drop(p, idx, DropOversize)
+		return
+	}
+	// bfifo_enqueue: "if (sch->qstats.backlog + qdisc_pkt_len(skb) <= sch->limit)".
+	if t.backlog+int64(size) > t.limit {
+		c.drop(p, idx, DropQueue)
+		return
+	}
+	ready := max(now, t.lastDepart)
+	d := max(ready, t.when(t.rate, t.rateBytes, ready, cost))
+	if t.peak != nil {
+		d = max(d, t.when(t.peak, t.peakBytes, ready, cost))
+	}
+	// Float rounding may leave a bucket a hair short at d: step forward
+	// until both buckets really hold cost tokens, then charge both.
+	for i := 0; ; i++ {
+		ok := t.rate.TokensAt(ts(d)) >= float64(cost)
+		if ok && t.peak != nil {
+			ok = t.peak.TokensAt(ts(d)) >= float64(cost)
+		}
+		if ok || i == 64 {
+			break
+		}
+		d++
+	}
+	t.rate.AllowN(ts(d), cost)
+	if t.peak != nil {
+		t.peak.AllowN(ts(d), cost)
+	}
+	p.due = d
+	t.lastDepart = d
+	t.backlog += int64(size)
+	t.q.push(p)
+}
+
+// when returns the first instant at or after from at which lim holds n
+// tokens (rounded up to the nanosecond).
+func (t *tbfStage) when(lim *rate.Limiter, bytesPerSec float64, from int64, n int) int64 {
+	have := lim.TokensAt(ts(from))
+	if have >= float64(n) {
+		return from
+	}
+	return from + int64(math.Ceil((float64(n)-have)/bytesPerSec*1e9))
+}
+
+func (t *tbfStage) next() (int64, bool) {
+	if t.q.len() == 0 {
+		return 0, false
+	}
+	return t.q.peek().due, true
+}
+
+func (t *tbfStage) pop(now int64) (*Packet, bool) {
+	if t.q.len() == 0 || t.q.peek().due > now {
+		return nil, false
+	}
+	p := t.q.pop()
+	t.backlog -= int64(len(p.Data))
+	return p, false
+}
