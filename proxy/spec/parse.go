@@ -187,6 +187,9 @@ func netemTime(kw string, t token) (time.Duration, error) {
 	if err != nil {
 		return 0, valueError(kw, t, err)
 	}
+	if d < 0 { // units.ParseTime wraps at exactly 2^63 ns
+		return 0, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: too large (at most 292 years)", kw, t.text)}
+	}
 	return d, nil
 }
 
@@ -804,6 +807,9 @@ func tbfLatency(t token) (time.Duration, error) {
 	d, err := units.ParseTime(t.text, time.Microsecond)
 	if err != nil {
 		return 0, valueError("latency", t, err)
+	}
+	if d < 0 { // units.ParseTime wraps at exactly 2^63 ns
+		return 0, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("latency %s: must be below 4294s", t.text)}
 	}
 	d = d.Truncate(time.Microsecond)
 	if d == 0 {

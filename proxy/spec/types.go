@@ -1,6 +1,3 @@
-// Package spec is wanlab's impairment language: tc-netem(8) and tc-tbf(8)
-// argument syntax, stages joined by "|", parsed exactly as iproute2 parses
-// them and printed back in canonical tc form.
 package spec
 
 import (
@@ -100,8 +97,11 @@ func (s *Slot) IsDistribution() bool { return s.Jitter > 0 }
 // (loss model parameters, Gap = 1 with reorder), so the engine reads the
 // effective values.
 type Netem struct {
-	Limit     uint32 // queue limit in packets; 0 means tc's default, 1000 (see QueueLimit)
-	Latency   time.Duration
+	Limit   uint32 // queue limit in packets; 0 means tc's default, 1000 (see QueueLimit)
+	Latency time.Duration
+	// Jitter spreads the delay over Latency±Jitter. The kernel caps it at
+	// 2^31-1 ns (about 2.1 s) in netem_change, because tabledist works in
+	// 32 bits; Parse keeps the typed value.
 	Jitter    time.Duration
 	DelayCorr units.Percent // only meaningful with Jitter (the kernel ignores it otherwise)
 	Dist      Distribution  // needs Latency and Jitter
