@@ -303,4 +303,3 @@ func (n *netemStage) pop(now int64) (*Packet, bool) {
 	n.poll(now)
 	return p, false
 }
-

@@ -83,9 +83,9 @@ type SimResult struct {
 	Drops      SimDrops `json:"drops"`
 	Duplicated uint64   `json:"duplicated"`
 	Corrupted  uint64   `json:"corrupted"`
-	// Reordered counts packets that left after a packet which arrived
-	// later than them (out of order at the output, for any reason:
-	// reorder, or jitter without a rate).
+	// Reordered counts packets that left ahead of a packet which arrived
+	// before them and left later (they overtook it: netem's reorder, or
+	// jitter without a rate).
 	Reordered uint64 `json:"reordered"`
 	ECNMarked uint64 `json:"ecn_marked"`
 	// DurationMs is the virtual time from the first arrival to the last
@@ -124,7 +124,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 
 	delays := make([]float64, 0, cfg.Packets)
 	seen := make([]bool, cfg.Packets+2)
-	var maxSeq uint64
+	order := make([]uint64, 0, cfg.Packets)
 	var firstDep, lastDep int64 = -1, 0
 	var firstBytes, bytesOut uint64
 	var unique int
@@ -137,11 +137,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 			lastDep = p.Depart
 			bytesOut += uint64(len(p.Data))
 			delays = append(delays, float64(p.Depart-p.Arrival)/1e6)
-			if p.Seq < maxSeq {
-				res.Reordered++
-			} else {
-				maxSeq = p.Seq
-			}
+			order = append(order, p.Seq)
 			if p.Seq < uint64(len(seen)) && !seen[p.Seq] {
 				seen[p.Seq] = true
 				unique++
@@ -168,6 +164,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		consume(batch)
 	}
 
+	res.Reordered = overtakers(order)
 	snap := pl.Snapshot()
 	tot := snap.Totals
 	res.PacketsIn = uint64(cfg.Packets)
@@ -217,6 +214,21 @@ func udpPacket(size int) []byte {
 	ul := size - 20
 	b[24], b[25] = byte(ul>>8), byte(ul)
 	return b
+}
+
+// overtakers counts the entries of seqs (sequence numbers in output order)
+// followed later by a smaller one: packets that left before an earlier
+// arrival.
+func overtakers(seqs []uint64) uint64 {
+	var n uint64
+	minAfter := uint64(math.MaxUint64)
+	for i := len(seqs) - 1; i >= 0; i-- {
+		if minAfter < seqs[i] {
+			n++
+		}
+		minAfter = min(minAfter, seqs[i])
+	}
+	return n
 }
 
 func delayStats(d []float64) DelayStats {
@@ -342,7 +354,7 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "spec     %s\n", specText)
 	fmt.Fprintf(&b, "traffic  %d packets of %d B at %g pkt/s (%s offered), seed %d, %s virtual\n\n",
 		r.Packets, r.Size, r.PPS, units.Rate(c.OfferedBps).Human(), r.Seed,
-		units.FormatDuration(time.Duration(r.DurationMs*1e6)))
+		time.Duration(r.DurationMs*1e6).Round(time.Millisecond))
 	fmt.Fprintf(&b, "%-14s %-14s %s\n", "", "configured", "realized")
 	row := func(name, conf, real string) { fmt.Fprintf(&b, "%-14s %-14s %s\n", name, conf, real) }
 	row("packets", fmt.Sprint(r.PacketsIn), fmt.Sprintf("%d out", r.PacketsOut))
@@ -354,7 +366,7 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	row("rate", units.Rate(c.RateBps).Human(), units.Rate(r.RateBps).Human())
 	row("duplicated", pct(c.DuplicatePercent), count(r.Duplicated, r.PacketsIn))
 	row("corrupted", pct(c.CorruptPercent), count(r.Corrupted, r.PacketsIn))
-	row("reordered", pct(c.ReorderPercent), count(r.Reordered, r.PacketsIn)+" out of order")
+	row("reordered", pct(c.ReorderPercent), count(r.Reordered, r.PacketsIn)+" overtook an earlier packet")
 	row("ecn marked", "", count(r.ECNMarked, r.PacketsIn))
 	_, err := io.WriteString(w, b.String())
 	return err
