@@ -1,0 +1,338 @@
+// Package analyzer reads TCP captures and explains each connection: per
+// direction counters classified as Wireshark does, RTT samples by Karn's
+// rule and from TCP timestamps, windows, bytes in flight, throughput and
+// decimated time series for graphs, and a diagnosis of what limited each
+// transfer with advice that names the setting to change.
+//
+// Memory grows with live connections and their outstanding windows, never
+// with the number of packets: statistics are streaming (log-bucket
+// histograms for quantiles) and series are decimated (see Series).
+package analyzer
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer/decode"
+	"github.com/wanlab/wanlab/analyzer/pcapfile"
+)
+
+// Options tune an analysis. The zero value is usable.
+type Options struct {
+	// MaxPoints bounds every time series (default 4096, minimum 16).
+	MaxPoints int
+	// IdleTimeout: a packet arriving after this much silence on a 4-tuple
+	// starts a new connection (default 5 minutes), as a reused port does.
+	IdleTimeout time.Duration
+	// OnPacket, when set, is called for every TCP packet with its
+	// per-packet analysis (agreement tests and debugging). The PacketInfo
+	// is reused: copy what you keep.
+	OnPacket func(*PacketInfo)
+	// Progress, when set, is called every 64k frames with the bytes of the
+	// file consumed so far.
+	Progress func(bytesRead int64)
+}
+
+func (o *Options) normalize() {
+	if o.MaxPoints == 0 {
+		o.MaxPoints = 4096
+	}
+	o.MaxPoints = max(o.MaxPoints, 16)
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 5 * time.Minute
+	}
+}
+
+// PacketFlags are Wireshark's tcp.analysis flags for one segment.
+type PacketFlags uint32
+
+// Per-packet analysis flags, named after Wireshark's tcp.analysis fields.
+const (
+	Retransmission         PacketFlags = 1 << iota // tcp.analysis.retransmission
+	FastRetransmission                             // tcp.analysis.fast_retransmission
+	SpuriousRetransmission                         // tcp.analysis.spurious_retransmission
+	OutOfOrder                                     // tcp.analysis.out_of_order
+	LostSegment                                    // tcp.analysis.lost_segment
+	AckedUnseen                                    // tcp.analysis.ack_lost_segment
+	DupAck                                         // tcp.analysis.duplicate_ack
+	ZeroWindow                                     // tcp.analysis.zero_window
+	ZeroWindowProbe                                // tcp.analysis.zero_window_probe
+	ZeroWindowProbeAck                             // tcp.analysis.zero_window_probe_ack
+	WindowFull                                     // tcp.analysis.window_full
+	WindowUpdate                                   // tcp.analysis.window_update
+	KeepAlive                                      // tcp.analysis.keep_alive
+	KeepAliveAck                                   // tcp.analysis.keep_alive_ack
+)
+
+// AnyRetransmission is the union Wireshark's tcp.analysis.retransmission
+// field shows: it marks fast and spurious retransmissions as well.
+const AnyRetransmission = Retransmission | FastRetransmission | SpuriousRetransmission
+
+// PacketInfo is the per-packet analysis handed to Options.OnPacket.
+type PacketInfo struct {
+	Frame      int // 1-based frame number in the file, as tshark counts
+	Conn       *Connection
+	Dir        int // 0: client to server, 1: server to client
+	Flags      PacketFlags
+	PayloadLen int
+	// AckRTT is Wireshark's tcp.analysis.ack_rtt: time since the first
+	// transmission of the segment this ACK exactly covers (-1: none).
+	AckRTT time.Duration
+	// KarnRTT is the sample this analyzer keeps (tcptrace's rtt_ackin):
+	// AckRTT unless that segment was retransmitted (-1: none).
+	KarnRTT time.Duration
+	// InFlight is the data of this direction unacknowledged after this
+	// packet (-1 if unknown).
+	InFlight int64
+}
+
+// Result is the analysis of one capture.
+type Result struct {
+	File  string    `json:"file"`
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+	// Frames counts every record; TCPPackets those that decoded as TCP.
+	Frames     int `json:"frames"`
+	TCPPackets int `json:"tcp_packets"`
+	// Skipped frames by reason.
+	NotTCP      int `json:"not_tcp"`
+	Truncated   int `json:"truncated_headers"`
+	Corrupt     int `json:"corrupt_headers"`
+	UnknownLink int `json:"unknown_link_type"`
+	// TimeBackwards counts frames whose timestamp was older than the
+	// previous frame's; they are analyzed at the previous frame's time.
+	TimeBackwards int           `json:"timestamps_backwards"`
+	Warnings      []string      `json:"warnings"`
+	Connections   []*Connection `json:"connections"`
+}
+
+// Analyzer is the streaming form: feed frames with Add, then call Finish.
+type Analyzer struct {
+	opts   Options
+	res    *Result
+	conns  map[connKey]*Connection
+	pkt    decode.Packet
+	info   PacketInfo
+	start  int64 // ns since epoch of the first frame
+	last   int64 // ns relative to start of the latest frame
+	began  bool
+	lastC  *Connection // one-entry cache: bulk captures hit it every packet
+	lastK  connKey
+	nconns int
+}
+
+// New returns an Analyzer.
+func New(opts Options) *Analyzer {
+	opts.normalize()
+	return &Analyzer{opts: opts, res: &Result{}, conns: make(map[connKey]*Connection)}
+}
+
+// AnalyzeFile analyzes the capture at path. A file that ends mid-record
+// yields the analysis of what came before it plus a warning.
+func AnalyzeFile(path string, opts Options) (*Result, error) {
+	r, c, err := pcapfile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	res, err := AnalyzeReader(r, opts)
+	if res != nil {
+		res.File = path
+	}
+	return res, err
+}
+
+// AnalyzeReader analyzes every frame of r.
+func AnalyzeReader(r *pcapfile.Reader, opts Options) (*Result, error) {
+	a := New(opts)
+	for {
+		f, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, pcapfile.ErrTruncated) {
+				a.res.Warnings = append(a.res.Warnings, err.Error())
+				break
+			}
+			if a.res.Frames == 0 {
+				return nil, err
+			}
+			a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("stopped early: %v", err))
+			break
+		}
+		a.Add(f.Link, f.Data, f.WireLen, f.Timestamp)
+		if a.opts.Progress != nil && a.res.Frames&0xFFFF == 0 {
+			a.opts.Progress(r.Offset())
+		}
+	}
+	return a.Finish(), nil
+}
+
+// Add analyzes one frame. data is only read during the call.
+func (a *Analyzer) Add(link decode.LinkType, data []byte, wireLen int, ts time.Time) {
+	a.res.Frames++
+	ns := ts.UnixNano()
+	if !a.began {
+		a.began = true
+		a.start = ns
+		a.res.Start = ts
+	}
+	t := ns - a.start
+	if t < a.last {
+		a.res.TimeBackwards++
+		t = a.last
+	}
+	a.last = t
+	p := &a.pkt
+	if err := decode.Decode(link, data, wireLen, p); err != nil {
+		switch err {
+		case decode.ErrNotTCP:
+			a.res.NotTCP++
+		case decode.ErrTruncated:
+			a.res.Truncated++
+		case decode.ErrLinkType:
+			a.res.UnknownLink++
+		default:
+			a.res.Corrupt++
+		}
+		return
+	}
+	a.res.TCPPackets++
+	k, fromLow := makeKey(p)
+	c := a.lastC
+	if c == nil || k != a.lastK {
+		c = a.conns[k]
+	}
+	if c == nil || a.startsNew(c, p, t) {
+		if c != nil {
+			c.release()
+		}
+		c = a.newConn(p, t)
+		a.conns[k] = c
+	}
+	a.lastC, a.lastK = c, k
+	dir := 0
+	if fromLow != c.clientIsLow {
+		dir = 1
+	}
+	c.process(a, dir, p, t)
+}
+
+// Finish completes the analysis and returns the result.
+func (a *Analyzer) Finish() *Result {
+	if a.began {
+		a.res.End = time.Unix(0, a.start+a.last)
+	}
+	for _, c := range a.res.Connections {
+		c.finish(a)
+	}
+	if a.res.TimeBackwards > 0 {
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames had timestamps older than the frame before; analyzed at the earlier frame's time", a.res.TimeBackwards))
+	}
+	if n := a.res.Truncated + a.res.Corrupt; n > 0 {
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames skipped: %d with headers cut by the capture, %d with corrupt headers", n, a.res.Truncated, a.res.Corrupt))
+	}
+	if a.res.UnknownLink > 0 {
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames on interfaces with an unsupported link type skipped", a.res.UnknownLink))
+	}
+	return a.res
+}
+
+// connKey is a 4-tuple in canonical order (lower endpoint first).
+type connKey struct {
+	loIP, hiIP     [16]byte
+	loPort, hiPort uint16
+}
+
+func makeKey(p *decode.Packet) (connKey, bool) {
+	if less(p.Src, p.SrcPort, p.Dst, p.DstPort) {
+		return connKey{p.Src, p.Dst, p.SrcPort, p.DstPort}, true
+	}
+	return connKey{p.Dst, p.Src, p.DstPort, p.SrcPort}, false
+}
+
+func less(a [16]byte, ap uint16, b [16]byte, bp uint16) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return ap < bp
+}
+
+func addrPort(v uint8, ip [16]byte, port uint16) netip.AddrPort {
+	if v == 4 {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[:4])), port)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom16(ip), port)
+}
+
+// startsNew reports whether p opens a new connection on c's 4-tuple: a SYN
+// that is not a retransmission of c's own SYN, or any packet after a long
+// idle period.
+func (a *Analyzer) startsNew(c *Connection, p *decode.Packet, t int64) bool {
+	if time.Duration(t-c.lastT) > a.opts.IdleTimeout {
+		return true
+	}
+	if p.Flags&(decode.FlagSYN|decode.FlagACK) != decode.FlagSYN {
+		return false
+	}
+	cl := &c.dirs[0].st
+	if cl.synSeen && cl.isn == p.Seq {
+		return false // retransmitted SYN
+	}
+	return true
+}
+
+func (a *Analyzer) newConn(p *decode.Packet, t int64) *Connection {
+	a.nconns++
+	c := &Connection{Index: a.nconns, firstT: t, lastT: t}
+	_, fromLow := makeKey(p)
+	src, dst := addrPort(p.IPVersion, p.Src, p.SrcPort), addrPort(p.IPVersion, p.Dst, p.DstPort)
+	// The client is whoever sent the SYN; without a handshake, the side
+	// with the higher (ephemeral) port.
+	srcIsClient := true
+	switch {
+	case p.Flags&decode.FlagSYN != 0:
+		srcIsClient = p.Flags&decode.FlagACK == 0
+	case p.SrcPort < p.DstPort:
+		srcIsClient = false
+	}
+	if srcIsClient {
+		c.Client, c.Server, c.clientIsLow = src, dst, fromLow
+	} else {
+		c.Client, c.Server, c.clientIsLow = dst, src, !fromLow
+	}
+	for i := range c.dirs {
+		d := &c.dirs[i]
+		d.st.init()
+		d.series = newDirSeries(a.opts.MaxPoints)
+	}
+	a.res.Connections = append(a.res.Connections, c)
+	return c
+}
+
+var flagNames = []string{"retransmission", "fast_retransmission", "spurious_retransmission", "out_of_order",
+	"lost_segment", "ack_lost_segment", "duplicate_ack", "zero_window", "zero_window_probe",
+	"zero_window_probe_ack", "window_full", "window_update", "keep_alive", "keep_alive_ack"}
+
+// String lists the flags by their Wireshark names.
+func (f PacketFlags) String() string {
+	var b []byte
+	for i, n := range flagNames {
+		if f&(1<<i) != 0 {
+			if len(b) > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, n...)
+		}
+	}
+	if len(b) == 0 {
+		return "-"
+	}
+	return string(b)
+}

@@ -1,0 +1,725 @@
+package analyzer
+
+import (
+	"net/netip"
+	"sort"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer/decode"
+)
+
+// Connection is one TCP connection (a 4-tuple between a SYN, or the first
+// packet seen, and the next reuse of the tuple).
+type Connection struct {
+	Index  int            `json:"index"` // 1-based, in order of first packet
+	Client netip.AddrPort `json:"client"`
+	Server netip.AddrPort `json:"server"`
+	// Start and Duration: first packet (relative to the capture's first
+	// frame) and time to the last packet.
+	Start    time.Duration `json:"start_ns"`
+	Duration time.Duration `json:"duration_ns"`
+	// HandshakeSeen: both SYNs were captured, so window scaling is known.
+	HandshakeSeen bool `json:"handshake_seen"`
+	// State at the end of the capture: "open", "closed" (FIN both ways),
+	// "half-closed" or "reset".
+	State string `json:"state"`
+	// Directions[0] carries the client's data, Directions[1] the server's.
+	Directions [2]*Direction `json:"directions"`
+	// Diagnosis of the direction that carried the most data.
+	Diagnosis *Diagnosis `json:"diagnosis"`
+
+	clientIsLow bool
+	firstT      int64
+	lastT       int64
+	firstRTT    int64 // Wireshark's ts_first_rtt: SYN-ACK (most recent SYN) to the next pure ACK
+	mruSYN      int64
+	dirs        [2]dirAnalysis
+	rst         bool
+}
+
+// Direction is the analysis of the data one endpoint sent, with the ACKs
+// and windows its peer returned.
+type Direction struct {
+	From netip.AddrPort `json:"from"`
+	To   netip.AddrPort `json:"to"`
+	DirectionStats
+	Series    *DirectionSeries `json:"-"`
+	Diagnosis *Diagnosis       `json:"diagnosis,omitempty"`
+}
+
+// DirectionStats are the counters of one direction. JSON names are the
+// contract documented in SCHEMA.md.
+type DirectionStats struct {
+	Packets     int   `json:"packets"`
+	DataPackets int   `json:"data_packets"`
+	PureAcks    int   `json:"pure_acks"`
+	SACKPackets int   `json:"sack_packets"`
+	DataBytes   int64 `json:"data_bytes"`
+	// MaxSegmentBytes is the largest payload seen (a GRO/TSO capture
+	// shows super-segments larger than the MSS).
+	MaxSegmentBytes int `json:"max_segment_bytes"`
+	UniqueBytes int64 `json:"unique_bytes"`
+
+	RetransmittedPackets    int   `json:"retransmitted_packets"`
+	RetransmittedBytes      int64 `json:"retransmitted_bytes"`
+	FastRetransmissions     int   `json:"fast_retransmissions"`
+	SpuriousRetransmissions int   `json:"spurious_retransmissions"`
+	OutOfOrderPackets       int   `json:"out_of_order_packets"`
+	LostSegments            int   `json:"lost_segments"`
+	AckedUnseen             int   `json:"acked_unseen_segments"`
+	DupAcks                 int   `json:"dup_acks"`
+	TripleDupAcks           int   `json:"triple_dup_acks"`
+	ZeroWindows             int   `json:"zero_windows"`
+	WindowFull              int   `json:"window_full"`
+	ZeroWindowProbes        int   `json:"zero_window_probes"`
+	KeepAlives              int   `json:"keep_alives"`
+
+	// SYN options this endpoint sent.
+	MSS           int  `json:"mss"`
+	WindowScale   int  `json:"window_scale"` // -1: not offered or SYN not seen
+	SACKPermitted bool `json:"sack_permitted"`
+	Timestamps    bool `json:"timestamps"`
+	// WindowScaleKnown: both SYNs were seen, so windows are in bytes; if
+	// false, windows are the raw 16-bit field values.
+	WindowScaleKnown bool `json:"window_scale_known"`
+
+	RTTSamples int     `json:"rtt_samples"`
+	RTTMinMs   float64 `json:"rtt_min_ms"`
+	RTTAvgMs   float64 `json:"rtt_avg_ms"`
+	RTTMaxMs   float64 `json:"rtt_max_ms"`
+	RTTStdevMs float64 `json:"rtt_stdev_ms"`
+	RTTP50Ms   float64 `json:"rtt_p50_ms"`
+	RTTP99Ms   float64 `json:"rtt_p99_ms"`
+	// RTT from TCP timestamps (an ACK's TSecr matched to the first
+	// segment that carried that TSval).
+	TSRTTSamples int     `json:"ts_rtt_samples"`
+	TSRTTMinMs   float64 `json:"ts_rtt_min_ms"`
+	TSRTTP50Ms   float64 `json:"ts_rtt_p50_ms"`
+	TSRTTMaxMs   float64 `json:"ts_rtt_max_ms"`
+
+	// Window this endpoint advertised (tcptrace's "win adv").
+	MaxWindowBytes int64 `json:"max_window_bytes"`
+	MinWindowBytes int64 `json:"min_window_bytes"`
+	// Window the peer advertised to this sender: what bounded its flight.
+	PeerMaxWindowBytes int64 `json:"peer_max_window_bytes"`
+	MaxInFlightBytes   int64 `json:"max_in_flight_bytes"`
+	P50InFlightBytes   int64 `json:"p50_in_flight_bytes"`
+
+	// ThroughputBps: unique bytes over the connection's duration in bit/s
+	// (tcptrace's definition). DataRateBps: unique bytes over this
+	// direction's transfer time, first data segment to its last ACK.
+	ThroughputBps float64 `json:"throughput_bps"`
+	DataRateBps   float64 `json:"data_rate_bps"`
+	// Transfer time of the data, first data segment to last ACK of data.
+	TransferMs float64 `json:"transfer_ms"`
+	// Idle gaps: the sender had nothing outstanding and sent nothing for
+	// longer than max(1 ms, min RTT).
+	IdleGaps    int     `json:"idle_gaps"`
+	IdleTotalMs float64 `json:"idle_total_ms"`
+	IdleMaxMs   float64 `json:"idle_max_ms"`
+	// DelayedAckStalls: lone segments whose ACK came >= 30 ms later than
+	// the minimum RTT (the receiver's delayed-ACK timer).
+	DelayedAckStalls   int     `json:"delayed_ack_stalls"`
+	DelayedAckTotalMs  float64 `json:"delayed_ack_total_ms"`
+	WindowLimitedShare float64 `json:"window_limited_share"` // data packets with flight >= 90 % of the peer's window
+	RTTTrackOverflow   int     `json:"rtt_untracked_segments,omitempty"`
+}
+
+// DirectionSeries are the decimated graph series of one direction's data.
+// Sequence values are unwrapped byte offsets from the ISN (relative
+// sequence numbers, as Wireshark shows them), so they never wrap.
+type DirectionSeries struct {
+	Segments        Series // tcptrace/Stevens: Min = lowest segment start, Max = highest segment end
+	Retransmissions Series // retransmitted segments, same layout
+	Acks            Series // the peer's cumulative ACK
+	ReceiveWindow   Series // ACK + the peer's advertised window (the rwnd line)
+	SACK            Series // SACK blocks: Min = left edge, Max = right edge
+	DupAcks         Series // ACK value of each duplicate ACK (ticks)
+	ZeroWindows     Series // ACK value where the peer advertised a zero window
+	RTT             Series // Karn RTT samples, ms
+	TSRTT           Series // timestamp RTT samples, ms
+	AdvWindow       Series // the peer's advertised window, bytes
+	InFlight        Series // bytes in flight after each data segment
+	Throughput      Series // data bytes sent per bucket (Sum)
+	Goodput         Series // new (unique) bytes sent per bucket (Sum)
+}
+
+func newDirSeries(n int) *DirectionSeries {
+	return &DirectionSeries{
+		Segments:        newSeries("segments", "bytes", n),
+		Retransmissions: newSeries("retransmissions", "bytes", n),
+		Acks:            newSeries("ack", "bytes", n),
+		ReceiveWindow:   newSeries("rwnd", "bytes", n),
+		SACK:            newSeries("sack", "bytes", n),
+		DupAcks:         newSeries("dup_ack", "bytes", n),
+		ZeroWindows:     newSeries("zero_window", "bytes", n),
+		RTT:             newSeries("rtt", "ms", n),
+		TSRTT:           newSeries("ts_rtt", "ms", n),
+		AdvWindow:       newSeries("adv_window", "bytes", n),
+		InFlight:        newSeries("in_flight", "bytes", n),
+		Throughput:      newSeries("throughput", "bytes/bucket", n),
+		Goodput:         newSeries("goodput", "bytes/bucket", n),
+	}
+}
+
+// All lists the series in a fixed order (CSV columns, plots).
+func (s *DirectionSeries) All() []*Series {
+	return []*Series{&s.Segments, &s.Retransmissions, &s.Acks, &s.ReceiveWindow, &s.SACK, &s.DupAcks,
+		&s.ZeroWindows, &s.RTT, &s.TSRTT, &s.AdvWindow, &s.InFlight, &s.Throughput, &s.Goodput}
+}
+
+// dirAnalysis is everything tracked for one direction.
+type dirAnalysis struct {
+	st     seqState
+	stats  DirectionStats
+	series *DirectionSeries
+	q      unackedQueue
+	ts     tsRing
+	rtt    histogram // Karn samples, µs
+	tsrtt  histogram // timestamp samples, µs
+	flight histogram // bytes in flight per data segment
+	lone   histogram // ACK delay of lone segments, µs (delayed-ACK detector)
+
+	firstData, lastData   int64 // times of first and last data segment
+	lastDataAcked         int64 // time the last byte of data was acknowledged
+	allAckedAt            int64 // when outstanding data last dropped to zero
+	allAcked              bool
+	windowLimited         int
+	minWin, maxWin        int64
+	peerMaxWin            int64
+	finSeen               bool
+	fragmentedRetransTime int64
+}
+
+// seqState mirrors the per-flow fields of Wireshark's tcp_analyze_seq_info
+// plus unwrapped sequence bookkeeping.
+type seqState struct {
+	synSeen bool
+	isn     uint32
+	mss     uint16
+	wscale  int8 // offered shift, -1: none
+	sackOK  bool
+	tsOK    bool
+	// shift applied to this side's window field: -1 unknown (a SYN was
+	// not seen: raw values are used, as Wireshark does), otherwise the
+	// kernel's rule: the offered shift if both SYNs offered one, else 0.
+	shift int8
+
+	baseSet bool
+	base    uint32
+	hiEnd   int64 // highest sequence end sent, unwrapped, relative to base
+
+	nextseq         uint32
+	nextseqValid    bool
+	nextseqTime     int64
+	maxSeqToBeAcked uint32
+	maxSeqValid     bool
+	window          uint32 // scaled when the shift is known
+	windowValid     bool
+	lastAck         uint32
+	lastAckTime     int64
+	ackSeen         bool
+	dupAckNum       int
+	lastSegFlags    PacketFlags
+}
+
+func (s *seqState) init() {
+	*s = seqState{wscale: -1, shift: -1}
+}
+
+// rel unwraps a sequence number of this direction into a byte offset
+// from the base (wrap-safe: valid within ±2 GB of the highest sent).
+func (s *seqState) rel(seq uint32) int64 {
+	cur := s.base + uint32(s.hiEnd)
+	return s.hiEnd + int64(int32(seq-cur))
+}
+
+// Wrap-safe comparisons of 32-bit sequence numbers (RFC 1982 style).
+func seqGT(a, b uint32) bool { return int32(a-b) > 0 }
+func seqLT(a, b uint32) bool { return int32(a-b) < 0 }
+func seqLE(a, b uint32) bool { return int32(a-b) <= 0 }
+
+const (
+	fSYN = decode.FlagSYN
+	fFIN = decode.FlagFIN
+	fRST = decode.FlagRST
+	fACK = decode.FlagACK
+)
+
+// process analyzes packet p travelling in direction dir at time t (ns from
+// the capture start). The sequence analysis follows
+// tcp_analyze_sequence_number in Wireshark's epan/dissectors/packet-tcp.c
+// check by check, so that the per-packet flags agree with tshark's.
+func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
+	fwd, rev := &c.dirs[dir], &c.dirs[1-dir]
+	fs, rs := &fwd.st, &rev.st
+	c.lastT = t
+	flags := p.Flags
+	seq, ack := p.Seq, p.Ack
+	seglen := uint32(p.PayloadLen)
+	sfr := flags&(fSYN|fFIN|fRST) != 0
+
+	if flags&fSYN != 0 {
+		c.mruSYN = t
+		fs.synSeen, fs.isn = true, seq
+		fs.mss, fs.wscale, fs.sackOK, fs.tsOK = p.MSS, p.WScale, p.SACKPermitted, p.HasTimestamp
+		if rs.synSeen {
+			// Both SYNs seen: RFC 7323 2.2, scaling only if both offered it.
+			if fs.wscale >= 0 && rs.wscale >= 0 {
+				fs.shift, rs.shift = fs.wscale, rs.wscale
+			} else {
+				fs.shift, rs.shift = 0, 0
+			}
+			c.HandshakeSeen = true
+		}
+	} else if flags&fACK != 0 && c.firstRTT == 0 && c.mruSYN != 0 {
+		c.firstRTT = t - c.mruSYN
+	}
+	if flags&fRST != 0 {
+		c.rst = true
+		defer c.release() // nothing more to acknowledge
+	}
+	if flags&fFIN != 0 {
+		fwd.finSeen = true
+	}
+
+	window := uint32(p.Window)
+	if flags&fSYN == 0 && fs.shift > 0 {
+		window <<= uint(fs.shift) // never applied to SYN segments (RFC 7323 2.2)
+	}
+
+	st := &fwd.stats
+	st.Packets++
+	if seglen > 0 {
+		st.MaxSegmentBytes = max(st.MaxSegmentBytes, int(seglen))
+		st.DataPackets++
+		st.DataBytes += int64(seglen)
+	} else if flags&fACK != 0 && !sfr {
+		st.PureAcks++
+	}
+	if p.NSACK > 0 {
+		st.SACKPackets++
+	}
+
+	if !fs.baseSet {
+		fs.baseSet = true
+		fs.base = seq - 1
+		if flags&fSYN != 0 {
+			fs.base = seq
+		}
+	}
+	if !rs.baseSet && flags&fACK != 0 {
+		rs.baseSet = true
+		rs.base = ack - 1
+	}
+
+	var fl PacketFlags
+	// ZERO WINDOW PROBE: one byte at the next expected sequence number
+	// into a zero window.
+	if seglen == 1 && fs.nextseqValid && seq == fs.nextseq && rs.windowValid && rs.window == 0 {
+		fl |= ZeroWindowProbe
+		goto finishedFwd
+	}
+	// ZERO WINDOW
+	if window == 0 && !sfr {
+		fl |= ZeroWindow
+	}
+	// LOST SEGMENT: beyond the next expected sequence number.
+	if fs.nextseqValid && seqGT(seq, fs.nextseq) && flags&fRST == 0 {
+		fl |= LostSegment
+	}
+	// KEEP ALIVE: 0 or 1 byte starting one before the next expected.
+	if seglen <= 1 && fs.nextseqValid && seq == fs.nextseq-1 && !sfr {
+		fl |= KeepAlive
+	}
+	// WINDOW UPDATE
+	if seglen == 0 && window != 0 && fs.windowValid && window != fs.window && seq == fs.nextseq && ack == fs.lastAck && !sfr {
+		fl |= WindowUpdate
+	}
+	// WINDOW FULL: data up to the right edge of the peer's window (only
+	// when the peer's scale is known).
+	if seglen > 0 && rs.shift >= 0 && rs.windowValid && rs.ackSeen && seq+seglen == rs.lastAck+rs.window && !sfr {
+		fl |= WindowFull
+	}
+	// KEEP ALIVE ACK
+	if seglen == 0 && window != 0 && fs.windowValid && window == fs.window && seq == fs.nextseq && ack == fs.lastAck && rs.lastSegFlags&KeepAlive != 0 && !sfr {
+		fl |= KeepAliveAck
+		goto finishedFwd
+	}
+	// ZERO WINDOW PROBE ACK
+	if seglen == 0 && window == 0 && fs.windowValid && window == fs.window && seq == fs.nextseq && ack == fs.lastAck && rs.lastSegFlags&ZeroWindowProbe != 0 && !sfr {
+		fl |= ZeroWindowProbeAck
+		goto finishedFwd
+	}
+	// DUPLICATE ACK
+	if seglen == 0 && window != 0 && fs.windowValid && window == fs.window && seq == fs.nextseq && ack == fs.lastAck && !sfr {
+		fs.dupAckNum++
+		fl |= DupAck
+	}
+
+finishedFwd:
+	if ack != fs.lastAck {
+		fs.dupAckNum = 0
+	}
+	// ACKED UNSEEN: acknowledges data the capture never showed.
+	if rs.maxSeqValid && seqGT(ack, rs.maxSeqToBeAcked) && flags&fACK != 0 {
+		fl |= AckedUnseen
+		rs.maxSeqToBeAcked = rs.nextseq
+	}
+	// RETRANSMISSION / FAST RETRANSMISSION / OUT-OF-ORDER / SPURIOUS
+	if (seglen > 0 || flags&(fSYN|fFIN) != 0) && fs.nextseqValid && seqLT(seq, fs.nextseq) && fl&KeepAlive == 0 {
+		oooThresh := int64(3 * time.Millisecond)
+		if c.firstRTT != 0 {
+			oooThresh = c.firstRTT
+		}
+		switch {
+		case rs.dupAckNum >= 2 && rs.lastAck == seq && t-rs.lastAckTime < int64(20*time.Millisecond):
+			fl |= FastRetransmission
+		case t-fs.nextseqTime < oooThresh && fs.nextseq != seq+seglen:
+			fl |= OutOfOrder
+		case seglen > 0 && rs.ackSeen && seqLE(seq+seglen, rs.lastAck):
+			fl |= SpuriousRetransmission
+		default:
+			fl |= Retransmission
+		}
+	}
+
+	{
+		nextseq := seq + seglen
+		if flags&(fSYN|fFIN) != 0 {
+			nextseq++
+		}
+		// Sequence bookkeeping for series, unique bytes and RTT.
+		var newBytes int64
+		if seglen > 0 || flags&(fSYN|fFIN) != 0 {
+			start := fs.rel(seq)
+			end := start + int64(nextseq-seq)
+			if end > fs.hiEnd {
+				newBytes = end - max(start, fs.hiEnd)
+				fs.hiEnd = end
+			}
+			if fl&OutOfOrder != 0 {
+				newBytes = int64(seglen)
+			}
+			if flags&fSYN != 0 || flags&fFIN != 0 {
+				newBytes = min(newBytes, int64(seglen))
+			}
+			if fl&ZeroWindowProbe == 0 {
+				fwd.q.sent(start, end, t)
+			}
+			if seglen > 0 {
+				ts := time.Duration(t)
+				if fl&AnyRetransmission != 0 {
+					fwd.series.Retransmissions.Add(ts, float64(start))
+					fwd.series.Retransmissions.Add(ts, float64(end))
+				} else {
+					fwd.series.Segments.Add(ts, float64(start))
+					fwd.series.Segments.Add(ts, float64(end))
+				}
+				fwd.series.Throughput.Add(ts, float64(seglen))
+				if newBytes > 0 {
+					fwd.series.Goodput.Add(ts, float64(newBytes))
+				}
+				st.UniqueBytes += newBytes
+				if fwd.firstData == 0 && st.DataPackets == 1 {
+					fwd.firstData = t
+				}
+				// Idle gap: nothing outstanding and nothing sent for a while.
+				if fwd.allAcked && fl&AnyRetransmission == 0 && st.DataPackets > 1 {
+					gap := t - max(fwd.allAckedAt, fwd.lastData)
+					thresh := int64(time.Millisecond)
+					if m := int64(fwd.rtt.min) * 1000; fwd.rtt.n > 0 && m > thresh {
+						thresh = m
+					}
+					if gap > thresh {
+						st.IdleGaps++
+						st.IdleTotalMs += float64(gap) / 1e6
+						st.IdleMaxMs = max(st.IdleMaxMs, float64(gap)/1e6)
+					}
+				}
+				fwd.allAcked = false
+				fwd.lastData = t
+			}
+		}
+		if seglen > 0 && p.HasTimestamp {
+			fwd.ts.sent(p.TSVal, t)
+		}
+		if fl&AnyRetransmission != 0 {
+			st.RetransmittedPackets++
+			st.RetransmittedBytes += int64(seglen)
+			if fl&FastRetransmission != 0 {
+				st.FastRetransmissions++
+			}
+			if fl&SpuriousRetransmission != 0 {
+				st.SpuriousRetransmissions++
+			}
+		}
+
+		if seqGT(nextseq, fs.nextseq) || !fs.nextseqValid {
+			if fl&ZeroWindowProbe == 0 {
+				fs.nextseq, fs.nextseqTime, fs.nextseqValid = nextseq, t, true
+			}
+		}
+		if seq == fs.maxSeqToBeAcked || !fs.maxSeqValid {
+			if fl&ZeroWindowProbe == 0 {
+				fs.maxSeqToBeAcked, fs.maxSeqValid = fs.nextseq, true
+			}
+		}
+	}
+	ackAdvanced := !fs.ackSeen || seqGT(ack, fs.lastAck)
+	fs.window, fs.windowValid = window, true
+	if flags&fACK != 0 {
+		fs.lastAck, fs.lastAckTime, fs.ackSeen = ack, t, true
+	} else {
+		fs.lastAck, fs.lastAckTime = ack, t
+	}
+	fs.lastSegFlags = fl
+
+	// Counters.
+	switch {
+	case fl&OutOfOrder != 0:
+		st.OutOfOrderPackets++
+	}
+	if fl&LostSegment != 0 {
+		st.LostSegments++
+	}
+	if fl&AckedUnseen != 0 {
+		st.AckedUnseen++
+	}
+	if fl&DupAck != 0 {
+		st.DupAcks++
+		if fs.dupAckNum == 3 {
+			st.TripleDupAcks++
+		}
+	}
+	if fl&ZeroWindow != 0 {
+		st.ZeroWindows++
+	}
+	if fl&WindowFull != 0 {
+		st.WindowFull++
+	}
+	if fl&ZeroWindowProbe != 0 {
+		st.ZeroWindowProbes++
+	}
+	if fl&KeepAlive != 0 {
+		st.KeepAlives++
+	}
+
+	// Window this endpoint advertises (bounds the peer's flight).
+	if flags&fSYN == 0 {
+		w := int64(window)
+		if w > fwd.maxWin {
+			fwd.maxWin = w
+		}
+		if fwd.minWin == 0 || w < fwd.minWin {
+			fwd.minWin = w
+		}
+	}
+
+	// This packet's ACK acknowledges the reverse direction's data.
+	info := &a.info
+	info.AckRTT, info.KarnRTT, info.InFlight = -1, -1, -1
+	if flags&fACK != 0 && rs.baseSet {
+		rt := time.Duration(t)
+		relAck := rs.rel(ack)
+		rser := rev.series
+		rser.Acks.Add(rt, float64(relAck))
+		if flags&fSYN == 0 {
+			rser.ReceiveWindow.Add(rt, float64(relAck+int64(window)))
+			rser.AdvWindow.Add(rt, float64(window))
+			rev.peerMaxWin = max(rev.peerMaxWin, int64(window))
+		}
+		if fl&DupAck != 0 {
+			rser.DupAcks.Add(rt, float64(relAck))
+		}
+		if fl&ZeroWindow != 0 {
+			rser.ZeroWindows.Add(rt, float64(relAck))
+		}
+		for i := 0; i < p.NSACK; i++ {
+			b := p.SACK[i]
+			rser.SACK.Add(rt, float64(rs.rel(b.Left)))
+			rser.SACK.Add(rt, float64(rs.rel(b.Right)))
+		}
+		had := rev.q.len()
+		r := rev.q.ack(relAck)
+		if r.matched {
+			d := t - r.sent
+			info.AckRTT = time.Duration(d)
+			if !r.retrans {
+				info.KarnRTT = time.Duration(d)
+				us := uint64(d / 1000)
+				rev.rtt.add(us)
+				rser.RTT.Add(rt, float64(d)/1e6)
+				if r.empty && had == 1 && r.acked == 1 {
+					rev.lone.add(us)
+				}
+			}
+		}
+		if r.acked > 0 && rev.stats.DataPackets > 0 {
+			rev.lastDataAcked = t
+		}
+		if r.empty && !rev.allAcked {
+			rev.allAcked, rev.allAckedAt = true, t
+		}
+		if p.HasTimestamp && ackAdvanced && r.acked > 0 {
+			if sent, ok := rev.ts.lookup(p.TSEcr); ok {
+				d := t - sent
+				rev.tsrtt.add(uint64(d / 1000))
+				rser.TSRTT.Add(rt, float64(d)/1e6)
+			}
+		}
+	}
+
+	// Bytes in flight of this direction after this packet.
+	if seglen > 0 && rs.ackSeen {
+		inflight := int64(int32(fs.nextseq - rs.lastAck))
+		if inflight >= 0 {
+			info.InFlight = inflight
+			fwd.flight.add(uint64(inflight))
+			fwd.series.InFlight.Add(time.Duration(t), float64(inflight))
+			st.MaxInFlightBytes = max(st.MaxInFlightBytes, inflight)
+			if rs.windowValid && rs.window > 0 && float64(inflight) >= 0.9*float64(rs.window) {
+				fwd.windowLimited++
+			}
+		}
+	}
+
+	if a.opts.OnPacket != nil {
+		info.Frame = a.res.Frames
+		info.Conn = c
+		info.Dir = dir
+		info.Flags = fl
+		info.PayloadLen = int(seglen)
+		a.opts.OnPacket(info)
+	}
+}
+
+// release drops per-packet tracking state of a connection whose 4-tuple
+// was reused; its statistics and series stay.
+func (c *Connection) release() {
+	for i := range c.dirs {
+		c.dirs[i].q = unackedQueue{}
+		c.dirs[i].ts = tsRing{}
+	}
+}
+
+func (c *Connection) finish(a *Analyzer) {
+	c.release()
+	c.Start = time.Duration(c.firstT)
+	c.Duration = time.Duration(c.lastT - c.firstT)
+	switch {
+	case c.rst:
+		c.State = "reset"
+	case c.dirs[0].finSeen && c.dirs[1].finSeen:
+		c.State = "closed"
+	case c.dirs[0].finSeen || c.dirs[1].finSeen:
+		c.State = "half-closed"
+	default:
+		c.State = "open"
+	}
+	for i := range c.dirs {
+		d := &c.dirs[i]
+		st := &d.stats
+		from, to := c.Client, c.Server
+		if i == 1 {
+			from, to = to, from
+		}
+		st.MSS = int(d.st.mss)
+		st.WindowScale = int(d.st.wscale)
+		st.SACKPermitted = d.st.sackOK
+		st.Timestamps = d.st.tsOK
+		st.WindowScaleKnown = d.st.shift >= 0
+		st.MaxWindowBytes, st.MinWindowBytes = d.maxWin, d.minWin
+		st.PeerMaxWindowBytes = d.peerMaxWin
+		st.RTTSamples = int(d.rtt.n)
+		if d.rtt.n > 0 {
+			st.RTTMinMs = float64(d.rtt.min) / 1e3
+			st.RTTMaxMs = float64(d.rtt.max) / 1e3
+			st.RTTAvgMs = d.rtt.mean() / 1e3
+			st.RTTStdevMs = d.rtt.stdev() / 1e3
+			st.RTTP50Ms = d.rtt.quantile(0.5) / 1e3
+			st.RTTP99Ms = d.rtt.quantile(0.99) / 1e3
+		}
+		st.TSRTTSamples = int(d.tsrtt.n)
+		if d.tsrtt.n > 0 {
+			st.TSRTTMinMs = float64(d.tsrtt.min) / 1e3
+			st.TSRTTMaxMs = float64(d.tsrtt.max) / 1e3
+			st.TSRTTP50Ms = d.tsrtt.quantile(0.5) / 1e3
+		}
+		st.P50InFlightBytes = int64(d.flight.quantile(0.5))
+		if c.Duration > 0 {
+			st.ThroughputBps = float64(st.UniqueBytes) * 8 / c.Duration.Seconds()
+		}
+		if st.DataPackets > 0 {
+			end := max(d.lastDataAcked, d.lastData)
+			if end > d.firstData {
+				st.TransferMs = float64(end-d.firstData) / 1e6
+				st.DataRateBps = float64(st.UniqueBytes) * 8 / (float64(end-d.firstData) / 1e9)
+			}
+			st.WindowLimitedShare = float64(d.windowLimited) / float64(st.DataPackets)
+		}
+		st.RTTTrackOverflow = d.q.overflow
+		st.DelayedAckStalls, st.DelayedAckTotalMs = delayedAckStalls(&d.lone, &d.rtt)
+		c.Directions[i] = &Direction{From: from, To: to, DirectionStats: *st, Series: d.series}
+	}
+	diagnose(c)
+}
+
+// delayedAckStalls counts lone-segment ACK delays at least 30 ms above the
+// minimum RTT (Linux's delayed-ACK timer starts at 40 ms, TCP_DELACK_MIN)
+// and sums the excess.
+func delayedAckStalls(lone, rtt *histogram) (int, float64) {
+	if lone.n == 0 || rtt.n == 0 {
+		return 0, 0
+	}
+	floor := rtt.min + 30_000
+	n, total := 0, 0.0
+	for i, cnt := range lone.counts {
+		if cnt == 0 {
+			continue
+		}
+		v := histValue(i)
+		if v >= float64(floor) && v <= float64(rtt.min+500_000) {
+			n += int(cnt)
+			total += float64(cnt) * (v - float64(rtt.min)) / 1e3
+		}
+	}
+	return n, total
+}
+
+// tsRing remembers when each TSval was first sent, for timestamp RTT
+// samples. TSvals only grow, so the ring stays sorted.
+type tsRing struct {
+	vals  []uint32 // allocated on first use: tsRingSize entries
+	times []int64
+	n     int // total ever stored
+}
+
+const tsRingSize = 256
+
+func (r *tsRing) sent(v uint32, t int64) {
+	if r.vals == nil {
+		r.vals, r.times = make([]uint32, tsRingSize), make([]int64, tsRingSize)
+	}
+	if r.n > 0 {
+		last := r.vals[(r.n-1)%len(r.vals)]
+		if !seqGT(v, last) {
+			return
+		}
+	}
+	r.vals[r.n%len(r.vals)] = v
+	r.times[r.n%len(r.times)] = t
+	r.n++
+}
+
+func (r *tsRing) lookup(v uint32) (int64, bool) {
+	k := min(r.n, len(r.vals))
+	// Binary search over the k newest entries, oldest first.
+	i := sort.Search(k, func(i int) bool {
+		return !seqLT(r.vals[(r.n-k+i)%len(r.vals)], v)
+	})
+	if i < k && r.vals[(r.n-k+i)%len(r.vals)] == v {
+		return r.times[(r.n-k+i)%len(r.times)], true
+	}
+	return 0, false
+}

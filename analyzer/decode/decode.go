@@ -1,0 +1,372 @@
+// Package decode reads the link, IP and TCP headers of one captured frame
+// into a caller-owned Packet without allocating. It knows the link types
+// that tcpdump writes on Linux and uses the IP length fields, not the
+// captured length, for payload sizes, so snaplen-truncated frames decode fully.
+package decode
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// LinkType is a pcap LINKTYPE_ value (https://www.tcpdump.org/linktypes.html).
+type LinkType uint16
+
+// Link types the decoder understands.
+const (
+	LinkNull     LinkType = 0   // BSD loopback, host byte order family
+	LinkEthernet LinkType = 1   // Ethernet II, with any number of 802.1Q/802.1ad tags
+	LinkRaw      LinkType = 101 // raw IPv4 or IPv6 (TUN captures)
+	LinkLoop     LinkType = 108 // OpenBSD loopback, network byte order family
+	LinkSLL      LinkType = 113 // Linux cooked v1
+	LinkIPv4     LinkType = 228
+	LinkIPv6     LinkType = 229
+	LinkSLL2     LinkType = 276 // Linux cooked v2, what `tcpdump -i any` writes
+	linkRawAlt1  LinkType = 12  // DLT_RAW on some BSDs, seen in old files
+	linkRawAlt2  LinkType = 14
+)
+
+// Supported reports whether the decoder knows link type t.
+func Supported(t LinkType) bool {
+	switch t {
+	case LinkNull, LinkEthernet, LinkRaw, LinkLoop, LinkSLL, LinkIPv4, LinkIPv6, LinkSLL2, linkRawAlt1, linkRawAlt2:
+		return true
+	}
+	return false
+}
+
+// TCP flag bits as they sit in byte 13 of the header.
+const (
+	FlagFIN uint8 = 0x01
+	FlagSYN uint8 = 0x02
+	FlagRST uint8 = 0x04
+	FlagPSH uint8 = 0x08
+	FlagACK uint8 = 0x10
+	FlagURG uint8 = 0x20
+	FlagECE uint8 = 0x40
+	FlagCWR uint8 = 0x80
+)
+
+// Errors Decode returns. They are values, not wrapped, so that the per-packet
+// path never allocates; callers count them by kind.
+var (
+	// ErrNotTCP: a well-formed frame that carries something other than a
+	// first TCP fragment (ARP, UDP, ICMP, a later IP fragment).
+	ErrNotTCP = errors.New("not a TCP segment")
+	// ErrTruncated: the capture ends before the fixed IP or TCP header does.
+	ErrTruncated = errors.New("headers truncated by the capture")
+	// ErrCorrupt: header fields contradict each other (bad IP version,
+	// header length shorter than the minimum, TCP data offset beyond the IP
+	// payload).
+	ErrCorrupt = errors.New("corrupt header")
+	// ErrLinkType: a link type this decoder does not know.
+	ErrLinkType = errors.New("unsupported link type")
+)
+
+// SACKBlock is one selective-acknowledgement range [Left, Right).
+type SACKBlock struct{ Left, Right uint32 }
+
+// Packet is the decoded view of one frame. Decode overwrites every field, so
+// one Packet is reused for a whole capture. It holds no references into the
+// frame: addresses are copied into fixed arrays.
+type Packet struct {
+	IPVersion uint8    // 4 or 6
+	Src, Dst  [16]byte // IPv4 addresses occupy the first 4 bytes, the rest is zero
+	SrcPort   uint16
+	DstPort   uint16
+	Seq, Ack  uint32
+	Flags     uint8
+	Window    uint16 // raw header value, unscaled
+	// PayloadLen is the TCP payload length from the IP length fields, which
+	// stays right when the capture was cut at a snaplen.
+	PayloadLen int
+	// CapturedPayload is how much of the payload is in the frame.
+	CapturedPayload int
+
+	// Options. Absent options keep their zero/negative sentinels.
+	MSS           uint16 // 0: absent
+	WScale        int8   // -1: absent
+	SACKPermitted bool
+	HasTimestamp  bool
+	TSVal, TSEcr  uint32
+	NSACK         int
+	SACK          [4]SACKBlock
+	// OptionsTruncated is set when the capture cut the option list short.
+	OptionsTruncated bool
+}
+
+// Has reports whether all bits of f are set.
+func (p *Packet) Has(f uint8) bool { return p.Flags&f == f }
+
+const (
+	etherTypeIPv4 = 0x0800
+	etherTypeIPv6 = 0x86DD
+	etherTypeVLAN = 0x8100
+	etherTypeQinQ = 0x88A8
+	etherType9100 = 0x9100
+)
+
+// Decode parses frame, captured on a link of type link, into p. wireLen is
+// the frame's original length on the wire (pcap's orig_len); it stands in for
+// the IPv4 total length when a segmentation-offload capture left that zero.
+func Decode(link LinkType, frame []byte, wireLen int, p *Packet) error {
+	var etherType uint16
+	var off int
+	switch link {
+	case LinkEthernet:
+		if len(frame) < 14 {
+			return ErrTruncated
+		}
+		etherType = binary.BigEndian.Uint16(frame[12:14])
+		off = 14
+		for etherType == etherTypeVLAN || etherType == etherTypeQinQ || etherType == etherType9100 {
+			if len(frame) < off+4 {
+				return ErrTruncated
+			}
+			etherType = binary.BigEndian.Uint16(frame[off+2 : off+4])
+			off += 4
+		}
+	case LinkSLL:
+		if len(frame) < 16 {
+			return ErrTruncated
+		}
+		etherType = binary.BigEndian.Uint16(frame[14:16])
+		off = 16
+	case LinkSLL2:
+		if len(frame) < 20 {
+			return ErrTruncated
+		}
+		etherType = binary.BigEndian.Uint16(frame[0:2])
+		off = 20
+	case LinkRaw, LinkIPv4, LinkIPv6, linkRawAlt1, linkRawAlt2:
+		if len(frame) < 1 {
+			return ErrTruncated
+		}
+		switch frame[0] >> 4 {
+		case 4:
+			etherType = etherTypeIPv4
+		case 6:
+			etherType = etherTypeIPv6
+		default:
+			return ErrCorrupt
+		}
+	case LinkNull, LinkLoop:
+		if len(frame) < 4 {
+			return ErrTruncated
+		}
+		// The family is in host byte order of the capturing machine for
+		// NULL and in network order for LOOP; families are small, so the
+		// order is whichever end holds the non-zero byte.
+		fam := binary.LittleEndian.Uint32(frame[0:4])
+		if fam > 0xFFFF {
+			fam = binary.BigEndian.Uint32(frame[0:4])
+		}
+		switch fam {
+		case 2:
+			etherType = etherTypeIPv4
+		case 10, 24, 28, 30: // Linux, NetBSD/OpenBSD, FreeBSD, Darwin AF_INET6
+			etherType = etherTypeIPv6
+		default:
+			return ErrNotTCP
+		}
+		off = 4
+	default:
+		return ErrLinkType
+	}
+	switch etherType {
+	case etherTypeIPv4:
+		return decodeIPv4(frame[off:], wireLen-off, p)
+	case etherTypeIPv6:
+		return decodeIPv6(frame[off:], p)
+	}
+	return ErrNotTCP
+}
+
+func decodeIPv4(b []byte, wireLen int, p *Packet) error {
+	if len(b) < 20 {
+		return ErrTruncated
+	}
+	if b[0]>>4 != 4 {
+		return ErrCorrupt
+	}
+	ihl := int(b[0]&0x0F) * 4
+	if ihl < 20 {
+		return ErrCorrupt
+	}
+	total := int(binary.BigEndian.Uint16(b[2:4]))
+	if total == 0 {
+		// TSO/GSO frames captured before segmentation carry 0 here.
+		total = wireLen
+	}
+	if total < ihl {
+		return ErrCorrupt
+	}
+	if b[9] != 6 {
+		return ErrNotTCP
+	}
+	if binary.BigEndian.Uint16(b[6:8])&0x1FFF != 0 {
+		return ErrNotTCP // a later fragment: no TCP header here
+	}
+	if len(b) < ihl {
+		return ErrTruncated
+	}
+	p.IPVersion = 4
+	p.Src = [16]byte{}
+	p.Dst = [16]byte{}
+	copy(p.Src[:4], b[12:16])
+	copy(p.Dst[:4], b[16:20])
+	return decodeTCP(b[ihl:], total-ihl, p)
+}
+
+func decodeIPv6(b []byte, p *Packet) error {
+	if len(b) < 40 {
+		return ErrTruncated
+	}
+	if b[0]>>4 != 6 {
+		return ErrCorrupt
+	}
+	payload := int(binary.BigEndian.Uint16(b[4:6]))
+	next := b[6]
+	copy(p.Src[:], b[8:24])
+	copy(p.Dst[:], b[24:40])
+	p.IPVersion = 6
+	off := 40
+	// Walk the extension headers that can precede TCP.
+	for i := 0; i < 8; i++ {
+		switch next {
+		case 6:
+			if payload == 0 {
+				return ErrNotTCP // jumbogram: the length lives in an option we skip
+			}
+			if payload < off-40 {
+				return ErrCorrupt
+			}
+			return decodeTCP(b[off:], payload-(off-40), p)
+		case 0, 43, 60: // hop-by-hop, routing, destination options
+			if len(b) < off+2 {
+				return ErrTruncated
+			}
+			next = b[off]
+			off += (int(b[off+1]) + 1) * 8
+		case 44: // fragment
+			if len(b) < off+8 {
+				return ErrTruncated
+			}
+			if binary.BigEndian.Uint16(b[off+2:off+4])&0xFFF8 != 0 {
+				return ErrNotTCP
+			}
+			next = b[off]
+			off += 8
+		default:
+			return ErrNotTCP
+		}
+		if off > len(b) {
+			return ErrTruncated
+		}
+	}
+	return ErrNotTCP
+}
+
+// decodeTCP parses the TCP header at the start of b; segLen is the TCP
+// header plus payload length according to the IP header.
+func decodeTCP(b []byte, segLen int, p *Packet) error {
+	if len(b) < 20 {
+		return ErrTruncated
+	}
+	p.SrcPort = binary.BigEndian.Uint16(b[0:2])
+	p.DstPort = binary.BigEndian.Uint16(b[2:4])
+	p.Seq = binary.BigEndian.Uint32(b[4:8])
+	p.Ack = binary.BigEndian.Uint32(b[8:12])
+	hdr := int(b[12]>>4) * 4
+	p.Flags = b[13]
+	p.Window = binary.BigEndian.Uint16(b[14:16])
+	if hdr < 20 || hdr > segLen {
+		return ErrCorrupt
+	}
+	p.PayloadLen = segLen - hdr
+	p.CapturedPayload = 0
+	if len(b) > hdr {
+		p.CapturedPayload = min(len(b)-hdr, p.PayloadLen)
+	}
+	p.MSS, p.WScale, p.SACKPermitted, p.HasTimestamp = 0, -1, false, false
+	p.TSVal, p.TSEcr, p.NSACK, p.OptionsTruncated = 0, 0, 0, false
+	opts := b[20:]
+	if len(opts) > hdr-20 {
+		opts = opts[:hdr-20]
+	} else if len(opts) < hdr-20 {
+		p.OptionsTruncated = true
+	}
+	parseOptions(opts, p)
+	return nil
+}
+
+func parseOptions(o []byte, p *Packet) {
+	for len(o) > 0 {
+		kind := o[0]
+		if kind == 0 { // end of list
+			return
+		}
+		if kind == 1 { // NOP
+			o = o[1:]
+			continue
+		}
+		if len(o) < 2 {
+			p.OptionsTruncated = true
+			return
+		}
+		l := int(o[1])
+		if l < 2 || l > len(o) {
+			p.OptionsTruncated = true
+			return
+		}
+		v := o[2:l]
+		switch kind {
+		case 2:
+			if len(v) == 2 {
+				p.MSS = binary.BigEndian.Uint16(v)
+			}
+		case 3:
+			if len(v) == 1 {
+				p.WScale = int8(min(v[0], 14)) // RFC 7323 2.3: larger shifts are treated as 14
+			}
+		case 4:
+			p.SACKPermitted = true
+		case 5:
+			for i := 0; i+8 <= len(v) && p.NSACK < len(p.SACK); i += 8 {
+				p.SACK[p.NSACK] = SACKBlock{binary.BigEndian.Uint32(v[i:]), binary.BigEndian.Uint32(v[i+4:])}
+				p.NSACK++
+			}
+		case 8:
+			if len(v) == 8 {
+				p.HasTimestamp = true
+				p.TSVal = binary.BigEndian.Uint32(v[0:4])
+				p.TSEcr = binary.BigEndian.Uint32(v[4:8])
+			}
+		}
+		o = o[l:]
+	}
+}
+
+// String names a link type for error messages.
+func (t LinkType) String() string {
+	switch t {
+	case LinkNull:
+		return "NULL"
+	case LinkEthernet:
+		return "EN10MB"
+	case LinkRaw, linkRawAlt1, linkRawAlt2:
+		return "RAW"
+	case LinkLoop:
+		return "LOOP"
+	case LinkSLL:
+		return "LINUX_SLL"
+	case LinkSLL2:
+		return "LINUX_SLL2"
+	case LinkIPv4:
+		return "IPV4"
+	case LinkIPv6:
+		return "IPV6"
+	}
+	return fmt.Sprintf("linktype %d", uint16(t))
+}

@@ -1,0 +1,259 @@
+package analyzer
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/wanlab/wanlab/units"
+)
+
+// Limits a diagnosis can name.
+const (
+	LimitReceiveWindow = "receive-window"
+	LimitSendBuffer    = "send-buffer"
+	LimitLoss          = "loss"
+	LimitDelayedAck    = "delayed-ack"
+	LimitApplication   = "application"
+	LimitBandwidth     = "bandwidth"
+	LimitCongestion    = "congestion-window"
+	LimitNone          = "none"
+)
+
+// Diagnosis says what limited one direction's transfer, why the analyzer
+// thinks so, and what to change.
+type Diagnosis struct {
+	Direction string   `json:"direction"` // "client->server" or "server->client"
+	Limit     string   `json:"limit"`
+	Evidence  []string `json:"evidence"`
+	Advice    []string `json:"advice"`
+	// RateBps is the measured data rate; PredictedBps what the advice
+	// should give (0: no prediction).
+	RateBps      float64 `json:"rate_bps"`
+	PredictedBps float64 `json:"predicted_bps"`
+}
+
+// Thresholds of the diagnosis. Each is a judgement, documented here.
+const (
+	// Window limited: flight within 10 % of the peer's window on at least
+	// this share of data segments.
+	windowLimitedShare = 0.3
+	// Loss limited: at least this retransmission rate, and a rate at most
+	// lossRateSlack times the Mathis bound.
+	lossMinRate   = 0.001
+	lossRateSlack = 2.0
+	// Application limited: idle (nothing outstanding) this share of the
+	// transfer time.
+	appIdleShare = 0.3
+	// Delayed ACK: stalls cost at least this share of the transfer time.
+	delackShare = 0.1
+	// Bandwidth limited: median RTT this much above the minimum.
+	queueRTTFactor = 1.5
+	// Send-buffer limited: median flight below this share of the peer's
+	// window.
+	sndbufShare = 0.5
+	// scalingRatio is the share of a socket buffer the kernel offers as
+	// window. Since Linux 6.6 tcp_adv_win_scale is gone and the window is
+	// rcvbuf * scaling_ratio, with scaling_ratio the skb payload/truesize
+	// ratio measured on received packets (TCP_DEFAULT_SCALING_RATIO starts
+	// it at 50 %; a 1448-byte MSS in 2 KB+overhead buffers stays near 50 %).
+	// Before 6.6, tcp_adv_win_scale=1 also gave 50 %. We assume 50 % for
+	// both the window a buffer gives and the send buffer a flight needs.
+	scalingRatio = 0.5
+	// mathisC is sqrt(3/2), the constant of the Mathis et al. (1997) bound
+	// for periodic loss with delayed ACKs off.
+	mathisC = 1.22
+)
+
+func diagnose(c *Connection) {
+	best := -1
+	for i, d := range c.Directions {
+		if d.UniqueBytes == 0 {
+			continue
+		}
+		peer := c.Directions[1-i]
+		name := "client->server"
+		if i == 1 {
+			name = "server->client"
+		}
+		d.Diagnosis = diagnoseDirection(name, d, peer, c)
+		if best < 0 || d.UniqueBytes > c.Directions[best].UniqueBytes {
+			best = i
+		}
+	}
+	if best >= 0 {
+		c.Diagnosis = c.Directions[best].Diagnosis
+	}
+}
+
+// mb prints a rate in bits and, as the seeds quote them, bytes per second.
+func mb(bytesPerSec float64) string {
+	return fmt.Sprintf("%s (%.3g MB/s)", units.Rate(bytesPerSec*8).Human(), bytesPerSec/1e6)
+}
+
+func sz(b float64) string { return units.Size(b).Human() }
+
+// nextPow2 rounds n up to a power of two (buffer sizes read better so).
+func nextPow2(n float64) int64 {
+	p := int64(1)
+	for float64(p) < n {
+		p <<= 1
+	}
+	return p
+}
+
+func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosis {
+	dg := &Diagnosis{Direction: name, RateBps: d.DataRateBps}
+	rate := d.DataRateBps / 8 // bytes/s
+	rttMin := d.RTTMinMs / 1e3
+	rttMed := d.RTTP50Ms / 1e3
+	if d.RTTSamples == 0 && d.TSRTTSamples > 0 {
+		rttMin, rttMed = d.TSRTTMinMs/1e3, d.TSRTTP50Ms/1e3
+	}
+	if rttMin == 0 && c.firstRTT > 0 {
+		rttMin = time.Duration(c.firstRTT).Seconds()
+		rttMed = rttMin
+	}
+	mss := float64(peer.MSS)
+	if d.MSS > 0 {
+		mss = float64(d.MSS)
+	}
+	if mss == 0 {
+		mss = float64(min(d.MaxSegmentBytes, 1448))
+	}
+	if mss == 0 {
+		mss = 1448
+	}
+	peerWin := float64(d.PeerMaxWindowBytes)
+	flight := float64(d.P50InFlightBytes)
+	maxFlight := float64(d.MaxInFlightBytes)
+	transfer := d.TransferMs
+	ev := func(f string, a ...any) { dg.Evidence = append(dg.Evidence, fmt.Sprintf(f, a...)) }
+	adv := func(f string, a ...any) { dg.Advice = append(dg.Advice, fmt.Sprintf(f, a...)) }
+	sender, receiver := d.From.Addr(), d.To.Addr()
+
+	ev("%s of data in %.1f ms: %s; min RTT %.2f ms, median %.2f ms",
+		sz(float64(d.UniqueBytes)), transfer, mb(rate), rttMin*1e3, rttMed*1e3)
+	if !d.WindowScaleKnown && peer.WindowScale < 0 {
+		ev("handshake not captured: window scaling unknown, windows are raw header values")
+	}
+
+	if float64(d.UniqueBytes) < 20*mss {
+		dg.Limit = LimitNone
+		ev("only %d segments' worth of data: too short for the network to be the limit", int(float64(d.UniqueBytes)/mss)+1)
+		if d.DelayedAckStalls > 0 {
+			dg.Limit = LimitDelayedAck
+			delayedAckAdvice(dg, d, rttMin, sender, receiver)
+		}
+		return dg
+	}
+
+	lossP := 0.0
+	if d.DataPackets > 0 {
+		lossP = float64(d.RetransmittedPackets) / float64(d.DataPackets)
+	}
+	var mathis float64
+	if lossP > 0 && rttMed > 0 {
+		mathis = mss * mathisC / (rttMed * math.Sqrt(lossP))
+	}
+
+	switch {
+	case d.DelayedAckStalls > 0 && transfer > 0 && d.DelayedAckTotalMs >= delackShare*transfer:
+		dg.Limit = LimitDelayedAck
+		delayedAckAdvice(dg, d, rttMin, sender, receiver)
+
+	case lossP >= lossMinRate && mathis > 0 && rate <= lossRateSlack*mathis:
+		dg.Limit = LimitLoss
+		ev("%d of %d data segments retransmitted (p = %.2f %%; %d fast, %d spurious), %d triple duplicate ACKs from the receiver",
+			d.RetransmittedPackets, d.DataPackets, lossP*100, d.FastRetransmissions, d.SpuriousRetransmissions, peer.TripleDupAcks)
+		ev("Mathis bound MSS*1.22/(RTT*sqrt(p)) = %.0f B * 1.22 / (%.2f ms * sqrt(%.4f)) = %s; measured %s",
+			mss, rttMed*1e3, lossP, mb(mathis), mb(rate))
+		adv("the loss happens on the path between %s and %s: buffer and window settings cannot help; find the drop point (tc -s qdisc show: drops/overlimits; ip -s link: errors) and remove it", sender, receiver)
+		adv("if the loss is random and cannot be removed, a congestion control that does not treat every loss as congestion helps: on %s run `wanlab tune apply --set net.ipv4.tcp_congestion_control=bbr`", sender)
+		dg.PredictedBps = 8 * mathis * math.Sqrt(10)
+		adv("predicted: at a tenth of the loss rate the bound rises sqrt(10)x, to about %s", mb(mathis*math.Sqrt(10)))
+
+	case transfer > 0 && d.IdleTotalMs >= appIdleShare*transfer:
+		dg.Limit = LimitApplication
+		ev("the sender had nothing outstanding for %.1f ms in %d gaps (%.0f %% of the transfer; longest %.1f ms) while the receiver's window was open",
+			d.IdleTotalMs, d.IdleGaps, 100*d.IdleTotalMs/transfer, d.IdleMaxMs)
+		adv("the application on %s did not hand data to TCP fast enough (or waited for the next request): TCP and network tuning will not speed this up; write larger chunks, pipeline requests, or find what the application waits for", sender)
+		if busy := transfer - d.IdleTotalMs; busy > 0 {
+			p := float64(d.UniqueBytes) / (busy / 1e3)
+			dg.PredictedBps = 8 * p
+			adv("predicted: without the idle gaps the same data would take %.1f ms, %s", busy, mb(p))
+		}
+
+	case d.WindowLimitedShare >= windowLimitedShare || (d.DataPackets > 0 && float64(d.WindowFull)/float64(d.DataPackets) >= 0.1):
+		dg.Limit = LimitReceiveWindow
+		ev("bytes in flight were within 10 %% of the receive window %s advertised on %.0f %% of data segments (%d window-full segments)",
+			receiver, 100*d.WindowLimitedShare, d.WindowFull)
+		if rttMin > 0 {
+			ev("throughput = window / RTT = %s / %.2f ms = %s; measured %s",
+				sz(peerWin), rttMin*1e3, mb(peerWin/rttMin), mb(rate))
+		}
+		target := 4 * peerWin
+		buf := nextPow2(target / scalingRatio)
+		adv("raise the receive buffer on %s: net.ipv4.tcp_rmem max >= %d bytes (the kernel offers about %.0f %% of the buffer as window), e.g. `wanlab tune apply --set net.ipv4.tcp_rmem=\"4096 131072 %d\"`; an application that sets SO_RCVBUF also needs net.core.rmem_max >= %d",
+			receiver, buf, scalingRatio*100, buf, buf)
+		if rttMin > 0 {
+			p := float64(buf) * scalingRatio / rttMin
+			dg.PredictedBps = 8 * p
+			adv("predicted: a %s window allows up to %s at this RTT, if the path has the capacity (the next limit is then congestion or bandwidth)", sz(float64(buf)*scalingRatio), mb(p))
+		}
+
+	case rttMin > 0 && rttMed >= queueRTTFactor*rttMin+0.002 && flight > 1.3*rate*rttMin:
+		dg.Limit = LimitBandwidth
+		q := (rttMed - rttMin) * rate
+		ev("RTT rose from %.2f ms (min) to %.2f ms (median) while the rate held at %s: a queue of about %s built at the bottleneck",
+			rttMin*1e3, rttMed*1e3, mb(rate), sz(q))
+		ev("median flight %s is more than the path's bandwidth-delay product %s", sz(flight), sz(rate*rttMin))
+		adv("the bottleneck between %s and %s runs at about %s: more window or buffer only adds queueing delay", sender, receiver, mb(rate))
+		adv("to keep the rate but cut the delay, use a congestion control that paces to the bottleneck (on %s: `wanlab tune apply --set net.ipv4.tcp_congestion_control=bbr`) or shorten the bottleneck queue (tbf limit/latency)", sender)
+		dg.PredictedBps = 8 * rate
+
+	case peerWin > 0 && flight > 0 && flight <= sndbufShare*peerWin && lossP < lossMinRate && maxFlight <= 1.5*flight+2*mss:
+		dg.Limit = LimitSendBuffer
+		ev("bytes in flight stayed near %s (median; max %s), only %.0f %% of the %s window %s offered, without loss",
+			sz(flight), sz(maxFlight), 100*flight/peerWin, sz(peerWin), receiver)
+		if rttMin > 0 {
+			ev("throughput = flight / RTT = %s / %.2f ms = %s; measured %s", sz(flight), rttMin*1e3, mb(flight/rttMin), mb(rate))
+		}
+		buf := nextPow2(peerWin / scalingRatio)
+		adv("raise the send buffer on %s: net.ipv4.tcp_wmem max >= %d bytes, e.g. `wanlab tune apply --set net.ipv4.tcp_wmem=\"4096 16384 %d\"` (an application that sets SO_SNDBUF also needs net.core.wmem_max >= %d)", sender, buf, buf, buf)
+		if rttMin > 0 {
+			p := peerWin / rttMin
+			dg.PredictedBps = 8 * p
+			adv("predicted: the flight can then fill the receiver's %s window: up to %s at this RTT", sz(peerWin), mb(p))
+		}
+
+	default:
+		dg.Limit = LimitCongestion
+		ev("flight reached %s (median %s) below the receiver's %s window, without a queue building or significant loss: the sender's congestion window (slow start, growth) set the pace",
+			sz(maxFlight), sz(flight), sz(peerWin))
+		adv("for short transfers a larger initial window helps (`ip route change <route> initcwnd 20` on %s); long transfers grow out of this limit", sender)
+		if rttMin > 0 && peerWin > 0 {
+			dg.PredictedBps = 8 * peerWin / rttMin
+			adv("predicted: at most %s once the congestion window reaches the receiver's window", mb(peerWin/rttMin))
+		}
+	}
+	if peer.ZeroWindows > 0 {
+		ev("the receiver advertised a zero window %d times (%d zero-window probes): its application did not read fast enough", peer.ZeroWindows, d.ZeroWindowProbes)
+	}
+	return dg
+}
+
+func delayedAckAdvice(dg *Diagnosis, d *Direction, rttMin float64, sender, receiver any) {
+	dg.Evidence = append(dg.Evidence, fmt.Sprintf(
+		"%d lone segments were acknowledged at least 30 ms later than the %.2f ms minimum RTT, costing %.1f ms of %.1f ms: the receiver's delayed-ACK timer (40 ms minimum on Linux)",
+		d.DelayedAckStalls, rttMin*1e3, d.DelayedAckTotalMs, d.TransferMs))
+	dg.Advice = append(dg.Advice,
+		fmt.Sprintf("on %v (the receiver) acknowledge at once: set TCP_QUICKACK on the socket after each read, or `ip route change <route to %v> quickack 1`", receiver, sender),
+		fmt.Sprintf("on %v (the sender) set TCP_NODELAY so a small last segment is not held back by Nagle while the receiver waits", sender))
+	if d.TransferMs > d.DelayedAckTotalMs && d.TransferMs > 0 {
+		busy := d.TransferMs - d.DelayedAckTotalMs
+		p := float64(d.UniqueBytes) / (busy / 1e3)
+		dg.PredictedBps = 8 * p
+		dg.Advice = append(dg.Advice, fmt.Sprintf("predicted: %.1f ms instead of %.1f ms, %s", busy, d.TransferMs, mb(p)))
+	}
+}

@@ -1,0 +1,117 @@
+package analyzer
+
+import (
+	"math"
+	"math/bits"
+)
+
+// histogram is a streaming distribution of non-negative integer samples
+// (microseconds, bytes) with bounded memory: log-linear buckets with 64
+// sub-buckets per power of two (values below 64 are exact), so any quantile
+// it reports is within 1.6 % of a true sample value. Memory grows with the
+// logarithm of the largest sample, never with the number of samples; buckets
+// are allocated on first use so that short connections stay small.
+type histogram struct {
+	counts   []uint32
+	n        uint64
+	sum      float64
+	sumSq    float64
+	min, max uint64
+}
+
+const histSubBits = 6
+
+func histIndex(v uint64) int {
+	if v < 1<<histSubBits {
+		return int(v)
+	}
+	e := bits.Len64(v) - 1 // e >= histSubBits
+	sub := (v >> uint(e-histSubBits)) & (1<<histSubBits - 1)
+	return (e-histSubBits+1)<<histSubBits + int(sub)
+}
+
+// histValue is the midpoint of bucket i.
+func histValue(i int) float64 {
+	if i < 1<<histSubBits {
+		return float64(i)
+	}
+	e := i>>histSubBits + histSubBits - 1
+	sub := uint64(i & (1<<histSubBits - 1))
+	lo := (1<<histSubBits | sub) << uint(e-histSubBits)
+	width := uint64(1) << uint(e-histSubBits)
+	return float64(lo) + float64(width-1)/2
+}
+
+func (h *histogram) add(v uint64) {
+	i := histIndex(v)
+	if i >= len(h.counts) {
+		grow := max(i+1, 2*len(h.counts), 64)
+		c := make([]uint32, grow)
+		copy(c, h.counts)
+		h.counts = c
+	}
+	h.counts[i]++
+	if h.n == 0 || v < h.min {
+		h.min = v
+	}
+	if v > h.max {
+		h.max = v
+	}
+	h.n++
+	f := float64(v)
+	h.sum += f
+	h.sumSq += f * f
+}
+
+func (h *histogram) mean() float64 {
+	if h.n == 0 {
+		return 0
+	}
+	return h.sum / float64(h.n)
+}
+
+// stdev is the population standard deviation, as tcptrace reports it.
+func (h *histogram) stdev() float64 {
+	if h.n < 2 {
+		return 0
+	}
+	m := h.mean()
+	v := h.sumSq/float64(h.n) - m*m
+	if v < 0 {
+		return 0
+	}
+	return math.Sqrt(v)
+}
+
+// quantile returns the value at quantile q (0..1), clamped to the exact
+// minimum and maximum.
+func (h *histogram) quantile(q float64) float64 {
+	if h.n == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(q * float64(h.n)))
+	if rank < 1 {
+		rank = 1
+	}
+	var seen uint64
+	for i, c := range h.counts {
+		seen += uint64(c)
+		if seen >= rank {
+			v := histValue(i)
+			return math.Min(math.Max(v, float64(h.min)), float64(h.max))
+		}
+	}
+	return float64(h.max)
+}
+
+// fractionAtLeast is the share of samples >= v (bucket resolution).
+func (h *histogram) fractionAtLeast(v uint64) float64 {
+	if h.n == 0 {
+		return 0
+	}
+	var c uint64
+	for i := histIndex(v); i < len(h.counts); i++ {
+		c += uint64(h.counts[i])
+	}
+	return float64(c) / float64(h.n)
+}

@@ -1,0 +1,104 @@
+package analyzer
+
+import "sort"
+
+// sentSegment is one transmitted sequence range waiting for its ACK.
+// Sequence numbers are unwrapped 64-bit offsets from the direction's ISN.
+type sentSegment struct {
+	start, end int64
+	sent       int64 // capture time of the first transmission, ns
+	retrans    bool  // some byte of it was sent again (Karn: no RTT sample)
+}
+
+// unackedQueue holds a direction's unacknowledged segments in sequence
+// order, for RTT sampling. It is a slice used as a deque: acknowledged
+// segments leave from the front, new data joins at the back, and only a
+// retransmission or a reordered segment touches the middle (binary search).
+// Its length is bounded by maxUnacked; beyond it new segments are not
+// tracked (Wireshark stops at a similar bound), which only costs samples.
+type unackedQueue struct {
+	buf      []sentSegment
+	head     int
+	overflow int
+}
+
+const maxUnacked = 1 << 16
+
+func (q *unackedQueue) len() int { return len(q.buf) - q.head }
+
+func (q *unackedQueue) items() []sentSegment { return q.buf[q.head:] }
+
+// sent records a transmission of [start,end) at time t. It returns whether
+// the range overlapped a segment still waiting for its ACK.
+func (q *unackedQueue) sent(start, end, t int64) (overlapped bool) {
+	items := q.items()
+	n := len(items)
+	if n == 0 || start >= items[n-1].end {
+		q.push(sentSegment{start: start, end: end, sent: t})
+		return false
+	}
+	// First segment whose end is beyond start.
+	i := sort.Search(n, func(i int) bool { return items[i].end > start })
+	for j := i; j < n && items[j].start < end; j++ {
+		items[j].retrans = true
+		overlapped = true
+	}
+	if !overlapped && q.len() < maxUnacked {
+		// A range never seen before, below the highest sent: a reordered
+		// segment that fills a hole. Insert it in order.
+		q.buf = append(q.buf, sentSegment{})
+		items = q.buf[q.head:]
+		copy(items[i+1:], items[i:])
+		items[i] = sentSegment{start: start, end: end, sent: t}
+	}
+	return overlapped
+}
+
+func (q *unackedQueue) push(s sentSegment) {
+	if q.len() >= maxUnacked {
+		q.overflow++
+		return
+	}
+	if q.head > 0 && len(q.buf) == cap(q.buf) {
+		// Slide the live part to the front instead of growing.
+		n := copy(q.buf, q.buf[q.head:])
+		q.buf = q.buf[:n]
+		q.head = 0
+	}
+	q.buf = append(q.buf, s)
+}
+
+// ackResult describes what one cumulative ACK did to the queue.
+type ackResult struct {
+	matched bool  // a segment ended exactly at the ACK (Wireshark's ack_rtt)
+	sent    int64 // its first transmission time
+	retrans bool  // it was retransmitted: no Karn sample
+	acked   int   // segments fully acknowledged
+	empty   bool  // nothing is outstanding afterwards
+}
+
+// ack applies a cumulative acknowledgement up to ack.
+func (q *unackedQueue) ack(ack int64) ackResult {
+	var r ackResult
+	for q.len() > 0 {
+		s := &q.buf[q.head]
+		if s.end <= ack {
+			if s.end == ack {
+				r.matched, r.sent, r.retrans = true, s.sent, s.retrans
+			}
+			r.acked++
+			q.head++
+			continue
+		}
+		if s.start < ack {
+			s.start = ack // partial ACK
+		}
+		break
+	}
+	if q.len() == 0 {
+		q.buf = q.buf[:0]
+		q.head = 0
+		r.empty = true
+	}
+	return r
+}
