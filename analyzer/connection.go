@@ -57,8 +57,8 @@ type DirectionStats struct {
 	DataBytes   int64 `json:"data_bytes"`
 	// MaxSegmentBytes is the largest payload seen (a GRO/TSO capture
 	// shows super-segments larger than the MSS).
-	MaxSegmentBytes int `json:"max_segment_bytes"`
-	UniqueBytes int64 `json:"unique_bytes"`
+	MaxSegmentBytes int   `json:"max_segment_bytes"`
+	UniqueBytes     int64 `json:"unique_bytes"`
 
 	RetransmittedPackets    int   `json:"retransmitted_packets"`
 	RetransmittedBytes      int64 `json:"retransmitted_bytes"`
