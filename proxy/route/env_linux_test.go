@@ -244,6 +244,13 @@ func (n *testNS) waitReady(t *testing.T, links ...string) {
 			if err != nil {
 				return false
 			}
+			linkLocal := false
+			for _, a := range addrs {
+				linkLocal = linkLocal || a.IP.IsLinkLocalUnicast()
+			}
+			if !linkLocal {
+				return false
+			}
 			for _, a := range addrs {
 				rs, err := n.nl.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_LOCAL, Dst: &net.IPNet{IP: a.IP, Mask: net.CIDRMask(8*len(a.IP), 8*len(a.IP))}},
 					netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST)

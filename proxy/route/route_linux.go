@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -488,9 +489,12 @@ func listRoutes(h *host, fam int) ([]netlink.Route, error) {
 //     IN_DEV_FORWARD), so conf.<dev>.forwarding on both interfaces and both
 //     TUNs is enough; the global ip_forward stays as it is.
 //   - Packets written into a TUN carry sources reached through the other
-//     interface: strict rp_filter drops them, and the effective value is
-//     max(conf.all, conf.<dev>), so the TUNs get 0 and a strict conf.all
-//     becomes loose (2).
+//     interface, and the TUN has no IPv4 address: __fib_validate_source
+//     then rejects them in both strict and loose mode ("no_addr ... goto
+//     last_resort"), so the TUNs' effective rp_filter, max(conf.all,
+//     conf.<dev>), must be 0. The TUNs get 0; a non-zero conf.all becomes 0
+//     after every other interface (and default) is raised to its value, so
+//     no other interface's effective setting changes.
 //   - IPv6 forwarding is checked against conf.all.forwarding (ip6_forward)
 //     unless the input device has force_forwarding (Linux 6.17+); with it
 //     nothing global changes. Without it conf.all.forwarding is set, which
@@ -515,13 +519,42 @@ func planChanges(h *host, cfg Config, links [4]netlink.Link, tables [2]int, prio
 	for _, n := range all4 {
 		set("net/ipv4/conf/"+n+"/forwarding", "1")
 	}
-	for _, n := range []string{ta, tb} {
-		set("net/ipv4/conf/"+n+"/rp_filter", "0")
-	}
-	if v, rerr := h.readSysctl("net/ipv4/conf/all/rp_filter"); rerr != nil {
+	if all, rerr := h.readSysctl("net/ipv4/conf/all/rp_filter"); rerr != nil {
 		return nil, rerr
-	} else if v == "1" {
-		set("net/ipv4/conf/all/rp_filter", "2")
+	} else if all != "0" {
+		// Raise every other interface (and default, for interfaces
+		// created later) to conf.all's value first, so that their
+		// effective max(all, dev) never changes; then clear conf.all.
+		paths, gerr := h.sysctlGlob("net/ipv4/conf/*/rp_filter")
+		if gerr != nil {
+			return nil, gerr
+		}
+		// default first: writing it also rewrites every interface whose
+		// value was never set explicitly (devinet_copy_dflt_conf).
+		sort.SliceStable(paths, func(i, j int) bool { return strings.Contains(paths[i], "/default/") })
+		for _, p := range paths {
+			dev := strings.Split(p, "/")[3]
+			if dev == "all" || dev == ta || dev == tb {
+				continue
+			}
+			if v, rerr := h.readSysctl(p); rerr != nil {
+				return nil, rerr
+			} else if v < all { // values are single digits 0-2
+				set(p, all)
+			}
+		}
+		set("net/ipv4/conf/all/rp_filter", "0")
+	}
+	// Written even when already 0, so that the TUNs' values count as set
+	// explicitly and a later write of default leaves them alone.
+	for _, n := range []string{ta, tb} {
+		if err == nil {
+			p := "net/ipv4/conf/" + n + "/rp_filter"
+			var cur string
+			if cur, err = h.readSysctl(p); err == nil {
+				plan = append(plan, change{Kind: kindSysctl, Path: p, Prev: cur, Value: "0"})
+			}
+		}
 	}
 
 	v6 := true

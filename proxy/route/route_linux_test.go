@@ -34,7 +34,7 @@ func newRouter(t *testing.T) *router {
 	n.addr(t, "rb", "10.91.2.1/24")
 	n.addr(t, "ra", "fd00:91:1::1/64")
 	cfg := Config{Ifaces: [2]string{"ra", "rb"}, StateDir: t.TempDir(), Netns: n.name}
-	n.waitReady(t, "ra", "rb")
+	n.waitReady(t, "ra", "rb", "ra-peer", "rb-peer")
 	return &router{testNS: n, cfg: cfg}
 }
 
@@ -103,7 +103,7 @@ func TestApplyUndoRestores(t *testing.T) {
 				"sysctl net/ipv4/conf/wl-rb/rp_filter=0",
 			} {
 				if !strings.Contains(during, want) {
-					t.Errorf("after Apply, missing %q", want)
+					t.Errorf("after Apply, missing %q in\n%s", want, during)
 				}
 			}
 			for _, p := range tc.wantSysctls {

@@ -1,0 +1,161 @@
+package route
+
+import (
+	"errors"
+	"net"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wanlab/wanlab/internal/nsrun"
+)
+
+// trio is client - router - server: client c0 <-> ra (router), router rb
+// <-> s0 server, IPv4 and IPv6 on both links.
+type trio struct {
+	client, server *testNS
+	router         *router
+}
+
+func newTrio(t *testing.T) *trio {
+	c, r, s := newNS(t), newNS(t), newNS(t)
+	r.veth(t, "ra", "c0", c)
+	r.veth(t, "rb", "s0", s)
+	c.addr(t, "c0", "10.92.1.2/24")
+	c.addr(t, "c0", "fd00:92:1::2/64")
+	r.addr(t, "ra", "10.92.1.1/24")
+	r.addr(t, "ra", "fd00:92:1::1/64")
+	r.addr(t, "rb", "10.92.2.1/24")
+	r.addr(t, "rb", "fd00:92:2::1/64")
+	s.addr(t, "s0", "10.92.2.2/24")
+	s.addr(t, "s0", "fd00:92:2::2/64")
+	c.defaultVia(t, "10.92.1.1")
+	c.defaultVia(t, "fd00:92:1::1")
+	s.defaultVia(t, "10.92.2.1")
+	s.defaultVia(t, "fd00:92:2::1")
+	c.waitReady(t, "c0")
+	s.waitReady(t, "s0")
+	r.waitReady(t, "ra", "rb")
+	return &trio{client: c, server: s, router: &router{testNS: r,
+		cfg: Config{Ifaces: [2]string{"ra", "rb"}, StateDir: t.TempDir(), Netns: r.name}}}
+}
+
+// echoTUN writes every packet read from f back into f: the smallest proxy.
+// It counts the packets it saw.
+func echoTUN(f *os.File, n *atomic.Int64) {
+	buf := make([]byte, 65536)
+	for {
+		k, err := f.Read(buf)
+		if err != nil {
+			return
+		}
+		n.Add(1)
+		if _, err := f.Write(buf[:k]); err != nil && errors.Is(err, os.ErrClosed) {
+			return
+		}
+	}
+}
+
+// listenUDP opens a UDP socket inside ns.
+func listenUDP(t *testing.T, ns *testNS, addr string) *net.UDPConn {
+	t.Helper()
+	var c *net.UDPConn
+	err := nsrun.Do(ns.ns, func() error {
+		a, err := net.ResolveUDPAddr("udp", addr)
+		if err != nil {
+			return err
+		}
+		c, err = net.ListenUDP("udp", a)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// roundTrip sends a datagram from client to server, which echoes it back.
+func roundTrip(t *testing.T, tr *trio, serverAddr string, attempts int, timeout time.Duration) error {
+	srv := listenUDP(t, tr.server, serverAddr)
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := srv.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			srv.WriteToUDP(buf[:n], from)
+		}
+	}()
+	cli := listenUDP(t, tr.client, "[::]:0")
+	dst := srv.LocalAddr().(*net.UDPAddr)
+	msg := []byte("wanlab route probe")
+	buf := make([]byte, 2048)
+	// UDP may lose the first datagram while neighbours resolve: retry a
+	// few times, each waiting for the reply with a deadline.
+	var err error
+	for range attempts {
+		if _, err = cli.WriteToUDP(msg, dst); err != nil {
+			return err
+		}
+		cli.SetReadDeadline(time.Now().Add(timeout))
+		var n int
+		if n, _, err = cli.ReadFromUDP(buf); err == nil {
+			if string(buf[:n]) != string(msg) {
+				return errors.New("reply differs")
+			}
+			return nil
+		}
+	}
+	return err
+}
+
+// TestForwardingThroughTUNs checks that with Apply's settings a datagram
+// from client to server and back crosses the router through both TUNs,
+// for IPv4 and IPv6, starting from a router with forwarding off and strict
+// rp_filter.
+func TestForwardingThroughTUNs(t *testing.T) {
+	t.Run("force_forwarding", func(t *testing.T) { testForwarding(t, true) })
+	t.Run("all.forwarding", func(t *testing.T) { testForwarding(t, false) })
+}
+
+func testForwarding(t *testing.T, forceFwd bool) {
+	useForceForwarding = forceFwd
+	t.Cleanup(func() { useForceForwarding = true })
+	tr := newTrio(t)
+	r := tr.router
+	r.sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
+	r.sysctl(t, "net/ipv4/conf/default/rp_filter", "1")
+	r.openTUNs(t)
+	var seen [2]atomic.Int64
+	for i, f := range r.tuns {
+		go echoTUN(f, &seen[i])
+	}
+	before := r.snapshot(t)
+	// Without the proxy's settings the router does not forward.
+	if err := roundTrip(t, tr, "10.92.2.2:7001", 1, 200*time.Millisecond); err == nil {
+		t.Fatal("forwarded before Apply")
+	}
+	a, err := Apply(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{"10.92.2.2:7002", "[fd00:92:2::2]:7003"} {
+		s0, s1 := seen[0].Load(), seen[1].Load()
+		if err := roundTrip(t, tr, addr, 5, time.Second); err != nil {
+			t.Fatalf("%s: %v (TUN packets %d, %d)", addr, err, seen[0].Load(), seen[1].Load())
+		}
+		// The request left through rb (TUN 1), the reply through ra (TUN 0).
+		if seen[0].Load() == s0 || seen[1].Load() == s1 {
+			t.Errorf("%s: TUN packets %d->%d (ra), %d->%d (rb): not routed through both", addr, s0, seen[0].Load(), s1, seen[1].Load())
+		}
+	}
+	if err := a.Undo(); err != nil {
+		t.Fatal(err)
+	}
+	if after := r.snapshot(t); after != before {
+		t.Fatalf("Undo did not restore:\n%s", diff(before, after))
+	}
+}
