@@ -134,6 +134,30 @@ func tabledist(mu, sigma int64, c *correlated, r *prng, table []int16) int64 {
 	return x/distScale + (sigma/distScale)*t + mu
 }
 
+// tabledistCorrelated is tabledist for a correlated delay: the same
+// fixed-point arithmetic, with the table index (or the uniform offset)
+// taken from the correlated uniform value u in [0, 1) instead of a modulo
+// (see delayCorrelation).
+func tabledistCorrelated(mu, sigma int64, u float64, table []int16) int64 {
+	if sigma == 0 {
+		return mu
+	}
+	if sigma < 0 {
+		sigma = -sigma
+	}
+	if table == nil {
+		return int64(u*float64(2*sigma)) + mu - sigma
+	}
+	t := int64(table[int(u*float64(len(table)))])
+	x := (sigma % distScale) * t
+	if x >= 0 {
+		x += distScale / 2
+	} else {
+		x -= distScale / 2
+	}
+	return x/distScale + (sigma/distScale)*t + mu
+}
+
 // tableMoments returns the mean and standard deviation of the values a
 // table yields per unit sigma (uniform: mean 0, stddev 1/sqrt(3)).
 func tableMoments(d spec.Distribution) (mean, stddev float64) {

@@ -18,7 +18,7 @@ type netemStage struct {
 	limit           int
 	latency, jitter int64
 	table           []int16
-	delayCorr       correlated
+	delayCorr       delayCorrelation
 	loss            lossModel
 	ecn             bool
 	duplicate       uint32
@@ -58,7 +58,7 @@ func newNetem(cfg *spec.Netem, seed uint64, now int64) *netemStage {
 	n.table = distTable(cfg.Dist)
 	// Correlation states are initialised in the order netem_change applies
 	// TCA_NETEM_CORR (delay, loss, dup), then reorder, then corrupt.
-	n.delayCorr = newCorrelated(cfg.DelayCorr, r)
+	n.delayCorr = newDelayCorrelation(cfg.DelayCorr, r)
 	n.loss = newLossModel(cfg.Loss, r)
 	n.ecn = cfg.ECN
 	n.duplicate = probU32(cfg.Duplicate)
@@ -176,7 +176,12 @@ func (n *netemStage) enqueue(p *Packet, now int64, c *chain, idx int) {
 	n.order++
 	p.order = n.order
 	if n.gap == 0 || n.counter < n.gap-1 || n.reorder < n.reorderCorr.next(n.r) {
-		delay := tabledist(n.latency, n.jitter, &n.delayCorr, n.r, n.table)
+		var delay int64
+		if n.delayCorr.rho == 0 {
+			delay = tabledist(n.latency, n.jitter, nil, n.r, n.table)
+		} else {
+			delay = tabledistCorrelated(n.latency, n.jitter, n.delayCorr.uniform(n.r), n.table)
+		}
 		base := now
 		if n.rateBytes != 0 {
 			// With a rate, the last queued packet's send time is the

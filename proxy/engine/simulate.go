@@ -311,9 +311,10 @@ func StationaryLoss(l spec.Loss) float64 {
 	return 0
 }
 
-// fourStateStationary solves pi = pi*P for the 4-state chain of
-// loss_4state (states 1..4 at indexes 0..3) by power iteration from state 1,
-// which converges because state 1 is aperiodic whenever it can stay.
+// fourStateStationary returns the stationary distribution of the 4-state
+// chain of loss_4state (states 1..4 at indexes 0..3), by power iteration
+// of the lazy chain (P+I)/2, which has the same stationary distribution
+// and converges even when P is periodic.
 func fourStateStationary(l spec.Loss) [4]float64 {
 	p13, p31, p32, p23, p14 := l.P13.Prob(), l.P31.Prob(), l.P32.Prob(), l.P23.Prob(), l.P14.Prob()
 	var P [4][4]float64
@@ -322,25 +323,24 @@ func fourStateStationary(l spec.Loss) [4]float64 {
 	P[2] = [4]float64{p31, p32, 1 - p31 - p32, 0}
 	P[3] = [4]float64{1, 0, 0, 0}
 	pi := [4]float64{1, 0, 0, 0}
-	// Average the iterates (Cesaro mean) so periodic chains converge too.
-	var acc [4]float64
-	const n = 20000
-	for k := 0; k < n; k++ {
+	for k := 0; k < 1000000; k++ {
 		var nx [4]float64
 		for i := 0; i < 4; i++ {
+			nx[i] += pi[i] / 2
 			for j := 0; j < 4; j++ {
-				nx[j] += pi[i] * P[i][j]
+				nx[j] += pi[i] * P[i][j] / 2
 			}
 		}
+		var diff float64
+		for j := range nx {
+			diff += math.Abs(nx[j] - pi[j])
+		}
 		pi = nx
-		for j := range acc {
-			acc[j] += pi[j]
+		if diff < 1e-15 {
+			break
 		}
 	}
-	for j := range acc {
-		acc[j] /= n
-	}
-	return acc
+	return pi
 }
 
 // WriteText prints r as a table of configured and realized values.
