@@ -15,23 +15,43 @@ func mustParse(t testing.TB, s string) *spec.Spec {
 	return sp
 }
 
+// rec is what the tests keep of a departed packet.
+type rec struct {
+	Seq             uint64
+	Arrival, Depart int64
+	Len             int
+	Flags           Flags
+}
+
 // run pushes n packets of size bytes, evenly spaced at pps, through a
-// pipeline for s on the virtual clock and returns every packet that left,
-// in departure order, plus the pipeline. Packets are not returned to the
-// pool, so the caller may inspect them.
-func run(t testing.TB, s string, n int, pps float64, size int, seed uint64) ([]*Packet, *Pipeline) {
+// pipeline for s on the virtual clock and returns a record of every
+// packet that left, in departure order, plus the pipeline. Packets come
+// from a pool and go back to it.
+func run(t testing.TB, s string, n int, pps float64, size int, seed uint64) ([]rec, *Pipeline) {
 	t.Helper()
 	pl, err := NewPipeline(mustParse(t, s), Options{Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}
+	pool := NewPool(Headroom + size)
 	tmpl := udpPacket(size)
-	var out []*Packet
+	recs := make([]rec, 0, n)
+	var batch []*Packet
+	keep := func() {
+		for _, p := range batch {
+			recs = append(recs, rec{p.Seq, p.Arrival, p.Depart, len(p.Data), p.Flags})
+			pool.Put(p)
+		}
+	}
 	interval := 1e9 / pps
 	for i := 0; i < n; i++ {
 		now := int64(1e9) + int64(float64(i)*interval)
-		out = pl.Dequeue(now, out)
-		p := &Packet{Data: append([]byte(nil), tmpl...), Arrival: now}
+		batch = pl.Dequeue(now, batch[:0])
+		keep()
+		p := pool.Get()
+		p.SetLen(size)
+		copy(p.Data, tmpl)
+		p.Arrival = now
 		pl.Enqueue(p, now)
 	}
 	for {
@@ -39,9 +59,10 @@ func run(t testing.TB, s string, n int, pps float64, size int, seed uint64) ([]*
 		if !ok {
 			break
 		}
-		out = pl.Dequeue(next, out)
+		batch = pl.Dequeue(next, batch[:0])
+		keep()
 	}
-	return out, pl
+	return recs, pl
 }
 
 // delaysBySeq returns each delivered packet's delay in ms indexed by
