@@ -284,8 +284,9 @@ func distArg(kw string, t token) (Distribution, error) {
 		Msg: fmt.Sprintf("%s %q: unknown distribution (use uniform, normal, pareto or paretonormal)", kw, t.text)}
 }
 
-// tbfOnly and netemOnly name keywords of the other stage kind, to point a
-// user who forgot a "|" at the fix.
+// netemKeywords and tbfKeywords list each kind's keywords; an unknown
+// keyword of one that belongs to the other points the user at the missing
+// "|".
 var (
 	netemKeywords = map[string]bool{"limit": true, "delay": true, "latency": true, "distribution": true,
 		"loss": true, "drop": true, "ecn": true, "duplicate": true, "corrupt": true, "reorder": true,
@@ -294,6 +295,10 @@ var (
 		"limit": true, "latency": true, "peakrate": true, "mtu": true, "minburst": true, "mpu": true,
 		"overhead": true, "linklayer": true}
 )
+
+// tbfArgNames names what each tbf keyword takes, for "missing" errors.
+var tbfArgNames = map[string]string{"rate": "RATE", "burst": "BYTES", "limit": "BYTES", "latency": "TIME",
+	"peakrate": "RATE", "mtu": "BYTES", "mpu": "BYTES", "overhead": "BYTES", "linklayer": "ethernet, atm or adsl"}
 
 // netemPositions remembers where the keywords that later checks complain
 // about were typed.
@@ -703,8 +708,7 @@ func parseTBF(kind token, toks []token) (*TBF, error) {
 			return nil, &ParseError{Pos: kw.pos, Token: kw.text, Msg: fmt.Sprintf("tbf: %s given twice (first at position %d)", kw.text, prev.pos)}
 		}
 		seen[name] = kw
-		t, err := c.need(kw, map[string]string{"rate": "RATE", "burst": "BYTES", "limit": "BYTES", "latency": "TIME",
-			"peakrate": "RATE", "mtu": "BYTES", "mpu": "BYTES", "overhead": "BYTES", "linklayer": "ethernet, atm or adsl"}[name])
+		t, err := c.need(kw, tbfArgNames[name])
 		if err != nil {
 			return nil, err
 		}
