@@ -48,11 +48,16 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // pcapng until Stop (or a bound). Both directions are recorded. Packets
 // are in the ring from the moment Start returns.
 func Start(ns netns.NsHandle, ifname string, w io.Writer, cfg Config) (*Capture, error) {
+	return start(ns, ifname, w, nil, cfg)
+}
+
+// start is Start; closer, if not nil, is closed when the capture ends.
+func start(ns netns.NsHandle, ifname string, w io.Writer, closer io.Closer, cfg Config) (*Capture, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	c := &Capture{ifname: ifname, fd: -1, stopFd: -1, done: make(chan struct{})}
+	c := &Capture{ifname: ifname, fd: -1, stopFd: -1, done: make(chan struct{}), closer: closer}
 	if err := nsrun.Do(ns, func() error { return c.open(cfg) }); err != nil {
 		c.release()
 		return nil, fmt.Errorf("capture %s: %w", ifname, err)
@@ -74,13 +79,12 @@ func StartFile(ns netns.NsHandle, ifname, path string, cfg Config) (*Capture, er
 	if err != nil {
 		return nil, fmt.Errorf("capture %s: %w", ifname, err)
 	}
-	c, err := Start(ns, ifname, f, cfg)
+	c, err := start(ns, ifname, f, f, cfg)
 	if err != nil {
 		f.Close()
 		os.Remove(path)
 		return nil, err
 	}
-	c.closer = f
 	return c, nil
 }
 
