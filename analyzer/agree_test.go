@@ -171,7 +171,7 @@ var agreementScenarios = []struct {
 	{"reorder", synth.Config{Bytes: 1 << 20, Reorder: map[int]bool{30: true, 200: true, 500: true}}},
 	{"delack", synth.Config{Bytes: 200_000, DelayedAck: true, OneWay: 2 * time.Millisecond}},
 	{"window", synth.Config{Bytes: 4 << 20, Window: 256 << 10, OneWay: 15 * time.Millisecond}},
-	{"zerowindow", synth.Config{Bytes: 1 << 20, Window: 128 << 10, ReadRate: 2e6}},
+	{"zerowindow", synth.Config{Bytes: 256 << 10, Window: 64 << 10, ReadRate: 2e5}},
 	{"tail-loss-rto", synth.Config{Bytes: 100 * 1448, Drop: map[int]bool{99: true}}},
 }
 

@@ -33,6 +33,8 @@ type Connection struct {
 	lastT       int64
 	firstRTT    int64 // Wireshark's ts_first_rtt: SYN-ACK (most recent SYN) to the next pure ACK
 	mruSYN      int64
+	synT        int64 // time of the client's SYN + 1 (0: not seen)
+	hsRTT       int64 // SYN to the ACK completing the handshake: the path RTT wherever the capture was taken
 	dirs        [2]dirAnalysis
 	rst         bool
 }
@@ -112,8 +114,17 @@ type DirectionStats struct {
 	DataRateBps   float64 `json:"data_rate_bps"`
 	// Transfer time of the data, first data segment to last ACK of data.
 	TransferMs float64 `json:"transfer_ms"`
-	// Idle gaps: the sender had nothing outstanding and sent nothing for
-	// longer than max(1 ms, min RTT).
+	// CapturedNear says where the capture was taken relative to this
+	// direction's sender: "sender" (data-to-ACK time is the path RTT),
+	// "receiver" (it is only the receiver's ACK delay; the path RTT comes
+	// from the handshake) or "unknown".
+	CapturedNear string `json:"captured_near"`
+	// PathRTTMs is the round-trip time the diagnosis uses: the minimum RTT
+	// sample near the sender, the handshake RTT near the receiver.
+	PathRTTMs float64 `json:"path_rtt_ms"`
+	// Idle gaps: the sender had nothing outstanding and sent no new data
+	// for longer than max(1 ms, RTT/4) beyond what the capture point
+	// explains (near the receiver one RTT always passes).
 	IdleGaps    int     `json:"idle_gaps"`
 	IdleTotalMs float64 `json:"idle_total_ms"`
 	IdleMaxMs   float64 `json:"idle_max_ms"`
@@ -179,6 +190,7 @@ type dirAnalysis struct {
 	tsrtt  histogram // timestamp samples, µs
 	flight histogram // bytes in flight per data segment
 	lone   histogram // ACK delay of lone segments, µs (delayed-ACK detector)
+	gaps   histogram // time from "all acknowledged" to the next new data, µs
 
 	firstData, lastData   int64 // times of first and last data segment
 	lastDataAcked         int64 // time the last byte of data was acknowledged
@@ -208,6 +220,11 @@ type seqState struct {
 	baseSet bool
 	base    uint32
 	hiEnd   int64 // highest sequence end sent, unwrapped, relative to base
+	// holes are ranges below hiEnd the capture has not shown yet (lost
+	// before the capture point, or still to arrive reordered), so that
+	// unique bytes count them when they come. Bounded: the oldest hole is
+	// forgotten first.
+	holes []seqRange
 
 	nextseq         uint32
 	nextseqValid    bool
@@ -261,6 +278,9 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 
 	if flags&fSYN != 0 {
 		c.mruSYN = t
+		if flags&fACK == 0 && c.synT == 0 {
+			c.synT = t + 1
+		}
 		fs.synSeen, fs.isn = true, seq
 		fs.mss, fs.wscale, fs.sackOK, fs.tsOK = p.MSS, p.WScale, p.SACKPermitted, p.HasTimestamp
 		if rs.synSeen {
@@ -274,6 +294,9 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 		}
 	} else if flags&fACK != 0 && c.firstRTT == 0 && c.mruSYN != 0 {
 		c.firstRTT = t - c.mruSYN
+	}
+	if flags&(fSYN|fACK) == fACK && c.hsRTT == 0 && c.synT != 0 && c.HandshakeSeen {
+		c.hsRTT = t - (c.synT - 1)
 	}
 	if flags&fRST != 0 {
 		c.rst = true
@@ -394,12 +417,15 @@ finishedFwd:
 		if seglen > 0 || flags&(fSYN|fFIN) != 0 {
 			start := fs.rel(seq)
 			end := start + int64(nextseq-seq)
-			if end > fs.hiEnd {
-				newBytes = end - max(start, fs.hiEnd)
-				fs.hiEnd = end
+			if start < fs.hiEnd {
+				newBytes = fs.fillHoles(start, min(end, fs.hiEnd))
 			}
-			if fl&OutOfOrder != 0 {
-				newBytes = int64(seglen)
+			if end > fs.hiEnd {
+				if start > fs.hiEnd {
+					fs.addHole(fs.hiEnd, start)
+				}
+				newBytes += end - max(start, fs.hiEnd)
+				fs.hiEnd = end
 			}
 			if flags&fSYN != 0 || flags&fFIN != 0 {
 				newBytes = min(newBytes, int64(seglen))
@@ -424,18 +450,10 @@ finishedFwd:
 				if fwd.firstData == 0 && st.DataPackets == 1 {
 					fwd.firstData = t
 				}
-				// Idle gap: nothing outstanding and nothing sent for a while.
+				// Gap after everything outstanding was acknowledged: judged
+				// against the path RTT at the end (see finishIdle).
 				if fwd.allAcked && fl&AnyRetransmission == 0 && st.DataPackets > 1 {
-					gap := t - max(fwd.allAckedAt, fwd.lastData)
-					thresh := int64(time.Millisecond)
-					if m := int64(fwd.rtt.min) * 1000; fwd.rtt.n > 0 && m > thresh {
-						thresh = m
-					}
-					if gap > thresh {
-						st.IdleGaps++
-						st.IdleTotalMs += float64(gap) / 1e6
-						st.IdleMaxMs = max(st.IdleMaxMs, float64(gap)/1e6)
-					}
+					fwd.gaps.add(uint64((t - max(fwd.allAckedAt, fwd.lastData)) / 1000))
 				}
 				fwd.allAcked = false
 				fwd.lastData = t
@@ -659,6 +677,7 @@ func (c *Connection) finish(a *Analyzer) {
 			st.WindowLimitedShare = float64(d.windowLimited) / float64(st.DataPackets)
 		}
 		st.RTTTrackOverflow = d.q.overflow
+		finishIdle(c, d, st)
 		st.DelayedAckStalls, st.DelayedAckTotalMs = delayedAckStalls(&d.lone, &d.rtt)
 		c.Directions[i] = &Direction{From: from, To: to, DirectionStats: *st, Series: d.series}
 	}
@@ -722,4 +741,82 @@ func (r *tsRing) lookup(v uint32) (int64, bool) {
 		return r.times[(r.n-k+i)%len(r.times)], true
 	}
 	return 0, false
+}
+
+// finishIdle decides where the capture was taken for this direction and
+// turns the recorded gaps into idle time.
+func finishIdle(c *Connection, d *dirAnalysis, st *DirectionStats) {
+	hs := float64(c.hsRTT) / 1e3 // µs
+	st.CapturedNear = "unknown"
+	path := 0.0 // µs
+	switch {
+	case d.rtt.n > 0 && hs > 0 && float64(d.rtt.min) >= 0.5*hs:
+		st.CapturedNear, path = "sender", float64(d.rtt.min)
+	case d.rtt.n > 0 && hs > 0:
+		st.CapturedNear, path = "receiver", hs
+	case d.rtt.n > 0:
+		path = float64(d.rtt.min)
+	case hs > 0:
+		path = hs
+	}
+	st.PathRTTMs = path / 1e3
+	base := 0.0
+	if st.CapturedNear == "receiver" {
+		base = path
+	}
+	thresh := base + max(1000, path/4)
+	for i, n := range d.gaps.counts {
+		if n == 0 {
+			continue
+		}
+		v := histValue(i)
+		if v > thresh {
+			st.IdleGaps += int(n)
+			st.IdleTotalMs += float64(n) * (v - base) / 1e3
+			st.IdleMaxMs = max(st.IdleMaxMs, (v-base)/1e3)
+		}
+	}
+}
+
+type seqRange struct{ start, end int64 }
+
+const maxHoles = 64
+
+func (s *seqState) addHole(start, end int64) {
+	if len(s.holes) >= maxHoles {
+		copy(s.holes, s.holes[1:])
+		s.holes = s.holes[:len(s.holes)-1]
+	}
+	s.holes = append(s.holes, seqRange{start, end})
+}
+
+// fillHoles removes [start,end) from the holes and returns how many of
+// those bytes were in holes (never seen before).
+func (s *seqState) fillHoles(start, end int64) int64 {
+	var n int64
+	for i := 0; i < len(s.holes); i++ {
+		h := s.holes[i]
+		lo, hi := max(h.start, start), min(h.end, end)
+		if lo >= hi {
+			continue
+		}
+		n += hi - lo
+		switch {
+		case lo == h.start && hi == h.end:
+			s.holes = append(s.holes[:i], s.holes[i+1:]...)
+			i--
+		case lo == h.start:
+			s.holes[i].start = hi
+		case hi == h.end:
+			s.holes[i].end = lo
+		default:
+			s.holes[i].end = lo
+			if len(s.holes) < maxHoles {
+				s.holes = append(s.holes, seqRange{})
+				copy(s.holes[i+2:], s.holes[i+1:])
+				s.holes[i+1] = seqRange{hi, h.end}
+			}
+		}
+	}
+	return n
 }

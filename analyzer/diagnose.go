@@ -3,7 +3,6 @@ package analyzer
 import (
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/wanlab/wanlab/units"
 )
@@ -38,6 +37,9 @@ const (
 	// Window limited: flight within 10 % of the peer's window on at least
 	// this share of data segments.
 	windowLimitedShare = 0.3
+	// ... or, wherever the capture was taken, a rate at least this share
+	// of window/RTT.
+	windowRateShare = 0.75
 	// Loss limited: at least this retransmission rate, and a rate at most
 	// lossRateSlack times the Mathis bound.
 	lossMinRate   = 0.001
@@ -105,14 +107,13 @@ func nextPow2(n float64) int64 {
 func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosis {
 	dg := &Diagnosis{Direction: name, RateBps: d.DataRateBps}
 	rate := d.DataRateBps / 8 // bytes/s
-	rttMin := d.RTTMinMs / 1e3
+	rttMin := d.PathRTTMs / 1e3
 	rttMed := d.RTTP50Ms / 1e3
-	if d.RTTSamples == 0 && d.TSRTTSamples > 0 {
-		rttMin, rttMed = d.TSRTTMinMs/1e3, d.TSRTTP50Ms/1e3
+	if d.CapturedNear == "receiver" || d.RTTSamples == 0 {
+		rttMed = rttMin // no RTT distribution visible from here
 	}
-	if rttMin == 0 && c.firstRTT > 0 {
-		rttMin = time.Duration(c.firstRTT).Seconds()
-		rttMed = rttMin
+	if rttMin == 0 && d.TSRTTSamples > 0 {
+		rttMin, rttMed = d.TSRTTMinMs/1e3, d.TSRTTP50Ms/1e3
 	}
 	mss := float64(peer.MSS)
 	if d.MSS > 0 {
@@ -127,6 +128,11 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 	peerWin := float64(d.PeerMaxWindowBytes)
 	flight := float64(d.P50InFlightBytes)
 	maxFlight := float64(d.MaxInFlightBytes)
+	if d.CapturedNear == "receiver" {
+		// Flight is invisible near the receiver; a rate over an RTT is it.
+		flight = rate * rttMin
+		maxFlight = flight
+	}
 	transfer := d.TransferMs
 	ev := func(f string, a ...any) { dg.Evidence = append(dg.Evidence, fmt.Sprintf(f, a...)) }
 	adv := func(f string, a ...any) { dg.Advice = append(dg.Advice, fmt.Sprintf(f, a...)) }
@@ -134,6 +140,9 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 
 	ev("%s of data in %.1f ms: %s; min RTT %.2f ms, median %.2f ms",
 		sz(float64(d.UniqueBytes)), transfer, mb(rate), rttMin*1e3, rttMed*1e3)
+	if d.CapturedNear == "receiver" {
+		ev("captured near the receiver %s: RTT is the handshake's, bytes in flight are estimated as rate x RTT", receiver)
+	}
 	if !d.WindowScaleKnown && peer.WindowScale < 0 {
 		ev("handshake not captured: window scaling unknown, windows are raw header values")
 	}
@@ -184,10 +193,15 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 			adv("predicted: without the idle gaps the same data would take %.1f ms, %s", busy, mb(p))
 		}
 
-	case d.WindowLimitedShare >= windowLimitedShare || (d.DataPackets > 0 && float64(d.WindowFull)/float64(d.DataPackets) >= 0.1):
+	case d.CapturedNear != "receiver" && (d.WindowLimitedShare >= windowLimitedShare || (d.DataPackets > 0 && float64(d.WindowFull)/float64(d.DataPackets) >= 0.1)),
+		rttMin > 0 && peerWin > 0 && rate >= windowRateShare*peerWin/rttMin:
 		dg.Limit = LimitReceiveWindow
-		ev("bytes in flight were within 10 %% of the receive window %s advertised on %.0f %% of data segments (%d window-full segments)",
-			receiver, 100*d.WindowLimitedShare, d.WindowFull)
+		if d.CapturedNear == "receiver" {
+			ev("the rate is %.0f %% of what the receive window %s advertised allows per RTT", 100*rate*rttMin/peerWin, receiver)
+		} else {
+			ev("bytes in flight were within 10 %% of the receive window %s advertised on %.0f %% of data segments (%d window-full segments)",
+				receiver, 100*d.WindowLimitedShare, d.WindowFull)
+		}
 		if rttMin > 0 {
 			ev("throughput = window / RTT = %s / %.2f ms = %s; measured %s",
 				sz(peerWin), rttMin*1e3, mb(peerWin/rttMin), mb(rate))

@@ -31,6 +31,7 @@ type Config struct {
 	NoTimestamps bool          // omit the TCP timestamp option
 	ReadRate     float64       // receiving application's read rate, bytes/s (0: instant)
 	Backwards    bool          // write one frame with a timestamp earlier than its predecessor
+	Reno         bool          // sender runs Reno congestion control (else only Window/Flight bound it)
 }
 
 // Truth is what the simulation did, for assertions.
@@ -123,22 +124,24 @@ type sim struct {
 	lastT time.Duration
 
 	// sender (server)
-	una, nxt    int64
-	linkFree    time.Duration
-	dupacks     int
-	peerWin     int
-	sentOnce    map[int64]bool
-	finSent     bool
-	rtoArmedUna int64
+	una, nxt       int64
+	linkFree       time.Duration
+	dupacks        int
+	peerWin        int
+	sentOnce       map[int64]bool
+	finSent        bool
+	rtoArmedUna    int64
+	cwnd, ssthresh float64
 	// receiver (client)
-	rcvNxt    int64
-	ooo       map[int64]int // start -> len of buffered out-of-order segments
-	unacked   int           // in-order segments not yet acknowledged
-	delackSet bool
-	unread    int64
-	clientISN uint32
-	serverISN uint32
-	backDone  bool
+	rcvNxt     int64
+	ooo        map[int64]int // start -> len of buffered out-of-order segments
+	unacked    int           // in-order segments not yet acknowledged
+	delackSet  bool
+	unread     int64
+	readerFree time.Duration
+	clientISN  uint32
+	serverISN  uint32
+	backDone   bool
 }
 
 func (s *sim) push(e event) {
@@ -160,6 +163,7 @@ func (s *sim) run() {
 	s.ooo = map[int64]int{}
 	s.sentOnce = map[int64]bool{}
 	s.peerWin = s.cfg.Window
+	s.cwnd, s.ssthresh = float64(10*s.cfg.MSS), 1e12
 	d := s.cfg.OneWay
 	// Handshake as seen at the client.
 	s.capture(0, false, s.clientISN, 0, 0, flagSYN, 64240, true, [2]int64{})
@@ -201,12 +205,15 @@ func (s *sim) run() {
 // trySend sends new segments the window allows, at time t, at the sender.
 func (s *sim) trySend(t time.Duration) {
 	win := min(int64(s.peerWin), int64(s.cfg.Flight))
+	if s.cfg.Reno {
+		win = min(win, int64(s.cwnd))
+	}
 	for s.nxt < s.cfg.Bytes && s.nxt-s.una+int64(s.cfg.MSS) <= win {
 		s.transmit(t, s.nxt, false)
 		n := min(int64(s.cfg.MSS), s.cfg.Bytes-s.nxt)
 		s.nxt += n
 	}
-	if s.nxt < s.cfg.Bytes && s.nxt-s.una < win && win-(s.nxt-s.una) < int64(s.cfg.MSS) && s.peerWin > 0 {
+	if !s.cfg.Reno && s.nxt < s.cfg.Bytes && s.nxt-s.una < win && win-(s.nxt-s.una) < int64(s.cfg.MSS) && s.peerWin > 0 {
 		// Send what fits (window full).
 		n := win - (s.nxt - s.una)
 		s.transmitN(t, s.nxt, int(n), false)
@@ -232,12 +239,12 @@ func (s *sim) transmitN(t time.Duration, seq int64, n int, rtx bool) {
 	if !rtx {
 		s.push(event{t: dep + 200*time.Millisecond + 2*s.cfg.OneWay, kind: evRTO, seq: s.una})
 	}
-	if first && s.cfg.Drop[segNo] {
+	if first && seq%int64(s.cfg.MSS) == 0 && s.cfg.Drop[segNo] {
 		return
 	}
 	arr := dep + tx + s.cfg.OneWay
-	if first && s.cfg.Reorder[segNo] {
-		arr += 2*tx + 10*time.Microsecond
+	if first && seq%int64(s.cfg.MSS) == 0 && s.cfg.Reorder[segNo] {
+		arr += tx + 5*time.Microsecond // just after its successor
 		s.truth.ReorderedArrive++
 	}
 	s.push(event{t: arr, kind: evArrive, seq: seq, n: n, rtx: rtx})
@@ -290,8 +297,10 @@ func (s *sim) deliver(t time.Duration, upTo int64) {
 	}
 	s.rcvNxt = upTo
 	if s.cfg.ReadRate > 0 {
+		// The application reads serially at ReadRate.
 		s.unread += n
-		s.push(event{t: t + time.Duration(float64(s.unread)/s.cfg.ReadRate*1e9), kind: evRead, n: int(n)})
+		s.readerFree = max(s.readerFree, t) + time.Duration(float64(n)/s.cfg.ReadRate*1e9)
+		s.push(event{t: s.readerFree, kind: evRead, n: int(n)})
 	}
 }
 
@@ -314,11 +323,22 @@ func (s *sim) sendAck(t time.Duration, sack [2]int64) {
 func (s *sim) ackArrive(e event) {
 	s.peerWin = e.win
 	if e.seq > s.una {
+		acked := float64(e.seq - s.una)
 		s.una = e.seq
 		s.dupacks = 0
+		if s.una < s.nxt {
+			s.push(event{t: e.t + 200*time.Millisecond + 2*s.cfg.OneWay, kind: evRTO, seq: s.una})
+		}
+		if s.cwnd < s.ssthresh {
+			s.cwnd += acked
+		} else {
+			s.cwnd += float64(s.cfg.MSS) * acked / s.cwnd
+		}
 	} else if e.seq == s.una && s.una < s.nxt && e.sack[1] > 0 {
 		s.dupacks++
 		if s.dupacks == 3 {
+			s.ssthresh = max(s.cwnd/2, float64(2*s.cfg.MSS))
+			s.cwnd = s.ssthresh
 			s.transmit(e.t, s.una, true)
 		}
 	}
