@@ -308,3 +308,46 @@ func TestStartErrorsNameTheInterface(t *testing.T) {
 		t.Errorf("Start with snaplen 10 = %v", err)
 	}
 }
+
+// BenchmarkCapturedDownload measures a kernel-routed download while both
+// ends are captured, and reports the kernel's drops per run.
+func BenchmarkCapturedDownload(b *testing.B) {
+	testenv.RequireRoot(b)
+	l, err := lab.New(context.Background(), lab.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	srv, err := traffic.StartServer(context.Background(), l.Server.Handle, traffic.ServerConfig{Listen: netip.AddrPortFrom(l.Server.IPv4, 0)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	const size = 256 * units.MiB
+	b.SetBytes(int64(size))
+	var drops, pkts uint64
+	dir := b.TempDir()
+	for b.Loop() {
+		cc, err := capture.StartFile(l.Client.Handle, l.Client.Link, filepath.Join(dir, "c.pcapng"), capture.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sc, err := capture.StartFile(l.Server.Handle, l.Server.Link, filepath.Join(dir, "s.pcapng"), capture.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := traffic.Download(context.Background(), l.Client.Handle, traffic.DownloadConfig{Server: srv.Addr(), Size: size}); err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range []*capture.Capture{cc, sc} {
+			st, err := c.Stop()
+			if err != nil {
+				b.Fatal(err)
+			}
+			drops += st.KernelDrops
+			pkts += st.Packets
+		}
+	}
+	b.ReportMetric(float64(drops)/float64(b.N), "drops/op")
+	b.ReportMetric(float64(pkts)/float64(b.N), "packets/op")
+}

@@ -203,3 +203,51 @@ func TestSummarize(t *testing.T) {
 		t.Error("Summarize sorted its input")
 	}
 }
+
+// BenchmarkDownload measures a download through the lab's kernel-routed
+// router: the ceiling every impaired experiment is compared against.
+func BenchmarkDownload(b *testing.B) {
+	testenv.RequireRoot(b)
+	l, err := lab.New(context.Background(), lab.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	srv, err := traffic.StartServer(context.Background(), l.Server.Handle, traffic.ServerConfig{Listen: netip.AddrPortFrom(l.Server.IPv4, 0)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	const size = 256 * units.MiB
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := traffic.Download(context.Background(), l.Client.Handle, traffic.DownloadConfig{Server: srv.Addr(), Size: size}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRequestResponse measures wrk-style requests per second with
+// TCP_QUICKACK (no delayed-ACK stall) over the kernel-routed lab.
+func BenchmarkRequestResponse(b *testing.B) {
+	testenv.RequireRoot(b)
+	l, err := lab.New(context.Background(), lab.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	srv, err := traffic.StartServer(context.Background(), l.Server.Handle, traffic.ServerConfig{Listen: netip.AddrPortFrom(l.Server.IPv4, 0)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := traffic.RequestResponse(context.Background(), l.Client.Handle, traffic.RRConfig{
+			Server: srv.Addr(), Requests: 1000, Concurrency: 8,
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
