@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/analyzer/pcapfile"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "analyze",
+		Usage:     "explain the TCP connections in a pcap/pcapng capture",
+		ArgsUsage: "FILE",
+		UsageText: "wanlab analyze [--format text|json|csv] [--flow SELECTOR] FILE\n\n" +
+			"examples:\n" +
+			"   wanlab analyze download.pcap\n" +
+			"   wanlab analyze --flow 10.0.0.1:80 --format json server.pcapng > report.json\n" +
+			"   wanlab analyze --flow 2 --format csv capture.pcap > series.csv",
+		Description: "Reads a capture (pcap or pcapng; Ethernet/VLAN, Linux cooked v1/v2, raw IP,\n" +
+			"loopback) and prints, per TCP connection and direction, the counters tcptrace -l\n" +
+			"shows plus Wireshark's analysis flags (retransmissions, fast/spurious\n" +
+			"retransmissions, out-of-order, lost segments, duplicate ACKs, zero windows,\n" +
+			"window full, keep-alives), RTT statistics (Karn's rule and TCP timestamps), windows,\n" +
+			"bytes in flight and throughput, then a diagnosis of what limited each transfer\n" +
+			"(receive window, send buffer, loss, delayed ACKs, application, bandwidth) with the\n" +
+			"setting to change and the throughput predicted after the change.\n\n" +
+			"--format json prints the schema in analyzer/SCHEMA.md; --format csv prints the\n" +
+			"decimated time series (sequence, ACK, window, SACK, RTT, in flight, throughput).\n" +
+			"--flow takes a comma-separated list of connection numbers, ADDR, ADDR:PORT or :PORT.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text, json or csv"},
+			&cli.StringFlag{Name: "flow", Usage: "connections to show: `N,ADDR,ADDR:PORT,:PORT` (default all)"},
+			&cli.IntFlag{Name: "max-points", Value: 4096, Usage: "points per time series before decimation"},
+		},
+		Action: runAnalyze,
+	})
+}
+
+func runAnalyze(cc *cli.Context) error {
+	if cc.NArg() != 1 {
+		return usageError(errors.New("analyze: want exactly one capture FILE"))
+	}
+	format := cc.String("format")
+	switch format {
+	case "text", "json", "csv":
+	default:
+		return usageError(fmt.Errorf("analyze: --format %q: want text, json or csv", format))
+	}
+	sel, err := analyzer.ParseFlowSelector(cc.String("flow"))
+	if err != nil {
+		return usageError(fmt.Errorf("analyze: --flow: %w", err))
+	}
+	path := cc.Args().First()
+	res, err := analyzeWithProgress(path, analyzer.Options{MaxPoints: cc.Int("max-points")})
+	if err != nil {
+		if errors.Is(err, pcapfile.ErrFormat) || errors.Is(err, os.ErrNotExist) {
+			return usageError(fmt.Errorf("analyze: %w", err))
+		}
+		return fmt.Errorf("analyze: %w", err)
+	}
+	conns := res.Select(sel)
+	if len(conns) == 0 && cc.String("flow") != "" {
+		return usageError(fmt.Errorf("analyze: --flow %q matches none of the %d connections in %s", cc.String("flow"), len(res.Connections), path))
+	}
+	w := bufio.NewWriter(cc.App.Writer)
+	switch format {
+	case "json":
+		err = analyzer.WriteJSON(w, res, conns)
+	case "csv":
+		err = analyzer.WriteCSV(w, conns)
+	default:
+		err = analyzer.WriteText(w, res, conns)
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	return err
+}
+
+// analyzeWithProgress runs the analysis with a byte progress bar on stderr
+// when stderr is a terminal and the file is large enough to wait for.
+func analyzeWithProgress(path string, opts analyzer.Options) (*analyzer.Result, error) {
+	r, closer, err := pcapfile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	var bar *progressbar.ProgressBar
+	if fi, err := os.Stat(path); err == nil && fi.Size() > 32<<20 && term.IsTerminal(int(os.Stderr.Fd())) {
+		bar = progressbar.NewOptions64(fi.Size(),
+			progressbar.OptionSetWriter(os.Stderr),
+			progressbar.OptionSetDescription("analyzing "+path),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionClearOnFinish(),
+			progressbar.OptionThrottle(100_000_000))
+		opts.Progress = func(n int64) { bar.Set64(n) }
+	}
+	res, err := analyzer.AnalyzeReader(r, opts)
+	if bar != nil {
+		bar.Finish()
+		io.WriteString(os.Stderr, "")
+	}
+	if res != nil {
+		res.File = path
+	}
+	return res, err
+}
