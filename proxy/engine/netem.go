@@ -41,7 +41,12 @@ type netemStage struct {
 	slotNext               int64
 	packetsLeft, bytesLeft int64
 
-	tfifo  timeHeap
+	// tfifo is the kernel's two-part time-ordered queue: packets whose
+	// time is not before the tail's go to a plain FIFO (t_head/t_tail),
+	// the others to a heap (the kernel's rbtree t_root). With a constant
+	// delay everything takes the O(1) FIFO path.
+	tlist  fifo
+	theap  timeHeap
 	ahead  []*Packet // reordered packets, sent before tfifo (the kernel's sch->q; LIFO)
 	maxDue int64     // latest time_to_send queued in tfifo/ahead (rate anchoring)
 	order  uint64
@@ -103,14 +108,46 @@ func newNetem(cfg *spec.Netem, seed uint64, now int64) *netemStage {
 			n.slotNext = now
 		}
 	}
-	n.tfifo = make(timeHeap, 0, min(n.limit, 1<<16))
+	n.theap = make(timeHeap, 0, 64)
 	return n
 }
 
 func (n *netemStage) kind() string        { return "netem" }
 func (n *netemStage) spec() string        { return n.cfg.String() }
 func (n *netemStage) counters() *Counters { return &n.ctr }
-func (n *netemStage) len() int            { return len(n.tfifo) + len(n.ahead) }
+func (n *netemStage) len() int            { return n.tlist.len() + len(n.theap) + len(n.ahead) }
+
+// tfifoEnqueue is tfifo_enqueue: append when not earlier than the tail.
+func (n *netemStage) tfifoEnqueue(p *Packet) {
+	if n.tlist.len() == 0 || p.due >= n.tlist.tail().due {
+		n.tlist.push(p)
+		return
+	}
+	n.theap.push(p)
+}
+
+// tfifoPeek is netem_peek: the earlier of the heap's and the list's first
+// packet, the list's on a tie.
+func (n *netemStage) tfifoPeek() *Packet {
+	if len(n.theap) == 0 {
+		if n.tlist.len() == 0 {
+			return nil
+		}
+		return n.tlist.peek()
+	}
+	if n.tlist.len() == 0 || n.theap[0].due < n.tlist.peek().due {
+		return n.theap[0]
+	}
+	return n.tlist.peek()
+}
+
+// tfifoPop removes the packet tfifoPeek returns.
+func (n *netemStage) tfifoPop() *Packet {
+	if len(n.theap) == 0 || (n.tlist.len() > 0 && n.theap[0].due >= n.tlist.peek().due) {
+		return n.tlist.pop()
+	}
+	return n.theap.pop()
+}
 
 // enqueue is netem_enqueue. The order of random draws is the kernel's:
 // duplicate, loss, corrupt (+ offset and bit), then (after the duplicate's
@@ -201,7 +238,7 @@ func (n *netemStage) enqueue(p *Packet, now int64, c *chain, idx int) {
 			n.maxDue = p.due
 		}
 		n.counter++
-		n.tfifo.push(p)
+		n.tfifoEnqueue(p)
 	} else {
 		// "Do re-ordering by putting one out of N packets at the front of
 		// the queue."
@@ -256,8 +293,10 @@ func (n *netemStage) getSlotNext(now int64) {
 // re-rolled from now. The kernel attempts a dequeue after every enqueue
 // and after every sent packet; so does the pipeline.
 func (n *netemStage) poll(now int64) {
-	if n.slotOn && len(n.tfifo) > 0 && n.slotNext < n.tfifo[0].due {
-		n.getSlotNext(now)
+	if n.slotOn {
+		if h := n.tfifoPeek(); h != nil && n.slotNext < h.due {
+			n.getSlotNext(now)
+		}
 	}
 }
 
@@ -266,10 +305,11 @@ func (n *netemStage) next() (int64, bool) {
 	if k := len(n.ahead); k > 0 {
 		return n.ahead[k-1].due, true
 	}
-	if len(n.tfifo) == 0 {
+	h := n.tfifoPeek()
+	if h == nil {
 		return 0, false
 	}
-	t := n.tfifo[0].due
+	t := h.due
 	if n.slotOn && n.slotNext > t {
 		t = n.slotNext
 	}
@@ -287,17 +327,18 @@ func (n *netemStage) pop(now int64) (*Packet, bool) {
 		n.ahead = n.ahead[:k-1]
 		return p, true
 	}
-	if len(n.tfifo) == 0 {
+	h := n.tfifoPeek()
+	if h == nil {
 		return nil, false
 	}
-	due := n.tfifo[0].due
+	due := h.due
 	if n.slotOn && n.slotNext < due {
 		n.getSlotNext(now)
 	}
 	if due > now || (n.slotOn && n.slotNext > now) {
 		return nil, false
 	}
-	p := n.tfifo.pop()
+	p := n.tfifoPop()
 	if n.slotOn {
 		n.packetsLeft--
 		n.bytesLeft -= int64(len(p.Data))

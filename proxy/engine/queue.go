@@ -82,6 +82,8 @@ func (q *fifo) push(p *Packet) {
 
 func (q *fifo) peek() *Packet { return q.buf[q.head] }
 
+func (q *fifo) tail() *Packet { return q.buf[(q.head+q.size-1)%len(q.buf)] }
+
 func (q *fifo) pop() *Packet {
 	p := q.buf[q.head]
 	q.buf[q.head] = nil

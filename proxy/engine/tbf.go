@@ -92,19 +92,19 @@ func (t *tbfStage) enqueue(p *Packet, now int64, c *chain, idx int) {
 		d = max(d, t.when(t.peak, t.peakBytes, ready, cost))
 	}
 	// Float rounding may leave a bucket a hair short at d: step forward
-	// until both buckets really hold cost tokens, then charge both.
-	for i := 0; ; i++ {
-		ok := t.rate.TokensAt(ts(d)) >= float64(cost)
-		if ok && t.peak != nil {
-			ok = t.peak.TokensAt(ts(d)) >= float64(cost)
+	// until the buckets really hold cost tokens, then charge them.
+	if t.peak == nil {
+		for i := 0; !t.rate.AllowN(ts(d), cost) && i < 64; i++ {
+			d++
 		}
-		if ok || i == 64 {
-			break
+	} else {
+		for i := 0; i < 64; i++ {
+			if t.rate.TokensAt(ts(d)) >= float64(cost) && t.peak.TokensAt(ts(d)) >= float64(cost) {
+				break
+			}
+			d++
 		}
-		d++
-	}
-	t.rate.AllowN(ts(d), cost)
-	if t.peak != nil {
+		t.rate.AllowN(ts(d), cost)
 		t.peak.AllowN(ts(d), cost)
 	}
 	p.due = d
