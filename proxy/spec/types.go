@@ -168,7 +168,13 @@ type TBF struct {
 	MPU      units.Size // minimum packet unit: no packet costs fewer tokens
 	// Overhead is added to each packet's length for token accounting, and
 	// LinkLayer selects ATM cell accounting (q_tbf.c's "overhead" and
-	// "linklayer"; the kernel's psched_ratecfg applies both).
+	// "linklayer"). The kernel's psched_l2t_ns costs a packet of len bytes
+	// as the time to send c bytes at Rate (and PeakRate), where
+	//
+	//	c = max(len+Overhead, MPU), then for ATM: c = ceil(c/48)*53
+	//
+	// and the bucket holds the time to send Burst costed the same way
+	// (TestParserAgreesWithTC checks this against the kernel).
 	Overhead  uint16
 	LinkLayer LinkLayer
 	// BurstCell and MTUCell keep the "/CELL" suffix of burst and mtu (a

@@ -154,11 +154,12 @@ func checkTBF(b *TBF, kind token, seen map[string]token) error {
 			return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("peakrate %s: must be higher than rate %s", b.PeakRate, b.Rate)}
 		}
 	}
-	// tc_calc_xmittime: the bucket, in microseconds at rate, must fit in
-	// 32 bits ("tbf: burst out of range").
-	if math.Ceil(1e6*float64(b.Burst)/float64(b.Rate/8)) >= math.MaxUint32 {
+	// tc_calc_xmittime: the time to send the bucket at rate, in the
+	// kernel's 64 ns scheduler ticks (/proc/net/psched), must fit in 32
+	// bits, or tc says "tbf: burst out of range": at most about 274 s.
+	if math.Ceil(float64(b.Burst)/float64(b.Rate/8)*1e9/64) >= math.MaxUint32 {
 		t := at("burst")
-		return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("burst %s: more than 4294s of tokens at rate %s", b.Burst, b.Rate)}
+		return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("burst %s: more than 274s of tokens at rate %s", b.Burst, b.Rate)}
 	}
 	if b.Latency != 0 {
 		if b.Latency < 0 || b.Latency%time.Microsecond != 0 || b.Latency/time.Microsecond > math.MaxUint32 {
