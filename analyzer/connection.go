@@ -436,11 +436,9 @@ finishedFwd:
 			if seglen > 0 {
 				ts := time.Duration(t)
 				if fl&AnyRetransmission != 0 {
-					fwd.series.Retransmissions.Add(ts, float64(start))
-					fwd.series.Retransmissions.Add(ts, float64(end))
+					fwd.series.Retransmissions.AddRange(ts, float64(start), float64(end))
 				} else {
-					fwd.series.Segments.Add(ts, float64(start))
-					fwd.series.Segments.Add(ts, float64(end))
+					fwd.series.Segments.AddRange(ts, float64(start), float64(end))
 				}
 				fwd.series.Throughput.Add(ts, float64(seglen))
 				if newBytes > 0 {
@@ -555,8 +553,7 @@ finishedFwd:
 		}
 		for i := 0; i < p.NSACK; i++ {
 			b := p.SACK[i]
-			rser.SACK.Add(rt, float64(rs.rel(b.Left)))
-			rser.SACK.Add(rt, float64(rs.rel(b.Right)))
+			rser.SACK.AddRange(rt, float64(rs.rel(b.Left)), float64(rs.rel(b.Right)))
 		}
 		had := rev.q.len()
 		r := rev.q.ack(relAck)
@@ -733,6 +730,13 @@ func (r *tsRing) sent(v uint32, t int64) {
 
 func (r *tsRing) lookup(v uint32) (int64, bool) {
 	k := min(r.n, len(r.vals))
+	// The echoed value is almost always one of the newest.
+	for i := 1; i <= min(k, 4); i++ {
+		j := (r.n - i) % len(r.vals)
+		if r.vals[j] == v {
+			return r.times[j], true
+		}
+	}
 	// Binary search over the k newest entries, oldest first.
 	i := sort.Search(k, func(i int) bool {
 		return !seqLT(r.vals[(r.n-k+i)%len(r.vals)], v)

@@ -37,6 +37,7 @@ type Series struct {
 	Points []Point       `json:"points"`
 
 	maxPoints int
+	lastEnd   time.Duration // end of the newest bucket
 }
 
 const initialBucket = 100 * time.Microsecond
@@ -47,34 +48,37 @@ func newSeries(name, unit string, maxPoints int) Series {
 
 // Add records value v at time t (relative to capture start). Samples are
 // expected in time order; a sample older than the last bucket joins it.
-func (s *Series) Add(t time.Duration, v float64) {
+func (s *Series) Add(t time.Duration, v float64) { s.AddRange(t, v, v) }
+
+// AddRange records a sample spanning lo..hi, such as a segment's sequence
+// range: Min and First see lo, Max and Last see hi, Sum adds lo (Sum is
+// meant for single-valued series, where lo == hi).
+func (s *Series) AddRange(t time.Duration, lo, hi float64) {
+	if n := len(s.Points); n > 0 && t < s.lastEnd {
+		// Fast path: the sample falls in the newest bucket (no division).
+		last := &s.Points[n-1]
+		last.Min = min(last.Min, lo)
+		last.Max = max(last.Max, hi)
+		last.Last = hi
+		last.Sum += lo
+		last.N++
+		return
+	}
 	if t < 0 {
 		t = 0
 	}
+	for len(s.Points) >= s.maxPoints {
+		s.merge()
+	}
 	start := t - t%s.Bucket
-	n := len(s.Points)
-	if n > 0 {
-		last := &s.Points[n-1]
-		if start <= last.T {
-			last.Min = min(last.Min, v)
-			last.Max = max(last.Max, v)
-			last.Last = v
-			last.Sum += v
-			last.N++
-			return
-		}
+	if n := len(s.Points); n > 0 && start <= s.Points[n-1].T {
+		// After a merge the newest bucket may cover t.
+		s.lastEnd = s.Points[n-1].T + s.Bucket
+		s.AddRange(t, lo, hi)
+		return
 	}
-	if n >= s.maxPoints {
-		for len(s.Points) >= s.maxPoints {
-			s.merge()
-		}
-		start = t - t%s.Bucket
-		if n := len(s.Points); n > 0 && start <= s.Points[n-1].T {
-			s.Add(t, v)
-			return
-		}
-	}
-	s.Points = append(s.Points, Point{T: start, First: v, Min: v, Max: v, Last: v, Sum: v, N: 1})
+	s.Points = append(s.Points, Point{T: start, First: lo, Min: lo, Max: hi, Last: hi, Sum: lo, N: 1})
+	s.lastEnd = start + s.Bucket
 }
 
 // merge doubles the bucket width, folding points into their new buckets.
@@ -99,6 +103,9 @@ func (s *Series) merge() {
 		s.Points[i] = Point{}
 	}
 	s.Points = out
+	if n := len(out); n > 0 {
+		s.lastEnd = out[n-1].T + s.Bucket
+	}
 }
 
 // Rate returns the bucket's Sum per second (for byte-count series: bytes/s).

@@ -1,0 +1,169 @@
+package analyzer
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer/decode"
+	"github.com/wanlab/wanlab/analyzer/internal/synth"
+	"github.com/wanlab/wanlab/analyzer/pcapfile"
+	"github.com/wanlab/wanlab/internal/testenv"
+)
+
+// bulkConfig is a 1 Gbit/s bulk transfer seen at the receiver with GRO
+// (2896-byte super-segments, one ACK each), snaplen 96: the shape of the
+// issue's anchor capture (1 GB in about 740k packets).
+func bulkConfig(bytes int64) synth.Config {
+	return synth.Config{Bytes: bytes, MSS: 2896, Rate: 125e6, OneWay: 250 * time.Microsecond, Window: 4 << 20, Snaplen: 96}
+}
+
+type memFrame struct {
+	data []byte
+	wire int
+	ts   time.Time
+}
+
+func loadFrames(b *testing.B, cfg synth.Config) ([]memFrame, int64) {
+	var buf bytes.Buffer
+	if _, err := synth.Write(&buf, cfg); err != nil {
+		b.Fatal(err)
+	}
+	size := int64(buf.Len())
+	r, err := pcapfile.NewReader(&buf, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var frames []memFrame
+	for {
+		f, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		frames = append(frames, memFrame{append([]byte(nil), f.Data...), f.WireLen, f.Timestamp})
+	}
+	return frames, size
+}
+
+// BenchmarkAnalyzePacket measures the per-packet cost of the analysis
+// (decode, connection lookup, sequence analysis, RTT, series) on frames
+// already in memory. One op is one packet.
+func BenchmarkAnalyzePacket(b *testing.B) {
+	frames, _ := loadFrames(b, bulkConfig(256<<20))
+	var frameBytes int64
+	for _, f := range frames {
+		frameBytes += int64(len(f.data))
+	}
+	b.SetBytes(frameBytes / int64(len(frames)))
+	b.ReportAllocs()
+	a := New(Options{})
+	i := 0
+	for b.Loop() {
+		if i == len(frames) {
+			a = New(Options{})
+			i = 0
+		}
+		f := &frames[i]
+		a.Add(decode.LinkEthernet, f.data, f.wire, f.ts)
+		i++
+	}
+}
+
+// BenchmarkAnalyzeFile measures the whole pipeline on a capture file,
+// reader included. One op is one file of about 47k packets.
+func BenchmarkAnalyzeFile(b *testing.B) {
+	dir := b.TempDir()
+	path := filepath.Join(dir, "bulk.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr, err := synth.Write(f, bulkConfig(64<<20))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	fi, _ := os.Stat(path)
+	b.SetBytes(fi.Size())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := AnalyzeFile(path, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(tr.Packets), "ns/packet")
+}
+
+// TestCompareWithTcptrace builds the 1 GB capture, then runs `wanlab
+// analyze` (every series computed) and `tcptrace -lr -n` on it side by
+// side, reporting wall time and peak RSS. Not a timed unit test: it runs
+// only with WANLAB_BENCH_COMPARE=1 (about a minute):
+//
+//	WANLAB_BENCH_COMPARE=1 go test ./analyzer -run TestCompareWithTcptrace -v
+func TestCompareWithTcptrace(t *testing.T) {
+	if os.Getenv("WANLAB_BENCH_COMPARE") == "" {
+		t.Skip("set WANLAB_BENCH_COMPARE=1 to run the tcptrace comparison")
+	}
+	testenv.RequireCommand(t, "tcptrace")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bulk-1g.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := synth.Write(f, bulkConfig(1<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	fi, _ := os.Stat(path)
+	t.Logf("capture: %d packets, %d MB, %s of traffic", tr.Packets, fi.Size()>>20, tr.Duration)
+	bin := filepath.Join(dir, "wanlab")
+	build := exec.Command("go", "build", "-o", bin, "github.com/wanlab/wanlab/cmd/wanlab")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	// Peak RSS comes from /usr/bin/time: a child forked from this (large)
+	// test process would report the test's own RSS as its high-water mark.
+	testenv.RequireCommand(t, "/usr/bin/time")
+	run := func(name string, args ...string) (time.Duration, int64) {
+		best, rss := time.Duration(1<<62), int64(0)
+		for i := 0; i < 3; i++ {
+			cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%M", name}, args...)...)
+			cmd.Stdout = io.Discard
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			start := time.Now()
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("%s: %v\n%s", name, err, stderr.String())
+			}
+			best = min(best, time.Since(start))
+			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+			kb, err := strconv.ParseInt(lines[len(lines)-1], 10, 64)
+			if err != nil {
+				t.Fatalf("/usr/bin/time output %q", stderr.String())
+			}
+			rss = max(rss, kb)
+		}
+		return best, rss
+	}
+	wt, wrss := run(bin, "analyze", "--format", "csv", path)
+	tt, trss := run("tcptrace", "-lr", "-n", path)
+	t.Logf("wanlab analyze --format csv: %v, peak RSS %.1f MB", wt, float64(wrss)/1024)
+	t.Logf("tcptrace -lr -n:             %v, peak RSS %.1f MB", tt, float64(trss)/1024)
+	if wrss > 64<<10 {
+		t.Errorf("peak RSS %d MB > 64 MB", wrss>>10)
+	}
+	if wt > tt {
+		t.Errorf("wanlab %v slower than tcptrace %v", wt, tt)
+	}
+}
