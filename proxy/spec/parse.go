@@ -54,10 +54,11 @@ func (s *Spec) IsEmpty() bool { return s == nil || len(s.Stages) == 0 }
 // it, starting with its kind ("netem" may be left out for the first
 // stage). An empty or blank string is the empty spec.
 //
-// The reference is the mirror's iproute2 (q_netem.c takes netem times as
-// 64-bit nanoseconds, so a bare number is nanoseconds; iproute2 before
-// that, such as 6.1 in Debian 12, read whole microseconds and had no "ns"
-// unit nor "seed"). Deliberate differences, all in what is rejected:
+// The reference is current iproute2. Since 6.9 q_netem.c takes netem
+// times as 64-bit nanoseconds, so a bare number is nanoseconds; before,
+// as in 6.1 shipped by Debian 12, it read whole microseconds and had no
+// "ns" unit ("seed" came in 6.6, tbf's "burst out of range" check in
+// 6.15). Deliberate differences, all in what is rejected:
 // keywords must be written in full (tc also takes any prefix, "dela" for
 // "delay"; wanlab reports those as unknown so a typo is never silently
 // accepted), rates in percent of the interface speed are refused (there is
