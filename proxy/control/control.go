@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -117,6 +118,9 @@ type Server struct {
 	srv  *http.Server
 	l    net.Listener
 	done chan error
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Start listens on addr (see Listen) and serves b.
@@ -147,9 +151,12 @@ func (s *Server) Addr() net.Addr { return s.l.Addr() }
 
 // Close stops serving, closes open connections and removes a unix socket.
 func (s *Server) Close() error {
-	err := s.srv.Close()
-	if serr := <-s.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = serr
-	}
-	return err
+	s.closeOnce.Do(func() {
+		err := s.srv.Close()
+		if serr := <-s.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+			err = serr
+		}
+		s.closeErr = err
+	})
+	return s.closeErr
 }

@@ -204,6 +204,9 @@ func TestAPIOverUnixSocket(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
 	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket left behind after Close: %v", err)
 	}
