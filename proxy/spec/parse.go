@@ -122,7 +122,8 @@ func parseStage(toks []token, index int, sep token) (Stage, error) {
 
 // ParseDirectional parses the proxy's "[IFACE=]SPEC" form. IFACE is what
 // precedes the first "=" when that part has no white space (an interface
-// name, or "to-client"/"to-server" in the lab); it is "" otherwise.
+// name, or "to-client"/"to-server" in the lab); it is "" otherwise. Error
+// positions count the tokens of SPEC, after the "=".
 func ParseDirectional(s string) (iface string, spec *Spec, err error) {
 	if i := strings.IndexByte(s, '='); i >= 0 && !strings.ContainsFunc(s[:i], unicode.IsSpace) {
 		iface, s = s[:i], s[i+1:]

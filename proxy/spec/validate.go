@@ -116,6 +116,10 @@ func validateNetemValues(n *Netem) error {
 			return bad("slot distribution %s %s: must not be negative", s.Delay, s.Jitter)
 		case s.Dist < DistUniform || s.Dist > DistParetoNormal:
 			return bad("unknown slot distribution %d", int(s.Dist))
+		case s.Jitter == 0 && (s.Delay != 0 || s.Dist != DistUniform):
+			return bad("slot distribution %s %s %s: needs a jitter above 0", s.Dist, s.Delay, s.Jitter)
+		case s.Jitter != 0 && (s.MinDelay != 0 || s.MaxDelay != 0):
+			return bad("slot: give MIN [MAX] or distribution DELAY JITTER, not both")
 		case s.Packets > math.MaxInt32:
 			return bad("slot packets %d: must be below 2^31", s.Packets)
 		case s.Bytes > math.MaxInt32:
