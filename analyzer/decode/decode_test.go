@@ -1,0 +1,176 @@
+package decode
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+)
+
+// tcpSegment builds a TCP header with MSS, SACK-permitted, timestamps,
+// window scale and one SACK block.
+func tcpSegment() []byte {
+	opts := []byte{
+		2, 4, 0x05, 0xb4, // MSS 1460
+		4, 2, // SACK permitted
+		8, 10, 0, 0, 0, 7, 0, 0, 0, 9, // TS 7/9
+		1, 3, 3, 7, // NOP, wscale 7
+		1, 1, 5, 10, 0, 0, 0, 100, 0, 0, 0, 200, // SACK 100-200
+	}
+	h := make([]byte, 20, 20+len(opts))
+	binary.BigEndian.PutUint16(h[0:], 40000)
+	binary.BigEndian.PutUint16(h[2:], 80)
+	binary.BigEndian.PutUint32(h[4:], 1000)
+	binary.BigEndian.PutUint32(h[8:], 2000)
+	h[12] = byte((20+len(opts))/4) << 4
+	h[13] = FlagACK | FlagPSH
+	binary.BigEndian.PutUint16(h[14:], 512)
+	return append(h, opts...)
+}
+
+func ipv4(tcp []byte, payload int) []byte {
+	h := make([]byte, 20)
+	h[0] = 0x45
+	binary.BigEndian.PutUint16(h[2:], uint16(20+len(tcp)+payload))
+	h[8], h[9] = 64, 6
+	copy(h[12:], []byte{10, 0, 0, 2})
+	copy(h[16:], []byte{10, 0, 0, 1})
+	return append(h, tcp...)
+}
+
+func ipv6(tcp []byte, payload int, ext bool) []byte {
+	h := make([]byte, 40)
+	h[0] = 0x60
+	next := byte(6)
+	var e []byte
+	if ext {
+		e = []byte{6, 0, 0, 0, 0, 0, 0, 0} // hop-by-hop, 8 bytes, then TCP
+		next = 0
+	}
+	binary.BigEndian.PutUint16(h[4:], uint16(len(e)+len(tcp)+payload))
+	h[6], h[7] = next, 64
+	h[8], h[23] = 0xfd, 2
+	h[24], h[39] = 0xfd, 1
+	return append(append(h, e...), tcp...)
+}
+
+func check(t *testing.T, name string, link LinkType, frame []byte, v uint8) {
+	t.Helper()
+	var p Packet
+	if err := Decode(link, frame, len(frame)+1000, &p); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if p.IPVersion != v || p.SrcPort != 40000 || p.DstPort != 80 || p.Seq != 1000 || p.Ack != 2000 || p.Window != 512 {
+		t.Errorf("%s: header %+v", name, p)
+	}
+	if p.PayloadLen != 1000 || p.CapturedPayload != 0 {
+		t.Errorf("%s: payload %d captured %d, want 1000 from the IP length, 0 captured", name, p.PayloadLen, p.CapturedPayload)
+	}
+	if p.MSS != 1460 || p.WScale != 7 || !p.SACKPermitted || !p.HasTimestamp || p.TSVal != 7 || p.TSEcr != 9 {
+		t.Errorf("%s: options %+v", name, p)
+	}
+	if p.NSACK != 1 || p.SACK[0] != (SACKBlock{100, 200}) {
+		t.Errorf("%s: SACK %v %v", name, p.NSACK, p.SACK)
+	}
+	if v == 4 && (p.Src[0] != 10 || p.Src[3] != 2 || p.Src[4] != 0) {
+		t.Errorf("%s: src %v", name, p.Src)
+	}
+	if v == 6 && (p.Src[0] != 0xfd || p.Src[15] != 2 || p.Dst[15] != 1) {
+		t.Errorf("%s: src %v dst %v", name, p.Src, p.Dst)
+	}
+}
+
+func TestLinkTypes(t *testing.T) {
+	seg := tcpSegment()
+	v4, v6 := ipv4(seg, 1000), ipv6(seg, 1000, false)
+	eth := func(tags [][2]byte, et uint16, ip []byte) []byte {
+		b := make([]byte, 12)
+		for _, tg := range tags {
+			b = append(b, tg[0], tg[1], 0, 5)
+		}
+		b = binary.BigEndian.AppendUint16(b, et)
+		return append(b, ip...)
+	}
+	check(t, "ethernet", LinkEthernet, eth(nil, 0x0800, v4), 4)
+	check(t, "vlan", LinkEthernet, eth([][2]byte{{0x81, 0x00}}, 0x86dd, v6), 6)
+	check(t, "qinq", LinkEthernet, eth([][2]byte{{0x88, 0xa8}, {0x81, 0x00}}, 0x0800, v4), 4)
+	sll := append(make([]byte, 14), 0x08, 0x00)
+	check(t, "sll", LinkSLL, append(sll, v4...), 4)
+	sll2 := append([]byte{0x86, 0xdd}, make([]byte, 18)...)
+	check(t, "sll2", LinkSLL2, append(sll2, v6...), 6)
+	check(t, "raw4", LinkRaw, v4, 4)
+	check(t, "raw6", LinkRaw, v6, 6)
+	check(t, "ipv4", LinkIPv4, v4, 4)
+	check(t, "ipv6-ext", LinkIPv6, ipv6(seg, 1000, true), 6)
+	check(t, "null-le", LinkNull, append([]byte{2, 0, 0, 0}, v4...), 4)
+	check(t, "loop-be", LinkLoop, append([]byte{0, 0, 0, 24}, v6...), 6)
+}
+
+func TestDecodeErrors(t *testing.T) {
+	seg := tcpSegment()
+	v4 := ipv4(seg, 0)
+	var p Packet
+	cases := []struct {
+		name  string
+		link  LinkType
+		frame []byte
+		want  error
+	}{
+		{"unknown link", 147, v4, ErrLinkType},
+		{"short ethernet", LinkEthernet, []byte{1, 2, 3}, ErrTruncated},
+		{"arp", LinkEthernet, append(make([]byte, 12), 0x08, 0x06, 0), ErrNotTCP},
+		{"ip cut", LinkRaw, v4[:10], ErrTruncated},
+		{"tcp cut", LinkRaw, v4[:30], ErrTruncated},
+		{"bad version", LinkIPv4, append([]byte{0x75}, v4[1:]...), ErrCorrupt},
+		{"udp", LinkRaw, func() []byte { b := append([]byte(nil), v4...); b[9] = 17; return b }(), ErrNotTCP},
+		{"fragment", LinkRaw, func() []byte { b := append([]byte(nil), v4...); b[7] = 8; return b }(), ErrNotTCP},
+		{"ihl too small", LinkRaw, func() []byte { b := append([]byte(nil), v4...); b[0] = 0x44; return b }(), ErrCorrupt},
+		{"data offset beyond IP", LinkRaw, func() []byte { b := append([]byte(nil), v4...); b[2], b[3] = 0, 30; return b }(), ErrCorrupt},
+	}
+	for _, c := range cases {
+		if err := Decode(c.link, c.frame, len(c.frame), &p); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+func TestSnaplenCutsOptions(t *testing.T) {
+	v4 := ipv4(tcpSegment(), 1448)
+	var p Packet
+	// 54 bytes of a 96-byte snaplen capture minus Ethernet: options cut.
+	if err := Decode(LinkRaw, v4[:44], 1500, &p); err != nil {
+		t.Fatal(err)
+	}
+	if !p.OptionsTruncated || p.PayloadLen != 1448 || p.MSS != 1460 {
+		t.Errorf("truncated options: %+v", p)
+	}
+}
+
+func TestDecodeAllocs(t *testing.T) {
+	frame := ipv4(tcpSegment(), 1000)
+	var p Packet
+	if n := testing.AllocsPerRun(100, func() { Decode(LinkRaw, frame, len(frame), &p) }); n != 0 {
+		t.Errorf("%v allocations per decode", n)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	seg := tcpSegment()
+	f.Add(uint16(LinkRaw), ipv4(seg, 10))
+	f.Add(uint16(LinkRaw), ipv6(seg, 10, true))
+	f.Add(uint16(LinkEthernet), append(append(make([]byte, 12), 0x81, 0, 0, 1, 0x08, 0), ipv4(seg, 0)...))
+	f.Add(uint16(LinkSLL2), append(append([]byte{0x08, 0}, make([]byte, 18)...), ipv4(seg, 0)...))
+	f.Add(uint16(LinkNull), append([]byte{2, 0, 0, 0}, ipv4(seg, 0)...))
+	f.Fuzz(func(t *testing.T, link uint16, frame []byte) {
+		var p Packet
+		err := Decode(LinkType(link), frame, len(frame), &p)
+		if err != nil {
+			return
+		}
+		if p.PayloadLen < 0 || p.CapturedPayload < 0 || p.CapturedPayload > p.PayloadLen {
+			t.Fatalf("payload %d captured %d", p.PayloadLen, p.CapturedPayload)
+		}
+		if p.NSACK > len(p.SACK) || p.WScale > 14 {
+			t.Fatalf("options %+v", p)
+		}
+	})
+}

@@ -1,0 +1,141 @@
+package pcapfile
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/wanlab/wanlab/analyzer/decode"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
+
+func pcapBytes(t testing.TB, nanos bool, link layers.LinkType, frames ...[]byte) []byte {
+	var buf bytes.Buffer
+	var w *pcapgo.Writer
+	if nanos {
+		w = pcapgo.NewWriterNanos(&buf)
+	} else {
+		w = pcapgo.NewWriter(&buf)
+	}
+	if err := w.WriteFileHeader(65535, link); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range frames {
+		ci := gopacket.CaptureInfo{Timestamp: t0.Add(time.Duration(i) * time.Millisecond), CaptureLength: len(f), Length: len(f) + 100}
+		if err := w.WritePacket(ci, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.Bytes()
+}
+
+func readAll(t *testing.T, data []byte) ([]Frame, error) {
+	r, err := NewReader(bytes.NewReader(data), "test.pcap")
+	if err != nil {
+		return nil, err
+	}
+	var out []Frame
+	for {
+		f, err := r.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		f.Data = append([]byte(nil), f.Data...)
+		out = append(out, f)
+	}
+}
+
+func TestPcapResolutions(t *testing.T) {
+	for _, nanos := range []bool{false, true} {
+		frames, err := readAll(t, pcapBytes(t, nanos, layers.LinkTypeLinuxSLL, []byte{1, 2, 3}, []byte{4, 5}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(frames) != 2 || frames[1].Link != decode.LinkSLL || frames[1].WireLen != 102 || !bytes.Equal(frames[1].Data, []byte{4, 5}) {
+			t.Fatalf("nanos=%v: %+v", nanos, frames)
+		}
+		want := t0.Add(time.Millisecond)
+		if !nanos {
+			want = want.Truncate(time.Microsecond)
+		}
+		if !frames[1].Timestamp.Equal(want) {
+			t.Errorf("nanos=%v: timestamp %v, want %v", nanos, frames[1].Timestamp, want)
+		}
+	}
+}
+
+func TestPcapngInterfaces(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := pcapgo.NewNgWriterInterface(&buf, pcapgo.NgInterface{Name: "eth0", LinkType: layers.LinkTypeEthernet, SnapLength: 96}, pcapgo.DefaultNgWriterOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sll2, err := w.AddInterface(pcapgo.NgInterface{Name: "any", LinkType: layers.LinkTypeLinuxSLL2, SnapLength: 96})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WritePacket(gopacket.CaptureInfo{Timestamp: t0, CaptureLength: 2, Length: 60, InterfaceIndex: 0}, []byte{1, 2})
+	w.WritePacket(gopacket.CaptureInfo{Timestamp: t0.Add(time.Second), CaptureLength: 3, Length: 60, InterfaceIndex: sll2}, []byte{3, 4, 5})
+	w.Flush()
+	frames, err := readAll(t, buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(frames) != 2 || frames[0].Link != decode.LinkEthernet || frames[1].Link != decode.LinkSLL2 || frames[1].Interface != 1 {
+		t.Fatalf("frames %+v", frames)
+	}
+}
+
+func TestBadFiles(t *testing.T) {
+	good := pcapBytes(t, true, layers.LinkTypeEthernet, make([]byte, 60), make([]byte, 60))
+	if _, err := readAll(t, nil); !errors.Is(err, ErrFormat) {
+		t.Errorf("empty: %v", err)
+	}
+	if _, err := readAll(t, []byte("GET / HTTP/1.1\r\n\r\n")); !errors.Is(err, ErrFormat) {
+		t.Errorf("garbage: %v", err)
+	}
+	if _, err := readAll(t, good[:10]); !errors.Is(err, ErrFormat) {
+		t.Errorf("cut header: %v", err)
+	}
+	frames, err := readAll(t, good[:len(good)-7])
+	if !errors.Is(err, ErrTruncated) || len(frames) != 1 {
+		t.Errorf("cut record: %d frames, %v", len(frames), err)
+	}
+	if _, err := readAll(t, pcapBytes(t, false, layers.LinkType(147))); !errors.Is(err, decode.ErrLinkType) {
+		t.Errorf("unknown link type: %v", err)
+	}
+}
+
+func FuzzReader(f *testing.F) {
+	f.Add(pcapBytes(f, true, layers.LinkTypeEthernet, make([]byte, 60)))
+	f.Add(pcapBytes(f, false, layers.LinkTypeRaw, []byte{0x45, 0, 0, 20}))
+	var ng bytes.Buffer
+	w, _ := pcapgo.NewNgWriter(&ng, layers.LinkTypeLinuxSLL2)
+	w.WritePacket(gopacket.CaptureInfo{Timestamp: t0, CaptureLength: 4, Length: 4}, []byte{1, 2, 3, 4})
+	w.Flush()
+	f.Add(ng.Bytes())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := NewReader(bytes.NewReader(data), "fuzz")
+		if err != nil {
+			return
+		}
+		for i := 0; i < 10000; i++ {
+			fr, err := r.Next()
+			if err != nil {
+				return
+			}
+			if fr.WireLen < 0 || len(fr.Data) > 1<<20 {
+				t.Fatalf("frame %d: wire %d data %d", i, fr.WireLen, len(fr.Data))
+			}
+		}
+	})
+}
