@@ -57,6 +57,9 @@ type Tuner struct {
 // ErrHostWide marks a key that cannot be changed inside a namespace.
 var ErrHostWide = errors.New("host-wide key")
 
+// ErrInvalid marks a set refused by validation: nothing was written.
+var ErrInvalid = errors.New("refused, nothing written")
+
 // ErrNoBackup is returned by Revert when nothing was applied.
 var ErrNoBackup = errors.New("no backup to revert")
 
@@ -129,7 +132,7 @@ func (t *Tuner) Validate(set []Assignment) ([]Step, error) {
 
 func (t *Tuner) validate(set []Assignment) ([]Step, error) {
 	if len(set) == 0 {
-		return nil, errors.New("nothing to apply")
+		return nil, fmt.Errorf("%w: nothing to apply", ErrInvalid)
 	}
 	var errs []error
 	var avail []string
@@ -166,7 +169,7 @@ func (t *Tuner) validate(set []Assignment) ([]Step, error) {
 		steps = append(steps, Step{Key: a.Key, From: normalize(string(raw)), To: v, Unchanged: normalize(string(raw)) == v, raw: raw})
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
 	return steps, nil
 }

@@ -25,9 +25,12 @@ type Evidence struct {
 	MaxInFlight units.Size `json:"max_in_flight_bytes,omitempty"`
 	MSS         units.Size `json:"mss_bytes,omitempty"`
 	// Limit is the diagnosis: one of the Limit* constants.
-	Limit  string  `json:"limit,omitempty"`
-	Detail string  `json:"detail,omitempty"`
-	Loss   float64 `json:"loss_fraction,omitempty"`
+	Limit string `json:"limit,omitempty"`
+	// Predicted is the rate the capture's diagnosis expects once its
+	// limit is lifted (0: none).
+	Predicted units.Rate `json:"predicted_bps,omitempty"`
+	Detail    string     `json:"detail,omitempty"`
+	Loss      float64    `json:"loss_fraction,omitempty"`
 }
 
 // Diagnoses the planner acts on.

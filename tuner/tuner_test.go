@@ -335,7 +335,7 @@ func TestValidateRefusesNonsenseBeforeWriting(t *testing.T) {
 		}
 	}
 	_, err := ns.Apply([]Assignment{{"net.core.wmem_max", "1"}}, false)
-	if !errors.Is(err, ErrHostWide) {
+	if !errors.Is(err, ErrHostWide) || !errors.Is(err, ErrInvalid) {
 		t.Errorf("netns net.core error does not wrap ErrHostWide: %v", err)
 	}
 	after := tree(t, p.Root)
