@@ -1,0 +1,344 @@
+// Package proxy is wanlab's userspace impairing router: between two
+// interfaces of a router host it steers forwarded packets through a TUN
+// device per direction, impairs them with the engine pipeline of the
+// interface they will leave through, and writes each back at its departure
+// time. Start runs it in-process; the wanlab proxy command is a thin shell
+// over it.
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/wanlab/wanlab/internal/nsrun"
+	"github.com/wanlab/wanlab/proxy/control"
+	"github.com/wanlab/wanlab/proxy/device"
+	"github.com/wanlab/wanlab/proxy/engine"
+	"github.com/wanlab/wanlab/proxy/release"
+	"github.com/wanlab/wanlab/proxy/route"
+	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/proxy/tap"
+)
+
+// Config describes one proxy.
+type Config struct {
+	// Ifaces are the two interfaces A and B the proxy sits between.
+	Ifaces [2]string
+	// Specs[i] is the impairment for packets leaving through Ifaces[i]
+	// (tc netem/tbf syntax, stages joined by "|"); "" means none.
+	Specs [2]string
+	// Backend is device.Offload (default) or device.Water.
+	Backend string
+	// Seed seeds every stage's PRNG (direction i of the proxy uses Seed+i,
+	// the engine derives each stage's seed from it). Zero with HasSeed
+	// false picks a random seed, reported by Proxy.Seed.
+	Seed    uint64
+	HasSeed bool
+	// Netns is the named network namespace the interfaces live in ("" =
+	// the current one); TUNs and routing are set up there.
+	Netns string
+	// StateDir holds the route state and lock files (default
+	// route.DefaultStateDir).
+	StateDir string
+	// Tap, when set, records every packet entering and leaving the engine
+	// (and those it drops). The caller creates it with tap.New using
+	// Ifaces as interface names and closes it after the proxy.
+	Tap *tap.Tap
+	// Realtime runs the release loops under SCHED_FIFO (see
+	// release.Config.Realtime) when the process may.
+	Realtime bool
+
+	// Devices, when both are set, replaces the TUNs (tests: device.Fake):
+	// nothing is opened and no routing is touched. Devices[i] carries the
+	// packets leaving through Ifaces[i].
+	Devices [2]device.Device
+}
+
+// Proxy is a running proxy. It implements control.Backend.
+type Proxy struct {
+	cfg     Config
+	seed    uint64
+	pool    *engine.Pool
+	dirs    [2]*direction
+	lock    *route.Lock
+	applied *route.Applied
+
+	closeOnce sync.Once
+	closeErr  error
+	done      chan struct{}
+	wg        sync.WaitGroup
+
+	// wallOffset turns release.MonotonicNow stamps into wall-clock time
+	// for the tap.
+	wallOffset int64
+}
+
+var _ control.Backend = (*Proxy)(nil)
+
+// ErrInterfaceNotFound is wrapped by errors about a missing interface.
+var ErrInterfaceNotFound = errors.New("not found")
+
+// Start sets the proxy up and starts forwarding: it claims the interfaces,
+// opens one TUN per direction (inside the namespace), routes forwarded
+// traffic through them and starts a reader and a release loop per
+// direction. On any error everything done so far is undone and a one-line
+// error returned. Cancelling ctx closes the proxy.
+func Start(ctx context.Context, cfg Config) (*Proxy, error) {
+	if cfg.Ifaces[0] == "" || cfg.Ifaces[1] == "" || cfg.Ifaces[0] == cfg.Ifaces[1] {
+		return nil, fmt.Errorf("proxy: need two different interfaces, got %q and %q", cfg.Ifaces[0], cfg.Ifaces[1])
+	}
+	if cfg.Backend == "" {
+		cfg.Backend = device.Offload
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = route.DefaultStateDir
+	}
+	specs, err := parseSpecs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{cfg: cfg, done: make(chan struct{}), seed: cfg.Seed}
+	if !cfg.HasSeed {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		p.seed = binary.LittleEndian.Uint64(b[:])
+	}
+	p.wallOffset = time.Now().UnixNano() - release.MonotonicNow()
+
+	ok := false
+	defer func() {
+		if !ok {
+			p.teardown()
+		}
+	}()
+	devs := cfg.Devices
+	if devs[0] == nil || devs[1] == nil {
+		if devs, err = p.setupHost(); err != nil {
+			return nil, err
+		}
+	}
+	mtu := max(devs[0].MTU(), devs[1].MTU(), 1280)
+	p.pool = engine.NewPool(engine.Headroom + mtu)
+	for i := range 2 {
+		d, err := p.newDirection(i, devs[i], specs[i])
+		if err != nil {
+			return nil, err
+		}
+		p.dirs[i] = d
+	}
+	if cfg.Devices[0] == nil || cfg.Devices[1] == nil {
+		rc := route.Config{Ifaces: cfg.Ifaces, TUNs: [2]string{devs[0].Name(), devs[1].Name()},
+			StateDir: cfg.StateDir, Netns: cfg.Netns}
+		if p.applied, err = route.Apply(rc); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range p.dirs {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			d.readLoop()
+		}()
+	}
+	ok = true
+	if ctx.Done() != nil {
+		go func() {
+			select {
+			case <-ctx.Done():
+				p.Close()
+			case <-p.done:
+			}
+		}()
+	}
+	return p, nil
+}
+
+func parseSpecs(cfg Config) ([2]*spec.Spec, error) {
+	var out [2]*spec.Spec
+	for i, s := range cfg.Specs {
+		parsed, err := spec.Parse(s)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", cfg.Ifaces[i], err)
+		}
+		out[i] = parsed
+	}
+	return out, nil
+}
+
+// setupHost claims the interfaces and opens the TUNs in the namespace.
+func (p *Proxy) setupHost() ([2]device.Device, error) {
+	var devs [2]device.Device
+	rc := route.Config{Ifaces: p.cfg.Ifaces, StateDir: p.cfg.StateDir, Netns: p.cfg.Netns}
+	ns := netns.None()
+	if p.cfg.Netns != "" {
+		h, err := nsrun.Open(p.cfg.Netns)
+		if err != nil {
+			return devs, err
+		}
+		defer h.Close()
+		ns = h
+	}
+	var mtus [2]int
+	err := nsrun.Do(ns, func() error {
+		for i, name := range p.cfg.Ifaces {
+			l, err := netlink.LinkByName(name)
+			if err != nil {
+				var nf netlink.LinkNotFoundError
+				if errors.As(err, &nf) {
+					return fmt.Errorf("interface %q: %w", name, ErrInterfaceNotFound)
+				}
+				return fmt.Errorf("interface %q: %w", name, err)
+			}
+			mtus[i] = l.Attrs().MTU
+		}
+		return nil
+	})
+	if err != nil {
+		return devs, err
+	}
+	if p.lock, err = route.Acquire(rc); err != nil {
+		return devs, err
+	}
+	names := route.TUNNames(p.cfg.Ifaces)
+	for i := range 2 {
+		d, err := device.OpenIn(ns, p.cfg.Backend, names[i], mtus[i])
+		if err != nil {
+			for _, o := range devs[:i] {
+				o.Close()
+			}
+			return devs, err
+		}
+		devs[i] = d
+	}
+	return devs, nil
+}
+
+// teardown undoes whatever Start got done, in reverse: routing first, so
+// the kernel forwards again at once, then the devices (ending the readers),
+// then the release loops.
+func (p *Proxy) teardown() error {
+	var errs []error
+	if p.applied != nil {
+		if err := p.applied.Undo(); err != nil {
+			errs = append(errs, fmt.Errorf("undo routing: %w", err))
+		}
+	}
+	for _, d := range p.dirs {
+		if d != nil {
+			d.stopping.Store(true)
+		}
+	}
+	if p.cfg.Devices[0] == nil || p.cfg.Devices[1] == nil {
+		for _, d := range p.dirs {
+			if d != nil {
+				d.dev.Close()
+			}
+		}
+	} else {
+		for _, d := range p.cfg.Devices {
+			d.Close()
+		}
+	}
+	p.wg.Wait()
+	for _, d := range p.dirs {
+		if d != nil {
+			d.loop.Close()
+			d.drain()
+		}
+	}
+	if p.lock != nil {
+		p.lock.Release()
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops forwarding and restores the host: routing undone (the
+// kernel forwards directly again), TUNs removed, interfaces released.
+// Packets still inside the engine are discarded. Close is idempotent.
+func (p *Proxy) Close() error {
+	p.closeOnce.Do(func() {
+		p.closeErr = p.teardown()
+		close(p.done)
+	})
+	return p.closeErr
+}
+
+// Done is closed once the proxy has stopped.
+func (p *Proxy) Done() <-chan struct{} { return p.done }
+
+// Seed returns the seed in use (random unless Config.HasSeed).
+func (p *Proxy) Seed() uint64 { return p.seed }
+
+// TUNs returns the names of the devices of the two directions.
+func (p *Proxy) TUNs() [2]string { return [2]string{p.dirs[0].dev.Name(), p.dirs[1].dev.Name()} }
+
+// SetSpec replaces the spec of the direction leaving through iface, or of
+// both when iface is "". A spec that does not parse returns the parser's
+// error unchanged and the running spec stays. Packets already inside keep
+// the departure times the old spec gave them (engine.Pipeline.Swap).
+func (p *Proxy) SetSpec(iface, text string) error {
+	var targets []*direction
+	for _, d := range p.dirs {
+		if iface == "" || iface == d.iface {
+			targets = append(targets, d)
+		}
+	}
+	if len(targets) == 0 {
+		return fmt.Errorf("interface %q: not a direction of this proxy (have %s, %s)", iface, p.cfg.Ifaces[0], p.cfg.Ifaces[1])
+	}
+	s, err := spec.Parse(text)
+	if err != nil {
+		return err
+	}
+	now := release.MonotonicNow()
+	for _, d := range targets {
+		if err := d.pl.Swap(s, now); err != nil {
+			return err
+		}
+		// A new spec may release earlier than the old one: wake the loop.
+		if next, ok := d.pl.NextDeparture(); ok {
+			d.loop.Notify(next)
+		}
+	}
+	return nil
+}
+
+// Specs maps each egress interface to its canonical spec.
+func (p *Proxy) Specs() map[string]string {
+	m := make(map[string]string, 2)
+	for _, d := range p.dirs {
+		m[d.iface] = d.pl.Spec().String()
+	}
+	return m
+}
+
+// Stats returns the counters of both directions.
+func (p *Proxy) Stats() control.Stats {
+	var st control.Stats
+	for _, d := range p.dirs {
+		snap := d.pl.Snapshot()
+		st.Directions = append(st.Directions, control.Direction{
+			Iface:  d.iface,
+			Spec:   d.pl.Spec().String(),
+			Engine: snap,
+			Device: control.DeviceCounters{
+				Malformed:   d.malformed.Load(),
+				ReadErrors:  d.readErrors.Load(),
+				WriteErrors: d.writeErrors.Load(),
+			},
+		})
+	}
+	if p.cfg.Tap != nil {
+		ts := p.cfg.Tap.Stats()
+		st.Tap = &ts
+	}
+	return st
+}
