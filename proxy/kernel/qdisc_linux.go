@@ -1,0 +1,180 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+)
+
+// qdisc is one qdisc or class of a device's tree, as dumped: enough to
+// recreate it (RTM_NEWQDISC/RTM_NEWTCLASS with the dumped TCA_OPTIONS).
+type qdisc struct {
+	Class   bool   `json:"class,omitempty"`
+	Handle  uint32 `json:"handle"`
+	Parent  uint32 `json:"parent"`
+	Kind    string `json:"kind"`
+	Options []byte `json:"options,omitempty"`
+}
+
+func (q qdisc) String() string {
+	what := "qdisc"
+	if q.Class {
+		what = "class"
+	}
+	return fmt.Sprintf("%s %s %s parent %s", what, q.Kind, handleString(q.Handle), handleString(q.Parent))
+}
+
+func handleString(h uint32) string {
+	switch h {
+	case tcHRoot:
+		return "root"
+	case tcHIngress:
+		return "ingress"
+	}
+	return fmt.Sprintf("%x:%x", h>>16, h&0xffff)
+}
+
+const (
+	tcaKind    = 1
+	tcaOptions = 2
+
+	tcHRoot    = 0xffffffff // TC_H_ROOT
+	tcHIngress = 0xfffffff1 // TC_H_INGRESS, also clsact's parent
+)
+
+// dumpTree returns the egress qdiscs and classes of ifindex (ingress and
+// clsact, which a root change does not touch, are left out), qdiscs first.
+func dumpTree(ifindex int) ([]qdisc, error) {
+	var out []qdisc
+	for _, typ := range []int{unix.RTM_GETQDISC, unix.RTM_GETTCLASS} {
+		req := nl.NewNetlinkRequest(typ, unix.NLM_F_DUMP)
+		req.AddData(&nl.TcMsg{Family: unix.AF_UNSPEC, Ifindex: int32(ifindex)})
+		msgs, err := req.Execute(unix.NETLINK_ROUTE, 0)
+		if err != nil {
+			return nil, fmt.Errorf("dump qdiscs: %w", err)
+		}
+		for _, m := range msgs {
+			if len(m) < nl.SizeofTcMsg {
+				continue
+			}
+			tm := nl.DeserializeTcMsg(m)
+			if int(tm.Ifindex) != ifindex || tm.Parent == tcHIngress || tm.Handle == tcHIngress {
+				continue
+			}
+			attrs, err := parseAttrs(m[nl.SizeofTcMsg:])
+			if err != nil {
+				return nil, err
+			}
+			kind := string(attrs[tcaKind])
+			if i := len(kind); i > 0 && kind[i-1] == 0 {
+				kind = kind[:i-1]
+			}
+			if kind == "ingress" || kind == "clsact" {
+				continue
+			}
+			q := qdisc{Class: typ == unix.RTM_GETTCLASS, Handle: tm.Handle, Parent: tm.Parent, Kind: kind}
+			if o, ok := attrs[tcaOptions]; ok {
+				q.Options = append([]byte(nil), o...)
+			}
+			out = append(out, q)
+		}
+	}
+	return out, nil
+}
+
+// root returns the root qdisc of a tree.
+func root(tree []qdisc) (qdisc, bool) {
+	for _, q := range tree {
+		if !q.Class && q.Parent == tcHRoot {
+			return q, true
+		}
+	}
+	return qdisc{}, false
+}
+
+// isDefault reports whether q is a qdisc the kernel attached itself
+// (noqueue, pfifo_fast, mq...): those have handle 0.
+func isDefault(q qdisc) bool { return q.Handle == 0 }
+
+func sendQdisc(ifindex int, q qdisc, msgType, flags int) error {
+	nl.EnableErrorMessageReporting = true // name the cause ("Specified qdisc kind is unknown")
+	req := nl.NewNetlinkRequest(msgType, unix.NLM_F_ACK|flags)
+	req.AddData(&nl.TcMsg{Family: unix.AF_UNSPEC, Ifindex: int32(ifindex), Handle: q.Handle, Parent: q.Parent})
+	if q.Kind != "" {
+		req.AddData(nl.NewRtAttr(tcaKind, nl.ZeroTerminated(q.Kind)))
+	}
+	if q.Options != nil {
+		req.AddData(nl.NewRtAttr(tcaOptions, q.Options))
+	}
+	_, err := req.Execute(unix.NETLINK_ROUTE, 0)
+	return err
+}
+
+// addQdisc creates q (a qdisc or a class).
+func addQdisc(ifindex int, q qdisc, flags int) error {
+	t := unix.RTM_NEWQDISC
+	if q.Class {
+		t = unix.RTM_NEWTCLASS
+	}
+	if err := sendQdisc(ifindex, q, t, unix.NLM_F_CREATE|flags); err != nil {
+		return fmt.Errorf("add %s: %w", q, err)
+	}
+	return nil
+}
+
+// deleteRoot removes the root qdisc; the kernel attaches its default.
+func deleteRoot(ifindex int) error {
+	err := sendQdisc(ifindex, qdisc{Parent: tcHRoot}, unix.RTM_DELQDISC, 0)
+	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("delete root qdisc: %w", err)
+	}
+	return nil
+}
+
+// restoreTree makes the device's egress tree tree again: our root goes,
+// and a tree that was not the kernel's default is recreated root first,
+// then each class and qdisc once its parent exists.
+func restoreTree(ifindex int, tree []qdisc) error {
+	if err := deleteRoot(ifindex); err != nil {
+		return err
+	}
+	r, ok := root(tree)
+	if !ok || isDefault(r) {
+		return nil
+	}
+	if err := addQdisc(ifindex, r, unix.NLM_F_REPLACE); err != nil {
+		return err
+	}
+	exists := map[uint32]bool{r.Handle: true}
+	done := map[int]bool{}
+	for progress := true; progress; {
+		progress = false
+		for i, q := range tree {
+			if done[i] || q.Parent == tcHRoot {
+				continue
+			}
+			// A class's parent is a qdisc (major:0) or class; a qdisc's
+			// parent is a class. Qdiscs with handle 0 are the kernel's
+			// defaults under a class: created with it.
+			if !exists[q.Parent] && !exists[q.Parent&0xffff0000] {
+				continue
+			}
+			done[i], progress = true, true
+			if !q.Class && isDefault(q) {
+				continue
+			}
+			if err := addQdisc(ifindex, q, unix.NLM_F_EXCL); err != nil {
+				return err
+			}
+			exists[q.Handle] = true
+		}
+	}
+	for i, q := range tree {
+		if !done[i] && q.Parent != tcHRoot {
+			return fmt.Errorf("restore %s: its parent is gone", q)
+		}
+	}
+	return nil
+}
