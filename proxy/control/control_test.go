@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/wanlab/wanlab/proxy/engine"
 )
 
 // fakeBackend mimics the proxy: two directions, a spec "parser" that knows
@@ -72,7 +74,7 @@ func (f *fakeBackend) Stats() Stats {
 		st.Directions = append(st.Directions, Direction{
 			Iface:  name,
 			Spec:   specs[name],
-			Engine: EngineSnapshot{PacketsIn: uint64(100 * (i + 1)), Drops: map[string]uint64{"loss": uint64(i)}},
+			Engine: engine.Snapshot{Direction: name, Totals: engine.Counters{PacketsIn: uint64(100 * (i + 1)), Drops: engine.Drops{Loss: uint64(i)}}},
 			Device: DeviceCounters{Malformed: 3},
 		})
 	}
@@ -129,8 +131,8 @@ func exercise(t *testing.T, c *Client, fake *fakeBackend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Directions) != 2 || st.Directions[1].Iface != "veth-b" || st.Directions[1].Engine.PacketsIn != 200 ||
-		st.Directions[1].Engine.Drops["loss"] != 1 || st.Directions[0].Device.Malformed != 3 ||
+	if len(st.Directions) != 2 || st.Directions[1].Iface != "veth-b" || st.Directions[1].Engine.Totals.PacketsIn != 200 ||
+		st.Directions[1].Engine.Totals.Drops.Loss != 1 || st.Directions[0].Device.Malformed != 3 ||
 		st.Directions[0].Spec != "tbf rate 1mbit burst 10kb limit 100kb" {
 		t.Fatalf("stats %+v", st)
 	}

@@ -1,6 +1,9 @@
 package control
 
-import "github.com/wanlab/wanlab/proxy/tap"
+import (
+	"github.com/wanlab/wanlab/proxy/engine"
+	"github.com/wanlab/wanlab/proxy/tap"
+)
 
 // Stats is what GET /v1/stats returns: one entry per direction, in the order
 // of the proxy's interfaces, plus the tap's counters when a capture runs.
@@ -11,10 +14,10 @@ type Stats struct {
 
 // Direction holds the counters of packets leaving through one interface.
 type Direction struct {
-	Iface  string         `json:"iface"`  // egress interface
-	Spec   string         `json:"spec"`   // canonical spec in force
-	Engine EngineSnapshot `json:"engine"` // the impairment engine's counters
-	Device DeviceCounters `json:"device"` // the TUN device's counters
+	Iface  string          `json:"iface"`  // egress interface
+	Spec   string          `json:"spec"`   // canonical spec in force
+	Engine engine.Snapshot `json:"engine"` // the impairment engine's counters (totals, per class and stage)
+	Device DeviceCounters  `json:"device"` // the TUN device's counters
 }
 
 // DeviceCounters counts what happened at the TUN device of a direction,

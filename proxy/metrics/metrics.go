@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sort"
 	"sync"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/wanlab/wanlab/proxy/control"
+	"github.com/wanlab/wanlab/proxy/engine"
 )
 
 const namespace = "wanlab_proxy"
@@ -26,30 +26,45 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, labels, nil)
 }
 
+// Label names: the egress interface (one direction of the proxy) and the
+// engine's traffic class ("default" unless classes are configured).
+const (
+	ifaceLabel = "iface"
+	classLabel = "class"
+)
+
 var (
-	dirLabel = "iface" // the egress interface: one direction of the proxy
+	packetsIn  = desc("packets_in_total", "Packets that entered the impairment engine (duplicates included), by egress interface and class.", ifaceLabel, classLabel)
+	bytesIn    = desc("bytes_in_total", "IP bytes that entered the impairment engine.", ifaceLabel, classLabel)
+	packetsOut = desc("packets_out_total", "Packets that left the impairment engine.", ifaceLabel, classLabel)
+	bytesOut   = desc("bytes_out_total", "IP bytes that left the impairment engine.", ifaceLabel, classLabel)
+	drops      = desc("drops_total", "Packets dropped by the engine, by reason (loss: netem loss model; queue: a queue limit; oversize: larger than tbf's bucket).", ifaceLabel, classLabel, "reason")
+	ecnMarked  = desc("ecn_marked_total", "Packets marked CE instead of dropped (netem ecn).", ifaceLabel, classLabel)
+	duplicated = desc("duplicated_total", "Duplicates created (netem duplicate).", ifaceLabel, classLabel)
+	corrupted  = desc("corrupted_total", "Packets with one bit flipped (netem corrupt).", ifaceLabel, classLabel)
+	reordered  = desc("reordered_total", "Packets sent ahead of the queue (netem reorder).", ifaceLabel, classLabel)
+	queuePkts  = desc("queue_packets", "Packets held by the engine now.", ifaceLabel, classLabel)
+	queueBytes = desc("queue_bytes", "IP bytes held by the engine now.", ifaceLabel, classLabel)
+	sojourn    = desc("sojourn_seconds", "Time packets spent in the engine, from arrival to departure.", ifaceLabel, classLabel)
+	swaps      = desc("spec_swaps_total", "Spec replacements applied at runtime.", ifaceLabel)
 
-	packetsIn  = desc("packets_in_total", "Packets that entered the impairment engine, by egress interface.", dirLabel)
-	bytesIn    = desc("bytes_in_total", "IP bytes that entered the impairment engine.", dirLabel)
-	packetsOut = desc("packets_out_total", "Packets that left the impairment engine (duplicates included).", dirLabel)
-	bytesOut   = desc("bytes_out_total", "IP bytes that left the impairment engine.", dirLabel)
-	drops      = desc("drops_total", "Packets dropped by the engine, by reason (loss: random or modelled loss; queue: a queue limit).", dirLabel, "reason")
-	ecnMarked  = desc("ecn_marked_total", "Packets marked CE instead of dropped (netem ecn).", dirLabel)
-	duplicated = desc("duplicated_total", "Duplicates created (netem duplicate).", dirLabel)
-	corrupted  = desc("corrupted_total", "Packets with one bit flipped (netem corrupt).", dirLabel)
-	reordered  = desc("reordered_total", "Packets sent ahead of the queue (netem reorder).", dirLabel)
-	queuePkts  = desc("queue_packets", "Packets held by the engine now.", dirLabel)
-	queueBytes = desc("queue_bytes", "IP bytes held by the engine now.", dirLabel)
-	sojourn    = desc("sojourn_seconds", "Time packets spent in the engine, from arrival to departure.", dirLabel)
-
-	malformed   = desc("device_malformed_total", "Truncated or malformed IP packets read from the TUN and dropped.", dirLabel)
-	readErrors  = desc("device_read_errors_total", "Failed reads from the direction's TUN device.", dirLabel)
-	writeErrors = desc("device_write_errors_total", "Failed writes to the direction's TUN device.", dirLabel)
+	malformed   = desc("device_malformed_total", "Truncated or malformed IP packets read from the TUN and dropped.", ifaceLabel)
+	readErrors  = desc("device_read_errors_total", "Failed reads from the direction's TUN device.", ifaceLabel)
+	writeErrors = desc("device_write_errors_total", "Failed writes to the direction's TUN device.", ifaceLabel)
 
 	tapRecords = desc("tap_records_total", "Packet records written to the pcapng tap.")
 	tapBytes   = desc("tap_bytes", "Size of the pcapng tap file so far.")
 	tapLost    = desc("tap_lost_total", "Tap records not written, by reason (ring_full: the writer fell behind; over_limit: the size limit was reached).", "reason")
 )
+
+// sojournBounds are the engine's fixed bucket bounds in seconds.
+var sojournBounds = func() []float64 {
+	b := make([]float64, len(engine.SojournBoundsNs))
+	for i, ns := range engine.SojournBoundsNs {
+		b[i] = float64(ns) / 1e9
+	}
+	return b
+}()
 
 // collector turns a Stats snapshot into constant metrics at each scrape.
 type collector struct {
@@ -61,7 +76,7 @@ func NewCollector(src func() control.Stats) prometheus.Collector { return collec
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{packetsIn, bytesIn, packetsOut, bytesOut, drops, ecnMarked,
-		duplicated, corrupted, reordered, queuePkts, queueBytes, sojourn, malformed, readErrors,
+		duplicated, corrupted, reordered, queuePkts, queueBytes, sojourn, swaps, malformed, readErrors,
 		writeErrors, tapRecords, tapBytes, tapLost} {
 		ch <- d
 	}
@@ -76,28 +91,31 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
 	}
 	for _, d := range st.Directions {
-		e := d.Engine
-		counter(packetsIn, e.PacketsIn, d.Iface)
-		counter(bytesIn, e.BytesIn, d.Iface)
-		counter(packetsOut, e.PacketsOut, d.Iface)
-		counter(bytesOut, e.BytesOut, d.Iface)
-		reasons := make([]string, 0, len(e.Drops))
-		for r := range e.Drops {
-			reasons = append(reasons, r)
+		// Per class, so that sum() over classes gives the direction's total
+		// without counting anything twice. A pipeline always has at least its
+		// "default" class; a snapshot without classes reports its totals.
+		classes := d.Engine.Classes
+		if len(classes) == 0 {
+			classes = []engine.ClassSnapshot{{Name: "default", Totals: d.Engine.Totals}}
 		}
-		sort.Strings(reasons)
-		for _, r := range reasons {
-			counter(drops, e.Drops[r], d.Iface, r)
+		for _, cl := range classes {
+			e, l := cl.Totals, []string{d.Iface, cl.Name}
+			counter(packetsIn, e.PacketsIn, l...)
+			counter(bytesIn, e.BytesIn, l...)
+			counter(packetsOut, e.PacketsOut, l...)
+			counter(bytesOut, e.BytesOut, l...)
+			counter(drops, e.Drops.Loss, d.Iface, cl.Name, engine.DropLoss.String())
+			counter(drops, e.Drops.Queue, d.Iface, cl.Name, engine.DropQueue.String())
+			counter(drops, e.Drops.Oversize, d.Iface, cl.Name, engine.DropOversize.String())
+			counter(ecnMarked, e.ECNMarked, l...)
+			counter(duplicated, e.Duplicated, l...)
+			counter(corrupted, e.Corrupted, l...)
+			counter(reordered, e.Reordered, l...)
+			gauge(queuePkts, e.QueuePackets, l...)
+			gauge(queueBytes, e.QueueBytes, l...)
+			ch <- histogram(e.Sojourn, l)
 		}
-		counter(ecnMarked, e.ECNMarked, d.Iface)
-		counter(duplicated, e.Duplicated, d.Iface)
-		counter(corrupted, e.Corrupted, d.Iface)
-		counter(reordered, e.Reordered, d.Iface)
-		gauge(queuePkts, e.QueuePackets, d.Iface)
-		gauge(queueBytes, e.QueueBytes, d.Iface)
-		if h, ok := histogram(e.Sojourn, d.Iface); ok {
-			ch <- h
-		}
+		counter(swaps, d.Engine.Swaps, d.Iface)
 		counter(malformed, d.Device.Malformed, d.Iface)
 		counter(readErrors, d.Device.ReadErrors, d.Iface)
 		counter(writeErrors, d.Device.WriteErrors, d.Iface)
@@ -111,24 +129,16 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // histogram converts the engine's fixed buckets (a count per bucket, the
-// last one unbounded) to Prometheus' cumulative form. A histogram whose
-// bucket and count lengths disagree is skipped rather than misreported.
-func histogram(h control.Histogram, iface string) (prometheus.Metric, bool) {
-	if len(h.Counts) != len(h.Bounds)+1 {
-		return nil, false
-	}
-	buckets := make(map[float64]uint64, len(h.Bounds))
+// last one above every bound) to Prometheus' cumulative form.
+func histogram(h engine.Histogram, labels []string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(sojournBounds))
 	var cum uint64
-	for i, b := range h.Bounds {
+	for i, b := range sojournBounds {
 		cum += h.Counts[i]
-		buckets[b.Seconds()] = cum
+		buckets[b] = cum
 	}
-	cum += h.Counts[len(h.Bounds)]
-	m, err := prometheus.NewConstHistogram(sojourn, cum, h.Sum.Seconds(), buckets, iface)
-	if err != nil {
-		return nil, false
-	}
-	return m, true
+	cum += h.Counts[len(sojournBounds)]
+	return prometheus.MustNewConstHistogram(sojourn, cum, float64(h.SumNs)/1e9, buckets, labels...)
 }
 
 // Server serves /metrics until closed.
