@@ -115,12 +115,11 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 	if rttMin == 0 && d.TSRTTSamples > 0 {
 		rttMin, rttMed = d.TSRTTMinMs/1e3, d.TSRTTP50Ms/1e3
 	}
+	// Segment size: what the sender actually sent, bounded by the MSS the
+	// receiver announced (GRO captures show larger super-segments).
 	mss := float64(peer.MSS)
-	if d.MSS > 0 {
-		mss = float64(d.MSS)
-	}
-	if mss == 0 {
-		mss = float64(min(d.MaxSegmentBytes, 1448))
+	if seg := float64(d.MaxSegmentBytes); seg > 0 && (mss == 0 || seg <= mss) {
+		mss = seg
 	}
 	if mss == 0 {
 		mss = 1448
@@ -265,7 +264,7 @@ func delayedAckAdvice(dg *Diagnosis, d *Direction, rttMin float64, sender, recei
 		fmt.Sprintf("on %v (the receiver) acknowledge at once: set TCP_QUICKACK on the socket after each read, or `ip route change <route to %v> quickack 1`", receiver, sender),
 		fmt.Sprintf("on %v (the sender) set TCP_NODELAY so a small last segment is not held back by Nagle while the receiver waits", sender))
 	if d.TransferMs > d.DelayedAckTotalMs && d.TransferMs > 0 {
-		busy := d.TransferMs - d.DelayedAckTotalMs
+		busy := max(d.TransferMs-d.DelayedAckTotalMs, rttMin*1e3)
 		p := float64(d.UniqueBytes) / (busy / 1e3)
 		dg.PredictedBps = 8 * p
 		dg.Advice = append(dg.Advice, fmt.Sprintf("predicted: %.1f ms instead of %.1f ms, %s", busy, d.TransferMs, mb(p)))
