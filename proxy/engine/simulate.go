@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/wanlab/wanlab/proxy/spec"
-	"github.com/wanlab/wanlab/units"
 )
 
 // SimConfig describes synthetic traffic for Simulate: Packets IPv4/UDP
@@ -56,8 +55,11 @@ type Expected struct {
 	DelayStddevMs float64 `json:"delay_stddev_ms"`
 	// RateBps is the bottleneck: the smallest tbf or netem rate, or the
 	// offered rate when that is lower (bits/s of IP bytes).
-	RateBps          float64 `json:"rate_bps"`
-	OfferedBps       float64 `json:"offered_bps"`
+	RateBps    float64 `json:"rate_bps"`
+	OfferedBps float64 `json:"offered_bps"`
+	// QueueDelayMaxMs is the longest a packet can wait in tbf queues
+	// (limit / rate per tbf stage), on top of the netem delay.
+	QueueDelayMaxMs  float64 `json:"queue_delay_max_ms"`
 	DuplicatePercent float64 `json:"duplicate_percent"`
 	CorruptPercent   float64 `json:"corrupt_percent"`
 	ReorderPercent   float64 `json:"reorder_percent"`
@@ -280,6 +282,7 @@ func expected(s *spec.Spec, offeredBps float64) Expected {
 			}
 		case *spec.TBF:
 			e.RateBps = math.Min(e.RateBps, float64(st.Rate))
+			e.QueueDelayMaxMs += float64(st.Limit) * 8 / float64(st.Rate) * 1e3
 			if st.PeakRate != 0 {
 				e.RateBps = math.Min(e.RateBps, float64(st.PeakRate))
 			}
@@ -287,6 +290,10 @@ func expected(s *spec.Spec, offeredBps float64) Expected {
 	}
 	e.LossPercent = 100 * (1 - pass)
 	e.DelayStddevMs = math.Sqrt(variance)
+	for _, f := range []*float64{&e.LossPercent, &e.DelayMeanMs, &e.DelayStddevMs, &e.QueueDelayMaxMs,
+		&e.DuplicatePercent, &e.CorruptPercent, &e.ReorderPercent} {
+		*f = math.Round(*f*1e9) / 1e9 // no float dust in the JSON
+	}
 	return e
 }
 
@@ -353,7 +360,7 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "spec     %s\n", specText)
 	fmt.Fprintf(&b, "traffic  %d packets of %d B at %g pkt/s (%s offered), seed %d, %s virtual\n\n",
-		r.Packets, r.Size, r.PPS, units.Rate(c.OfferedBps).Human(), r.Seed,
+		r.Packets, r.Size, r.PPS, bps(c.OfferedBps), r.Seed,
 		time.Duration(r.DurationMs*1e6).Round(time.Millisecond))
 	fmt.Fprintf(&b, "%-14s %-14s %s\n", "", "configured", "realized")
 	row := func(name, conf, real string) { fmt.Fprintf(&b, "%-14s %-14s %s\n", name, conf, real) }
@@ -363,7 +370,10 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	row("delay mean", ms(c.DelayMeanMs), ms(r.Delay.Mean))
 	row("delay stddev", ms(c.DelayStddevMs), ms(r.Delay.Stddev))
 	row("delay p50/p99", "", ms(r.Delay.P50)+" / "+ms(r.Delay.P99))
-	row("rate", units.Rate(c.RateBps).Human(), units.Rate(r.RateBps).Human())
+	if c.QueueDelayMaxMs > 0 {
+		row("tbf queueing", "<= "+ms(c.QueueDelayMaxMs), ms(math.Max(0, r.Delay.Mean-c.DelayMeanMs))+" mean")
+	}
+	row("rate", bps(c.RateBps), bps(r.RateBps))
 	row("duplicated", pct(c.DuplicatePercent), count(r.Duplicated, r.PacketsIn))
 	row("corrupted", pct(c.CorruptPercent), count(r.Corrupted, r.PacketsIn))
 	row("reordered", pct(c.ReorderPercent), count(r.Reordered, r.PacketsIn)+" overtook an earlier packet")
@@ -373,7 +383,20 @@ func (r *SimResult) WriteText(w io.Writer) error {
 }
 
 func pct(v float64) string { return fmt.Sprintf("%.3g%%", v) }
-func ms(v float64) string  { return fmt.Sprintf("%.3fms", v) }
+
+// bps prints a rate with four significant digits ("49.99 Mbit/s").
+func bps(v float64) string {
+	for _, u := range []struct {
+		div  float64
+		name string
+	}{{1e9, "Gbit/s"}, {1e6, "Mbit/s"}, {1e3, "kbit/s"}} {
+		if v >= u.div {
+			return fmt.Sprintf("%.4g %s", v/u.div, u.name)
+		}
+	}
+	return fmt.Sprintf("%.4g bit/s", v)
+}
+func ms(v float64) string { return fmt.Sprintf("%.3fms", v) }
 func count(n, of uint64) string {
 	if of == 0 {
 		return fmt.Sprint(n)
