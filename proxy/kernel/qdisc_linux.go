@@ -106,7 +106,7 @@ func sendQdisc(ifindex int, q qdisc, msgType, flags int) error {
 		req.AddData(nl.NewRtAttr(tcaKind, nl.ZeroTerminated(q.Kind)))
 	}
 	if q.Options != nil {
-		req.AddData(nl.NewRtAttr(tcaOptions, q.Options))
+		req.AddData(nl.NewRtAttr(tcaOptions, configFromDump(q)))
 	}
 	_, err := req.Execute(unix.NETLINK_ROUTE, 0)
 	return err
@@ -133,6 +133,9 @@ func deleteRoot(ifindex int) error {
 	return nil
 }
 
+// userClasses are the qdisc kinds whose classes are made by RTM_NEWTCLASS.
+var userClasses = map[string]bool{"htb": true, "hfsc": true, "drr": true, "qfq": true, "cbq": true}
+
 // restoreTree makes the device's egress tree tree again: our root goes,
 // and a tree that was not the kernel's default is recreated root first,
 // then each class and qdisc once its parent exists.
@@ -148,21 +151,34 @@ func restoreTree(ifindex int, tree []qdisc) error {
 		return err
 	}
 	exists := map[uint32]bool{r.Handle: true}
+	kindOf := map[uint32]string{}
+	for _, q := range tree {
+		if !q.Class {
+			kindOf[q.Handle>>16] = q.Kind
+		}
+	}
 	done := map[int]bool{}
 	for progress := true; progress; {
 		progress = false
 		for i, q := range tree {
-			if done[i] || q.Parent == tcHRoot {
+			parent := q.Parent
+			if q.Class && parent == tcHRoot {
+				parent = q.Handle &^ 0xffff // a top-level class of its qdisc
+			}
+			if done[i] || parent == tcHRoot {
 				continue
 			}
 			// A class's parent is a qdisc (major:0) or class; a qdisc's
 			// parent is a class. Qdiscs with handle 0 are the kernel's
-			// defaults under a class: created with it.
-			if !exists[q.Parent] && !exists[q.Parent&0xffff0000] {
+			// defaults under a class: created with it. So are the classes
+			// of classful qdiscs that do not create classes on request
+			// (tbf's and netem's single class, prio's bands).
+			if !exists[parent] && !exists[parent&0xffff0000] {
 				continue
 			}
 			done[i], progress = true, true
-			if !q.Class && isDefault(q) {
+			if !q.Class && isDefault(q) || q.Class && !userClasses[kindOf[q.Handle>>16]] {
+				exists[q.Handle] = true
 				continue
 			}
 			if err := addQdisc(ifindex, q, unix.NLM_F_EXCL); err != nil {
@@ -172,9 +188,38 @@ func restoreTree(ifindex int, tree []qdisc) error {
 		}
 	}
 	for i, q := range tree {
-		if !done[i] && q.Parent != tcHRoot {
+		if !done[i] && (q.Parent != tcHRoot || q.Class) {
 			return fmt.Errorf("restore %s: its parent is gone", q)
 		}
 	}
 	return nil
+}
+
+// configFromDump turns dumped options into ones the kind's change function
+// accepts, where the two differ: htb dumps its version as HTB_VER
+// (0x30011) in struct tc_htb_glob but htb_init wants HTB_VER >> 16.
+func configFromDump(q qdisc) []byte {
+	if q.Kind != "htb" || q.Class {
+		return q.Options
+	}
+	const tcaHTBInit = 2
+	var a attrs
+	b := q.Options
+	for len(b) >= 4 {
+		n := int(native.Uint16(b))
+		typ := native.Uint16(b[2:])
+		if n < 4 || n > len(b) {
+			return q.Options
+		}
+		v := append([]byte(nil), b[4:n]...)
+		if typ&^(nlaFNested|1<<14) == tcaHTBInit && len(v) >= 4 && native.Uint32(v) > 0xffff {
+			native.PutUint32(v, native.Uint32(v)>>16)
+		}
+		a.add(typ, v)
+		if align4(n) >= len(b) {
+			break
+		}
+		b = b[align4(n):]
+	}
+	return a.b
 }
