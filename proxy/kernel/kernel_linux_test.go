@@ -140,8 +140,8 @@ func TestNetemAbsentLeavesInterface(t *testing.T) {
 	before := tree(t, tg)
 	for _, s := range []string{
 		"delay 100ms",
-		"delay 100ms | tbf rate 50mbit burst 50kb limit 500kb", // the seeds' tree: netem root
-		"tbf rate 50mbit burst 50kb limit 500kb | netem delay 10ms",  // root made, child refused
+		"delay 100ms | tbf rate 50mbit burst 50kb limit 500kb",      // the seeds' tree: netem root
+		"tbf rate 50mbit burst 50kb limit 500kb | netem delay 10ms", // root made, child refused
 	} {
 		err := Apply(tg, mustParse(t, s))
 		if netemAvailable(t) {
