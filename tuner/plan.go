@@ -45,11 +45,13 @@ const (
 // PlanInput is what the user wants: a rate over a path of a given RTT,
 // shared by Streams parallel connections.
 type PlanInput struct {
-	RTT      time.Duration `json:"rtt_ns"`
-	Rate     units.Rate    `json:"rate_bps"`
-	Streams  int           `json:"streams"`
-	MSS      units.Size    `json:"mss_bytes,omitempty"`
-	Evidence *Evidence     `json:"evidence,omitempty"`
+	RTT  time.Duration `json:"rtt_ns"`
+	Rate units.Rate    `json:"rate_bps"`
+	// RateSource says where Rate came from when the user did not give it.
+	RateSource string     `json:"rate_source,omitempty"`
+	Streams    int        `json:"streams"`
+	MSS        units.Size `json:"mss_bytes,omitempty"`
+	Evidence   *Evidence  `json:"evidence,omitempty"`
 }
 
 // Change is one setting the plan proposes, with the reason.
@@ -151,7 +153,7 @@ func MakePlan(s *Snapshot, m WindowModel, in PlanInput) (Plan, error) {
 		to.Default = min(to.Default, to.Max)
 		change("net.ipv4.tcp_rmem", rmem.String(), to.String(), "receiver", fmt.Sprintf(
 			"each stream needs a %s window (%s × %s) and the window is %.0f%% of the receive buffer, so the buffer must reach %s; tcp_rmem max %s allows a %s window, %s",
-			Bytes(w), MBps(p.PerStreamRate), units.FormatDuration(in.RTT), 100*m.Ratio(), Bytes(rcvNeed),
+			Bytes(w), MBps(p.PerStreamRate), fmtRTT(in.RTT), 100*m.Ratio(), Bytes(rcvNeed),
 			Bytes(units.Size(rmem.Max)), Bytes(m.Window(units.Size(rmem.Max))), MBps(RateFor(m.Window(units.Size(rmem.Max)), in.RTT))))
 		rmem = to
 	} else {
@@ -213,7 +215,7 @@ func MakePlan(s *Snapshot, m WindowModel, in PlanInput) (Plan, error) {
 	if s.Value("net.ipv4.tcp_slow_start_after_idle") == "1" {
 		p.Notes = append(p.Notes, fmt.Sprintf(
 			"net.ipv4.tcp_slow_start_after_idle is 1: a connection idle for one RTO restarts from the initial window and needs about %d round trips (%s) to reach %s again; set it to 0 for bursty transfers over this path",
-			slowStartRounds(w, in.MSS), units.FormatDuration(time.Duration(slowStartRounds(w, in.MSS))*in.RTT), Bytes(w)))
+			slowStartRounds(w, in.MSS), fmtRTT(time.Duration(slowStartRounds(w, in.MSS))*in.RTT), Bytes(w)))
 	}
 	if ev := in.Evidence; ev != nil {
 		p.Notes = append(p.Notes, evidenceNotes(ev, s, m, in)...)
@@ -258,8 +260,8 @@ func evidenceNotes(ev *Evidence, s *Snapshot, m WindowModel, in PlanInput) []str
 	if src == "" {
 		src = "the capture"
 	}
-	if ev.Throughput > 0 && ev.RTT > 0 {
-		notes = append(notes, fmt.Sprintf("%s: %s at %s RTT, i.e. %s per round trip", src, MBps(ev.Throughput), units.FormatDuration(ev.RTT), Bytes(WindowFor(ev.Throughput, ev.RTT))))
+	if ev.Throughput > 0 && ev.RTT > 0 && ev.Detail == "" {
+		notes = append(notes, fmt.Sprintf("%s: %s at %s RTT, i.e. %s per round trip", src, MBps(ev.Throughput), fmtRTT(ev.RTT), Bytes(WindowFor(ev.Throughput, ev.RTT))))
 	}
 	switch ev.Limit {
 	case LimitReceiveWindow:
@@ -267,7 +269,13 @@ func evidenceNotes(ev *Evidence, s *Snapshot, m WindowModel, in PlanInput) []str
 		if ev.MaxWindow > 0 {
 			msg += fmt.Sprintf(": the receiver never advertised more than %s, which at %.0f%% of the buffer means a receive buffer of about %s on the receiving host", Bytes(ev.MaxWindow), 100*m.Ratio(), Bytes(m.Space(ev.MaxWindow)))
 		}
-		notes = append(notes, msg+"; raise tcp_rmem max on the receiver (the changes marked receiver)")
+		own := m.Window(units.Size(s.TCPRmem.Max))
+		if ev.MaxWindow > 0 && own > ev.MaxWindow*3/2 {
+			msg += fmt.Sprintf("; this host's tcp_rmem max allows a %s window, so if it was the receiver, the application fixed SO_RCVBUF (see net.core.rmem_max) or the receiver was another host: raise tcp_rmem max there", Bytes(own))
+		} else {
+			msg += "; raise tcp_rmem max on the receiver (the changes marked receiver)"
+		}
+		notes = append(notes, msg)
 	case LimitSendBuffer:
 		msg := fmt.Sprintf("%s diagnoses a send-buffer limit", src)
 		if ev.MaxInFlight > 0 {
@@ -317,7 +325,10 @@ func contains(list []string, s string) bool {
 func (p Plan) WriteText(w io.Writer) error {
 	var b strings.Builder
 	in := p.Input
-	fmt.Fprintf(&b, "Target: %s over %s RTT", MBps(in.Rate), units.FormatDuration(in.RTT))
+	fmt.Fprintf(&b, "Target: %s over %s RTT", MBps(in.Rate), fmtRTT(in.RTT))
+	if in.RateSource != "" {
+		fmt.Fprintf(&b, " (%s)", in.RateSource)
+	}
 	if in.Streams > 1 {
 		fmt.Fprintf(&b, " with %d streams (%s each)", in.Streams, MBps(p.PerStreamRate))
 	}

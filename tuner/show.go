@@ -129,16 +129,25 @@ func (r Report) WriteText(w io.Writer) error {
 	tw.Flush()
 	fmt.Fprintf(&b, "\nWindow model: %s\n", r.Model)
 	if r.RTT > 0 {
-		fmt.Fprintf(&b, "\nCeilings for one connection at %s RTT:\n", units.FormatDuration(r.RTT))
+		fmt.Fprintf(&b, "\nCeilings for one connection at %s RTT:\n", fmtRTT(r.RTT))
 		for _, c := range r.Ceilings {
 			verb := "the receive window can reach about"
 			if c.Side == "sender" {
 				verb = "the data in flight can reach about"
 			}
 			fmt.Fprintf(&b, "  %s: %s %s, so at most %s at %s\n      %s\n",
-				c.Limit, verb, Bytes(c.Window), MBps(c.Rate), units.FormatDuration(r.RTT), c.Why)
+				c.Limit, verb, Bytes(c.Window), MBps(c.Rate), fmtRTT(r.RTT), c.Why)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// fmtRTT prints an RTT to 10 µs: "35ms", "35.01ms", "250us".
+func fmtRTT(d time.Duration) string {
+	d = d.Round(10 * time.Microsecond)
+	if d < time.Millisecond || d%time.Millisecond == 0 {
+		return units.FormatDuration(d)
+	}
+	return strconv.FormatFloat(float64(d)/1e6, 'f', -1, 64) + "ms"
 }

@@ -212,8 +212,9 @@ func tunePlan(cc *cli.Context, ns string, enter func(func() error) error) (tuner
 		if in.RTT == 0 {
 			in.RTT = ev.RTT
 		}
-		if in.Rate == 0 {
+		if in.Rate == 0 && ev.Predicted > 0 {
 			in.Rate = ev.Predicted
+			in.RateSource = "what the capture's diagnosis predicts once its limit is lifted; --rate sets another"
 		}
 		if in.RTT == 0 {
 			return tuner.Plan{}, usageError(fmt.Errorf("--from-capture %s: no RTT measured in the capture; give --rtt", path))
