@@ -187,3 +187,18 @@ func TestAgreementWithTshark(t *testing.T) {
 		})
 	}
 }
+
+func TestAgreementAtSender(t *testing.T) {
+	for _, sc := range agreementScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			cfg := sc.cfg
+			cfg.AtSender = true
+			path, _ := writeSynth(t, cfg)
+			a := agreement(t, path)
+			t.Logf("agreement %.4f", a)
+			if a < 0.99 {
+				t.Errorf("per-packet agreement with tshark %.2f %% < 99 %%", a*100)
+			}
+		})
+	}
+}

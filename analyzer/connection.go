@@ -85,13 +85,16 @@ type DirectionStats struct {
 	// false, windows are the raw 16-bit field values.
 	WindowScaleKnown bool `json:"window_scale_known"`
 
-	RTTSamples int     `json:"rtt_samples"`
-	RTTMinMs   float64 `json:"rtt_min_ms"`
-	RTTAvgMs   float64 `json:"rtt_avg_ms"`
-	RTTMaxMs   float64 `json:"rtt_max_ms"`
-	RTTStdevMs float64 `json:"rtt_stdev_ms"`
-	RTTP50Ms   float64 `json:"rtt_p50_ms"`
-	RTTP99Ms   float64 `json:"rtt_p99_ms"`
+	RTTSamples int `json:"rtt_samples"`
+	// PostLossAcks: ACKs of never-retransmitted segments sent before a
+	// retransmission; they include recovery time and give no sample.
+	PostLossAcks int     `json:"post_loss_acks"`
+	RTTMinMs     float64 `json:"rtt_min_ms"`
+	RTTAvgMs     float64 `json:"rtt_avg_ms"`
+	RTTMaxMs     float64 `json:"rtt_max_ms"`
+	RTTStdevMs   float64 `json:"rtt_stdev_ms"`
+	RTTP50Ms     float64 `json:"rtt_p50_ms"`
+	RTTP99Ms     float64 `json:"rtt_p99_ms"`
 	// RTT from TCP timestamps (an ACK's TSecr matched to the first
 	// segment that carried that TSval).
 	TSRTTSamples int     `json:"ts_rtt_samples"`
@@ -200,6 +203,7 @@ type dirAnalysis struct {
 	minWin, maxWin        int64
 	peerMaxWin            int64
 	finSeen               bool
+	lastRetrans           int64 // time of the latest retransmission
 	fragmentedRetransTime int64
 }
 
@@ -461,6 +465,7 @@ finishedFwd:
 			fwd.ts.sent(p.TSVal, t)
 		}
 		if fl&AnyRetransmission != 0 {
+			fwd.lastRetrans = t
 			st.RetransmittedPackets++
 			st.RetransmittedBytes += int64(seglen)
 			if fl&FastRetransmission != 0 {
@@ -560,7 +565,13 @@ finishedFwd:
 		if r.matched {
 			d := t - r.sent
 			info.AckRTT = time.Duration(d)
-			if !r.retrans {
+			if r.retrans {
+				// Karn: ambiguous, no sample.
+			} else if r.sent < rev.lastRetrans {
+				// Sent before a retransmission the ACK waited for: the delay
+				// includes loss recovery (tcptrace's "post-loss acks").
+				rev.stats.PostLossAcks++
+			} else {
 				info.KarnRTT = time.Duration(d)
 				us := uint64(d / 1000)
 				rev.rtt.add(us)

@@ -31,6 +31,7 @@ type Config struct {
 	NoTimestamps bool          // omit the TCP timestamp option
 	ReadRate     float64       // receiving application's read rate, bytes/s (0: instant)
 	Backwards    bool          // write one frame with a timestamp earlier than its predecessor
+	AtSender     bool          // capture next to the sender (server) instead of the receiver
 	Reno         bool          // sender runs Reno congestion control (else only Window/Flight bound it)
 }
 
@@ -166,9 +167,15 @@ func (s *sim) run() {
 	s.cwnd, s.ssthresh = float64(10*s.cfg.MSS), 1e12
 	d := s.cfg.OneWay
 	// Handshake as seen at the client.
-	s.capture(0, false, s.clientISN, 0, 0, flagSYN, 64240, true, [2]int64{})
-	s.capture(2*d, true, s.serverISN, s.clientISN+1, 0, flagSYN|flagACK, 65160, true, [2]int64{})
-	s.capture(2*d, false, s.clientISN+1, s.serverISN+1, 0, flagACK, s.cfg.Window>>7, false, [2]int64{})
+	if s.cfg.AtSender {
+		s.capture(d, false, s.clientISN, 0, 0, flagSYN, 64240, true, [2]int64{})
+		s.capture(d, true, s.serverISN, s.clientISN+1, 0, flagSYN|flagACK, 65160, true, [2]int64{})
+		s.capture(3*d, false, s.clientISN+1, s.serverISN+1, 0, flagACK, s.cfg.Window>>7, false, [2]int64{})
+	} else {
+		s.capture(0, false, s.clientISN, 0, 0, flagSYN, 64240, true, [2]int64{})
+		s.capture(2*d, true, s.serverISN, s.clientISN+1, 0, flagSYN|flagACK, 65160, true, [2]int64{})
+		s.capture(2*d, false, s.clientISN+1, s.serverISN+1, 0, flagACK, s.cfg.Window>>7, false, [2]int64{})
+	}
 	// The server learns of the ACK one way later and starts sending.
 	s.rcvNxt = 0
 	s.trySend(3 * d)
@@ -234,6 +241,15 @@ func (s *sim) transmitN(t time.Duration, seq int64, n int, rtx bool) {
 	tx := time.Duration(float64(n+66) / s.cfg.Rate * 1e9)
 	s.linkFree = dep + tx
 	segNo := int(seq / int64(s.cfg.MSS))
+	if s.cfg.AtSender {
+		// The sender's tap sees the segment when TCP hands it down, before
+		// the bottleneck queue.
+		s.truth.DataPackets++
+		if rtx {
+			s.truth.Retransmissions++
+		}
+		s.capture(t, true, s.serverISN+1+uint32(seq), s.clientISN+1, n, flagACK|flagPSH, 502, true, [2]int64{})
+	}
 	first := !s.sentOnce[seq]
 	s.sentOnce[seq] = true
 	if !rtx {
@@ -256,7 +272,9 @@ func (s *sim) arrive(e event) {
 		s.truth.Retransmissions++
 	}
 	win := s.rcvWindow()
-	s.capture(e.t, true, s.serverISN+1+uint32(e.seq), s.clientISN+1, e.n, flagACK|flagPSH, 502, true, [2]int64{})
+	if !s.cfg.AtSender {
+		s.capture(e.t, true, s.serverISN+1+uint32(e.seq), s.clientISN+1, e.n, flagACK|flagPSH, 502, true, [2]int64{})
+	}
 	_ = win
 	if e.seq+int64(e.n) <= s.rcvNxt {
 		s.sendAck(e.t, [2]int64{e.seq, e.seq + int64(e.n)}) // D-SACK style immediate ACK
@@ -316,11 +334,16 @@ func (s *sim) sendAck(t time.Duration, sack [2]int64) {
 	if win == 0 {
 		s.truth.ZeroWindows++
 	}
-	s.capture(t, false, s.clientISN+1, s.serverISN+1+uint32(s.rcvNxt), 0, flagACK, win>>7, true, sack)
+	if !s.cfg.AtSender {
+		s.capture(t, false, s.clientISN+1, s.serverISN+1+uint32(s.rcvNxt), 0, flagACK, win>>7, true, sack)
+	}
 	s.push(event{t: t + s.cfg.OneWay, kind: evAck, seq: s.rcvNxt, win: (win >> 7) << 7, sack: sack})
 }
 
 func (s *sim) ackArrive(e event) {
+	if s.cfg.AtSender {
+		s.capture(e.t, false, s.clientISN+1, s.serverISN+1+uint32(e.seq), 0, flagACK, e.win>>7, true, e.sack)
+	}
 	s.peerWin = e.win
 	if e.seq > s.una {
 		acked := float64(e.seq - s.una)

@@ -1,0 +1,97 @@
+package analyzer
+
+import (
+	"math"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/wanlab/wanlab/internal/testenv"
+)
+
+// tcptraceStats parses `tcptrace -lr -n` output of a single-connection
+// capture into label -> [a->b, b->a] values.
+func tcptraceStats(t *testing.T, path string) map[string][2]string {
+	t.Helper()
+	testenv.RequireCommand(t, "tcptrace")
+	out, err := exec.Command("tcptrace", "-lr", "-n", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tcptrace: %v\n%s", err, out)
+	}
+	row := regexp.MustCompile(`^\s+([A-Za-z0-9 /_()-]+?):\s+(\S+)(?: [a-zA-Z]+)?\s+([A-Za-z0-9 /_()-]+?):\s+(\S+)`)
+	stats := map[string][2]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		m := row.FindStringSubmatch(line)
+		if m == nil || m[1] != m[3] {
+			continue
+		}
+		if _, dup := stats[m[1]]; !dup {
+			stats[m[1]] = [2]string{m[2], m[4]}
+		}
+	}
+	return stats
+}
+
+// TestTotalsAgreeWithTcptrace compares the totals whose definitions match
+// tcptrace's on captures taken at the sender (where tcptrace's
+// retransmission and RTT definitions apply). Directions: a->b is the
+// client (the first SYN's sender), as in our output.
+func TestTotalsAgreeWithTcptrace(t *testing.T) {
+	for _, sc := range agreementScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			cfg := sc.cfg
+			cfg.AtSender = true
+			path, _ := writeSynth(t, cfg)
+			tt := tcptraceStats(t, path)
+			res, err := AnalyzeFile(path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := res.Connections[0]
+			t.Logf("tcptrace b->a: rexmt %s, RTT samples %s, unique %s", tt["rexmt data pkts"][1], tt["RTT samples"][1], tt["unique bytes sent"][1])
+			for i, d := range c.Directions {
+				ints := map[string]int64{
+					"total packets":     int64(d.Packets),
+					"pure acks sent":    int64(d.PureAcks),
+					"sack pkts sent":    int64(d.SACKPackets),
+					"unique bytes sent": d.UniqueBytes,
+					"actual data pkts":  int64(d.DataPackets),
+					"actual data bytes": d.DataBytes,
+					"rexmt data pkts":   int64(d.RetransmittedPackets),
+					"rexmt data bytes":  d.RetransmittedBytes,
+					"max win adv":       d.MaxWindowBytes,
+					"min win adv":       d.MinWindowBytes,
+					"zero win adv":      int64(d.ZeroWindows),
+					"max segm size":     int64(d.MaxSegmentBytes),
+					"RTT samples":       int64(d.RTTSamples),
+					"post-loss acks":    int64(d.PostLossAcks),
+				}
+				for label, ours := range ints {
+					v, ok := tt[label]
+					if !ok {
+						t.Fatalf("tcptrace printed no %q", label)
+					}
+					theirs, err := strconv.ParseInt(v[i], 10, 64)
+					if err != nil {
+						t.Fatalf("%s: %q", label, v[i])
+					}
+					if theirs != ours {
+						t.Errorf("dir %d %s: ours %d, tcptrace %d", i, label, ours, theirs)
+					}
+				}
+				if d.RTTSamples > 0 {
+					for label, ours := range map[string]float64{"RTT min": d.RTTMinMs, "RTT max": d.RTTMaxMs, "RTT avg": d.RTTAvgMs} {
+						theirs, _ := strconv.ParseFloat(tt[label][i], 64)
+						// tcptrace prints 0.1 ms; our extremes are exact, the
+						// mean is exact too (histograms only bin quantiles).
+						if math.Abs(theirs-ours) > 0.051 {
+							t.Errorf("dir %d %s: ours %.3f ms, tcptrace %.1f ms", i, label, ours, theirs)
+						}
+					}
+				}
+			}
+		})
+	}
+}
