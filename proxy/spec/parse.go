@@ -52,7 +52,9 @@ func (s *Spec) IsEmpty() bool { return s == nil || len(s.Stages) == 0 }
 // Parse reads a spec: stages joined by "|", each in the argument grammar
 // of tc-netem(8) or tc-tbf(8) as iproute2's q_netem.c and q_tbf.c parse
 // it, starting with its kind ("netem" may be left out for the first
-// stage). An empty or blank string is the empty spec.
+// stage). An empty or blank string is the empty spec. A stage may also be
+// written as the whole tc command, "[sudo] tc qdisc add dev DEV root handle
+// 1:0 netem delay 100ms", which is read as its qdisc part.
 //
 // The reference is current iproute2. Since 6.9 q_netem.c takes netem
 // times as 64-bit nanoseconds, so a bare number is nanoseconds; before,
@@ -105,6 +107,12 @@ func parseStage(toks []token, index int, sep token) (Stage, error) {
 	if len(toks) == 0 {
 		return nil, &ParseError{Pos: sep.pos, Token: sep.text, Msg: fmt.Sprintf("empty stage %d before or after \"|\"", index+1)}
 	}
+	if toks[0].text == "tc" || toks[0].text == "sudo" {
+		var err error
+		if toks, err = stripTCCommand(toks, index); err != nil {
+			return nil, err
+		}
+	}
 	kw := toks[0]
 	switch kw.text {
 	case "netem":
@@ -118,6 +126,68 @@ func parseStage(toks []token, index int, sep token) (Stage, error) {
 	}
 	return nil, &ParseError{Pos: kw.pos, Token: kw.text,
 		Msg: fmt.Sprintf("stage %d must start with netem or tbf, not %q", index+1, kw.text)}
+}
+
+// stripTCCommand drops the "[sudo] tc qdisc add|replace|change dev DEV
+// [root | parent ID] [handle ID]" in front of a stage, so lines pasted from
+// a shell history or from the seeds' notes parse as they are. It returns
+// the tokens from the qdisc kind on.
+func stripTCCommand(toks []token, index int) ([]token, error) {
+	c := &cursor{toks: toks}
+	expect := func(what string, ok func(string) bool) (token, error) {
+		if !c.more() {
+			last := toks[len(toks)-1]
+			return token{}, &ParseError{Pos: last.pos, Token: last.text, Msg: fmt.Sprintf("tc command: missing %s", what)}
+		}
+		t := c.next()
+		if !ok(t.text) {
+			return token{}, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("tc command: want %s, not %q", what, t.text)}
+		}
+		return t, nil
+	}
+	is := func(words ...string) func(string) bool {
+		return func(s string) bool {
+			for _, w := range words {
+				if s == w {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	anyWord := func(string) bool { return true }
+	if c.peekIs("sudo") {
+		c.next()
+	}
+	steps := []struct {
+		what string
+		ok   func(string) bool
+	}{{`"tc"`, is("tc")}, {`"qdisc"`, is("qdisc")}, {"add, replace or change", is("add", "replace", "change")},
+		{`"dev"`, is("dev")}, {"a device name", anyWord}}
+	for _, s := range steps {
+		if _, err := expect(s.what, s.ok); err != nil {
+			return nil, err
+		}
+	}
+	for c.more() {
+		t := c.toks[c.i]
+		switch t.text {
+		case "root":
+			c.next()
+		case "parent", "handle":
+			c.next()
+			if _, err := expect(t.text+" ID", anyWord); err != nil {
+				return nil, err
+			}
+		case "netem", "tbf":
+			return c.toks[c.i:], nil
+		default:
+			return nil, &ParseError{Pos: t.pos, Token: t.text,
+				Msg: fmt.Sprintf("stage %d: qdisc %q is not an impairment stage (use netem or tbf)", index+1, t.text)}
+		}
+	}
+	last := toks[len(toks)-1]
+	return nil, &ParseError{Pos: last.pos, Token: last.text, Msg: "tc command: missing the qdisc kind (netem or tbf)"}
 }
 
 // ParseDirectional parses the proxy's "[IFACE=]SPEC" form. IFACE is what

@@ -193,6 +193,12 @@ func TestSeedLines(t *testing.T) {
 		{"delay 100ms | tbf rate 50mbit burst 50kb limit 500kb",
 			&Spec{Stages: []Stage{&Netem{Latency: 100 * time.Millisecond}, tbf}}},
 		{"loss 10%", netem(Netem{Loss: Loss{Kind: LossRandom, P: 10}})},
+		// The commands of seeds 000, 002 and 004 as typed there.
+		{"tc qdisc add dev ens33 root netem delay 100ms", netem(Netem{Latency: 100 * time.Millisecond})},
+		{"sudo tc qdisc add dev ens3 root handle 1:0 netem delay 100ms | " +
+			"sudo tc qdisc add dev ens3 parent 1:1 handle 10:0 tbf rate 50mbit burst 50kb limit 500kb",
+			&Spec{Stages: []Stage{&Netem{Latency: 100 * time.Millisecond}, tbf}}},
+		{"tc qdisc add dev eth0 root netem loss 10%", netem(Netem{Loss: Loss{Kind: LossRandom, P: 10}})},
 	} {
 		sp := mustParse(t, tc.in)
 		if !reflect.DeepEqual(sp, tc.want) {
@@ -424,6 +430,14 @@ func TestParseErrors(t *testing.T) {
 		{"delay 1ms |", `empty stage 2 before or after "|" at position 3`, 3, "|"},
 		{"delay 1ms | | loss 1%", `empty stage 2 before or after "|" at position 4`, 4, "|"},
 		{"delay 1ms | loss 1%", `stage 2 must start with netem or tbf, not "loss" at position 4`, 4, "loss"},
+		{"tc qdisc add dev eth0 root prio", `stage 1: qdisc "prio" is not an impairment stage (use netem or tbf) at position 7`, 7, "prio"},
+		{"delay 1ms | tc qdisc add dev eth0 parent 1:1 sfq", `stage 2: qdisc "sfq" is not an impairment stage (use netem or tbf) at position 11`, 11, "sfq"},
+		{"tc qdisc show dev eth0", `tc command: want add, replace or change, not "show" at position 3`, 3, "show"},
+		{"sudo tc qdisc add dev", `tc command: missing a device name at position 5`, 5, "dev"},
+		{"tc qdisc add dev eth0 root handle", `tc command: missing handle ID at position 7`, 7, "handle"},
+		{"tc qdisc add dev eth0 root", `tc command: missing the qdisc kind (netem or tbf) at position 6`, 6, "root"},
+		{"sudo", `tc command: missing "tc" at position 1`, 1, "sudo"},
+		{"tc qdisc add dev eth0 root netem dela 5ms", `unknown keyword "dela" at position 8`, 8, "dela"},
 
 		{"tbf rate 1mbit burst 10kb limit 10kb latency 5ms", `limit and latency are mutually exclusive at position 8`, 8, "latency"},
 		{"tbf latency 5ms limit 10kb rate 1mbit burst 10kb", `limit and latency are mutually exclusive at position 4`, 4, "limit"},
