@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wanlab/wanlab/proxy/control"
+	"github.com/wanlab/wanlab/proxy/engine"
+	"github.com/wanlab/wanlab/units"
+)
+
+// proxyControlDir is where `proxy set` and `proxy stats` look for the one
+// running proxy's socket when --control is not given (tests point it
+// elsewhere).
+var proxyControlDir = control.DefaultDir
+
+func controlFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name: "control",
+		Usage: "control address of the running proxy: `unix:/path` or a loopback host:port " +
+			"(default: the one socket in " + control.DefaultDir + ", unix:" + control.DefaultDir + "/A-B.sock)",
+	}
+}
+
+// controlClient dials --control, or the one proxy socket in proxyControlDir.
+func controlClient(cc *cli.Context) (*control.Client, error) {
+	addr := cc.String("control")
+	if addr == "" {
+		var err error
+		if addr, err = control.FindAddr(proxyControlDir); err != nil {
+			return nil, err
+		}
+	}
+	return control.Dial(addr), nil
+}
+
+// proxySetCommand is `wanlab proxy set`, listed by the proxy command.
+func proxySetCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "set",
+		Usage:     "replace a running proxy's impairment spec, without restarting it",
+		ArgsUsage: "[IFACE=]SPEC",
+		UsageText: "wanlab proxy set [--control ADDR] [IFACE=]SPEC\n\n" +
+			"examples:\n" +
+			"   wanlab proxy set 'eth1=delay 50ms loss 1% | tbf rate 100mbit burst 64kb limit 1mb'\n" +
+			"   wanlab proxy set 'delay 20ms'          # both directions\n" +
+			"   wanlab proxy set eth1=                 # no impairment leaving through eth1\n" +
+			"   wanlab proxy set --control unix:/run/wanlab/eth0-eth1.sock 'eth0=loss 5%'",
+		Description: "IFACE names the egress interface, as with tc: the spec applies to packets\n" +
+			"leaving through it. Without IFACE= the spec applies to both directions. The\n" +
+			"new spec takes over atomically; packets already queued keep the timing of the\n" +
+			"spec they entered under. A bad spec is rejected with the parser's message\n" +
+			"(exit status 2) and the running spec is kept. On success the command prints\n" +
+			"the canonical spec now in force for the directions it changed, as IFACE=SPEC.",
+		Flags:  []cli.Flag{controlFlag()},
+		Action: runProxySet,
+	}
+}
+
+// splitIfaceSpec splits "[IFACE=]SPEC". tc's netem and tbf grammars have no
+// '=', so an '=' can only end an interface name.
+func splitIfaceSpec(arg string) (iface, spec string, err error) {
+	before, after, found := strings.Cut(arg, "=")
+	if !found {
+		return "", strings.TrimSpace(arg), nil
+	}
+	iface = strings.TrimSpace(before)
+	if iface == "" || strings.ContainsAny(iface, " \t/|") || len(iface) > 15 {
+		return "", "", fmt.Errorf("%q before '=' is not an interface name", before)
+	}
+	return iface, strings.TrimSpace(after), nil
+}
+
+func runProxySet(cc *cli.Context) error {
+	if cc.NArg() == 0 {
+		return usageError(errors.New("proxy set: want [IFACE=]SPEC (an empty SPEC removes the impairment)"))
+	}
+	// Accept the spec quoted or not: `proxy set eth1=delay 50ms` works too.
+	iface, spec, err := splitIfaceSpec(strings.Join(cc.Args().Slice(), " "))
+	if err != nil {
+		return usageError(fmt.Errorf("proxy set: %w", err))
+	}
+	c, err := controlClient(cc)
+	if err != nil {
+		return fmt.Errorf("proxy set: %w", err)
+	}
+	specs, err := c.SetSpecs(iface, spec)
+	if err != nil {
+		if control.BadSpec(err) {
+			return usageError(fmt.Errorf("proxy set: %w", err))
+		}
+		return fmt.Errorf("proxy set: %w", err)
+	}
+	changed := []string{iface}
+	if iface == "" {
+		changed = changed[:0]
+		for k := range specs {
+			changed = append(changed, k)
+		}
+		sort.Strings(changed)
+	}
+	w := cc.App.Writer
+	for _, name := range changed {
+		if _, err := fmt.Fprintf(w, "%s=%s\n", name, specs[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// proxyStatsCommand is `wanlab proxy stats`, listed by the proxy command.
+func proxyStatsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "stats",
+		Usage: "show a running proxy's counters per direction",
+		UsageText: "wanlab proxy stats [--control ADDR] [--json]\n\n" +
+			"examples:\n" +
+			"   wanlab proxy stats\n" +
+			"   wanlab proxy stats --json | jq '.directions[] | {iface, drops: .engine.totals.drops}'\n" +
+			"   watch -n1 wanlab proxy stats --control 127.0.0.1:9901",
+		Description: "For each direction (named by its egress interface): the spec in force, packets\n" +
+			"and bytes into and out of the impairment engine, drops by reason (loss, queue,\n" +
+			"oversize), ECN marks, duplicates, corruptions, reorders, what is queued now,\n" +
+			"the time packets spent in the engine (sojourn; percentiles are bucket bounds),\n" +
+			"the same per stage, and the TUN device's malformed-packet and error counters.\n" +
+			"--json prints the API's Stats object (GET /v1/stats): {\"directions\": [{\"iface\",\n" +
+			"\"spec\", \"engine\": {\"totals\", \"classes\": [{\"stages\"}], \"swaps\"}, \"device\"}], \"tap\"}.",
+		Flags: []cli.Flag{
+			controlFlag(),
+			&cli.BoolFlag{Name: "json", Usage: "print the counters as JSON"},
+		},
+		Action: runProxyStats,
+	}
+}
+
+func runProxyStats(cc *cli.Context) error {
+	if cc.NArg() != 0 {
+		return usageError(fmt.Errorf("proxy stats: unexpected argument %q", cc.Args().First()))
+	}
+	c, err := controlClient(cc)
+	if err != nil {
+		return fmt.Errorf("proxy stats: %w", err)
+	}
+	if cc.Bool("json") {
+		raw, err := c.StatsJSON()
+		if err != nil {
+			return fmt.Errorf("proxy stats: %w", err)
+		}
+		if len(raw) == 0 || raw[len(raw)-1] != '\n' {
+			raw = append(raw, '\n')
+		}
+		_, err = cc.App.Writer.Write(raw)
+		return err
+	}
+	st, err := c.Stats()
+	if err != nil {
+		return fmt.Errorf("proxy stats: %w", err)
+	}
+	return writeProxyStats(cc.App.Writer, st)
+}
+
+// writeProxyStats prints a table per direction: one row per counter, one
+// column for the direction's totals and one per stage (per class when the
+// engine has several), so the table stays narrow whatever the spec.
+func writeProxyStats(out io.Writer, st control.Stats) error {
+	bw := bufio.NewWriter(out)
+	for i, d := range st.Directions {
+		if i > 0 {
+			fmt.Fprintln(bw)
+		}
+		spec := d.Spec
+		if spec == "" {
+			spec = "(no impairment)"
+		}
+		fmt.Fprintf(bw, "leaving through %s: %s\n", d.Iface, spec)
+		names := []string{"total"}
+		cols := []engine.Counters{d.Engine.Totals}
+		for _, cl := range d.Engine.Classes {
+			prefix := ""
+			if len(d.Engine.Classes) > 1 {
+				prefix = cl.Name + "/"
+				names = append(names, cl.Name)
+				cols = append(cols, cl.Totals)
+			}
+			for _, s := range cl.Stages {
+				names = append(names, prefix+s.Kind)
+				cols = append(cols, s.Counters)
+			}
+		}
+		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
+		row := func(label string, cell func(c engine.Counters) string) {
+			fmt.Fprintf(tw, "%-15s\t", label)
+			for _, c := range cols {
+				fmt.Fprintf(tw, "%s\t", cell(c))
+			}
+			fmt.Fprintln(tw)
+		}
+		num := func(f func(c engine.Counters) uint64) func(engine.Counters) string {
+			return func(c engine.Counters) string { return fmt.Sprint(f(c)) }
+		}
+		size := func(f func(c engine.Counters) uint64) func(engine.Counters) string {
+			return func(c engine.Counters) string { return units.Size(f(c)).Human() }
+		}
+		fmt.Fprintf(tw, "%-15s\t%s\t\n", "", strings.Join(names, "\t"))
+		row("packets in", num(func(c engine.Counters) uint64 { return c.PacketsIn }))
+		row("bytes in", size(func(c engine.Counters) uint64 { return c.BytesIn }))
+		row("packets out", num(func(c engine.Counters) uint64 { return c.PacketsOut }))
+		row("bytes out", size(func(c engine.Counters) uint64 { return c.BytesOut }))
+		row("dropped: loss", num(func(c engine.Counters) uint64 { return c.Drops.Loss }))
+		row("dropped: queue", num(func(c engine.Counters) uint64 { return c.Drops.Queue }))
+		row("dropped: size", num(func(c engine.Counters) uint64 { return c.Drops.Oversize }))
+		row("ecn marked", num(func(c engine.Counters) uint64 { return c.ECNMarked }))
+		row("duplicated", num(func(c engine.Counters) uint64 { return c.Duplicated }))
+		row("corrupted", num(func(c engine.Counters) uint64 { return c.Corrupted }))
+		row("reordered", num(func(c engine.Counters) uint64 { return c.Reordered }))
+		row("queued packets", num(func(c engine.Counters) uint64 { return c.QueuePackets }))
+		row("queued bytes", size(func(c engine.Counters) uint64 { return c.QueueBytes }))
+		row("sojourn p50", func(c engine.Counters) string { return quantile(c.Sojourn, 0.5) })
+		row("sojourn p99", func(c engine.Counters) string { return quantile(c.Sojourn, 0.99) })
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(bw, "  device: %d malformed, %d read errors, %d write errors; %d spec replacements\n",
+			d.Device.Malformed, d.Device.ReadErrors, d.Device.WriteErrors, d.Engine.Swaps)
+	}
+	if t := st.Tap; t != nil {
+		fmt.Fprintf(bw, "\npcap tap: %d records, %s written, %d lost (writer behind), %d lost (size limit)\n",
+			t.Records, units.Size(t.Bytes).Human(), t.RingFull, t.OverLimit)
+	}
+	return bw.Flush()
+}
+
+// quantile returns "≤ BOUND" for the histogram bucket holding quantile q:
+// the engine keeps fixed buckets, so that bound is all one can say.
+func quantile(h engine.Histogram, q float64) string {
+	var total uint64
+	for _, n := range h.Counts {
+		total += n
+	}
+	if total == 0 {
+		return "-"
+	}
+	rank := uint64(q*float64(total-1)) + 1
+	var cum uint64
+	for i, n := range h.Counts {
+		cum += n
+		if cum >= rank {
+			if i == len(engine.SojournBoundsNs) {
+				return "> " + units.FormatDuration(time.Duration(engine.SojournBoundsNs[i-1]))
+			}
+			return "≤ " + units.FormatDuration(time.Duration(engine.SojournBoundsNs[i]))
+		}
+	}
+	return "-"
+}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wanlab/wanlab/proxy/control"
+	"github.com/wanlab/wanlab/proxy/engine"
+	"github.com/wanlab/wanlab/proxy/tap"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite golden files")
+
+// fakeProxy is a control.Backend with two directions and a tiny parser.
+type fakeProxy struct {
+	mu    sync.Mutex
+	specs map[string]string
+}
+
+func (f *fakeProxy) SetSpec(iface, spec string) error {
+	for i, tok := range strings.Fields(spec) {
+		if tok == "dela" {
+			return fmt.Errorf("unknown keyword %q at position %d", tok, i+1)
+		}
+	}
+	canon := strings.Join(strings.Fields(spec), " ")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k := range f.specs {
+		if iface == "" || iface == k {
+			f.specs[k] = canon
+		}
+	}
+	return nil
+}
+
+func (f *fakeProxy) Specs() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := map[string]string{}
+	for k, v := range f.specs {
+		m[k] = v
+	}
+	return m
+}
+
+func (f *fakeProxy) Stats() control.Stats {
+	specs := f.Specs()
+	var soj engine.Histogram
+	soj.Counts[12] = 9890 // (50ms, 100ms]
+	soj.Counts[13] = 10   // (100ms, 250ms]
+	netem := engine.Counters{PacketsIn: 10000, BytesIn: 15000000, PacketsOut: 9900, BytesOut: 14850000,
+		Drops: engine.Drops{Loss: 100}, Duplicated: 3, Reordered: 1, Sojourn: soj}
+	tbf := engine.Counters{PacketsIn: 9900, BytesIn: 14850000, PacketsOut: 9850, BytesOut: 14775000,
+		Drops: engine.Drops{Queue: 20}, QueuePackets: 30, QueueBytes: 45000, Sojourn: soj}
+	totals := engine.Counters{PacketsIn: 10000, BytesIn: 15000000, PacketsOut: 9850, BytesOut: 14775000,
+		Drops: engine.Drops{Loss: 100, Queue: 20}, Duplicated: 3, Reordered: 1, QueuePackets: 30,
+		QueueBytes: 45000, Sojourn: soj}
+	return control.Stats{
+		Directions: []control.Direction{
+			{Iface: "veth-a", Spec: specs["veth-a"], Engine: engine.Snapshot{Direction: "veth-a",
+				Classes: []engine.ClassSnapshot{{Name: "default"}}}},
+			{Iface: "veth-b", Spec: specs["veth-b"], Device: control.DeviceCounters{Malformed: 2},
+				Engine: engine.Snapshot{Direction: "veth-b", Totals: totals, Swaps: 1,
+					Classes: []engine.ClassSnapshot{{Name: "default", Spec: specs["veth-b"], Totals: totals,
+						Stages: []engine.StageSnapshot{{Kind: "netem", Counters: netem}, {Kind: "tbf", Counters: tbf}}}}}},
+		},
+		Tap: &tap.Stats{Records: 19750, Bytes: 30 << 20, RingFull: 12},
+	}
+}
+
+// startFake serves a fake proxy on a unix socket in a fresh directory and
+// points the default socket lookup at that directory.
+func startFake(t *testing.T) (*fakeProxy, string) {
+	t.Helper()
+	dir := t.TempDir()
+	fake := &fakeProxy{specs: map[string]string{"veth-a": "", "veth-b": "delay 50ms"}}
+	s, err := control.Start("unix:"+filepath.Join(dir, "veth-a-veth-b.sock"), fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	old := proxyControlDir
+	proxyControlDir = dir
+	t.Cleanup(func() { proxyControlDir = old })
+	return fake, "unix:" + filepath.Join(dir, "veth-a-veth-b.sock")
+}
+
+// runProxyCmd runs `wanlab proxy ARGS...` with the two commands under test
+// and returns the output and the exit status main would use.
+func runProxyCmd(args ...string) (string, int, error) {
+	var out bytes.Buffer
+	app := &cli.App{
+		Name:           "wanlab",
+		Writer:         &out,
+		ErrWriter:      &out,
+		ExitErrHandler: func(*cli.Context, error) {},
+		Commands: []*cli.Command{{
+			Name:        "proxy",
+			Subcommands: []*cli.Command{proxySetCommand(), proxyStatsCommand()},
+		}},
+	}
+	err := app.Run(append([]string{"wanlab", "proxy"}, args...))
+	code := exitOK
+	if err != nil {
+		code = exitCode(err)
+	}
+	return out.String(), code, err
+}
+
+func TestProxySet(t *testing.T) {
+	fake, addr := startFake(t)
+
+	out, code, err := runProxyCmd("set", "veth-b=delay   20ms  loss 1%")
+	if err != nil || code != 0 || out != "veth-b=delay 20ms loss 1%\n" {
+		t.Fatalf("set veth-b: %q, exit %d, %v", out, code, err)
+	}
+	// Unquoted words are joined; no IFACE= means both directions.
+	out, code, err = runProxyCmd("set", "--control", addr, "delay", "5ms")
+	if err != nil || code != 0 || out != "veth-a=delay 5ms\nveth-b=delay 5ms\n" {
+		t.Fatalf("set both: %q, exit %d, %v", out, code, err)
+	}
+	out, code, err = runProxyCmd("set", "veth-a=")
+	if err != nil || code != 0 || out != "veth-a=\n" {
+		t.Fatalf("clear veth-a: %q, exit %d, %v", out, code, err)
+	}
+
+	// A bad spec: exit 2, the parser's message, the running spec kept.
+	_, code, err = runProxyCmd("set", "veth-b=dela 5ms")
+	if code != exitUsage || err == nil || err.Error() != `proxy set: unknown keyword "dela" at position 1` {
+		t.Fatalf("bad spec: exit %d, %v", code, err)
+	}
+	if got := fake.Specs()["veth-b"]; got != "delay 5ms" {
+		t.Fatalf("running spec replaced by a bad one: %q", got)
+	}
+	_, code, err = runProxyCmd("set", "eth9=delay 1ms")
+	if code != exitUsage || err == nil || !strings.Contains(err.Error(), `interface "eth9"`) {
+		t.Fatalf("unknown interface: exit %d, %v", code, err)
+	}
+	_, code, err = runProxyCmd("set", "my iface=delay 1ms")
+	if code != exitUsage || err == nil || !strings.Contains(err.Error(), "not an interface name") {
+		t.Fatalf("bad interface name: exit %d, %v", code, err)
+	}
+	_, code, err = runProxyCmd("set")
+	if code != exitUsage || err == nil {
+		t.Fatalf("no spec: exit %d, %v", code, err)
+	}
+}
+
+func TestProxySetNoProxy(t *testing.T) {
+	old := proxyControlDir
+	proxyControlDir = t.TempDir()
+	defer func() { proxyControlDir = old }()
+	_, code, err := runProxyCmd("set", "delay 1ms")
+	if code != exitFailure || err == nil || !strings.Contains(err.Error(), "no proxy control socket") {
+		t.Fatalf("no proxy: exit %d, %v", code, err)
+	}
+	_, code, err = runProxyCmd("stats", "--control", "unix:"+filepath.Join(proxyControlDir, "gone.sock"))
+	if code != exitFailure || err == nil || !strings.Contains(err.Error(), "gone.sock") {
+		t.Fatalf("dead socket: exit %d, %v", code, err)
+	}
+	_, code, err = runProxyCmd("stats", "--control", "0.0.0.0:1")
+	if code == exitOK || err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Fatalf("non-loopback: exit %d, %v", code, err)
+	}
+}
+
+func TestProxyStatsTable(t *testing.T) {
+	startFake(t)
+	out, code, err := runProxyCmd("stats")
+	if err != nil || code != 0 {
+		t.Fatalf("stats: exit %d, %v", code, err)
+	}
+	golden := filepath.Join("testdata", "proxy_stats.golden")
+	if *updateGolden {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if out != string(want) {
+		t.Errorf("stats output differs from %s (run with -update after checking):\n%s", golden, out)
+	}
+}
+
+func TestProxyStatsJSON(t *testing.T) {
+	fake, addr := startFake(t)
+	out, code, err := runProxyCmd("stats", "--json", "--control", addr)
+	if err != nil || code != 0 {
+		t.Fatalf("stats --json: exit %d, %v", code, err)
+	}
+	var st control.Stats
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("stats --json is not a Stats object: %v\n%s", err, out)
+	}
+	want := fake.Stats()
+	if len(st.Directions) != 2 || st.Directions[1].Engine.Totals != want.Directions[1].Engine.Totals ||
+		st.Tap == nil || *st.Tap != *want.Tap {
+		t.Errorf("stats --json decoded to %+v", st)
+	}
+	// The field names are a contract.
+	for _, field := range []string{`"directions"`, `"iface"`, `"spec"`, `"engine"`, `"totals"`, `"packets_in"`,
+		`"drops"`, `"loss"`, `"queue"`, `"sojourn"`, `"device"`, `"malformed"`, `"read_errors"`, `"tap"`} {
+		if !strings.Contains(out, field) {
+			t.Errorf("stats --json lacks %s", field)
+		}
+	}
+	if _, _, err := runProxyCmd("stats", "extra"); !errors.Is(err, ErrUsage) {
+		t.Errorf("stats with an argument: %v", err)
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	var h engine.Histogram
+	if got := quantile(h, 0.5); got != "-" {
+		t.Errorf("empty: %q", got)
+	}
+	h.Counts[0] = 1
+	h.Counts[len(engine.SojournBoundsNs)] = 99
+	if got := quantile(h, 0.5); got != "> 10s" {
+		t.Errorf("p50 above the last bound: %q", got)
+	}
+	if got := quantile(h, 0); got != "≤ 10us" {
+		t.Errorf("p0: %q", got)
+	}
+}
