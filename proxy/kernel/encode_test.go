@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -206,4 +207,26 @@ func kernelDumpTBF(t *testing.T, opts []byte) []byte {
 		a.u64(tcaTBFPRate64, p.prate64)
 	}
 	return a.b
+}
+
+func TestCheckNetem(t *testing.T) {
+	for stage, want := range map[string]string{
+		"delay 5s 2s":   "",
+		"delay 5s 3s":   "netem jitter 3s: the kernel caps jitter at 2.147483647s (sch_netem's tabledist is 32-bit): not supported",
+		"delay 1s 2.2s": "netem jitter 2200ms: the kernel caps jitter at 2.147483647s (sch_netem's tabledist is 32-bit): not supported",
+	} {
+		err := CheckNetem(mustParseStage(t, stage).(*spec.Netem))
+		if got := fmt.Sprint(err); (want == "" && err != nil) || (want != "" && got != want) {
+			t.Errorf("%s: %v, want %q", stage, err, want)
+		}
+	}
+}
+
+func mustParseStage(t *testing.T, s string) spec.Stage {
+	t.Helper()
+	sp, err := spec.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sp.Stages[0]
 }

@@ -36,6 +36,11 @@ func (e *NoKindError) Error() string {
 // Unwrap lets callers test errors.Is(err, ErrNotSupported).
 func (e *NoKindError) Unwrap() error { return ErrNotSupported }
 
+// NoInterfaceError says the interface does not exist.
+type NoInterfaceError struct{ Iface string }
+
+func (e *NoInterfaceError) Error() string { return fmt.Sprintf("interface %q: not found", e.Iface) }
+
 func (t Target) withDefaults() (Target, error) {
 	if t.Iface == "" || len(t.Iface) > 15 || strings.ContainsAny(t.Iface, "/ \t:") {
 		return t, fmt.Errorf("interface %q: not a valid interface name", t.Iface)

@@ -65,7 +65,7 @@ func inNS(t Target, fn func(ifindex int) error) error {
 		if err != nil {
 			var nf netlink.LinkNotFoundError
 			if errors.As(err, &nf) {
-				return fmt.Errorf("interface %q: not found", t.Iface)
+				return &NoInterfaceError{Iface: t.Iface}
 			}
 			return fmt.Errorf("interface %q: %w", t.Iface, err)
 		}
@@ -148,7 +148,9 @@ func Apply(t Target, s *spec.Spec) error {
 		var opt []byte
 		switch st := st.(type) {
 		case *spec.Netem:
-			opt, err = EncodeNetem(st)
+			if err = CheckNetem(st); err == nil {
+				opt, err = EncodeNetem(st)
+			}
 		case *spec.TBF:
 			opt, err = clock.EncodeTBF(st)
 		default:

@@ -166,6 +166,20 @@ func EncodeNetem(n *spec.Netem) ([]byte, error) {
 	return append(w.b, a.b...), nil
 }
 
+// CheckNetem reports, by name, what of n the kernel cannot hold as given
+// instead of letting it change the value silently: netem_change caps the
+// jitter at INT_MAX ns (about 2.1 s) because tabledist works in 32 bits.
+func CheckNetem(n *spec.Netem) error {
+	const maxJitter = math.MaxInt32 * time.Nanosecond
+	if n.Jitter > maxJitter {
+		return fmt.Errorf("netem jitter %s: the kernel caps jitter at %s (sch_netem's tabledist is 32-bit): not supported", units.FormatDuration(n.Jitter), maxJitter)
+	}
+	if s := n.Slot; s != nil && s.Jitter > maxJitter {
+		return fmt.Errorf("netem slot jitter %s: the kernel caps it at %s: not supported", units.FormatDuration(s.Jitter), maxJitter)
+	}
+	return nil
+}
+
 func distBytes(d spec.Distribution) []byte {
 	t := DistTable(d)
 	b := make([]byte, 0, 2*len(t))

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wanlab/wanlab/proxy/kernel"
+	"github.com/wanlab/wanlab/proxy/spec"
+)
+
+func init() {
+	target := []cli.Flag{
+		&cli.StringFlag{Name: "iface", Usage: "egress interface `IFACE` (required)"},
+		&cli.StringFlag{Name: "netns", Usage: "configure inside the named network namespace `NS` (ip netns)"},
+		&cli.StringFlag{Name: "state-dir", Value: kernel.DefaultStateDir, Usage: "where the replaced qdiscs are recorded for clear", Hidden: true},
+	}
+	register(&cli.Command{
+		Name:  "kernel",
+		Usage: "configure the same spec as the kernel's qdiscs (netem/tbf) to compare with the proxy",
+		UsageText: "wanlab kernel apply --iface IFACE [--netns NS] SPEC\n" +
+			"   wanlab kernel show --iface IFACE [--netns NS]\n" +
+			"   wanlab kernel clear --iface IFACE [--netns NS]\n\n" +
+			"examples:\n" +
+			"   wanlab kernel apply --iface eth1 'tbf rate 50mbit burst 50kb limit 500kb'\n" +
+			"   wanlab kernel apply --iface eth1 'delay 100ms | tbf rate 50mbit burst 50kb limit 500kb'\n" +
+			"   wanlab kernel show --iface eth1\n" +
+			"   wanlab kernel clear --iface eth1",
+		Description: "The kernel cross-check: the spec the proxy runs in userspace, set up as the\n" +
+			"kernel's own root qdisc chain by netlink, as tc would (netem root with a tbf\n" +
+			"child for 'delay 100ms | tbf ...', as 'tc qdisc add dev IFACE root handle 1:\n" +
+			"netem ...' then 'parent 1:1 handle 10: tbf ...'). show reads the chain back\n" +
+			"and prints it in the same canonical spec form; clear puts back the root qdisc\n" +
+			"tree apply replaced (recorded in /run/wanlab), or the kernel's default.\n\n" +
+			"A kind the kernel lacks is named and nothing is changed (exit 4), e.g. on a\n" +
+			"kernel without sch_netem: 'kernel has no netem qdisc (sch_netem not\n" +
+			"available): nothing changed'. Needs root or CAP_NET_ADMIN (exit 3).",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "apply",
+				Usage:     "replace IFACE's root qdisc with SPEC's netem/tbf chain",
+				UsageText: "wanlab kernel apply --iface IFACE [--netns NS] SPEC",
+				Flags:     target,
+				Action: func(cc *cli.Context) error {
+					t, err := kernelTarget(cc, "apply")
+					if err != nil {
+						return err
+					}
+					text := strings.Join(cc.Args().Slice(), " ")
+					if strings.TrimSpace(text) == "" {
+						return usageError(errors.New("kernel apply: SPEC is required (e.g. 'tbf rate 50mbit burst 50kb limit 500kb'; use clear to remove)"))
+					}
+					sp, err := spec.Parse(text)
+					if err != nil {
+						return usageError(fmt.Errorf("kernel apply: %w", err))
+					}
+					if err := kernel.Apply(t, sp); err != nil {
+						return kernelError("apply", err)
+					}
+					got, err := kernel.Show(t)
+					if err != nil {
+						return kernelError("show", err)
+					}
+					fmt.Fprintln(cc.App.Writer, got)
+					return nil
+				},
+			},
+			{
+				Name:      "show",
+				Usage:     "print IFACE's root qdisc chain as a spec (nothing for the kernel's default)",
+				UsageText: "wanlab kernel show --iface IFACE [--netns NS]",
+				Flags:     target,
+				Action: func(cc *cli.Context) error {
+					t, err := kernelTarget(cc, "show")
+					if err != nil {
+						return err
+					}
+					got, err := kernel.Show(t)
+					if err != nil {
+						return kernelError("show", err)
+					}
+					if got == "" {
+						fmt.Fprintf(os.Stderr, "wanlab: %s has the kernel's default qdisc (no impairment)\n", t.Iface)
+						return nil
+					}
+					fmt.Fprintln(cc.App.Writer, got)
+					return nil
+				},
+			},
+			{
+				Name:      "clear",
+				Usage:     "restore the root qdisc apply replaced",
+				UsageText: "wanlab kernel clear --iface IFACE [--netns NS]",
+				Flags:     target,
+				Action: func(cc *cli.Context) error {
+					t, err := kernelTarget(cc, "clear")
+					if err != nil {
+						return err
+					}
+					return kernelError("clear", kernel.Clear(t))
+				},
+			},
+		},
+	})
+}
+
+func kernelTarget(cc *cli.Context, verb string) (kernel.Target, error) {
+	if cc.String("iface") == "" {
+		return kernel.Target{}, usageError(fmt.Errorf("kernel %s: --iface is required", verb))
+	}
+	if verb != "apply" && cc.NArg() > 0 {
+		return kernel.Target{}, usageError(fmt.Errorf("kernel %s: unexpected argument %q", verb, cc.Args().First()))
+	}
+	return kernel.Target{Iface: cc.String("iface"), Netns: cc.String("netns"), StateDir: cc.String("state-dir")}, nil
+}
+
+// kernelError maps the kernel package's errors to exit codes: a missing
+// qdisc kind is ErrNoKernelSupport (4), a missing interface a usage error.
+func kernelError(verb string, err error) error {
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("kernel %s: %w", verb, err)
+	var ni *kernel.NoInterfaceError
+	switch {
+	case errors.Is(err, kernel.ErrNotSupported):
+		return &kindError{err: err, kind: ErrNoKernelSupport}
+	case errors.As(err, &ni):
+		return usageError(err)
+	}
+	return err
+}
