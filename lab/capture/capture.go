@@ -66,7 +66,7 @@ type Config struct {
 	// itself and Done is closed.
 	MaxPackets uint64
 	MaxBytes   units.Size
-	// RingSize is the kernel ring the socket fills (default 8 MiB, in 1 MiB
+	// RingSize is the kernel ring the socket fills (default 32 MiB, in 1 MiB
 	// blocks); a larger ring rides out longer stalls of the writer.
 	RingSize units.Size
 	// Comment is written into the pcapng interface description (for
@@ -82,7 +82,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("capture snaplen %d: want 64 to 262144 bytes", c.Snaplen)
 	}
 	if c.RingSize == 0 {
-		c.RingSize = 8 * units.MiB
+		c.RingSize = 32 * units.MiB
 	}
 	if c.RingSize < blockSize {
 		return c, fmt.Errorf("capture ring %s: want at least %s", c.RingSize, units.Size(blockSize))

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/wanlab/wanlab/experiment"
+	"github.com/wanlab/wanlab/lab/traffic"
+	"github.com/wanlab/wanlab/units"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:  "experiment",
+		Usage: "build a client-router-server lab, impair it, download through it, capture and explain",
+		UsageText: "wanlab experiment [--preset seed000..seed004] [--impair [to-client=|to-server=]SPEC]...\n" +
+			"                  [--delay RTT] [--loss P] [--rate RATE] [--kernel] [--size SIZE]\n" +
+			"                  [--client-rcvbuf SIZE] [--server-sndbuf SIZE] [--cc NAME] [--quickack]\n" +
+			"                  [--client-sysctl KEY=VALUE]... [--server-sysctl KEY=VALUE]...\n" +
+			"                  [--requests N --concurrency C] [--json] [--out DIR]\n" +
+			"wanlab experiment cleanup\n\n" +
+			"examples:\n" +
+			"   sudo wanlab experiment                      # seed 001: 35 ms RTT, client receive window limited\n" +
+			"   sudo wanlab experiment --preset seed000     # server tcp_wmem 4096 at 100 ms: send-buffer limited\n" +
+			"   sudo wanlab experiment --preset seed001 --client-sysctl net.ipv4.tcp_rmem='4096 131072 16777216'\n" +
+			"   sudo wanlab experiment --impair 'to-client=delay 50ms loss 1% | tbf rate 100mbit burst 64kb limit 1mb'\n" +
+			"   sudo wanlab experiment --delay 100ms --rate 50mbit --size 32mb --out run1\n" +
+			"   sudo wanlab experiment --preset seed003 --quickack   # delayed-ACK stall gone\n" +
+			"   sudo wanlab experiment cleanup              # remove what a crashed run left",
+		Description: "Builds three network namespaces (client, router, server) joined by veth pairs, with\n" +
+			"private test addresses that exist only inside them. The router impairs traffic with\n" +
+			"the userspace proxy (or, with --kernel, the same spec as qdiscs on its veths). The\n" +
+			"server serves a generated file over HTTP and the client downloads it (like nginx and\n" +
+			"curl -O in the seeds), or with --requests runs a wrk-like request/response load.\n" +
+			"Both ends are captured in-process (AF_PACKET, snaplen 120) to pcapng, then analyzed.\n\n" +
+			"Prints a live progress line, a curl-like summary, the TCP_INFO of both sockets and\n" +
+			"the diagnosis of each capture with advice, and writes OUT/report.html (graphs of\n" +
+			"both captures side by side), OUT/result.json and the captures. Everything it\n" +
+			"created is removed on exit, on Ctrl-C and on error.\n\n" +
+			"Directions: to-client is what the router sends toward the client (the download's\n" +
+			"data), to-server what it sends toward the server (requests, ACKs). Specs use tc's\n" +
+			"netem/tbf syntax, stages joined by '|'. --delay RTT adds the round trip on the\n" +
+			"to-server side (as the seeds' netem on the client), --loss P and --rate RATE act on\n" +
+			"the data (to-client). Impairment flags replace the preset's impairment.\n\n" +
+			"Presets:\n" + presetHelp(),
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "preset", Usage: "start from a seed's setting: " + strings.Join(experiment.Presets(), ", ") + " (default seed001)"},
+			&cli.StringSliceFlag{Name: "impair", Usage: "`[to-client=|to-server=]SPEC` in tc netem/tbf syntax (repeatable; no direction: both)"},
+			&cli.StringFlag{Name: "delay", Usage: "add `RTT` of delay (netem on the to-server side)"},
+			&cli.StringFlag{Name: "loss", Usage: "lose `P` percent of the data (netem loss on the to-client side)"},
+			&cli.StringFlag{Name: "rate", Usage: "limit the data to `RATE` (tbf on the to-client side)"},
+			&cli.BoolFlag{Name: "kernel", Usage: "apply the specs as qdiscs on the router's veths instead of the userspace proxy"},
+			&cli.StringFlag{Name: "backend", Usage: "proxy device backend: offload or water"},
+			&cli.Int64Flag{Name: "seed", Usage: "seed of the proxy's random stages"},
+			&cli.StringFlag{Name: "size", Usage: "`SIZE` of the downloaded file (e.g. 256mb)"},
+			&cli.StringFlag{Name: "client-rcvbuf", Usage: "SO_RCVBUF of the client socket (`SIZE`; disables autotuning)"},
+			&cli.StringFlag{Name: "server-sndbuf", Usage: "SO_SNDBUF of the server socket (`SIZE`; disables autotuning)"},
+			&cli.StringFlag{Name: "cc", Usage: "congestion control of both sockets (`NAME`: cubic, bbr, reno...)"},
+			&cli.BoolFlag{Name: "quickack", Usage: "TCP_QUICKACK on the client, re-armed after every read"},
+			&cli.StringSliceFlag{Name: "client-sysctl", Usage: "`KEY=VALUE` written in the client's namespace (repeatable)"},
+			&cli.StringSliceFlag{Name: "server-sysctl", Usage: "`KEY=VALUE` written in the server's namespace (repeatable)"},
+			&cli.IntFlag{Name: "requests", Usage: "run `N` requests (request/response mode, like wrk) instead of a download"},
+			&cli.IntFlag{Name: "concurrency", Usage: "connections of the request/response mode (`C`, default 50)"},
+			&cli.BoolFlag{Name: "ipv6", Usage: "run over the lab's IPv6 addresses"},
+			&cli.IntFlag{Name: "snaplen", Usage: "bytes kept per captured packet (default 120)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON instead of the summary"},
+			&cli.StringFlag{Name: "out", Usage: "output `DIR` (default: a new directory under the current one)"},
+		},
+		Action: runExperiment,
+		Subcommands: []*cli.Command{{
+			Name:      "cleanup",
+			Usage:     "remove namespaces, veths and proxy state left by crashed experiments",
+			UsageText: "wanlab experiment cleanup",
+			Action:    runExperimentCleanup,
+		}},
+	})
+}
+
+func presetHelp() string {
+	var b strings.Builder
+	for _, p := range experiment.Presets() {
+		fmt.Fprintf(&b, "   %s  %s\n", p, experiment.PresetAbout(p))
+	}
+	return b.String()
+}
+
+// experimentConfig turns the flags into a Config; every error is a usage
+// error naming the flag.
+func experimentConfig(cc *cli.Context) (experiment.Config, error) {
+	name := cc.String("preset")
+	if name == "" {
+		name = "seed001"
+	}
+	cfg, err := experiment.Preset(name)
+	if err != nil {
+		return cfg, fmt.Errorf("--preset: %w", err)
+	}
+	if cc.IsSet("impair") || cc.IsSet("delay") || cc.IsSet("loss") || cc.IsSet("rate") {
+		cfg.Impair = nil
+		if !cc.IsSet("preset") {
+			cfg.Name = "custom"
+		}
+	}
+	for _, arg := range cc.StringSlice("impair") {
+		if err := cfg.AddImpair(arg); err != nil {
+			return cfg, err
+		}
+	}
+	if v := cc.String("delay"); v != "" {
+		if _, err := units.ParseTime(v, time.Millisecond); err != nil {
+			return cfg, fmt.Errorf("--delay %q: %w", v, err)
+		}
+		cfg.AppendStage(experiment.ToServer, "delay "+v)
+	}
+	if v := cc.String("loss"); v != "" {
+		if !strings.HasSuffix(v, "%") {
+			v += "%"
+		}
+		if _, err := units.ParsePercent(v); err != nil {
+			return cfg, fmt.Errorf("--loss %q: %w", cc.String("loss"), err)
+		}
+		cfg.AppendStage(experiment.ToClient, "loss "+v)
+	}
+	if v := cc.String("rate"); v != "" {
+		r, err := units.ParseRate(v)
+		if err != nil {
+			return cfg, fmt.Errorf("--rate %q: %w", v, err)
+		}
+		// A burst of 2 ms at the rate (at least 32 KiB) and a queue that
+		// holds 50 ms: tc's usual advice for tbf.
+		burst := max(units.Size(r.BytesPerSecond()*0.002), 32*units.KiB)
+		cfg.AppendStage(experiment.ToClient, fmt.Sprintf("tbf rate %s burst %s latency 50ms", r, burst))
+	}
+	if _, err := cfg.Specs(); err != nil {
+		return cfg, err
+	}
+	cfg.Kernel = cc.Bool("kernel")
+	cfg.Backend = cc.String("backend")
+	cfg.Seed = cc.Int64("seed")
+	sizeFlag := func(flag string, dst *units.Size) error {
+		if v := cc.String(flag); v != "" {
+			s, err := units.ParseSize(v)
+			if err != nil || s == 0 {
+				return fmt.Errorf("--%s %q: want a size such as 256mb", flag, v)
+			}
+			*dst = s
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		flag string
+		dst  *units.Size
+	}{{"size", &cfg.Size}, {"client-rcvbuf", &cfg.Client.RcvBuf}, {"server-sndbuf", &cfg.Server.SndBuf}} {
+		if err := sizeFlag(f.flag, f.dst); err != nil {
+			return cfg, err
+		}
+	}
+	if v := cc.String("cc"); v != "" {
+		cfg.Client.CC, cfg.Server.CC = v, v
+	}
+	cfg.Client.QuickAck = cc.Bool("quickack")
+	for _, h := range []struct {
+		flag string
+		dst  *map[string]string
+	}{{"client-sysctl", &cfg.ClientSysctls}, {"server-sysctl", &cfg.ServerSysctls}} {
+		for _, kv := range cc.StringSlice(h.flag) {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || !strings.HasPrefix(k, "net.") {
+				return cfg, fmt.Errorf("--%s %q: want net.KEY=VALUE", h.flag, kv)
+			}
+			if *h.dst == nil {
+				*h.dst = map[string]string{}
+			}
+			(*h.dst)[k] = v
+		}
+	}
+	if cc.IsSet("requests") {
+		if cc.Int("requests") <= 0 {
+			return cfg, fmt.Errorf("--requests %d: want a positive count", cc.Int("requests"))
+		}
+		cfg.Requests = cc.Int("requests")
+	}
+	if cc.IsSet("concurrency") {
+		if cc.Int("concurrency") <= 0 {
+			return cfg, fmt.Errorf("--concurrency %d: want a positive count", cc.Int("concurrency"))
+		}
+		cfg.Concurrency = cc.Int("concurrency")
+	}
+	cfg.IPv6 = cc.Bool("ipv6")
+	cfg.Snaplen = cc.Int("snaplen")
+	cfg.Out = cc.String("out")
+	return cfg, nil
+}
+
+func runExperiment(cc *cli.Context) error {
+	if cc.NArg() > 0 {
+		return usageError(fmt.Errorf("experiment: unexpected argument %q (flags only; see --help)", cc.Args().First()))
+	}
+	cfg, err := experimentConfig(cc)
+	if err != nil {
+		return usageError(fmt.Errorf("experiment: %w", err))
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("experiment: needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN to build namespaces): %w", os.ErrPermission)
+	}
+	ctx, stop := signal.NotifyContext(cc.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	stderr := cc.App.ErrWriter
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	if !cc.Bool("json") {
+		cfg.Log = stderr
+		if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			cfg.Progress = progressLine(stderr)
+		}
+	}
+	res, err := experiment.Run(ctx, cfg)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("experiment: interrupted, lab removed: %w", err)
+		case errors.Is(err, experiment.ErrNoKernelSupport):
+			return &kindError{err: fmt.Errorf("experiment: %w", err), kind: ErrNoKernelSupport}
+		}
+		return fmt.Errorf("experiment: %w", err)
+	}
+	if cc.Bool("json") {
+		enc := json.NewEncoder(cc.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	return experiment.WriteSummary(cc.App.Writer, res)
+}
+
+// progressLine prints curl's progress meter on one rewritten line.
+func progressLine(w io.Writer) func(traffic.Progress) {
+	return func(p traffic.Progress) {
+		pct := 0.0
+		if p.Total > 0 {
+			pct = 100 * float64(p.Bytes) / float64(p.Total)
+		}
+		eta := "--"
+		if p.ETA > 0 {
+			eta = units.FormatDuration(p.ETA.Round(100 * time.Millisecond))
+		}
+		fmt.Fprintf(w, "\r%5.1f%%  %9s of %-9s  %10s now  %10s avg  ETA %-8s", pct, p.Bytes.Human(), p.Total.Human(),
+			p.Rate.Human(), p.Average.Human(), eta)
+		if p.Done {
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+func runExperimentCleanup(cc *cli.Context) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("experiment cleanup: needs root: %w", os.ErrPermission)
+	}
+	removed, err := experiment.Cleanup()
+	for _, r := range removed {
+		fmt.Fprintf(cc.App.Writer, "removed %s\n", r)
+	}
+	if len(removed) == 0 && err == nil {
+		fmt.Fprintln(cc.App.Writer, "nothing to clean up")
+	}
+	if err != nil {
+		return fmt.Errorf("experiment cleanup: %w", err)
+	}
+	return nil
+}

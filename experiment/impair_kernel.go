@@ -1,0 +1,71 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/proxy/kernel"
+	"github.com/wanlab/wanlab/proxy/spec"
+)
+
+// ErrNoKernelSupport wraps kernel.ErrNotSupported for callers that map it
+// to an exit code.
+var ErrNoKernelSupport = kernel.ErrNotSupported
+
+// kernelImpairment is the same specs as qdiscs on the router's veths.
+type kernelImpairment struct {
+	targets map[string]kernel.Target
+	specs   map[string]*spec.Spec
+
+	once  sync.Once
+	stats *ImpairStats
+	err   error
+}
+
+func startKernel(_ context.Context, l *lab.Lab, specs map[string]*spec.Spec) (impairment, error) {
+	dir := filepath.Join(StateDir, l.ID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("kernel qdisc state: %w", err)
+	}
+	ki := &kernelImpairment{targets: map[string]kernel.Target{}, specs: specs}
+	for _, d := range []string{ToClient, ToServer} {
+		if specs[d].IsEmpty() {
+			continue
+		}
+		t := kernel.Target{Iface: egress(l, d), Netns: l.Router.NS, StateDir: dir}
+		if err := kernel.Apply(t, specs[d]); err != nil {
+			_, cerr := ki.Stop()
+			return nil, errors.Join(fmt.Errorf("--kernel %s on %s: %w", d, t.Iface, err), cerr)
+		}
+		ki.targets[d] = t
+	}
+	return ki, nil
+}
+
+func (ki *kernelImpairment) Mode() string { return "kernel" }
+
+func (ki *kernelImpairment) Describe() string {
+	return "kernel qdiscs on the router's veths; " + describe(ki.specs)
+}
+
+func (ki *kernelImpairment) Stop() (*ImpairStats, error) {
+	ki.once.Do(func() {
+		st := &ImpairStats{Kernel: map[string]string{}}
+		var errs []error
+		for d, t := range ki.targets {
+			if shown, err := kernel.Show(t); err == nil {
+				st.Kernel[d] = shown
+			}
+			if err := kernel.Clear(t); err != nil {
+				errs = append(errs, fmt.Errorf("clear qdiscs on %s: %w", t.Iface, err))
+			}
+		}
+		ki.stats, ki.err = st, errors.Join(errs...)
+	})
+	return ki.stats, ki.err
+}

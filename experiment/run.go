@@ -1,0 +1,281 @@
+package experiment
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/lab/capture"
+	"github.com/wanlab/wanlab/lab/traffic"
+)
+
+// Capture sides.
+const (
+	SideClient = "client"
+	SideServer = "server"
+)
+
+// CaptureResult is one capture and what the analyzer made of it.
+type CaptureResult struct {
+	Path  string        `json:"path"`
+	Stats capture.Stats `json:"stats"`
+	// Connections is the analyzer's view of the experiment's connections
+	// in this capture (all of them in a request/response run).
+	Connections []*analyzer.Connection `json:"connections"`
+	// Diagnosis is the diagnosis of the download's connection, or the
+	// most common one across request/response connections.
+	Diagnosis *analyzer.Diagnosis `json:"diagnosis,omitempty"`
+	// Limits counts connections by diagnosed limit.
+	Limits   map[string]int `json:"limits"`
+	Warnings []string       `json:"warnings,omitempty"`
+}
+
+// Result is everything an experiment produced.
+type Result struct {
+	LabID   string            `json:"lab_id"`
+	Config  Config            `json:"config"`
+	Specs   map[string]string `json:"specs"` // canonical, per direction
+	Mode    string            `json:"mode"`  // "proxy", "kernel" or "routing" (no impairment)
+	Started time.Time         `json:"started"`
+	Elapsed time.Duration     `json:"elapsed_ns"`
+	Out     string            `json:"out"`
+	Client  netip.AddrPort    `json:"client"`
+	Server  netip.AddrPort    `json:"server"`
+
+	Download *traffic.DownloadResult `json:"download,omitempty"`
+	RR       *traffic.RRResult       `json:"rr,omitempty"`
+	Captures map[string]*CaptureResult `json:"captures"`
+	// Impairment are the counters of the proxy or the qdiscs per direction.
+	Impairment *ImpairStats `json:"impairment,omitempty"`
+	// Advice is the tuner's and the analyzer's advice, deduplicated.
+	Advice []string `json:"advice,omitempty"`
+	// Report and JSON are the files written.
+	Report string `json:"report"`
+	JSON   string `json:"json"`
+}
+
+// Run performs one experiment. Everything it creates in the system (lab
+// namespaces, proxy TUNs and rules, qdiscs) is removed before it returns,
+// also on error and when ctx is cancelled.
+func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
+	cfg = cfg.withDefaults()
+	specs, err := cfg.Specs()
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Config: cfg, Started: time.Now(), Specs: map[string]string{}, Captures: map[string]*CaptureResult{}}
+	for dir, s := range specs {
+		res.Specs[dir] = s.String()
+	}
+	if res.Out, err = outDir(cfg.Out, res.Started); err != nil {
+		return nil, err
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) }
+
+	l, err := lab.New(ctx, lab.Config{ClientSysctls: cfg.ClientSysctls, ServerSysctls: cfg.ServerSysctls})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := l.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		} else {
+			// The proxy's and the qdiscs' state described objects inside
+			// the lab, which are gone now.
+			_ = os.RemoveAll(filepath.Join(StateDir, l.ID))
+		}
+	}()
+	res.LabID = l.ID
+	logf("lab %s: client %s, router %s, server %s", l.ID, l.Client.NS, l.Router.NS, l.Server.NS)
+
+	srvAddr, cliAddr := l.Server.IPv4, l.Client.IPv4
+	if cfg.IPv6 {
+		srvAddr, cliAddr = l.Server.IPv6, l.Client.IPv6
+	}
+	srv, err := traffic.StartServer(ctx, l.Server.Handle, traffic.ServerConfig{
+		Listen:    netip.AddrPortFrom(srvAddr, 80),
+		Sockopt:   cfg.Server,
+		Nagle:     cfg.Requests > 0 && !cfg.NoNagle,
+		ThinkTime: cfg.ThinkTime,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	res.Server = srv.Addr()
+	res.Client = netip.AddrPortFrom(cliAddr, 0)
+
+	imp, err := startImpairment(ctx, l, cfg, specs, res.Out)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if imp != nil {
+			_, serr := imp.Stop()
+			err = errors.Join(err, serr)
+		}
+	}()
+	res.Mode = imp.Mode()
+	logf("impairment: %s", imp.Describe())
+
+	caps := map[string]*capture.Capture{}
+	defer func() {
+		for _, c := range caps {
+			_, _ = c.Stop()
+		}
+	}()
+	for _, side := range []struct {
+		name string
+		host *lab.Host
+	}{{SideClient, &l.Client}, {SideServer, &l.Server}} {
+		path := filepath.Join(res.Out, side.name+".pcapng")
+		c, err := capture.StartFile(side.host.Handle, side.host.Link, path, capture.Config{
+			Snaplen: cfg.Snaplen, MaxBytes: cfg.MaxCapture, Comment: side.host.NS,
+		})
+		if err != nil {
+			return nil, err
+		}
+		caps[side.name] = c
+		res.Captures[side.name] = &CaptureResult{Path: path}
+	}
+
+	tctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	if cfg.Requests > 0 {
+		logf("request/response: %d requests over %d connections to %s", cfg.Requests, cfg.Concurrency, srv.Addr())
+		rr, err := traffic.RequestResponse(tctx, l.Client.Handle, traffic.RRConfig{
+			Server: srv.Addr(), Requests: cfg.Requests, Concurrency: cfg.Concurrency,
+			BodySize: cfg.RRBody, Sockopt: cfg.Client,
+		})
+		if err != nil {
+			return nil, err
+		}
+		res.RR = &rr
+	} else {
+		logf("download: %s from http://%s%s%d", cfg.Size.Human(), srv.Addr(), traffic.GenPath, uint64(cfg.Size))
+		dl, err := traffic.Download(tctx, l.Client.Handle, traffic.DownloadConfig{
+			Server: srv.Addr(), Size: cfg.Size, Sockopt: cfg.Client, Peer: srv,
+			Progress: cfg.Progress,
+		})
+		if err != nil {
+			return nil, err
+		}
+		res.Download = &dl
+		res.Client = dl.Local
+	}
+
+	for name, c := range caps {
+		st, err := c.Stop()
+		if err != nil {
+			return nil, err
+		}
+		res.Captures[name].Stats = st
+		delete(caps, name)
+	}
+	st, serr := imp.Stop()
+	imp = nil
+	if serr != nil {
+		return nil, serr
+	}
+	res.Impairment = st
+
+	for _, name := range []string{SideClient, SideServer} {
+		if err := analyzeCapture(res, name); err != nil {
+			return nil, err
+		}
+	}
+	res.Advice = advice(res)
+	res.Elapsed = time.Since(res.Started)
+	if err := writeOutputs(res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// outDir creates the output directory: dir, or a new
+// "wanlab-experiment-YYYYmmdd-HHMMSS-xxxx" under the current directory.
+func outDir(dir string, now time.Time) (string, error) {
+	if dir == "" {
+		var b [2]byte
+		_, _ = rand.Read(b[:])
+		dir = "wanlab-experiment-" + now.Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", fmt.Errorf("output directory: %w", err)
+	}
+	return abs, nil
+}
+
+// analyzeCapture runs the analyzer on one capture and keeps the
+// experiment's connections.
+func analyzeCapture(res *Result, side string) error {
+	cr := res.Captures[side]
+	ar, err := analyzer.AnalyzeFile(cr.Path, analyzer.Options{})
+	if err != nil {
+		return fmt.Errorf("analyze %s capture: %w", side, err)
+	}
+	cr.Warnings = ar.Warnings
+	cr.Limits = map[string]int{}
+	for _, c := range ar.Connections {
+		if c.Server.Port() != res.Server.Port() {
+			continue
+		}
+		if res.Download != nil && c.Client != res.Download.Local {
+			continue
+		}
+		cr.Connections = append(cr.Connections, c)
+		if c.Diagnosis != nil {
+			cr.Limits[c.Diagnosis.Limit]++
+		}
+	}
+	// The download's connection, or the connection whose diagnosis names
+	// the most common limit.
+	best := ""
+	for limit, n := range cr.Limits {
+		if best == "" || n > cr.Limits[best] || n == cr.Limits[best] && limit < best {
+			best = limit
+		}
+	}
+	for _, c := range cr.Connections {
+		if c.Diagnosis != nil && c.Diagnosis.Limit == best {
+			cr.Diagnosis = c.Diagnosis
+			break
+		}
+	}
+	return nil
+}
+
+// writeOutputs writes result.json and report.html into res.Out.
+func writeOutputs(res *Result) error {
+	res.JSON = filepath.Join(res.Out, "result.json")
+	res.Report = filepath.Join(res.Out, "report.html")
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("result json: %w", err)
+	}
+	if err := os.WriteFile(res.JSON, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(res.Report)
+	if err != nil {
+		return err
+	}
+	if err := WriteReport(f, res); err != nil {
+		f.Close()
+		return fmt.Errorf("report: %w", err)
+	}
+	return f.Close()
+}
