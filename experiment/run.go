@@ -51,8 +51,8 @@ type Result struct {
 	Client  netip.AddrPort    `json:"client"`
 	Server  netip.AddrPort    `json:"server"`
 
-	Download *traffic.DownloadResult `json:"download,omitempty"`
-	RR       *traffic.RRResult       `json:"rr,omitempty"`
+	Download *traffic.DownloadResult   `json:"download,omitempty"`
+	RR       *traffic.RRResult         `json:"rr,omitempty"`
 	Captures map[string]*CaptureResult `json:"captures"`
 	// Impairment are the counters of the proxy or the qdiscs per direction.
 	Impairment *ImpairStats `json:"impairment,omitempty"`
