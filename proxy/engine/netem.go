@@ -80,7 +80,7 @@ func newNetem(cfg *spec.Netem, seed uint64, now int64) *netemStage {
 	n.reorderCorr = newCorrelated(cfg.ReorderCorr, r)
 	n.corrupt = probU32(cfg.Corrupt)
 	n.corruptCorr = newCorrelated(cfg.CorruptCorr, r)
-	n.rateBytes = uint64(cfg.Rate) / 8
+	n.rateBytes = uint64(cfg.Rate) / 8 // below 8 bit/s this is 0: no rate, as "if (q->rate)" reads it
 	n.packetOverhead = int64(cfg.PacketOverhead)
 	n.cellSize = int64(cfg.CellSize)
 	n.cellOverhead = int64(cfg.CellOverhead)
@@ -234,6 +234,11 @@ func (n *netemStage) enqueue(p *Packet, now int64, c *chain, idx int) {
 			delay += n.packetTime(len(p.Data))
 		}
 		p.due = base + delay
+		if p.due < now {
+			// Jitter above the delay: the kernel's time_to_send lies in
+			// the past and the packet goes at the next dequeue, i.e. now.
+			p.due = now
+		}
 		if n.len() == 0 || p.due > n.maxDue {
 			n.maxDue = p.due
 		}

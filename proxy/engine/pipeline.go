@@ -211,8 +211,8 @@ func mix(vs ...uint64) uint64 {
 //
 // Arrivals should come in non-decreasing order. A packet stamped before
 // the time the pipeline already processed (the release goroutine got the
-// lock first) enters at that time instead; its delay still counts from
-// its own stamp.
+// lock first) still has its timing computed from its stamp; if that puts
+// its departure before the processed time, the next Dequeue returns it.
 func (pl *Pipeline) Enqueue(p *Packet, now int64) (next int64, ok bool) {
 	pl.mu.Lock()
 	pl.enqueueLocked(p, now)
@@ -248,7 +248,9 @@ func (pl *Pipeline) enqueueLocked(p *Packet, now int64) {
 		}
 	}
 	pl.admit(cl, p)
-	cl.current.enqueueAt(0, p, entry)
+	// The root stage computes from the arrival stamp itself, even when the
+	// release goroutine already processed a later time.
+	cl.current.enqueueAt(0, p, p.Arrival)
 }
 
 // admit counts p into the pipeline's and its class's totals (an arrival

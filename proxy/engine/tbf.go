@@ -120,8 +120,16 @@ func (t *tbfStage) when(lim *rate.Limiter, bytesPerSec float64, from int64, n in
 	if have >= float64(n) {
 		return from
 	}
-	return from + int64(math.Ceil((float64(n)-have)/bytesPerSec*1e9))
+	wait := math.Ceil((float64(n) - have) / bytesPerSec * 1e9)
+	if !(wait < maxWait) { // also catches NaN and +Inf from a zero rate
+		wait = maxWait
+	}
+	return from + int64(wait)
 }
+
+// maxWait caps a computed wait (about 31 years) so absurd rates cannot
+// overflow the clock.
+const maxWait = 1e18
 
 func (t *tbfStage) next() (int64, bool) {
 	if t.q.len() == 0 {
