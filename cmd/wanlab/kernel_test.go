@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/wanlab/wanlab/internal/nsrun"
+	"github.com/wanlab/wanlab/internal/testenv"
+)
+
+// kernelCmd runs "wanlab kernel ..." and returns its output and exit code.
+func kernelCmd(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	app := newApp()
+	var out bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &out
+	err := app.Run(append([]string{"wanlab", "kernel"}, args...))
+	if err != nil {
+		out.WriteString("error: " + err.Error() + "\n")
+		return out.String(), exitCode(err)
+	}
+	return out.String(), exitOK
+}
+
+func TestKernelCommand(t *testing.T) {
+	name, ns := testenv.NetNS(t)
+	err := nsrun.Do(ns, func() error {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "kc0"}, PeerName: "kc1"}); err != nil {
+			return err
+		}
+		l, err := netlink.LinkByName("kc0")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(l)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := []string{"--iface", "kc0", "--netns", name, "--state-dir", t.TempDir()}
+	for _, c := range []struct {
+		args []string
+		out  string
+		code int
+	}{
+		{[]string{"apply"}, "error: kernel apply: SPEC is required", exitUsage},
+		{[]string{"apply", "tbf rate 50mbit burst 50kb"}, "error: kernel apply: tbf: limit or latency is required", exitUsage},
+		{[]string{"apply", "tbf", "rate", "50mbit", "burst", "50kb", "limit", "500kb"}, "tbf rate 50mbit burst 50kb limit 500kb\n", exitOK},
+		{[]string{"show"}, "tbf rate 50mbit burst 50kb limit 500kb\n", exitOK},
+		{[]string{"apply", "delay 100ms | tbf rate 50mbit burst 50kb limit 500kb"},
+			"error: kernel apply: kernel has no netem qdisc (sch_netem not available): nothing changed\n", exitNoKernel},
+		{[]string{"show"}, "tbf rate 50mbit burst 50kb limit 500kb\n", exitOK},
+		{[]string{"apply", "tbf rate 10mbit burst 10kb latency 50ms peakrate 20mbit mtu 1500"},
+			"tbf rate 10mbit burst 10kb latency 50ms peakrate 20mbit mtu 1500b\n", exitOK},
+		{[]string{"clear"}, "", exitOK},
+		{[]string{"show"}, "", exitOK},
+	} {
+		args := append([]string{c.args[0]}, target...)
+		args = append(args, c.args[1:]...)
+		out, code := kernelCmd(t, args...)
+		if code != c.code || !strings.HasPrefix(out, c.out) || (c.code == exitOK && out != c.out) {
+			if c.code == exitNoKernel && code == exitOK {
+				t.Skip("this kernel has netem")
+			}
+			t.Errorf("wanlab kernel %s: exit %d %q, want exit %d %q", strings.Join(c.args, " "), code, out, c.code, c.out)
+		}
+	}
+	if out, code := kernelCmd(t, "apply", "--iface", "eth9", "--netns", name, "--state-dir", t.TempDir(), "tbf rate 1mbit burst 5kb limit 10kb"); code != exitUsage ||
+		out != "error: kernel apply: interface \"eth9\": not found\n" {
+		t.Errorf("missing interface: exit %d %q", code, out)
+	}
+}
