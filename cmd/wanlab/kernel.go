@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -83,7 +82,7 @@ func init() {
 						return kernelError("show", err)
 					}
 					if got == "" {
-						fmt.Fprintf(os.Stderr, "wanlab: %s has the kernel's default qdisc (no impairment)\n", t.Iface)
+						fmt.Fprintf(cc.App.ErrWriter, "wanlab: %s has the kernel's default qdisc (no impairment)\n", t.Iface)
 						return nil
 					}
 					fmt.Fprintln(cc.App.Writer, got)
