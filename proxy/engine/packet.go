@@ -86,8 +86,8 @@ func (pl *Pool) Get() *Packet {
 
 // Put returns p to its pool. The caller must not touch p afterwards.
 func (pl *Pool) Put(p *Packet) {
-	if p == nil {
-		return
+	if p == nil || len(p.buf) < pl.size {
+		return // not one of ours (a test's packet, a short buffer): let the GC have it
 	}
 	*p = Packet{buf: p.buf, pool: pl, Data: p.buf[Headroom:Headroom]}
 	pl.p.Put(p)
