@@ -1,0 +1,389 @@
+package spec
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/wanlab/wanlab/units"
+)
+
+// netemPositions remembers where the keywords that later checks complain
+// about were typed.
+type netemPositions struct {
+	reorder, gap, ecn, dist token
+}
+
+// parseNetem parses netem's arguments as q_netem.c's netem_parse_opt does:
+// keywords in any order, a repeated keyword overwrites what it sets (except
+// loss, which may appear once), optional numeric arguments taken only when
+// the next word starts with a digit.
+func parseNetem(kind token, toks []token) (*Netem, error) {
+	n := &Netem{}
+	c := &cursor{toks: toks}
+	var at netemPositions
+	lossSet := false
+	for c.more() {
+		kw := c.next()
+		switch kw.text {
+		case "limit":
+			t, err := c.need(kw, "PACKETS")
+			if err != nil {
+				return nil, err
+			}
+			// q_netem.c reads the limit with get_size, so "1k" is 1024 packets.
+			v, err := sizeArg("limit", t)
+			if err != nil {
+				return nil, err
+			}
+			if v == 0 {
+				return nil, &ParseError{Pos: t.pos, Token: t.text, Msg: "limit 0: must be at least 1 packet (netem with limit 0 drops every packet)"}
+			}
+			n.Limit = uint32(v)
+
+		case "delay", "latency":
+			t, err := c.need(kw, "TIME")
+			if err != nil {
+				return nil, err
+			}
+			if n.Latency, err = netemTime(kw.text, t); err != nil {
+				return nil, err
+			}
+			if c.nextIsNumber(false) {
+				if n.Jitter, err = netemTime(kw.text+" jitter", c.next()); err != nil {
+					return nil, err
+				}
+				if c.nextIsNumber(false) {
+					if n.DelayCorr, err = percentArg(kw.text+" correlation", c.next()); err != nil {
+						return nil, err
+					}
+				}
+			}
+
+		case "loss", "drop":
+			if lossSet {
+				return nil, &ParseError{Pos: kw.pos, Token: kw.text, Msg: "duplicate loss argument (give one loss model)"}
+			}
+			if err := parseLoss(kw, c, &n.Loss); err != nil {
+				return nil, err
+			}
+			// q_netem.c only counts a loss as given when it drops
+			// something: "loss 0%" may be followed by another loss.
+			lossSet = n.Loss.Kind != LossRandom || n.Loss.P > 0
+
+		case "seed":
+			t, err := c.need(kw, "VALUE")
+			if err != nil {
+				return nil, err
+			}
+			v, perr := strconv.ParseUint(t.text, 10, 64)
+			if perr != nil {
+				return nil, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("seed: %q is not a number 0-%d", t.text, uint64(math.MaxUint64))}
+			}
+			n.Seed, n.HasSeed = v, true
+
+		case "ecn":
+			n.ECN, at.ecn = true, kw
+
+		case "reorder":
+			t, err := c.need(kw, "PERCENT")
+			if err != nil {
+				return nil, err
+			}
+			if n.Reorder, err = percentArg("reorder", t); err != nil {
+				return nil, err
+			}
+			at.reorder = kw
+			if c.nextIsNumber(false) {
+				if n.ReorderCorr, err = percentArg("reorder correlation", c.next()); err != nil {
+					return nil, err
+				}
+			}
+
+		case "corrupt":
+			t, err := c.need(kw, "PERCENT")
+			if err != nil {
+				return nil, err
+			}
+			if n.Corrupt, err = percentArg("corrupt", t); err != nil {
+				return nil, err
+			}
+			if c.nextIsNumber(false) {
+				if n.CorruptCorr, err = percentArg("corrupt correlation", c.next()); err != nil {
+					return nil, err
+				}
+			}
+
+		case "gap":
+			t, err := c.need(kw, "DISTANCE")
+			if err != nil {
+				return nil, err
+			}
+			if n.Gap, err = uint32Arg("gap", t); err != nil {
+				return nil, err
+			}
+			at.gap = kw
+
+		case "duplicate":
+			t, err := c.need(kw, "PERCENT")
+			if err != nil {
+				return nil, err
+			}
+			if n.Duplicate, err = percentArg("duplicate", t); err != nil {
+				return nil, err
+			}
+			if c.nextIsNumber(false) {
+				if n.DuplicateCorr, err = percentArg("duplicate correlation", c.next()); err != nil {
+					return nil, err
+				}
+			}
+
+		case "distribution":
+			t, err := c.need(kw, "uniform, normal, pareto or paretonormal")
+			if err != nil {
+				return nil, err
+			}
+			if n.Dist, err = distArg("distribution", t); err != nil {
+				return nil, err
+			}
+			at.dist = kw
+
+		case "rate":
+			t, err := c.need(kw, "RATE")
+			if err != nil {
+				return nil, err
+			}
+			if n.Rate, err = rateArg("rate", t); err != nil {
+				return nil, err
+			}
+			if c.nextIsNumber(true) {
+				if n.PacketOverhead, err = int32Arg("rate packet overhead", c.next()); err != nil {
+					return nil, err
+				}
+			}
+			if c.nextIsNumber(false) {
+				if n.CellSize, err = uint32Arg("rate cell size", c.next()); err != nil {
+					return nil, err
+				}
+			}
+			if c.nextIsNumber(true) {
+				if n.CellOverhead, err = int32Arg("rate cell overhead", c.next()); err != nil {
+					return nil, err
+				}
+			}
+
+		case "slot":
+			slot, err := parseSlot(kw, c)
+			if err != nil {
+				return nil, err
+			}
+			n.Slot = slot
+
+		default:
+			msg := fmt.Sprintf("unknown keyword %q", kw.text)
+			if b := kw.text[0]; b >= '0' && b <= '9' || b == '-' || b == '.' {
+				msg = fmt.Sprintf("unexpected value %q where a keyword belongs", kw.text)
+			} else if tbfKeywords[kw.text] {
+				msg += ` (a tbf keyword: start a tbf stage with "| tbf")`
+			}
+			return nil, &ParseError{Pos: kw.pos, Token: kw.text, Msg: msg}
+		}
+	}
+	normalizeNetem(n)
+	if err := checkNetem(n, kind, at); err != nil {
+		return nil, err
+	}
+	// q_netem.c: a reorder probability without gap means gap 1.
+	if n.Reorder > 0 && n.Gap == 0 {
+		n.Gap = 1
+	}
+	return n, nil
+}
+
+// normalizeNetem drops what neither the kernel nor tc's printout can see,
+// so that every accepted spec has one canonical form: correlations of
+// disabled impairments, a delay correlation without jitter (tabledist
+// returns the mean without drawing), overheads of a zero rate.
+func normalizeNetem(n *Netem) {
+	if n.Limit == DefaultNetemLimit {
+		n.Limit = 0
+	}
+	if n.Jitter == 0 {
+		n.DelayCorr = 0
+	}
+	if n.Loss.Kind == LossRandom && n.Loss.P == 0 {
+		n.Loss = Loss{}
+	}
+	if n.Duplicate == 0 {
+		n.DuplicateCorr = 0
+	}
+	if n.Corrupt == 0 {
+		n.CorruptCorr = 0
+	}
+	if n.Reorder == 0 {
+		n.ReorderCorr = 0
+	}
+	if n.Rate == 0 {
+		n.PacketOverhead, n.CellSize, n.CellOverhead = 0, 0, 0
+	}
+}
+
+// parseLoss parses what follows "loss": "[random] P [CORR]",
+// "state P13 [P31 [P32 [P23 [P14]]]]" or "gemodel P [R [1-H [1-K]]]",
+// filling in q_netem.c's defaults for omitted parameters.
+func parseLoss(kw token, c *cursor, l *Loss) error {
+	t, err := c.need(kw, "random, state or gemodel")
+	if err != nil {
+		return err
+	}
+	model := t.text
+	if b := model[0]; b >= '0' && b <= '9' {
+		model = "random" // the old "loss P" form
+		c.i--
+	}
+	switch model {
+	case "random":
+		t, err := c.need(token{text: "loss random", pos: t.pos}, "PERCENT")
+		if err != nil {
+			return err
+		}
+		*l = Loss{Kind: LossRandom}
+		if l.P, err = percentArg("loss", t); err != nil {
+			return err
+		}
+		if c.nextIsNumber(false) {
+			if l.Corr, err = percentArg("loss correlation", c.next()); err != nil {
+				return err
+			}
+		}
+	case "state":
+		p, err := c.need(token{text: "loss state", pos: t.pos}, "P13")
+		if err != nil {
+			return err
+		}
+		*l = Loss{Kind: LossState}
+		if l.P13, err = percentArg("loss state p13", p); err != nil {
+			return err
+		}
+		l.P31, l.P32, l.P23, l.P14 = 100-l.P13, 0, 100, 0
+		for _, f := range []struct {
+			name string
+			dst  *units.Percent
+		}{{"p31", &l.P31}, {"p32", &l.P32}, {"p23", &l.P23}, {"p14", &l.P14}} {
+			if !c.nextIsNumber(false) {
+				break
+			}
+			if *f.dst, err = percentArg("loss state "+f.name, c.next()); err != nil {
+				return err
+			}
+		}
+	case "gemodel":
+		p, err := c.need(token{text: "loss gemodel", pos: t.pos}, "P")
+		if err != nil {
+			return err
+		}
+		*l = Loss{Kind: LossGE}
+		if l.GP, err = percentArg("loss gemodel p", p); err != nil {
+			return err
+		}
+		l.GR, l.GH, l.GK = 100-l.GP, 100, 0
+		for _, f := range []struct {
+			name string
+			dst  *units.Percent
+		}{{"r", &l.GR}, {"1-h", &l.GH}, {"1-k", &l.GK}} {
+			if !c.nextIsNumber(false) {
+				break
+			}
+			if *f.dst, err = percentArg("loss gemodel "+f.name, c.next()); err != nil {
+				return err
+			}
+		}
+	default:
+		return &ParseError{Pos: t.pos, Token: t.text,
+			Msg: fmt.Sprintf("loss %q: unknown loss model (use [random] PERCENT, state or gemodel)", t.text)}
+	}
+	return nil
+}
+
+// parseSlot parses what follows "slot", as q_netem.c does.
+func parseSlot(kw token, c *cursor) (*Slot, error) {
+	s := &Slot{}
+	if c.nextIsNumber(false) {
+		var err error
+		if s.MinDelay, err = netemTime("slot min delay", c.next()); err != nil {
+			return nil, err
+		}
+		s.MaxDelay = s.MinDelay
+		if c.nextIsNumber(false) {
+			t := c.next()
+			if s.MaxDelay, err = netemTime("slot max delay", t); err != nil {
+				return nil, err
+			}
+			if s.MaxDelay < s.MinDelay {
+				return nil, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("slot max delay %s: must not be less than the min delay %s",
+					t.text, units.FormatDuration(s.MinDelay))}
+			}
+		}
+	} else {
+		t, err := c.need(kw, "MIN_DELAY or distribution")
+		if err != nil {
+			return nil, err
+		}
+		if t.text != "distribution" {
+			return nil, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("slot %q: want MIN_DELAY [MAX_DELAY] or distribution TYPE DELAY JITTER", t.text)}
+		}
+		if t, err = c.need(t, "uniform, normal, pareto or paretonormal"); err != nil {
+			return nil, err
+		}
+		if s.Dist, err = distArg("slot distribution", t); err != nil {
+			return nil, err
+		}
+		if t, err = c.need(token{text: "slot distribution " + t.text, pos: t.pos}, "DELAY JITTER"); err != nil {
+			return nil, err
+		}
+		if s.Delay, err = netemTime("slot delay", t); err != nil {
+			return nil, err
+		}
+		if t, err = c.need(token{text: "slot distribution", pos: t.pos}, "JITTER"); err != nil {
+			return nil, err
+		}
+		if s.Jitter, err = netemTime("slot jitter", t); err != nil {
+			return nil, err
+		}
+		if s.Jitter <= 0 {
+			return nil, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("slot jitter %s: must be more than 0", t.text)}
+		}
+	}
+	if c.peekIs("packets") {
+		kw := c.next()
+		t, err := c.need(kw, "PACKETS")
+		if err != nil {
+			return nil, err
+		}
+		v, err := int32Arg("slot packets", t)
+		if err != nil {
+			return nil, err
+		}
+		if v < 0 {
+			return nil, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("slot packets %s: must not be negative", t.text)}
+		}
+		s.Packets = uint32(v)
+	}
+	if c.peekIs("bytes") {
+		kw := c.next()
+		t, err := c.need(kw, "BYTES")
+		if err != nil {
+			return nil, err
+		}
+		v, err := sizeArg("slot bytes", t)
+		if err != nil {
+			return nil, err
+		}
+		// The kernel keeps max_bytes in an s32.
+		if v > math.MaxInt32 {
+			return nil, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("slot bytes %s: must be below 2gb", t.text)}
+		}
+		s.Bytes = v
+	}
+	return s, nil
+}
