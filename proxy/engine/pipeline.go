@@ -386,8 +386,9 @@ func (pl *Pipeline) Dequeue(now int64, out []*Packet) []*Packet {
 // Release puts a packet obtained from Dequeue back into its pool.
 func (pl *Pipeline) Release(p *Packet) { release(p) }
 
-// Swap replaces the spec of every class (of class 0 with SwapClass) at
-// time now, atomically with respect to Enqueue and Dequeue. Packets
+// Swap replaces class 0's spec (the pipeline's only class unless
+// Options.Classes made several; SwapClass picks one) at time now,
+// atomically with respect to Enqueue and Dequeue. Packets
 // already inside keep the departure they were given or will get under the
 // old stages, which drain alongside the new ones: nothing in flight is
 // lost, reordered or retimed by the swap; packets arriving after it see
