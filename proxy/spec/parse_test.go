@@ -550,6 +550,7 @@ func TestValidate(t *testing.T) {
 		{&Spec{Stages: []Stage{&TBF{Rate: units.Mbit, Burst: 1500, Limit: 3000, PeakRate: units.Kbit, MTU: 1500}}},
 			"stage 1: peakrate 1kbit: must be higher than rate 1mbit"},
 		{&Spec{Stages: []Stage{(*TBF)(nil)}}, "stage 1: tbf stage is nil"},
+		{&Spec{Stages: []Stage{&TBF{Rate: 7, Burst: 1, Limit: 1}}}, "stage 1: tbf: rate 7bit: must be at least 8bit (one byte per second)"},
 		{&Spec{Stages: []Stage{nil}}, "stage 1: unknown stage type <nil>"},
 	} {
 		err := tc.s.Validate()

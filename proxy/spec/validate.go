@@ -144,6 +144,8 @@ func checkTBF(b *TBF, kind token, seen map[string]token) error {
 	switch {
 	case b.Rate == 0:
 		return required("rate is required")
+	case b.Rate < 8:
+		return required(fmt.Sprintf("rate %s: must be at least 8bit (one byte per second)", b.Rate))
 	case b.Burst == 0:
 		return required("burst is required")
 	case b.Limit == 0 && b.Latency == 0:
