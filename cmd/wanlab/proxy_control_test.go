@@ -240,3 +240,21 @@ func TestQuantile(t *testing.T) {
 		t.Errorf("p0: %q", got)
 	}
 }
+
+func FuzzSplitIfaceSpec(f *testing.F) {
+	for _, s := range []string{"eth1=delay 50ms", "delay 5ms", "=", "a=b=c", " veth-b = loss 1% ", "my if=x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, arg string) {
+		iface, spec, err := splitIfaceSpec(arg)
+		if err != nil {
+			return
+		}
+		if strings.ContainsAny(iface, " \t/|=") || len(iface) > 15 {
+			t.Fatalf("interface %q accepted from %q", iface, arg)
+		}
+		if iface == "" && spec != strings.TrimSpace(arg) {
+			t.Fatalf("spec %q changed from %q", spec, arg)
+		}
+	})
+}

@@ -307,3 +307,37 @@ func TestFindAddr(t *testing.T) {
 		t.Errorf("DefaultAddr = %q", got)
 	}
 }
+
+// FuzzParseAddr checks that no input panics and that whatever Listen would
+// accept over TCP names a loopback host.
+func FuzzParseAddr(f *testing.F) {
+	for _, s := range []string{"unix:/run/wanlab/a-b.sock", "/tmp/x.sock", "127.0.0.1:9000", "[::1]:1",
+		"localhost:80", "0.0.0.0:1", ":80", "unix:", "[::ffff:127.0.0.1]:5", "127.1:2", "[fe80::1%lo]:3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, addr string) {
+		network, address, err := parseAddr(addr)
+		if err != nil {
+			if network != "" || address != "" {
+				t.Fatalf("error with a result: %q %q", network, address)
+			}
+			return
+		}
+		switch network {
+		case "unix":
+			if address == "" {
+				t.Fatal("empty socket path accepted")
+			}
+		case "tcp":
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				t.Fatalf("accepted %q: %v", address, err)
+			}
+			if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+				t.Fatalf("accepted non-loopback %q", address)
+			}
+		default:
+			t.Fatalf("network %q", network)
+		}
+	})
+}
