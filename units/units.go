@@ -193,9 +193,9 @@ func ParseSize(s string) (Size, error) {
 	default:
 		return 0, fmt.Errorf("size %q: unknown unit %q (use b, kb, mb, gb)", s, suf)
 	}
-	if v != math.Floor(v) {
-		return 0, fmt.Errorf("size %q is not a whole number of bytes", s)
-	}
+	// tc stores the double in an integer and compares it with floor():
+	// fractions are truncated, not refused.
+	v = math.Floor(v)
 	if v > math.MaxUint32 {
 		return 0, fmt.Errorf("size %q is larger than 4 GiB", s)
 	}
@@ -224,7 +224,7 @@ func ParseTime(s string, bare time.Duration) (time.Duration, error) {
 	default:
 		return 0, fmt.Errorf("time %q: unknown unit %q (use s, ms, us, ns)", s, suf)
 	}
-	if v > math.MaxInt64 {
+	if v >= math.MaxInt64 { // float64(MaxInt64) is 2^63, which would wrap
 		return 0, fmt.Errorf("time %q is too large", s)
 	}
 	return time.Duration(v), nil

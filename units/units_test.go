@@ -28,7 +28,7 @@ func TestParseRate(t *testing.T) {
 func TestParseSize(t *testing.T) {
 	cases := map[string]Size{
 		"50kb": 51200, "500kb": 512000, "1mb": 1 << 20, "64k": 65536, "1514": 1514,
-		"1514b": 1514, "1mbit": 131072, "1g": 1 << 30,
+		"1514b": 1514, "1mbit": 131072, "1g": 1 << 30, "1.5": 1, "1.5kb": 1536,
 	}
 	for in, want := range cases {
 		got, err := ParseSize(in)
@@ -36,7 +36,7 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "kb", "1.5", "5gb", "-1", "1kib"} {
+	for _, bad := range []string{"", "kb", "5gb", "-1", "1kib"} {
 		if _, err := ParseSize(bad); err == nil {
 			t.Errorf("ParseSize(%q) accepted", bad)
 		}
@@ -58,7 +58,7 @@ func TestParseTime(t *testing.T) {
 	if got, _ := ParseTime("7", time.Microsecond); got != 7*time.Microsecond {
 		t.Errorf("bare tbf time = %v", got)
 	}
-	for _, bad := range []string{"", "ms", "-1ms", "10m", "1h"} {
+	for _, bad := range []string{"", "ms", "-1ms", "10m", "1h", "9223372036854775808ns"} {
 		if _, err := ParseTime(bad, time.Nanosecond); err == nil {
 			t.Errorf("ParseTime(%q) accepted", bad)
 		}

@@ -398,7 +398,7 @@ func TestParseErrors(t *testing.T) {
 		{"delay -5ms", `delay: time "-5ms" is negative at position 2`, 2, "-5ms"},
 		{"delay 9223372036854775807", `delay 9223372036854775807: too large (at most 292 years) at position 2`, 2, "9223372036854775807"},
 		{"slot 1ms 9223372036.854775807s", `slot max delay 9223372036.854775807s: too large (at most 292 years) at position 3`, 3, "9223372036.854775807s"},
-		{"tbf rate 1mbit burst 1kb latency 9223372036854.775807ms", `latency 9223372036854.775807ms: must be below 4294s at position 7`, 7, "9223372036854.775807ms"},
+		{"tbf rate 1mbit burst 1kb latency 9223372036854.775807ms", `latency: time "9223372036854.775807ms" is too large at position 7`, 7, "9223372036854.775807ms"},
 		{"loss", `loss: missing random, state or gemodel at position 1`, 1, "loss"},
 		{"loss .5%", `loss ".5%": unknown loss model (use [random] PERCENT, state or gemodel) at position 2`, 2, ".5%"},
 		{"loss 1% loss 2%", `duplicate loss argument (give one loss model) at position 3`, 3, "loss"},
