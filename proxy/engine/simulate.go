@@ -53,10 +53,13 @@ type Expected struct {
 	// standard deviation (distribution tables included), without queueing.
 	DelayMeanMs   float64 `json:"delay_mean_ms"`
 	DelayStddevMs float64 `json:"delay_stddev_ms"`
-	// RateBps is the bottleneck: the smallest tbf or netem rate, or the
-	// offered rate when that is lower (bits/s of IP bytes).
-	RateBps    float64 `json:"rate_bps"`
-	OfferedBps float64 `json:"offered_bps"`
+	// RateBps is the expected output rate: the offered rate, capped by the
+	// bottleneck (bits/s of IP bytes).
+	RateBps float64 `json:"rate_bps"`
+	// BottleneckBps is the smallest tbf rate/peakrate or netem rate in
+	// the spec (0: none).
+	BottleneckBps float64 `json:"bottleneck_bps"`
+	OfferedBps    float64 `json:"offered_bps"`
 	// QueueDelayMaxMs is the longest a packet can wait in tbf queues
 	// (limit / rate per tbf stage), on top of the netem delay.
 	QueueDelayMaxMs  float64 `json:"queue_delay_max_ms"`
@@ -278,15 +281,18 @@ func expected(s *spec.Spec, offeredBps float64) Expected {
 			e.CorruptPercent = 100 - (100-e.CorruptPercent)*(1-st.Corrupt.Prob())
 			e.ReorderPercent = 100 - (100-e.ReorderPercent)*(1-st.Reorder.Prob())
 			if st.Rate != 0 {
-				e.RateBps = math.Min(e.RateBps, float64(st.Rate))
+				e.BottleneckBps = minRate(e.BottleneckBps, float64(st.Rate))
 			}
 		case *spec.TBF:
-			e.RateBps = math.Min(e.RateBps, float64(st.Rate))
+			e.BottleneckBps = minRate(e.BottleneckBps, float64(st.Rate))
 			e.QueueDelayMaxMs += float64(st.Limit) * 8 / float64(st.Rate) * 1e3
 			if st.PeakRate != 0 {
-				e.RateBps = math.Min(e.RateBps, float64(st.PeakRate))
+				e.BottleneckBps = minRate(e.BottleneckBps, float64(st.PeakRate))
 			}
 		}
+	}
+	if e.BottleneckBps != 0 {
+		e.RateBps = math.Min(e.RateBps, e.BottleneckBps)
 	}
 	e.LossPercent = 100 * (1 - pass)
 	e.DelayStddevMs = math.Sqrt(variance)
@@ -295,6 +301,14 @@ func expected(s *spec.Spec, offeredBps float64) Expected {
 		*f = math.Round(*f*1e9) / 1e9 // no float dust in the JSON
 	}
 	return e
+}
+
+// minRate is the smaller of two rates where 0 means "no limit".
+func minRate(a, b float64) float64 {
+	if a == 0 {
+		return b
+	}
+	return math.Min(a, b)
 }
 
 // StationaryLoss returns the long-run loss probability of a loss model:
@@ -362,8 +376,8 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "traffic  %d packets of %d B at %g pkt/s (%s offered), seed %d, %s virtual\n\n",
 		r.Packets, r.Size, r.PPS, bps(c.OfferedBps), r.Seed,
 		time.Duration(r.DurationMs*1e6).Round(time.Millisecond))
-	fmt.Fprintf(&b, "%-14s %-14s %s\n", "", "configured", "realized")
-	row := func(name, conf, real string) { fmt.Fprintf(&b, "%-14s %-14s %s\n", name, conf, real) }
+	fmt.Fprintf(&b, "%-14s %-30s %s\n", "", "configured", "realized")
+	row := func(name, conf, real string) { fmt.Fprintf(&b, "%-14s %-30s %s\n", name, conf, real) }
 	row("packets", fmt.Sprint(r.PacketsIn), fmt.Sprintf("%d out", r.PacketsOut))
 	row("loss", pct(c.LossPercent), fmt.Sprintf("%s (dropped: loss %d, queue %d, oversize %d)",
 		pct(r.LossPercent), r.Drops.Loss, r.Drops.Queue, r.Drops.Oversize))
@@ -373,7 +387,11 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	if c.QueueDelayMaxMs > 0 {
 		row("tbf queueing", "<= "+ms(c.QueueDelayMaxMs), ms(math.Max(0, r.Delay.Mean-c.DelayMeanMs))+" mean")
 	}
-	row("rate", bps(c.RateBps), bps(r.RateBps))
+	rate := bps(c.RateBps)
+	if c.BottleneckBps != 0 && c.BottleneckBps != c.RateBps {
+		rate += " (limit " + bps(c.BottleneckBps) + ")"
+	}
+	row("rate", rate, bps(r.RateBps))
 	row("duplicated", pct(c.DuplicatePercent), count(r.Duplicated, r.PacketsIn))
 	row("corrupted", pct(c.CorruptPercent), count(r.Corrupted, r.PacketsIn))
 	row("reordered", pct(c.ReorderPercent), count(r.Reordered, r.PacketsIn)+" overtook an earlier packet")
