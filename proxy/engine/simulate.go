@@ -53,8 +53,8 @@ type Expected struct {
 	// standard deviation (distribution tables included), without queueing.
 	DelayMeanMs   float64 `json:"delay_mean_ms"`
 	DelayStddevMs float64 `json:"delay_stddev_ms"`
-	// RateBps is the expected output rate: the offered rate, capped by the
-	// bottleneck (bits/s of IP bytes).
+	// RateBps is the expected output rate: the offered rate less the loss
+	// models' share, capped by the bottleneck (bits/s of IP bytes).
 	RateBps float64 `json:"rate_bps"`
 	// BottleneckBps is the smallest tbf rate/peakrate or netem rate in
 	// the spec (0: none).
@@ -291,6 +291,7 @@ func expected(s *spec.Spec, offeredBps float64) Expected {
 			}
 		}
 	}
+	e.RateBps = offeredBps * pass
 	if e.BottleneckBps != 0 {
 		e.RateBps = math.Min(e.RateBps, e.BottleneckBps)
 	}
