@@ -7,10 +7,8 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/wanlab/wanlab/analyzer"
-	"github.com/wanlab/wanlab/units"
 )
 
 // reportData is what the report template sees.
@@ -97,7 +95,7 @@ func WriteReport(w io.Writer, r *Result) error {
 	}
 	if dl := r.Download; dl != nil {
 		d.Summary = append(d.Summary,
-			"downloaded "+dl.Bytes.Human()+" in "+units.FormatDuration(dl.Elapsed.Round(time.Millisecond)),
+			"downloaded "+dl.Bytes.Human()+" in "+secs(dl.Elapsed),
 			"average "+mbps(dl.Average), "connect "+ms(dl.Connect)+", first byte "+ms(dl.FirstByte))
 		c := dl.Client
 		s := dl.Server

@@ -26,6 +26,11 @@ func mbps(r units.Rate) string {
 	return fmt.Sprintf("%.*f MB/s (%s)", prec, v, r.Human())
 }
 
+// secs prints a duration in seconds with three significant digits.
+func secs(d time.Duration) string {
+	return fmt.Sprintf("%.3g s", d.Seconds())
+}
+
 // ms prints a duration in milliseconds with three significant digits.
 func ms(d time.Duration) string {
 	return fmt.Sprintf("%.3g ms", float64(d)/float64(time.Millisecond))
@@ -68,17 +73,17 @@ func WriteSummary(w io.Writer, r *Result) error {
 
 	if d := r.Download; d != nil {
 		fmt.Fprintf(&b, "downloaded %s in %s: average %s (connect %s, first byte %s)\n",
-			d.Bytes.Human(), units.FormatDuration(d.Elapsed.Round(time.Millisecond)), mbps(d.Average),
+			d.Bytes.Human(), secs(d.Elapsed), mbps(d.Average),
 			ms(d.Connect), ms(d.FirstByte))
 		b.WriteString("\n")
 		tw := tabwriter.NewWriter(&b, 2, 8, 2, ' ', 0)
-		fmt.Fprintf(tw, "TCP_INFO\tclient\tserver\t\n")
+		fmt.Fprintf(tw, "TCP_INFO\tclient\tserver\n")
 		srv := sockopt.TCPInfo{}
 		if d.Server != nil {
 			srv = *d.Server
 		}
 		c := d.Client
-		row := func(name, cv, sv string) { fmt.Fprintf(tw, "  %s\t%s\t%s\t\n", name, cv, sv) }
+		row := func(name, cv, sv string) { fmt.Fprintf(tw, "  %s\t%s\t%s\n", name, cv, sv) }
 		row("rtt / min rtt", ms(c.RTT)+" / "+ms(c.MinRTT), ms(srv.RTT)+" / "+ms(srv.MinRTT))
 		row("cwnd", fmt.Sprintf("%d × %d B", c.SndCwnd, c.SndMSS), fmt.Sprintf("%d × %d B = %s", srv.SndCwnd, srv.SndMSS, srv.CwndBytes().Human()))
 		row("peer window (snd_wnd)", c.SndWnd.Human(), srv.SndWnd.Human())
@@ -86,7 +91,7 @@ func WriteSummary(w io.Writer, r *Result) error {
 		row("socket buffers rcv/snd", d.ClientEffective.RcvBuf.Human()+" / "+d.ClientEffective.SndBuf.Human(), effBufs(d.ServerEffective))
 		row("delivery rate", c.DeliveryRate.Human(), srv.DeliveryRate.Human())
 		row("retransmitted", fmt.Sprintf("%d segments", c.TotalRetrans), fmt.Sprintf("%d segments", srv.TotalRetrans))
-		row("busy / rwnd-limited", "", fmt.Sprintf("%s / %.0f %%", ms(srv.BusyTime), 100*srv.RwndLimitedFraction()))
+		row("busy / rwnd-limited", "", fmt.Sprintf("%s / %.0f %%", secs(srv.BusyTime), 100*srv.RwndLimitedFraction()))
 		row("sndbuf-limited", "", fmt.Sprintf("%.0f %%", 100*srv.SndbufLimitedFraction()))
 		row("congestion control", d.ClientEffective.CC, effCC(d.ServerEffective))
 		tw.Flush()
@@ -94,7 +99,7 @@ func WriteSummary(w io.Writer, r *Result) error {
 	if rr := r.RR; rr != nil {
 		l := rr.Latency
 		fmt.Fprintf(&b, "%d requests over %d connections in %s: %.0f requests/s, %d errors\n",
-			rr.Requests, cfg.Concurrency, units.FormatDuration(rr.Elapsed.Round(time.Millisecond)), rr.PerSec, rr.Errors)
+			rr.Requests, cfg.Concurrency, secs(rr.Elapsed), rr.PerSec, rr.Errors)
 		fmt.Fprintf(&b, "  latency p50 %s  p90 %s  p99 %s  max %s  (mean %s)\n", ms(l.P50), ms(l.P90), ms(l.P99), ms(l.Max), ms(l.Mean))
 		if rr.FirstError != "" {
 			fmt.Fprintf(&b, "  first error: %s\n", rr.FirstError)

@@ -1,0 +1,225 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/internal/nsrun"
+	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/lab/traffic"
+	"github.com/wanlab/wanlab/units"
+)
+
+// assertTornDown checks that nothing of lab id is left: namespaces (and
+// with them veths, TUNs, rules, qdiscs), the lab's state file and the
+// proxy/qdisc state directory.
+func assertTornDown(t *testing.T, id string) {
+	t.Helper()
+	if id == "" {
+		t.Fatal("no lab id")
+	}
+	for _, role := range []string{lab.RoleClient, lab.RoleRouter, lab.RoleServer} {
+		if ns := lab.NamePrefix + id + "-" + role; nsrun.Exists(ns) {
+			t.Errorf("namespace %s left behind", ns)
+			_ = nsrun.Delete(ns)
+		}
+	}
+	for _, p := range []string{filepath.Join(lab.DefaultStateDir, id+".json"), filepath.Join(StateDir, id)} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left behind (%v)", p, err)
+		}
+	}
+}
+
+// reduced shrinks a preset to run in a second or two.
+func reduced(t *testing.T, name string) Config {
+	c, err := Preset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch name {
+	case "seed000":
+		c.Size = 256 * units.KiB
+	case "seed001":
+		c.Size = 16 * units.MiB
+	case "seed002":
+		c.Size = 1 * units.MiB
+	case "seed003":
+		c.Requests, c.Concurrency = 100, 10
+	case "seed004":
+		c.Size = 2 * units.MiB
+	}
+	c.Out = t.TempDir()
+	c.Seed = 1
+	return c
+}
+
+func TestPresetsEndToEnd(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, name := range Presets() {
+		t.Run(name, func(t *testing.T) {
+			cfg := reduced(t, name)
+			res, err := Run(context.Background(), cfg)
+			if res != nil {
+				defer assertTornDown(t, res.LabID)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Mode != "proxy" || res.Impairment == nil || res.Impairment.Proxy == nil {
+				t.Fatalf("mode %s, impairment %+v: want the proxy's counters", res.Mode, res.Impairment)
+			}
+			for _, side := range []string{SideClient, SideServer} {
+				cr := res.Captures[side]
+				if cr.Stats.Packets == 0 || len(cr.Connections) == 0 || cr.Diagnosis == nil {
+					t.Errorf("%s capture: %d packets, %d connections, diagnosis %v", side, cr.Stats.Packets, len(cr.Connections), cr.Diagnosis)
+				}
+			}
+			for _, f := range []string{res.Report, res.JSON, res.Captures[SideClient].Path, res.Captures[SideServer].Path, res.Impairment.Tap} {
+				if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
+					t.Errorf("output %s: %v", f, err)
+				}
+			}
+			f, err := os.Open(res.Report)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if svgs, _ := checkReport(t, f); svgs != 8 {
+				t.Errorf("report has %d graphs, want 8", svgs)
+			}
+			var sb strings.Builder
+			if err := WriteSummary(&sb, res); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("\n%s", sb.String())
+			checkTrend(t, name, res)
+		})
+	}
+}
+
+// checkTrend asserts what each seed is about, loosely enough for a busy
+// 2-core machine.
+func checkTrend(t *testing.T, name string, res *Result) {
+	t.Helper()
+	srv := res.Captures[SideServer]
+	switch name {
+	case "seed000":
+		// The pinned send buffer: the server socket holds 4 KiB.
+		if e := res.Download.ServerEffective; e == nil || e.SndBuf > 8*units.KiB {
+			t.Errorf("server send buffer %+v, want tcp_wmem's 4 KiB", e)
+		}
+	case "seed001", "seed002":
+		if res.Download.Server.MinRTT < 30*time.Millisecond {
+			t.Errorf("server min RTT %v, want the impaired round trip", res.Download.Server.MinRTT)
+		}
+		if name == "seed002" && res.Download.Average > 50*units.Mbit {
+			t.Errorf("average %s above the tbf's 50 mbit", res.Download.Average.Human())
+		}
+	case "seed003":
+		if res.RR == nil || res.RR.Errors != 0 || res.RR.Latency.P50 < 30*time.Millisecond {
+			t.Errorf("rr %+v: want the ~40 ms delayed-ACK stall at p50", res.RR)
+		}
+		if srv.Limits[analyzer.LimitDelayedAck] == 0 && res.Captures[SideClient].Limits[analyzer.LimitDelayedAck] == 0 {
+			t.Errorf("no connection diagnosed delayed-ack: %v / %v", srv.Limits, res.Captures[SideClient].Limits)
+		}
+	case "seed004":
+		var lost uint64
+		for _, d := range res.Impairment.Proxy.Directions {
+			lost += d.Engine.Totals.Drops.Loss
+		}
+		if lost == 0 || res.Download.Server.TotalRetrans == 0 {
+			t.Errorf("proxy lost %d packets, server retransmitted %d segments: want loss", lost, res.Download.Server.TotalRetrans)
+		}
+	}
+}
+
+func TestInterruptedRunLeavesNothing(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := reduced(t, "seed001")
+	cfg.Size = 1 << 40 // hours: only the cancellation ends it
+	cfg.Progress = func(p traffic.Progress) {
+		if p.Bytes > 0 {
+			cancel()
+		}
+	}
+	var id string
+	cfg.Log = logWriter(func(line string) {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "lab" {
+			id = strings.TrimSuffix(f[1], ":")
+		}
+	})
+	res, err := Run(ctx, cfg)
+	if !errors.Is(err, context.Canceled) || res != nil {
+		t.Fatalf("Run after cancel = %v, %v; want context.Canceled", res, err)
+	}
+	assertTornDown(t, id)
+}
+
+func TestKernelMode(t *testing.T) {
+	testenv.RequireRoot(t)
+	cfg := Config{Kernel: true, Size: 2 * units.MiB, Out: t.TempDir(),
+		Impair: map[string]string{ToClient: "tbf rate 20mbit burst 32kb limit 256kb"}}
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertTornDown(t, res.LabID)
+	if res.Mode != "kernel" || !strings.HasPrefix(res.Impairment.Kernel[ToClient], "tbf rate 20mbit") {
+		t.Errorf("mode %s, kernel reported %v", res.Mode, res.Impairment.Kernel)
+	}
+	if res.Download.Average > 20*units.Mbit {
+		t.Errorf("average %s above the kernel tbf's 20 mbit", res.Download.Average.Human())
+	}
+	// netem where the kernel has none: a clear error, nothing left.
+	var id string
+	cfg = Config{Kernel: true, Size: units.MiB, Out: t.TempDir(), Impair: map[string]string{ToServer: "delay 10ms"},
+		Log: logWriter(func(line string) {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "lab" {
+				id = strings.TrimSuffix(f[1], ":")
+			}
+		})}
+	_, err = Run(context.Background(), cfg)
+	if err == nil {
+		t.Log("this kernel has netem")
+		return
+	}
+	if !errors.Is(err, ErrNoKernelSupport) || !strings.Contains(err.Error(), "netem") {
+		t.Errorf("--kernel netem = %v, want a no-netem error", err)
+	}
+	assertTornDown(t, id)
+}
+
+func TestCleanupRemovesCrashedExperimentState(t *testing.T) {
+	testenv.RequireRoot(t)
+	stale := filepath.Join(StateDir, "dead01")
+	if err := os.MkdirAll(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := Cleanup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state of a lab that no longer exists kept: %v (removed %v)", err, removed)
+	}
+}
+
+// logWriter calls fn with each line written to it.
+type logWriter func(line string)
+
+func (w logWriter) Write(b []byte) (int, error) {
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		w(l)
+	}
+	return len(b), nil
+}
