@@ -2,11 +2,13 @@ package engine
 
 import (
 	"math"
+	"math/bits"
 
 	"github.com/wanlab/wanlab/proxy/spec"
 )
 
-// netemStage mirrors the kernel's sch_netem.c (Linux 6.x): netem_enqueue
+// netemStage mirrors the kernel's sch_netem.c (Linux 6.8 and later, where
+// the duplicate is re-enqueued after the limit check): netem_enqueue
 // decides duplication, loss (or ECN mark), corruption, the queue limit,
 // reordering and the time to send; tfifo keeps packets ordered by that
 // time; netem_dequeue releases them, honouring slots.
@@ -103,7 +105,7 @@ func newNetem(cfg *spec.Netem, seed uint64, now int64) *netemStage {
 			n.slotBytes = math.MaxInt32
 		}
 		n.packetsLeft, n.bytesLeft = n.slotPackets, n.slotBytes
-		if n.slotMin|n.slotMax|n.slotJitter|n.slotDelay != 0 {
+		if n.slotMin|n.slotMax|n.slotJitter != 0 {
 			n.slotOn = true
 			n.slotNext = now
 		}
@@ -285,7 +287,9 @@ func (n *netemStage) packetTime(size int) int64 {
 func (n *netemStage) getSlotNext(now int64) {
 	var next int64
 	if n.slotTable == nil && n.slotJitter == 0 && n.slotDelay == 0 {
-		next = n.slotMin + int64((uint64(n.r.u32())*uint64(n.slotMax-n.slotMin))>>32)
+		// mul_u64_u32_shr(max - min, rand, 32): exact for any span.
+		hi, lo := bits.Mul64(uint64(n.slotMax-n.slotMin), uint64(n.r.u32()))
+		next = n.slotMin + int64(hi<<32|lo>>32)
 	} else {
 		next = tabledist(n.slotDelay, n.slotJitter, nil, n.r, n.slotTable)
 	}
