@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -135,9 +136,12 @@ func (t *Tuner) validate(set []Assignment) ([]Step, error) {
 		return nil, fmt.Errorf("%w: nothing to apply", ErrInvalid)
 	}
 	var errs []error
-	var avail []string
+	var avail, allowed []string
 	if v, err := t.FS.Read("net.ipv4.tcp_available_congestion_control"); err == nil {
 		avail = strings.Fields(v)
+	}
+	if v, err := t.FS.Read("net.ipv4.tcp_allowed_congestion_control"); err == nil {
+		allowed = strings.Fields(v)
 	}
 	seen := map[string]bool{}
 	var steps []Step
@@ -159,6 +163,14 @@ func (t *Tuner) validate(set []Assignment) ([]Step, error) {
 		v, err := checkValue(k, a.Value, avail)
 		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		// tcp_set_default_congestion_control (net/ipv4/tcp_cong.c) returns
+		// EPERM outside init_net for algorithms not marked
+		// TCP_CONG_NON_RESTRICTED, i.e. not in the allowed list.
+		if k.Kind == KindCC && t.Netns != "" && allowed != nil && !slices.Contains(allowed, v) {
+			errs = append(errs, fmt.Errorf("%s = %q: inside netns %s the default must be one of net.ipv4.tcp_allowed_congestion_control (%s), Linux refuses others with EPERM; on the host run: wanlab tune apply --set net.ipv4.tcp_allowed_congestion_control=%q",
+				a.Key, v, t.Netns, strings.Join(allowed, " "), strings.Join(append(slices.Clone(allowed), v), " ")))
 			continue
 		}
 		raw, err := t.FS.ReadRaw(a.Key)

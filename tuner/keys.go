@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ const (
 	KindCC                 // a congestion control algorithm name
 	KindName               // a kernel object name (qdisc)
 	KindList               // read-only, space-separated names
+	KindCCList             // space-separated congestion control names
 )
 
 // Key describes one sysctl the tuner knows.
@@ -78,6 +80,8 @@ var Keys = []Key{
 		Meaning: "congestion control for new sockets"},
 	{Name: "net.ipv4.tcp_available_congestion_control", Kind: KindList, PerNetns: true, ReadOnly: true,
 		Meaning: "congestion control algorithms loaded in the kernel"},
+	{Name: "net.ipv4.tcp_allowed_congestion_control", Kind: KindCCList,
+		Meaning: "algorithms unprivileged sockets may pick with TCP_CONGESTION, and the only ones a network namespace may make its default"},
 	{Name: "net.core.default_qdisc", Kind: KindName,
 		Meaning: "qdisc attached to new interfaces (fq paces per flow; BBR paces itself since Linux 4.13)"},
 	{Name: "net.ipv4.tcp_notsent_lowat", Kind: KindInt, PerNetns: true, Min: 0, Max: math.MaxUint32,
@@ -191,6 +195,17 @@ func checkValue(k Key, value string, availableCC []string) (string, error) {
 			}
 		}
 		return "", fmt.Errorf("%s = %q: not available in this kernel (available: %s)", k.Name, value, strings.Join(availableCC, " "))
+	case KindCCList:
+		names := strings.Fields(v)
+		if len(names) == 0 {
+			return "", fmt.Errorf("%s = %q: want one or more algorithm names", k.Name, value)
+		}
+		for _, n := range names {
+			if !slices.Contains(availableCC, n) {
+				return "", fmt.Errorf("%s = %q: %s is not available in this kernel (available: %s)", k.Name, value, n, strings.Join(availableCC, " "))
+			}
+		}
+		return strings.Join(names, " "), nil
 	case KindName:
 		if !nameRE.MatchString(v) {
 			return "", fmt.Errorf("%s = %q: not a kernel object name", k.Name, value)

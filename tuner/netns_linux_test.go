@@ -163,6 +163,23 @@ func TestNetnsRefusesHostWideKeys(t *testing.T) {
 		t.Error("the kernel accepted net.core.rmem_max inside a namespace; the refusal is stale")
 	}
 	t.Logf("kernel inside the namespace: %v", kerr)
+
+	// A default congestion control outside the allowed list: refused by
+	// the tuner, and by the kernel with EPERM.
+	allowed := rawIn(t, h, "net.ipv4.tcp_allowed_congestion_control")["net.ipv4.tcp_allowed_congestion_control"]
+	avail := strings.Fields(rawIn(t, h, "net.ipv4.tcp_available_congestion_control")["net.ipv4.tcp_available_congestion_control"])
+	for _, cc := range avail {
+		if strings.Contains(" "+normalize(allowed)+" ", " "+cc+" ") {
+			continue
+		}
+		if _, err := tu.Apply([]Assignment{{"net.ipv4.tcp_congestion_control", cc}}, false); !errors.Is(err, ErrInvalid) {
+			t.Errorf("default cc %s outside the allowed list (%s): Apply = %v", cc, allowed, err)
+		}
+		kerr := nsrun.Do(h, func() error { return Host.Write("net.ipv4.tcp_congestion_control", []byte(cc+"\n")) })
+		if !errors.Is(kerr, os.ErrPermission) {
+			t.Errorf("kernel on default cc %s in a namespace: %v, want EPERM", cc, kerr)
+		}
+	}
 	sameRaw(t, "host rmem_max", rawIn(t, netns.None(), "net.core.rmem_max"), hostBefore)
 	if v := rawIn(t, h, "net.ipv4.tcp_rmem")["net.ipv4.tcp_rmem"]; strings.Contains(v, "67108864") {
 		t.Error("a refused set wrote tcp_rmem")

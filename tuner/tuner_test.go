@@ -326,6 +326,8 @@ func TestValidateRefusesNonsenseBeforeWriting(t *testing.T) {
 		{host, []Assignment{{"net.ipv4.tcp_mtu_probing", "1"}, {"net.ipv4.tcp_mtu_probing", "2"}}, "given twice"},
 		{ns, []Assignment{{"net.core.rmem_max", "16777216"}}, "does not let netns blue change it"},
 		{ns, []Assignment{{"net.ipv4.tcp_mem", "1 2 3"}}, "host-wide key"},
+		{ns, []Assignment{{"net.ipv4.tcp_congestion_control", "cubic"}}, "must be one of net.ipv4.tcp_allowed_congestion_control (reno bbr)"},
+		{host, []Assignment{{"net.ipv4.tcp_allowed_congestion_control", "reno vegas"}}, "vegas is not available"},
 		// One bad key spoils the whole set: the good one is not written.
 		{host, []Assignment{{"net.ipv4.tcp_rmem", "4096 131072 16777216"}, {"net.ipv4.tcp_wmem", "1 2 x"}}, `"x" is not an integer`},
 	} {
