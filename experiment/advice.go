@@ -1,20 +1,133 @@
 package experiment
 
-// advice gathers the analyzer's advice from both captures, server first
-// (it sees the sender), without repeating a line.
+import (
+	"fmt"
+	"strings"
+
+	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/tuner"
+	tcapture "github.com/wanlab/wanlab/tuner/capture"
+	"github.com/wanlab/wanlab/units"
+)
+
+// Tuning is the tuner's plan for the experiment's hosts, made from the
+// server capture's evidence and the sysctls in force in each namespace.
+type Tuning struct {
+	Evidence *tuner.Evidence `json:"evidence"`
+	// Client and Server hold the changes for that host (receiver-side keys
+	// on the client, sender-side keys on the server).
+	Client []tuner.Change `json:"client,omitempty"`
+	Server []tuner.Change `json:"server,omitempty"`
+	// Current and After are one stream's rate now and with the changes.
+	Current units.Rate `json:"current_bps"`
+	After   units.Rate `json:"after_bps"`
+	Notes   []string   `json:"notes,omitempty"`
+	// Rerun is the experiment's command line with the changes applied.
+	Rerun string `json:"rerun,omitempty"`
+}
+
+// planTuning asks the tuner what to change, while the lab still exists
+// (the snapshot of each namespace's sysctls is read inside it). A capture
+// without a transfer or a diagnosis without a predicted rate gives no plan.
+func planTuning(l *lab.Lab, res *Result, server *analyzer.Result) (*Tuning, error) {
+	ev, err := tcapture.FromResult(server, res.Captures[SideServer].Path)
+	if err != nil || ev.RTT <= 0 || ev.Predicted == 0 {
+		return nil, nil
+	}
+	in := tuner.PlanInput{RTT: ev.RTT, Rate: ev.Predicted, Streams: 1, MSS: ev.MSS, Evidence: ev,
+		RateSource: "what the server capture's diagnosis predicts once its limit is lifted"}
+	t := &Tuning{Evidence: ev}
+	for _, h := range []struct {
+		host *lab.Host
+		keep string
+		dst  *[]tuner.Change
+	}{{&l.Client, "receiver", &t.Client}, {&l.Server, "sender", &t.Server}} {
+		var snap *tuner.Snapshot
+		if err := h.host.Do(func() error {
+			var err error
+			snap, err = tuner.ReadSnapshot(tuner.Host, h.host.NS)
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("tuner snapshot of %s: %w", h.host.NS, err)
+		}
+		p, err := tuner.MakePlan(snap, tuner.ModelFor(snap), in)
+		if err != nil {
+			return nil, fmt.Errorf("tuner plan: %w", err)
+		}
+		for _, c := range p.Changes {
+			if c.Side == h.keep || c.Side == "both" && h.keep == "receiver" {
+				*h.dst = append(*h.dst, c)
+			}
+		}
+		if h.keep == "receiver" {
+			t.Current, t.After, t.Notes = p.Current, p.After, p.Notes
+		}
+	}
+	t.Rerun = rerun(res.Config, t)
+	return t, nil
+}
+
+// rerun is the command that repeats the experiment with the plan's
+// per-namespace changes; host-wide keys cannot be set in a lab namespace.
+func rerun(cfg Config, t *Tuning) string {
+	var args []string
+	for _, side := range []struct {
+		flag    string
+		changes []tuner.Change
+	}{{"--client-sysctl", t.Client}, {"--server-sysctl", t.Server}} {
+		for _, c := range side.changes {
+			if !c.HostOnly {
+				args = append(args, fmt.Sprintf("%s '%s=%s'", side.flag, c.Key, c.To))
+			}
+		}
+	}
+	if len(args) == 0 {
+		return ""
+	}
+	base := "wanlab experiment"
+	if _, ok := presets[cfg.Name]; ok {
+		base += " --preset " + cfg.Name
+	}
+	return base + " " + strings.Join(args, " ")
+}
+
+// advice gathers the tuner's plan and the analyzer's advice from both
+// captures (server first: it sees the sender), without repeating a line.
 func advice(r *Result) []string {
 	seen := map[string]bool{}
 	var out []string
+	add := func(a string) {
+		if a != "" && !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	if t := r.Tuning; t != nil {
+		for _, side := range []struct {
+			name    string
+			changes []tuner.Change
+		}{{"client", t.Client}, {"server", t.Server}} {
+			for _, c := range side.changes {
+				note := ""
+				if c.HostOnly {
+					note = " (host-wide: not settable inside the lab's namespace)"
+				}
+				add(fmt.Sprintf("tuner: on the %s set %s from %q to %q%s: %s", side.name, c.Key, c.From, c.To, note, c.Reason))
+			}
+		}
+		if t.Rerun != "" {
+			add(fmt.Sprintf("tuner: one stream would go from %s to %s; try it: %s",
+				mbps(t.Current), mbps(t.After), t.Rerun))
+		}
+	}
 	for _, side := range []string{SideServer, SideClient} {
 		cr := r.Captures[side]
 		if cr == nil || cr.Diagnosis == nil {
 			continue
 		}
 		for _, a := range cr.Diagnosis.Advice {
-			if !seen[a] {
-				seen[a] = true
-				out = append(out, a)
-			}
+			add(a)
 		}
 	}
 	return out

@@ -56,6 +56,9 @@ type Result struct {
 	Captures map[string]*CaptureResult `json:"captures"`
 	// Impairment are the counters of the proxy or the qdiscs per direction.
 	Impairment *ImpairStats `json:"impairment,omitempty"`
+	// Tuning is the tuner's plan from the server capture (nil when the
+	// diagnosis predicts no gain).
+	Tuning *Tuning `json:"tuning,omitempty"`
 	// Advice is the tuner's and the analyzer's advice, deduplicated.
 	Advice []string `json:"advice,omitempty"`
 	// Report and JSON are the files written.
@@ -188,8 +191,18 @@ func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 	}
 	res.Impairment = st
 
+	var serverAnalysis *analyzer.Result
 	for _, name := range []string{SideClient, SideServer} {
-		if err := analyzeCapture(res, name); err != nil {
+		ar, err := analyzeCapture(res, name)
+		if err != nil {
+			return nil, err
+		}
+		if name == SideServer {
+			serverAnalysis = ar
+		}
+	}
+	if res.Download != nil {
+		if res.Tuning, err = planTuning(l, res, serverAnalysis); err != nil {
 			return nil, err
 		}
 	}
@@ -221,11 +234,11 @@ func outDir(dir string, now time.Time) (string, error) {
 
 // analyzeCapture runs the analyzer on one capture and keeps the
 // experiment's connections.
-func analyzeCapture(res *Result, side string) error {
+func analyzeCapture(res *Result, side string) (*analyzer.Result, error) {
 	cr := res.Captures[side]
 	ar, err := analyzer.AnalyzeFile(cr.Path, analyzer.Options{})
 	if err != nil {
-		return fmt.Errorf("analyze %s capture: %w", side, err)
+		return nil, fmt.Errorf("analyze %s capture: %w", side, err)
 	}
 	cr.Warnings = ar.Warnings
 	cr.Limits = map[string]int{}
@@ -255,7 +268,7 @@ func analyzeCapture(res *Result, side string) error {
 			break
 		}
 	}
-	return nil
+	return ar, nil
 }
 
 // writeOutputs writes result.json and report.html into res.Out.
