@@ -126,7 +126,7 @@ type DirectionStats struct {
 	// sample near the sender, the handshake RTT near the receiver.
 	PathRTTMs float64 `json:"path_rtt_ms"`
 	// Idle gaps: the sender had nothing outstanding and sent no new data
-	// for longer than max(1 ms, RTT/4) beyond what the capture point
+	// for longer than max(5 ms, RTT/4) beyond what the capture point
 	// explains (near the receiver one RTT always passes).
 	IdleGaps    int     `json:"idle_gaps"`
 	IdleTotalMs float64 `json:"idle_total_ms"`
@@ -532,7 +532,9 @@ finishedFwd:
 		if w > fwd.maxWin {
 			fwd.maxWin = w
 		}
-		if fwd.minWin == 0 || w < fwd.minWin {
+		// Zero windows are counted apart and, as in tcptrace, do not
+		// make the minimum.
+		if w > 0 && (fwd.minWin == 0 || w < fwd.minWin) {
 			fwd.minWin = w
 		}
 	}
@@ -765,9 +767,11 @@ func finishIdle(c *Connection, d *dirAnalysis, st *DirectionStats) {
 	st.CapturedNear = "unknown"
 	path := 0.0 // µs
 	switch {
-	case d.rtt.n > 0 && hs > 0 && float64(d.rtt.min) >= 0.5*hs:
+	case d.rtt.n > 0 && hs >= 1000 && float64(d.rtt.min) >= 0.5*hs:
 		st.CapturedNear, path = "sender", float64(d.rtt.min)
-	case d.rtt.n > 0 && hs > 0:
+	case d.rtt.n > 0 && hs >= 1000:
+		// Below 1 ms (a LAN, veth) both RTTs are noise and the location
+		// cannot be told, nor does it matter.
 		st.CapturedNear, path = "receiver", hs
 	case d.rtt.n > 0:
 		path = float64(d.rtt.min)
@@ -779,7 +783,10 @@ func finishIdle(c *Connection, d *dirAnalysis, st *DirectionStats) {
 	if st.CapturedNear == "receiver" {
 		base = path
 	}
-	thresh := base + max(1000, path/4)
+	// Gaps shorter than 5 ms are not counted: a token bucket downstream
+	// of the capture point releases bursts with gaps of burst/rate, which
+	// look the same as a sender with nothing to send.
+	thresh := base + max(5000, path/4)
 	for i, n := range d.gaps.counts {
 		if n == 0 {
 			continue

@@ -44,54 +44,73 @@ func TestTotalsAgreeWithTcptrace(t *testing.T) {
 			cfg := sc.cfg
 			cfg.AtSender = true
 			path, _ := writeSynth(t, cfg)
-			tt := tcptraceStats(t, path)
-			res, err := AnalyzeFile(path, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := res.Connections[0]
-			t.Logf("tcptrace b->a: rexmt %s, RTT samples %s, unique %s", tt["rexmt data pkts"][1], tt["RTT samples"][1], tt["unique bytes sent"][1])
-			for i, d := range c.Directions {
-				ints := map[string]int64{
-					"total packets":     int64(d.Packets),
-					"pure acks sent":    int64(d.PureAcks),
-					"sack pkts sent":    int64(d.SACKPackets),
-					"unique bytes sent": d.UniqueBytes,
-					"actual data pkts":  int64(d.DataPackets),
-					"actual data bytes": d.DataBytes,
-					"rexmt data pkts":   int64(d.RetransmittedPackets),
-					"rexmt data bytes":  d.RetransmittedBytes,
-					"max win adv":       d.MaxWindowBytes,
-					"min win adv":       d.MinWindowBytes,
-					"zero win adv":      int64(d.ZeroWindows),
-					"max segm size":     int64(d.MaxSegmentBytes),
-					"RTT samples":       int64(d.RTTSamples),
-					"post-loss acks":    int64(d.PostLossAcks),
-				}
-				for label, ours := range ints {
-					v, ok := tt[label]
-					if !ok {
-						t.Fatalf("tcptrace printed no %q", label)
-					}
-					theirs, err := strconv.ParseInt(v[i], 10, 64)
-					if err != nil {
-						t.Fatalf("%s: %q", label, v[i])
-					}
-					if theirs != ours {
-						t.Errorf("dir %d %s: ours %d, tcptrace %d", i, label, ours, theirs)
-					}
-				}
-				if d.RTTSamples > 0 {
-					for label, ours := range map[string]float64{"RTT min": d.RTTMinMs, "RTT max": d.RTTMaxMs, "RTT avg": d.RTTAvgMs} {
-						theirs, _ := strconv.ParseFloat(tt[label][i], 64)
-						// tcptrace prints 0.1 ms; our extremes are exact, the
-						// mean is exact too (histograms only bin quantiles).
-						if math.Abs(theirs-ours) > 0.051 {
-							t.Errorf("dir %d %s: ours %.3f ms, tcptrace %.1f ms", i, label, ours, theirs)
-						}
-					}
-				}
-			}
+			compareTcptrace(t, path, 0)
 		})
+	}
+}
+
+// compareTcptrace checks our per-direction totals against tcptrace -lr on
+// a single-connection capture.
+//
+// rttSlack is the share by which RTT sample counts may differ: on real
+// captures with GSO super-segments that are retransmitted MSS by MSS,
+// tcptrace's segment bookkeeping and ours split the ranges differently and
+// a sample or two per hundred retransmissions lands on the other side of
+// Karn's rule.
+func compareTcptrace(t *testing.T, path string, rttSlack float64) {
+	t.Helper()
+	tt := tcptraceStats(t, path)
+	res, err := AnalyzeFile(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Connections[0]
+	t.Logf("tcptrace b->a: rexmt %s, RTT samples %s, unique %s", tt["rexmt data pkts"][1], tt["RTT samples"][1], tt["unique bytes sent"][1])
+	for i, d := range c.Directions {
+		ints := map[string]int64{
+			"total packets":     int64(d.Packets),
+			"pure acks sent":    int64(d.PureAcks),
+			"sack pkts sent":    int64(d.SACKPackets),
+			"unique bytes sent": d.UniqueBytes,
+			"actual data pkts":  int64(d.DataPackets),
+			"actual data bytes": d.DataBytes,
+			"rexmt data pkts":   int64(d.RetransmittedPackets),
+			"rexmt data bytes":  d.RetransmittedBytes,
+			"max win adv":       d.MaxWindowBytes,
+			"min win adv":       d.MinWindowBytes,
+			"zero win adv":      int64(d.ZeroWindows),
+			"max segm size":     int64(d.MaxSegmentBytes),
+			"RTT samples":       int64(d.RTTSamples),
+			"post-loss acks":    int64(d.PostLossAcks),
+		}
+		for label, ours := range ints {
+			v, ok := tt[label]
+			if !ok {
+				t.Fatalf("tcptrace printed no %q", label)
+			}
+			theirs, err := strconv.ParseInt(v[i], 10, 64)
+			if err != nil {
+				t.Fatalf("%s: %q", label, v[i])
+			}
+			slack := 0.0
+			if label == "RTT samples" || label == "post-loss acks" {
+				slack = rttSlack * float64(theirs)
+			}
+			if math.Abs(float64(theirs-ours)) > slack {
+				t.Errorf("dir %d %s: ours %d, tcptrace %d", i, label, ours, theirs)
+			} else if theirs != ours {
+				t.Logf("dir %d %s: ours %d, tcptrace %d (within %.0f %%)", i, label, ours, theirs, rttSlack*100)
+			}
+		}
+		if d.RTTSamples > 0 {
+			for label, ours := range map[string]float64{"RTT min": d.RTTMinMs, "RTT max": d.RTTMaxMs, "RTT avg": d.RTTAvgMs} {
+				theirs, _ := strconv.ParseFloat(tt[label][i], 64)
+				// tcptrace prints 0.1 ms; our extremes are exact, the
+				// mean is exact too (histograms only bin quantiles).
+				if math.Abs(theirs-ours) > 0.051+rttSlack*theirs {
+					t.Errorf("dir %d %s: ours %.3f ms, tcptrace %.1f ms", i, label, ours, theirs)
+				}
+			}
+		}
 	}
 }

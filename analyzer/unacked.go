@@ -39,9 +39,31 @@ func (q *unackedQueue) sent(start, end, t int64) (overlapped bool) {
 	}
 	// First segment whose end is beyond start.
 	i := sort.Search(n, func(i int) bool { return items[i].end > start })
+	exactEnd := false
 	for j := i; j < n && items[j].start < end; j++ {
 		items[j].retrans = true
 		overlapped = true
+		if items[j].end == end {
+			exactEnd = true
+		}
+		if !exactEnd && items[j].end > end && q.len() < maxUnacked {
+			// A retransmission that ends inside an earlier segment (a GSO
+			// super-segment resent MSS by MSS). Wireshark keeps each
+			// transmission and matches an ACK to the one ending exactly
+			// at it, so split here: the head ends at this
+			// retransmission's end and takes its time; the tail keeps
+			// the original transmission (and its Karn standing).
+			tail := items[j]
+			tail.start = end
+			tail.retrans = false
+			items[j].end = end
+			items[j].sent = t
+			q.buf = append(q.buf, sentSegment{})
+			items = q.buf[q.head:]
+			copy(items[j+2:], items[j+1:])
+			items[j+1] = tail
+			break
+		}
 	}
 	if !overlapped && q.len() < maxUnacked {
 		// A range never seen before, below the highest sent: a reordered

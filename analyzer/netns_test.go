@@ -1,0 +1,350 @@
+//go:build linux
+
+package analyzer
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+	"github.com/wanlab/wanlab/analyzer/decode"
+	"github.com/wanlab/wanlab/analyzer/pcapfile"
+	"github.com/wanlab/wanlab/internal/nsrun"
+	"github.com/wanlab/wanlab/internal/testenv"
+	"golang.org/x/sys/unix"
+)
+
+// lab is client -- router -- server, three namespaces joined by veth
+// pairs: client 10.77.1.2 (cdev) to router 10.77.1.1 (rcdev), router
+// 10.77.2.1 (rsdev) to server 10.77.2.2 (sdev). A bottleneck qdisc goes on
+// rcdev, so a capture at the server sees the path as a real one does.
+type lab struct {
+	client, router, server   string
+	hClient, hServer         netns.NsHandle
+	cdev, rcdev, rsdev, sdev string
+}
+
+const serverAddr = "10.77.2.2"
+
+func run(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func newLab(t *testing.T) *lab {
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "ip")
+	l := &lab{}
+	l.client, l.hClient = testenv.NetNS(t)
+	l.router, _ = testenv.NetNS(t)
+	l.server, l.hServer = testenv.NetNS(t)
+	l.cdev, l.rcdev = testenv.UniqueName("wc"), testenv.UniqueName("wr")
+	l.rsdev, l.sdev = testenv.UniqueName("wr"), testenv.UniqueName("ws")
+	run(t, "ip", "link", "add", l.cdev, "netns", l.client, "type", "veth", "peer", "name", l.rcdev, "netns", l.router)
+	run(t, "ip", "link", "add", l.sdev, "netns", l.server, "type", "veth", "peer", "name", l.rsdev, "netns", l.router)
+	for _, c := range [][]string{
+		{"ip", "-n", l.client, "addr", "add", "10.77.1.2/24", "dev", l.cdev},
+		{"ip", "-n", l.client, "link", "set", l.cdev, "up"},
+		{"ip", "-n", l.client, "route", "add", "default", "via", "10.77.1.1"},
+		{"ip", "-n", l.router, "addr", "add", "10.77.1.1/24", "dev", l.rcdev},
+		{"ip", "-n", l.router, "addr", "add", "10.77.2.1/24", "dev", l.rsdev},
+		{"ip", "-n", l.router, "link", "set", l.rcdev, "up"},
+		{"ip", "-n", l.router, "link", "set", l.rsdev, "up"},
+		{"ip", "-n", l.server, "addr", "add", serverAddr + "/24", "dev", l.sdev},
+		{"ip", "-n", l.server, "link", "set", l.sdev, "up"},
+		{"ip", "-n", l.server, "route", "add", "default", "via", "10.77.2.1"},
+	} {
+		run(t, c...)
+	}
+	nsSysctl(t, l.router, "net.ipv4.ip_forward=1")
+	return l
+}
+
+// capture starts tcpdump in ns on dev (or "any") and returns a stop
+// function that ends it and returns the file path.
+func capture(t *testing.T, ns netns.NsHandle, dev string) func() string {
+	testenv.RequireCommand(t, "tcpdump")
+	path := filepath.Join(t.TempDir(), "cap.pcap")
+	// Immediate mode: packets reach the file as they come, not when a
+	// kernel ring block fills, so SIGINT loses nothing.
+	cmd := exec.Command("tcpdump", "-i", dev, "-s", "96", "--immediate-mode", "-U", "-n", "-w", path, "tcp")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Started from a thread inside ns, tcpdump is born in ns (and is our
+	// own child, so the stop signal reaches it directly).
+	if err := nsrun.Do(ns, cmd.Start); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for tcpdump to say it is listening (the event, not a sleep).
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		said := false
+		for sc.Scan() {
+			if !said && strings.Contains(sc.Text(), "listening on") {
+				said = true
+				ready <- nil
+			}
+		}
+		if !said {
+			ready <- fmt.Errorf("tcpdump exited before listening")
+		}
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("tcpdump did not start listening within 10 s")
+	}
+	stopped := false
+	stop := func() string {
+		if !stopped {
+			stopped = true
+			// The transfer is over, but tcpdump may still be writing its
+			// last packets: wait until both FINs are in the file.
+			waitForFINs(t, path, 2, 10*time.Second)
+			cmd.Process.Signal(syscall.SIGINT)
+			cmd.Wait()
+		}
+		return path
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// transfer sends n bytes from the server to the client (the server's
+// socket using congestion control cc if set) and returns when the client has read them all and both closed.
+func (l *lab) transfer(t *testing.T, n int64, congestion string) {
+	t.Helper()
+	var ln net.Listener
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		if congestion == "" {
+			return nil
+		}
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, congestion)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	if err := nsrun.Do(l.hServer, func() (err error) {
+		ln, err = lc.Listen(context.Background(), "tcp4", serverAddr+":0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 64<<10)
+		for left := n; left > 0; {
+			k, err := c.Write(buf[:min(int64(len(buf)), left)])
+			if err != nil {
+				served <- err
+				return
+			}
+			left -= int64(k)
+		}
+		served <- nil
+	}()
+	var conn net.Conn
+	if err := nsrun.Do(l.hClient, func() (err error) {
+		conn, err = net.DialTimeout("tcp4", ln.Addr().String(), 5*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(60 * time.Second))
+	got, err := io.Copy(io.Discard, conn)
+	conn.Close()
+	if err != nil || got != n {
+		t.Fatalf("client read %d of %d bytes: %v", got, n, err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitForFINs polls the growing capture until it holds n FIN segments or
+// the deadline passes.
+func waitForFINs(t *testing.T, path string, n int, within time.Duration) {
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		fins := 0
+		if r, c, err := pcapfile.Open(path); err == nil {
+			var p decode.Packet
+			for {
+				f, err := r.Next()
+				if err != nil {
+					break
+				}
+				if decode.Decode(f.Link, f.Data, f.WireLen, &p) == nil && p.Flags&decode.FlagFIN != 0 {
+					fins++
+				}
+			}
+			c.Close()
+		}
+		if fins >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Logf("capture %s: %d of %d FINs after %v", path, fins, n, within)
+			return
+		}
+		<-tick.C
+	}
+}
+
+func nsSysctl(t *testing.T, ns, kv string) {
+	run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", kv)
+}
+
+// TestRealCaptures records transfers between namespaces with tcpdump and
+// checks the analysis against tshark and tcptrace and the diagnosis
+// against the configured limit.
+func TestRealCaptures(t *testing.T) {
+	t.Run("veth-zero-window", func(t *testing.T) {
+		// No bottleneck: the sender outruns the reading client, which
+		// advertises zero windows. Captured at the server, pcap, Ethernet.
+		l := newLab(t)
+		stop := capture(t, l.hServer, l.sdev)
+		l.transfer(t, 8<<20, "")
+		path := stop()
+		keep(t, path, "veth.pcap")
+		checkRealCapture(t, path)
+		compareTcptrace(t, path, 0.01)
+		c := mainConn(t, mustAnalyze(t, path))
+		if d := c.Directions[1]; d.UniqueBytes != 8<<20 {
+			t.Errorf("unique bytes %d, want %d", d.UniqueBytes, 8<<20)
+		}
+	})
+	t.Run("bandwidth-any-pcapng", func(t *testing.T) {
+		// A 100 Mbit/s tbf with a deep queue at the router and cubic: the
+		// rate plateaus while RTT grows. Captured on "any" (Linux cooked
+		// v2) at the server and converted to pcapng.
+		l := newLab(t)
+		run(t, "ip", "netns", "exec", l.router, "tc", "qdisc", "add", "dev", l.rcdev, "root", "tbf", "rate", "100mbit", "burst", "32kb", "latency", "30ms")
+		stop := capture(t, l.hServer, "any")
+		l.transfer(t, 6<<20, "cubic")
+		path := stop()
+		testenv.RequireCommand(t, "editcap")
+		ng := path + "ng"
+		run(t, "editcap", "-F", "pcapng", path, ng)
+		keep(t, ng, "bandwidth.pcapng")
+		checkRealCapture(t, ng)
+		c := mainConn(t, mustAnalyze(t, ng))
+		d := c.Directions[1]
+		// tbf counts IP bytes; goodput is about 96 % of the rate.
+		if r := d.DataRateBps; r < 50e6 || r > 101e6 { // a loaded 2-core machine may not keep up
+			t.Errorf("data rate %.1f Mbit/s, want near the 100 Mbit/s tbf", r/1e6)
+		}
+		if c.Diagnosis == nil || c.Diagnosis.Limit != LimitBandwidth {
+			t.Errorf("diagnosis %+v, want %s", c.Diagnosis, LimitBandwidth)
+		}
+	})
+	t.Run("loss", func(t *testing.T) {
+		// A 50 Mbit/s tbf with a 20-packet queue: cubic overflows it and
+		// recovers with SACK-based fast retransmissions.
+		l := newLab(t)
+		run(t, "ip", "netns", "exec", l.router, "tc", "qdisc", "add", "dev", l.rcdev, "root", "tbf", "rate", "50mbit", "burst", "16kb", "limit", "30000")
+		stop := capture(t, l.hServer, l.sdev)
+		l.transfer(t, 4<<20, "cubic")
+		path := stop()
+		keep(t, path, "loss.pcap")
+		checkRealCapture(t, path)
+		compareTcptrace(t, path, 0.01)
+		c := mainConn(t, mustAnalyze(t, path))
+		d := c.Directions[1]
+		if d.RetransmittedPackets == 0 || c.Directions[0].DupAcks == 0 {
+			t.Errorf("retransmissions %d, dup ACKs %d: the 20-packet queue should overflow", d.RetransmittedPackets, c.Directions[0].DupAcks)
+		}
+		if l := c.Diagnosis.Limit; l != LimitLoss && l != LimitBandwidth {
+			t.Errorf("diagnosis %s, want loss or bandwidth", l)
+		}
+	})
+}
+
+// keep copies a capture to $WANLAB_KEEP_CAPTURES for inspection.
+func keep(t *testing.T, path, name string) {
+	if dir := os.Getenv("WANLAB_KEEP_CAPTURES"); dir != "" {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name), b, 0o644)
+		}
+		if err != nil {
+			t.Log(err)
+		}
+	}
+}
+
+func mustAnalyze(t *testing.T, path string) *Result {
+	t.Helper()
+	res, err := AnalyzeFile(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func mainConn(t *testing.T, res *Result) *Connection {
+	t.Helper()
+	var best *Connection
+	for _, c := range res.Connections {
+		if best == nil || c.Directions[1].UniqueBytes > best.Directions[1].UniqueBytes {
+			best = c
+		}
+	}
+	if best == nil {
+		t.Fatal("no connection in capture")
+	}
+	for _, d := range best.Directions {
+		if d.Diagnosis != nil {
+			t.Logf("%s: %s; %s", d.Diagnosis.Direction, d.Diagnosis.Limit, strings.Join(d.Diagnosis.Evidence, "; "))
+		}
+	}
+	return best
+}
+
+// checkRealCapture runs the per-packet tshark agreement and, for pcap
+// files, the tcptrace totals on a real capture.
+func checkRealCapture(t *testing.T, path string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("capture %s: %d bytes", filepath.Base(path), fi.Size())
+	a := agreement(t, path)
+	t.Logf("per-packet agreement with tshark: %.4f", a)
+	if a < 0.99 {
+		t.Errorf("agreement with tshark %.2f %% < 99 %%", a*100)
+	}
+}
