@@ -303,12 +303,14 @@ func (c Clock) snapSize(rs ratespec, rate64 uint64, ticks uint32) units.Size {
 	if rate == 0 {
 		return 0
 	}
-	guess := int64(float64(ticks) * 64 * float64(rate) / 1e9)
+	guess := int64(min(float64(ticks)*64*float64(rate)/1e9, math.MaxUint32))
 	if k.atm {
 		guess = guess * 48 / 53
 	}
 	guess -= int64(k.overhead)
-	span := int64(float64(rate)*64/1e9) + 64 // bytes per tick, plus ATM cell slack
+	// Bytes per tick plus ATM cell slack; beyond 4096 (rates above 60
+	// Gbyte/s) only the round candidates and the guess are tried.
+	span := min(int64(float64(rate)*64/1e9)+64, 4096)
 	var best units.Size
 	found := false
 	consider := func(s int64) {
