@@ -51,7 +51,9 @@ func startProxy(ctx context.Context, l *lab.Lab, cfg Config, specs map[string]*s
 		return nil, fmt.Errorf("proxy tap: %w", err)
 	}
 	pi.tapFile = f
-	if pi.tap, err = tap.New(f, tapLimit, pi.ifaces[:]); err != nil {
+	// The tap keeps what the end captures keep (headers), so it costs the
+	// forwarding path little.
+	if pi.tap, err = tap.New(f, tapLimit, pi.ifaces[:], tap.WithSnapLen(cfg.Snaplen)); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("proxy tap: %w", err)
 	}
