@@ -270,6 +270,22 @@ func TestRealCaptures(t *testing.T) {
 			t.Errorf("diagnosis %+v, want %s", c.Diagnosis, LimitBandwidth)
 		}
 	})
+	t.Run("delayed-ack", func(t *testing.T) {
+		l := newLab(t)
+		stop := capture(t, l.hServer, l.sdev)
+		l.requestResponse(t, 12)
+		path := stop()
+		keep(t, path, "delack.pcap")
+		checkRealCapture(t, path)
+		c := mainConn(t, mustAnalyze(t, path))
+		d := c.Directions[1]
+		if d.DelayedAckStalls < 5 {
+			t.Errorf("%d delayed-ACK stalls in 12 rounds", d.DelayedAckStalls)
+		}
+		if c.Diagnosis == nil || c.Diagnosis.Limit != LimitDelayedAck {
+			t.Errorf("diagnosis %+v, want %s", c.Diagnosis, LimitDelayedAck)
+		}
+	})
 	t.Run("loss", func(t *testing.T) {
 		// A 50 Mbit/s tbf with a 20-packet queue: cubic overflows it and
 		// recovers with SACK-based fast retransmissions.
@@ -290,6 +306,64 @@ func TestRealCaptures(t *testing.T) {
 			t.Errorf("diagnosis %s, want loss or bandwidth", l)
 		}
 	})
+}
+
+// requestResponse runs rounds of a 100-byte request answered by two
+// 1000-byte writes from a server with Nagle on (seed 003's nginx/wrk
+// shape): the second write waits for the ACK of the first, which the
+// client delays once it is in interactive (pingpong) mode.
+func (l *lab) requestResponse(t *testing.T, rounds int) {
+	t.Helper()
+	var ln net.Listener
+	if err := nsrun.Do(l.hServer, func() (err error) {
+		ln, err = net.Listen("tcp4", serverAddr+":0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer c.Close()
+		c.(*net.TCPConn).SetNoDelay(false) // Nagle on, as nginx without tcp_nodelay
+		req := make([]byte, 100)
+		part := make([]byte, 1000)
+		for i := 0; i < rounds; i++ {
+			if _, err := io.ReadFull(c, req); err != nil {
+				served <- err
+				return
+			}
+			c.Write(part)
+			c.Write(part)
+		}
+		served <- nil
+	}()
+	var conn net.Conn
+	if err := nsrun.Do(l.hClient, func() (err error) {
+		conn, err = net.DialTimeout("tcp4", ln.Addr().String(), 5*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	resp := make([]byte, 2000)
+	for i := 0; i < rounds; i++ {
+		if _, err := conn.Write(make([]byte, 100)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(conn, resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Close()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // keep copies a capture to $WANLAB_KEEP_CAPTURES for inspection.

@@ -31,6 +31,7 @@ type Config struct {
 	NoTimestamps bool          // omit the TCP timestamp option
 	ReadRate     float64       // receiving application's read rate, bytes/s (0: instant)
 	Backwards    bool          // write one frame with a timestamp earlier than its predecessor
+	ClientISN    uint32        // client's initial sequence number (default 1000)
 	AtSender     bool          // capture next to the sender (server) instead of the receiver
 	Reno         bool          // sender runs Reno congestion control (else only Window/Flight bound it)
 }
@@ -161,6 +162,9 @@ func (s *sim) rcvWindow() int {
 
 func (s *sim) run() {
 	s.clientISN, s.serverISN = 1000, 500000
+	if s.cfg.ClientISN != 0 {
+		s.clientISN = s.cfg.ClientISN
+	}
 	s.ooo = map[int64]int{}
 	s.sentOnce = map[int64]bool{}
 	s.peerWin = s.cfg.Window
