@@ -15,6 +15,34 @@
 // loop never changes a departure time. This equals the kernel with a
 // perfect qdisc watchdog and an infinitely fast device.
 //
+// # Time
+//
+// The engine never reads a clock: Enqueue, Dequeue and Swap carry the time
+// they happen at (ns on the caller's clock, release.MonotonicNow in the
+// proxy, a plain counter in Simulate and the tests), and packets carry
+// their arrival stamp.
+//
+// # Where it differs from Linux, and why
+//
+//   - Lengths are IP lengths: a TUN device has no link-layer header, so
+//     netem's rate and tbf's buckets count 14 bytes less per packet than
+//     on an Ethernet qdisc (use netem's PACKETOVERHEAD to add them).
+//   - Randomness is a PCG per stage, seeded; the kernel's prandom and its
+//     unseeded get_random_u32 (corruption offset, uniform slots) are not
+//     reproducible, so bit-exact agreement with a kernel run is impossible
+//     by construction. The algorithms using the numbers are the kernel's.
+//   - Delay correlation uses a Gaussian copula instead of get_crandom plus
+//     a modulo, which in Linux leaves almost no correlation (see
+//     delayCorrelation). Loss, duplicate, corrupt and reorder correlation
+//     are the kernel's get_crandom, including its known effect of lowering
+//     the realised probability.
+//   - A netem duplicate is never duplicated again by a second netem in the
+//     chain (the kernel's root re-enqueue could loop).
+//   - ECN marks are counted as ECNMarked, not as drops as the kernel's
+//     qstats do.
+//   - Jitter is 64-bit (the kernel's tabledist takes it as s32, wrapping
+//     above 2.147 s).
+//
 // # Goroutines
 //
 // One goroutine (the reader) calls Enqueue/EnqueueBatch; another (the
