@@ -113,8 +113,17 @@ func (n *testNS) sysctl(t *testing.T, path, v string) {
 // the returned file is closed, as when its process dies.
 func (n *testNS) openTUN(t *testing.T, name string) *os.File {
 	t.Helper()
+	f, err := openTUNIn(n.ns, name)
+	if err != nil {
+		t.Fatalf("TUN %s: %v", name, err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func openTUNIn(ns netns.NsHandle, name string) (*os.File, error) {
 	var f *os.File
-	err := nsrun.Do(n.ns, func() error {
+	err := nsrun.Do(ns, func() error {
 		fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 		if err != nil {
 			return err
@@ -132,11 +141,26 @@ func (n *testNS) openTUN(t *testing.T, name string) *os.File {
 		f = os.NewFile(uintptr(fd), name)
 		return nil
 	})
-	if err != nil {
-		t.Fatalf("TUN %s: %v", name, err)
+	return f, err
+}
+
+func netlinkHandleAt(ns netns.NsHandle) (*netlink.Handle, error) { return netlink.NewHandleAt(ns) }
+
+// addVeth adds an up veth pair inside n.
+func addVeth(n *testNS, name, peer string) error {
+	if err := n.nl.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: peer}); err != nil {
+		return err
 	}
-	t.Cleanup(func() { f.Close() })
-	return f
+	for _, x := range []string{name, peer} {
+		l, err := n.nl.LinkByName(x)
+		if err != nil {
+			return err
+		}
+		if err := n.nl.LinkSetUp(l); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // snapshot renders everything Apply may touch in n: links, addresses,

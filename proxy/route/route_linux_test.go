@@ -407,3 +407,74 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond) // polling interval, not a wait for an event's duration
 	}
 }
+
+// TestAvoidsExistingRulesAndTables: with a user rule at priority 100 into
+// table 4200, the proxy's rules go before it (99) and its tables skip 4200.
+func TestAvoidsExistingRulesAndTables(t *testing.T) {
+	r := newRouter(t)
+	r.openTUNs(t)
+	for _, fam := range []int{4, 6} {
+		rule := ruleOf(change{Family: fam, Priority: 100, Iif: "lo", Table: 4200})
+		if err := r.nl.RuleAdd(rule); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := r.snapshot(t)
+	a, err := Apply(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, prio := a.Tables()
+	if prio != 99 || tables[0] == 4200 || tables[1] == 4200 {
+		t.Errorf("priority %d tables %v: want 99 and not 4200", prio, tables)
+	}
+	if err := a.Undo(); err != nil {
+		t.Fatal(err)
+	}
+	if after := r.snapshot(t); after != before {
+		t.Fatalf("not restored:\n%s", diff(before, after))
+	}
+}
+
+// BenchmarkApplyUndo measures setting up and tearing down the routing of
+// one proxy (both families, starting from forwarding off and strict
+// rp_filter): what a proxy adds to its start and stop.
+func BenchmarkApplyUndo(b *testing.B) {
+	testenv.RequireRoot(b)
+	name, ns := testenv.NetNS(b)
+	n := &testNS{name: name, ns: ns}
+	var err error
+	if n.nl, err = netlinkHandleAt(ns); err != nil {
+		b.Fatal(err)
+	}
+	defer n.nl.Close()
+	for _, v := range [][2]string{{"ra", "ra-peer"}, {"rb", "rb-peer"}} {
+		if err := addVeth(n, v[0], v[1]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cfg := Config{Ifaces: [2]string{"ra", "rb"}, StateDir: b.TempDir(), Netns: name}
+	var files []*os.File
+	for _, tn := range TUNNames(cfg.Ifaces) {
+		f, err := openTUNIn(ns, tn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	b.ResetTimer()
+	for range b.N {
+		a, err := Apply(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := a.Undo(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
