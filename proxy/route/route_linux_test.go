@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/internal/testenv"
 )
 
@@ -476,5 +477,46 @@ func BenchmarkApplyUndo(b *testing.B) {
 		if err := a.Undo(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestCurrentNamespace runs Apply, Undo and Cleanup with Netns "" from a
+// thread inside the router namespace: what `wanlab proxy` does on a router
+// host without --netns.
+func TestCurrentNamespace(t *testing.T) {
+	r := newRouter(t)
+	r.openTUNs(t)
+	r.sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
+	before := r.snapshot(t)
+	cfg := r.cfg
+	cfg.Netns = ""
+	var during string
+	err := nsrun.Do(r.ns, func() error {
+		a, err := Apply(cfg)
+		if err != nil {
+			return err
+		}
+		if !strings.HasSuffix(a.StatePath(), "/ra-rb.route.json") {
+			return fmt.Errorf("state path %s", a.StatePath())
+		}
+		during = r.snapshot(t)
+		// Crash: locks released, nothing undone; Cleanup from the same
+		// namespace restores.
+		a.ownLock.Release()
+		a.setInactive()
+		undone, err := Cleanup(cfg.StateDir)
+		if err != nil || len(undone) != 1 {
+			return fmt.Errorf("cleanup: %v %v", undone, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during == before || !strings.Contains(during, `iif "ra"`) {
+		t.Fatal("Apply in the current namespace changed nothing there")
+	}
+	if after := r.snapshot(t); after != before {
+		t.Fatalf("not restored:\n%s", diff(before, after))
 	}
 }
