@@ -145,6 +145,20 @@ func AnalyzeFile(path string, opts Options) (*Result, error) {
 	return res, err
 }
 
+// AnalyzeStream analyzes a capture read from r as it arrives (a pipe from
+// `tcpdump -w -`, a socket); name appears in messages.
+func AnalyzeStream(r io.Reader, name string, opts Options) (*Result, error) {
+	pr, err := pcapfile.NewReader(r, name)
+	if err != nil {
+		return nil, err
+	}
+	res, err := AnalyzeReader(pr, opts)
+	if res != nil {
+		res.File = name
+	}
+	return res, err
+}
+
 // AnalyzeReader analyzes every frame of r.
 func AnalyzeReader(r *pcapfile.Reader, opts Options) (*Result, error) {
 	a := New(opts)

@@ -19,12 +19,13 @@ func init() {
 	register(&cli.Command{
 		Name:      "analyze",
 		Usage:     "explain the TCP connections in a pcap/pcapng capture",
-		ArgsUsage: "FILE",
+		ArgsUsage: "FILE (- for stdin)",
 		UsageText: "wanlab analyze [--format text|json|csv] [--flow SELECTOR] FILE\n\n" +
 			"examples:\n" +
 			"   wanlab analyze download.pcap\n" +
 			"   wanlab analyze --flow 10.0.0.1:80 --format json server.pcapng > report.json\n" +
-			"   wanlab analyze --flow 2 --format csv capture.pcap > series.csv",
+			"   wanlab analyze --flow 2 --format csv capture.pcap > series.csv\n" +
+			"   tcpdump -i eth0 -s 96 -w - port 80 | wanlab analyze -",
 		Description: "Reads a capture (pcap or pcapng; Ethernet/VLAN, Linux cooked v1/v2, raw IP,\n" +
 			"loopback) and prints, per TCP connection and direction, the counters tcptrace -l\n" +
 			"shows plus Wireshark's analysis flags (retransmissions, fast/spurious\n" +
@@ -89,6 +90,9 @@ func runAnalyze(cc *cli.Context) error {
 // analyzeWithProgress runs the analysis with a byte progress bar on stderr
 // when stderr is a terminal and the file is large enough to wait for.
 func analyzeWithProgress(path string, opts analyzer.Options) (*analyzer.Result, error) {
+	if path == "-" {
+		return analyzer.AnalyzeStream(os.Stdin, "stdin", opts)
+	}
 	r, closer, err := pcapfile.Open(path)
 	if err != nil {
 		return nil, err
