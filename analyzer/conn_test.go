@@ -74,6 +74,9 @@ func TestMidStreamCapture(t *testing.T) {
 	if d.WindowScaleKnown || d.RetransmittedPackets != 0 || d.DataPackets == 0 || d.RTTSamples == 0 {
 		t.Errorf("mid-stream stats %+v", d.DirectionStats)
 	}
+	if dg := c.Diagnosis; dg == nil || dg.Limit == LimitReceiveWindow || dg.Limit == LimitSendBuffer {
+		t.Errorf("mid-stream diagnosis %+v: window limits need the window scale", dg)
+	}
 	if a := agreement(t, path); a < 0.99 {
 		t.Errorf("agreement %.4f", a)
 	}

@@ -142,8 +142,12 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 	if d.CapturedNear == "receiver" {
 		ev("captured near the receiver %s: RTT is the handshake's, bytes in flight are estimated as rate x RTT", receiver)
 	}
-	if !d.WindowScaleKnown && peer.WindowScale < 0 {
-		ev("handshake not captured: window scaling unknown, windows are raw header values")
+	// Without both SYNs the window scale is unknown and windows are raw
+	// header values: the window tests would compare flight with a window
+	// up to 16384 times too small, so they are skipped.
+	windowKnown := d.WindowScaleKnown
+	if !windowKnown {
+		ev("handshake not captured: window scaling unknown, so receive-window and send-buffer limits cannot be tested (capture from the connection's start)")
 	}
 
 	if float64(d.UniqueBytes) < 20*mss {
@@ -192,8 +196,8 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 			adv("predicted: without the idle gaps the same data would take %.1f ms, %s", busy, mb(p))
 		}
 
-	case d.CapturedNear != "receiver" && (d.WindowLimitedShare >= windowLimitedShare || (d.DataPackets > 0 && float64(d.WindowFull)/float64(d.DataPackets) >= 0.1)),
-		rttMin > 0 && peerWin > 0 && rate >= windowRateShare*peerWin/rttMin:
+	case windowKnown && d.CapturedNear != "receiver" && (d.WindowLimitedShare >= windowLimitedShare || (d.DataPackets > 0 && float64(d.WindowFull)/float64(d.DataPackets) >= 0.1)),
+		windowKnown && rttMin > 0 && peerWin > 0 && rate >= windowRateShare*peerWin/rttMin:
 		dg.Limit = LimitReceiveWindow
 		if d.CapturedNear == "receiver" {
 			ev("the rate is %.0f %% of what the receive window %s advertised allows per RTT", 100*rate*rttMin/peerWin, receiver)
@@ -225,7 +229,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		adv("to keep the rate but cut the delay, use a congestion control that paces to the bottleneck (on %s: `wanlab tune apply --set net.ipv4.tcp_congestion_control=bbr`) or shorten the bottleneck queue (tbf limit/latency)", sender)
 		dg.PredictedBps = 8 * rate
 
-	case peerWin > 0 && flight > 0 && flight <= sndbufShare*peerWin && lossP < lossMinRate && maxFlight <= 1.5*flight+2*mss:
+	case windowKnown && peerWin > 0 && flight > 0 && flight <= sndbufShare*peerWin && lossP < lossMinRate && maxFlight <= 1.5*flight+2*mss:
 		dg.Limit = LimitSendBuffer
 		ev("bytes in flight stayed near %s (median; max %s), only %.0f %% of the %s window %s offered, without loss",
 			sz(flight), sz(maxFlight), 100*flight/peerWin, sz(peerWin), receiver)
@@ -239,6 +243,10 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 			dg.PredictedBps = 8 * p
 			adv("predicted: the flight can then fill the receiver's %s window: up to %s at this RTT", sz(peerWin), mb(p))
 		}
+
+	case !windowKnown:
+		dg.Limit = LimitNone
+		ev("no loss, delayed-ACK, idle or queueing signature; without the window scale the remaining candidates (receive window, send buffer, congestion window) cannot be told apart")
 
 	default:
 		dg.Limit = LimitCongestion
