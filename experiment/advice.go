@@ -85,11 +85,40 @@ func rerun(cfg Config, t *Tuning) string {
 	if len(args) == 0 {
 		return ""
 	}
+	// Later sysctl flags override earlier ones, so the original command
+	// line plus the changes repeats the experiment with them.
 	base := "wanlab experiment"
 	if _, ok := presets[cfg.Name]; ok {
 		base += " --preset " + cfg.Name
 	}
+	if len(cfg.Args) > 0 {
+		// Keep everything but the output directory, which the re-run
+		// must not overwrite.
+		var quoted []string
+		for i := 0; i < len(cfg.Args); i++ {
+			a := cfg.Args[i]
+			switch {
+			case a == "--out" || a == "-out":
+				i++
+				continue
+			case strings.HasPrefix(a, "--out=") || strings.HasPrefix(a, "-out="):
+				continue
+			}
+			quoted = append(quoted, shellQuote(a))
+		}
+		base = "wanlab " + strings.Join(quoted, " ")
+	}
 	return base + " " + strings.Join(args, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_=./:,%+@", r))
+	}) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // advice gathers the tuner's plan and the analyzer's advice from both

@@ -75,6 +75,10 @@ type Config struct {
 	// current one.
 	Out string `json:"out"`
 
+	// Args is the command line that ran the experiment (without the
+	// program name); the tuner's re-run hint extends it.
+	Args []string `json:"args,omitempty"`
+
 	// Progress receives the download's progress; Log one line per step.
 	Progress func(traffic.Progress) `json:"-"`
 	Log      io.Writer              `json:"-"`

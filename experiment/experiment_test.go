@@ -16,6 +16,7 @@ import (
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/lab/capture"
 	"github.com/wanlab/wanlab/lab/traffic"
+	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/tuner/sockopt"
 	"github.com/wanlab/wanlab/units"
 )
@@ -207,5 +208,25 @@ func TestNiceStep(t *testing.T) {
 		if got := niceStep(raw); got != want {
 			t.Errorf("niceStep(%g) = %g, want %g", raw, got, want)
 		}
+	}
+}
+
+func TestRerunKeepsTheCommandLine(t *testing.T) {
+	tu := &Tuning{
+		Client: []tuner.Change{{Key: "net.ipv4.tcp_rmem", To: "4096 131072 16777216", Side: "receiver"},
+			{Key: "net.core.rmem_max", To: "8388608", Side: "receiver", HostOnly: true}},
+		Server: []tuner.Change{{Key: "net.ipv4.tcp_wmem", To: "4096 16384 16777216", Side: "sender"}},
+	}
+	cfg := Config{Name: "seed001", Args: []string{"experiment", "--delay", "20ms", "--out", "/tmp/x", "--impair", "to-client=loss 1%"}}
+	got := rerun(cfg, tu)
+	want := `wanlab experiment --delay 20ms --impair 'to-client=loss 1%' --client-sysctl 'net.ipv4.tcp_rmem=4096 131072 16777216' --server-sysctl 'net.ipv4.tcp_wmem=4096 16384 16777216'`
+	if got != want {
+		t.Errorf("rerun =\n%s\nwant\n%s", got, want)
+	}
+	if got := rerun(Config{Name: "seed001"}, tu); !strings.HasPrefix(got, "wanlab experiment --preset seed001 --client-sysctl") {
+		t.Errorf("rerun without a command line = %s", got)
+	}
+	if got := rerun(Config{}, &Tuning{Client: tu.Client[1:]}); got != "" {
+		t.Errorf("rerun with only host-wide changes = %q, want none", got)
 	}
 }

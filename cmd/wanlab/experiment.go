@@ -107,8 +107,9 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 	}
 	if cc.IsSet("impair") || cc.IsSet("delay") || cc.IsSet("loss") || cc.IsSet("rate") {
 		cfg.Impair = nil
-		if !cc.IsSet("preset") {
-			cfg.Name = "custom"
+		cfg.Name = "custom"
+		if cc.IsSet("preset") {
+			cfg.Name = "custom (from " + name + ")"
 		}
 	}
 	for _, arg := range cc.StringSlice("impair") {
@@ -199,6 +200,7 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 	cfg.IPv6 = cc.Bool("ipv6")
 	cfg.Snaplen = cc.Int("snaplen")
 	cfg.Out = cc.String("out")
+	cfg.Args = os.Args[1:]
 	return cfg, nil
 }
 
