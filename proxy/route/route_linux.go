@@ -66,7 +66,7 @@ func lockIfaces(cfg Config, ifaces []string) (*Lock, error) {
 		held.Unlock()
 		if mine {
 			l.Release()
-			return nil, fmt.Errorf("interface %q is already used by a proxy in this process (pid %d)", iface, os.Getpid())
+			return nil, lockedError(fmt.Sprintf("interface %q is already used by a proxy in this process (pid %d)", iface, os.Getpid()))
 		}
 		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
@@ -78,8 +78,8 @@ func lockIfaces(cfg Config, ifaces []string) (*Lock, error) {
 			f.Close()
 			l.Release()
 			if errors.Is(err, unix.EWOULDBLOCK) {
-				return nil, fmt.Errorf("interface %q is already used by wanlab proxy pid %s (lock %s): %w",
-					iface, strings.TrimSpace(string(b)), p, errLocked)
+				return nil, lockedError(fmt.Sprintf("interface %q is already used by wanlab proxy pid %s (lock %s)",
+					iface, strings.TrimSpace(string(b)), p))
 			}
 			return nil, fmt.Errorf("lock %s: %w", p, err)
 		}

@@ -115,9 +115,13 @@ func TestApplyUndoRestores(t *testing.T) {
 			if prio <= 0 || prio >= 32766 || tables[0] == tables[1] {
 				t.Errorf("priority %d tables %v", prio, tables)
 			}
-			// The same interfaces cannot be claimed twice.
+			// The same interfaces cannot be claimed twice, and Cleanup
+			// leaves a live proxy of this process alone.
 			if _, err := Apply(r.cfg); err == nil || !strings.Contains(err.Error(), "already used") {
 				t.Errorf("second Apply: %v", err)
+			}
+			if undone, err := Cleanup(r.cfg.StateDir); err != nil || len(undone) != 0 {
+				t.Errorf("Cleanup during Apply: %v %v", undone, err)
 			}
 			if err := a.Undo(); err != nil {
 				t.Fatal(err)
