@@ -377,7 +377,7 @@ func Cleanup(stateDir string) (undone []string, err error) {
 		cfg := Config{Ifaces: st.Ifaces, TUNs: st.TUNs, StateDir: stateDir, Netns: st.Netns}
 		l, lerr := lockIfaces(cfg, st.Ifaces[:])
 		if lerr != nil {
-			if errors.Is(lerr, errLocked) {
+			if errors.Is(lerr, ErrInUse) {
 				continue // a live proxy owns it
 			}
 			errs = append(errs, lerr)

@@ -140,12 +140,12 @@ func ensureDir(dir string) error {
 	return nil
 }
 
-// errLocked is matched (errors.Is) by the error of a claim on interfaces
-// that a live proxy holds.
-var errLocked = errors.New("interfaces locked by a live proxy")
+// ErrInUse is matched (errors.Is) by the error of Acquire or Apply on
+// interfaces that a live proxy holds.
+var ErrInUse = errors.New("interfaces locked by a live proxy")
 
 // lockedError is such an error; its text names the interface and the pid.
 type lockedError string
 
 func (e lockedError) Error() string        { return string(e) }
-func (e lockedError) Is(target error) bool { return target == errLocked }
+func (e lockedError) Is(target error) bool { return target == ErrInUse }
