@@ -156,7 +156,7 @@ func (h *host) do(c change) error {
 		case kindMTU:
 			err = h.nl.LinkSetMTU(l, c.MTU)
 		case kindAddrGenMode:
-			err = h.nl.LinkSetIP6AddrGenMode(l, c.MTU)
+			err = h.nl.LinkSetIP6AddrGenMode(l, deref(c.Mode))
 		default:
 			err = h.nl.LinkSetUp(l)
 		}
@@ -213,7 +213,7 @@ func (h *host) undo(c change) error {
 		case c.Kind == kindMTU && l.Attrs().MTU != c.PrevMTU:
 			err = h.nl.LinkSetMTU(l, c.PrevMTU)
 		case c.Kind == kindAddrGenMode:
-			err = h.nl.LinkSetIP6AddrGenMode(l, c.PrevMTU)
+			err = h.nl.LinkSetIP6AddrGenMode(l, deref(c.PrevMode))
 		case c.Kind == kindUp && l.Attrs().Flags&net.FlagUp != 0:
 			err = h.nl.LinkSetDown(l)
 		}

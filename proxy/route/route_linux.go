@@ -575,7 +575,8 @@ func planChanges(h *host, cfg Config, links [4]netlink.Link, tables [2]int, prio
 				if cerr != nil {
 					return nil, fmt.Errorf("addr_gen_mode of %s: %q", n, mode)
 				}
-				plan = append(plan, change{Kind: kindAddrGenMode, Link: n, PrevMTU: prev, MTU: 1})
+				none := 1 // IN6_ADDR_GEN_MODE_NONE
+				plan = append(plan, change{Kind: kindAddrGenMode, Link: n, PrevMode: &prev, Mode: &none})
 			}
 		}
 		if _, ferr := h.readSysctl("net/ipv6/conf/" + a + "/force_forwarding"); ferr == nil && useForceForwarding {

@@ -29,9 +29,9 @@ const (
 	kindSysctl = "sysctl" // write Value to /proc/sys/Path; undo writes Prev
 	kindMTU    = "mtu"    // set Link's MTU to MTU; undo sets PrevMTU
 	kindUp     = "up"     // set Link up; undo sets it down
-	// set Link's IPv6 addr_gen_mode to MTU (the mode number) by netlink;
-	// undo sets PrevMTU. The sysctl of the same name would, on undo,
-	// generate link-local addresses as a side effect.
+	// set Link's IPv6 addr_gen_mode to Mode by netlink; undo sets
+	// PrevMode. The sysctl of the same name would, on undo, generate
+	// link-local addresses as a side effect.
 	kindAddrGenMode = "addr_gen_mode"
 	kindRoute       = "route" // add a default route in Table via Link; undo deletes it
 	kindRule        = "rule"  // add "iif Iif lookup Table" at Priority; undo deletes it
@@ -52,6 +52,9 @@ type change struct {
 	Link    string `json:"link,omitempty"`
 	PrevMTU int    `json:"prev_mtu,omitempty"`
 	MTU     int    `json:"mtu,omitempty"`
+	// Pointers, so that mode 0 (eui64) is written out.
+	PrevMode *int `json:"prev_mode,omitempty"`
+	Mode     *int `json:"mode,omitempty"`
 
 	Family   int    `json:"family,omitempty"` // 4 or 6
 	Table    int    `json:"table,omitempty"`
@@ -71,7 +74,7 @@ func (c change) String() string {
 	case kindUp:
 		return fmt.Sprintf("set %s up", c.Link)
 	case kindAddrGenMode:
-		return fmt.Sprintf("ipv6 addr_gen_mode of %s %d (was %d)", c.Link, c.MTU, c.PrevMTU)
+		return fmt.Sprintf("ipv6 addr_gen_mode of %s %d (was %d)", c.Link, deref(c.Mode), deref(c.PrevMode))
 	case kindRoute:
 		return fmt.Sprintf("ipv%d default route via %s in table %d", c.Family, c.Link, c.Table)
 	case kindRule:
@@ -149,3 +152,10 @@ type lockedError string
 
 func (e lockedError) Error() string        { return string(e) }
 func (e lockedError) Is(target error) bool { return target == ErrInUse }
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
