@@ -1,0 +1,294 @@
+// Package plot turns the analyzer's decimated series into the graphs the
+// seeds read in Wireshark (tcptrace time-sequence, Stevens, RTT, window
+// scaling, throughput) and renders them to SVG and PNG with gonum/plot.
+//
+// The graphs are described once, as Graph values made of styled layers, so
+// the static renderer here and the interactive report (analyzer/report)
+// draw the same data the same way.
+package plot
+
+import (
+	"fmt"
+	"image/color"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer"
+)
+
+// Kind names a graph; it is the last part of the file names --plots writes.
+type Kind string
+
+// The graphs of one direction, in the order they are drawn.
+const (
+	TimeSequence Kind = "tcptrace"   // tcptrace-style time-sequence
+	Stevens      Kind = "stevens"    // sequence dots over time
+	RTT          Kind = "rtt"        // RTT samples over time
+	Window       Kind = "window"     // advertised window and bytes in flight
+	Throughput   Kind = "throughput" // throughput and goodput over time
+)
+
+// Kinds lists every graph kind in drawing order.
+var Kinds = []Kind{TimeSequence, Stevens, RTT, Window, Throughput}
+
+// Style says how a layer's points are drawn.
+type Style string
+
+// Layer styles. Each point i has a time X[i] and values Lo[i] <= Hi[i].
+const (
+	// Bars: a vertical bar from Lo to Hi at X (segments, SACK blocks).
+	Bars Style = "bars"
+	// Step: a line holding each Hi until the next X (ACK and rwnd lines).
+	Step Style = "step"
+	// Line: straight segments through (X, Hi).
+	Line Style = "line"
+	// Dots: a dot at Hi, and at Lo when it differs (Stevens, RTT).
+	Dots Style = "dots"
+	// Ticks: a short horizontal tick at Hi (duplicate ACKs).
+	Ticks Style = "ticks"
+	// Marks: a cross marker at Hi (retransmissions, zero windows).
+	Marks Style = "marks"
+	// Rate: Hi holds bytes counted in a bucket Bucket seconds wide starting
+	// at X; drawn as a line of bit/s after summing the buckets into bins
+	// wide enough for the drawing's resolution (empty buckets count zero).
+	Rate Style = "rate"
+)
+
+// Unit of a graph's y values; it selects how ticks are written.
+type Unit string
+
+// Units of the y axis.
+const (
+	Bytes      Unit = "bytes"
+	Millis     Unit = "ms"
+	BitsPerSec Unit = "bit/s"
+)
+
+// Layer is one legend entry of a graph.
+type Layer struct {
+	Label string
+	Style Style
+	Color color.RGBA
+	// X is seconds since the capture's first packet.
+	X      []float64
+	Lo, Hi []float64
+	// Bucket is the width in seconds of a Rate layer's buckets.
+	Bucket float64
+}
+
+// Len is the number of points.
+func (l *Layer) Len() int { return len(l.X) }
+
+// Graph is one graph of one direction of one connection.
+type Graph struct {
+	Conn      int    // connection index, as the analyzer numbers them
+	Direction string // "c2s" (client to server data) or "s2c"
+	Kind      Kind
+	Title     string
+	XLabel    string
+	YLabel    string
+	YUnit     Unit
+	// XMin and XMax frame the direction's whole life (seconds since the
+	// capture's first packet).
+	XMin, XMax float64
+	Layers     []Layer
+}
+
+// Name is "<conn>-<dir>-<kind>", the base name of the graph's files.
+func (g *Graph) Name() string { return fmt.Sprintf("%d-%s-%s", g.Conn, g.Direction, g.Kind) }
+
+// Empty reports whether no layer has a point.
+func (g *Graph) Empty() bool {
+	for i := range g.Layers {
+		if g.Layers[i].Len() > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Colours, close to the ones tcptrace/xplot and Wireshark use so a reader
+// of the seeds recognizes the lines.
+var (
+	colorSegment = color.RGBA{0x1f, 0x4e, 0xb4, 0xff} // data: blue
+	colorRetrans = color.RGBA{0xd6, 0x27, 0x28, 0xff} // retransmissions: red
+	colorAck     = color.RGBA{0x2c, 0x9c, 0x2c, 0xff} // ACK line: green
+	colorRwnd    = color.RGBA{0xc8, 0x96, 0x00, 0xff} // receive window: yellow-brown
+	colorSACK    = color.RGBA{0x9c, 0x4d, 0xcc, 0xff} // SACK blocks: purple
+	colorDupAck  = color.RGBA{0x17, 0xa2, 0xb8, 0xff} // duplicate ACK ticks: cyan
+	colorZeroWin = color.RGBA{0xff, 0x7f, 0x0e, 0xff} // zero windows: orange
+	colorTSRTT   = color.RGBA{0x80, 0x80, 0x80, 0xff} // timestamp RTT: grey
+	colorFlight  = color.RGBA{0x1f, 0x4e, 0xb4, 0xff}
+	colorGoodput = color.RGBA{0x2c, 0x9c, 0x2c, 0xff}
+)
+
+// DirectionName is the short name used in file names: c2s for the data the
+// client sent (Directions[0]), s2c for the server's.
+func DirectionName(i int) string {
+	if i == 0 {
+		return "c2s"
+	}
+	return "s2c"
+}
+
+// HasData reports whether direction i of c carried data, the condition for
+// drawing its graphs.
+func HasData(c *analyzer.Connection, i int) bool {
+	d := c.Directions[i]
+	return d != nil && d.Series != nil && d.DataPackets > 0
+}
+
+// Graphs returns every graph of direction i (0: client to server, 1:
+// server to client) of c, in Kinds order. It returns nil when the
+// direction has no series (an analysis without graphs).
+func Graphs(c *analyzer.Connection, i int) []*Graph {
+	d := c.Directions[i]
+	if d == nil || d.Series == nil {
+		return nil
+	}
+	s := d.Series
+	who := fmt.Sprintf("connection %d, %s → %s", c.Index, d.From, d.To)
+	x0 := c.Start.Seconds()
+	x1 := (c.Start + c.Duration).Seconds()
+	mk := func(k Kind, what, ylabel string, unit Unit, layers ...Layer) *Graph {
+		return &Graph{Conn: c.Index, Direction: DirectionName(i), Kind: k,
+			Title: what + ": " + who, XLabel: "time since capture start (s)", YLabel: ylabel, YUnit: unit,
+			XMin: x0, XMax: x1, Layers: layers}
+	}
+	seqLabel := "relative sequence number (bytes)"
+	return []*Graph{
+		mk(TimeSequence, "Time-sequence (tcptrace)", seqLabel, Bytes,
+			step("receive window (ACK + rwnd)", colorRwnd, &s.ReceiveWindow),
+			step("ACK", colorAck, &s.Acks),
+			bars("SACK blocks", colorSACK, &s.SACK),
+			bars("data segments", colorSegment, &s.Segments),
+			bars("retransmissions", colorRetrans, &s.Retransmissions),
+			marks("retransmission marks", Marks, colorRetrans, &s.Retransmissions),
+			marks("duplicate ACKs", Ticks, colorDupAck, &s.DupAcks),
+			marks("zero window", Marks, colorZeroWin, &s.ZeroWindows)),
+		mk(Stevens, "Stevens sequence", seqLabel, Bytes,
+			dots("data segments", colorSegment, &s.Segments),
+			dots("retransmissions", colorRetrans, &s.Retransmissions)),
+		mk(RTT, "Round-trip time", "RTT (ms)", Millis,
+			dots("RTT (Karn, ACK of a segment)", colorSegment, &s.RTT),
+			dots("RTT (TCP timestamps)", colorTSRTT, &s.TSRTT)),
+		mk(Window, "Window scaling", "bytes", Bytes,
+			step("advertised window (peer's rwnd)", colorRwnd, &s.AdvWindow),
+			line("bytes in flight (max per bucket)", colorFlight, &s.InFlight)),
+		mk(Throughput, "Throughput", "bit/s", BitsPerSec,
+			rate("throughput (all data sent)", colorSegment, &s.Throughput),
+			rate("goodput (new data)", colorGoodput, &s.Goodput)),
+	}
+}
+
+func secs(d time.Duration) float64 { return d.Seconds() }
+
+// mid is the middle of point k's bucket: where a bar or dot standing for
+// the bucket's samples is drawn.
+func mid(s *analyzer.Series, k int) float64 { return secs(s.Points[k].T + s.Bucket/2) }
+
+func bars(label string, c color.RGBA, s *analyzer.Series) Layer {
+	l := Layer{Label: label, Style: Bars, Color: c}
+	for k, p := range s.Points {
+		l.X = append(l.X, mid(s, k))
+		l.Lo = append(l.Lo, p.Min)
+		l.Hi = append(l.Hi, p.Max)
+	}
+	return l
+}
+
+// dots draws each bucket's lowest and highest value (for Stevens, the
+// lowest segment start and the highest segment end).
+func dots(label string, c color.RGBA, s *analyzer.Series) Layer {
+	l := Layer{Label: label, Style: Dots, Color: c}
+	for k, p := range s.Points {
+		l.X = append(l.X, mid(s, k))
+		l.Lo = append(l.Lo, p.Min)
+		l.Hi = append(l.Hi, p.Max)
+	}
+	return l
+}
+
+// step draws a value that holds between samples: each bucket contributes
+// its first value at its start and its last value at its end.
+func step(label string, c color.RGBA, s *analyzer.Series) Layer {
+	l := Layer{Label: label, Style: Step, Color: c}
+	for _, p := range s.Points {
+		t0 := secs(p.T)
+		l.X = append(l.X, t0)
+		l.Lo = append(l.Lo, p.First)
+		l.Hi = append(l.Hi, p.First)
+		if p.N > 1 {
+			// Within a bucket the line may have dipped to Min or peaked
+			// at Max; a step through First and Last keeps the ends, which
+			// is what a cumulative ACK or a window line shows.
+			l.X = append(l.X, secs(p.T+s.Bucket))
+			l.Lo = append(l.Lo, p.Last)
+			l.Hi = append(l.Hi, p.Last)
+		}
+	}
+	return l
+}
+
+// line draws each bucket's highest value (the peak bytes in flight).
+func line(label string, c color.RGBA, s *analyzer.Series) Layer {
+	l := Layer{Label: label, Style: Line, Color: c}
+	for k, p := range s.Points {
+		l.X = append(l.X, mid(s, k))
+		l.Lo = append(l.Lo, p.Max)
+		l.Hi = append(l.Hi, p.Max)
+	}
+	return l
+}
+
+func marks(label string, st Style, c color.RGBA, s *analyzer.Series) Layer {
+	l := Layer{Label: label, Style: st, Color: c}
+	for k, p := range s.Points {
+		l.X = append(l.X, mid(s, k))
+		l.Lo = append(l.Lo, p.Min)
+		l.Hi = append(l.Hi, p.Max)
+	}
+	return l
+}
+
+func rate(label string, c color.RGBA, s *analyzer.Series) Layer {
+	l := Layer{Label: label, Style: Rate, Color: c, Bucket: secs(s.Bucket)}
+	for _, p := range s.Points {
+		l.X = append(l.X, secs(p.T))
+		l.Lo = append(l.Lo, p.Sum)
+		l.Hi = append(l.Hi, p.Sum)
+	}
+	return l
+}
+
+// Rebin sums a Rate layer into bins of width w seconds (at least the
+// layer's bucket) between x0 and x1, and returns the bin starts and the
+// rate of each bin in bit/s. Empty buckets count as zero, so idle time
+// shows as a drop to zero rather than a line bridging it.
+func (l *Layer) Rebin(x0, x1, w float64) (xs, bps []float64) {
+	if w < l.Bucket {
+		w = l.Bucket
+	}
+	if w <= 0 || x1 <= x0 {
+		return nil, nil
+	}
+	first := int64(x0 / w)
+	n := int(int64(x1/w)-first) + 1
+	if n > 1<<20 {
+		return nil, nil
+	}
+	sums := make([]float64, n)
+	for k, x := range l.X {
+		b := int64((x+l.Bucket/2)/w) - first
+		if b < 0 || b >= int64(n) {
+			continue
+		}
+		sums[b] += l.Hi[k]
+	}
+	xs = make([]float64, n)
+	bps = make([]float64, n)
+	for b := range sums {
+		xs[b] = float64(first+int64(b)) * w
+		bps[b] = sums[b] * 8 / w
+	}
+	return xs, bps
+}

@@ -1,0 +1,87 @@
+package report
+
+import "html/template"
+
+var funcs = template.FuncMap{
+	"rate": rateText,
+	"kindName": func(k string) string {
+		switch k {
+		case "tcptrace":
+			return "time-sequence (tcptrace)"
+		case "stevens":
+			return "Stevens"
+		case "rtt":
+			return "RTT"
+		case "window":
+			return "window scaling"
+		}
+		return k
+	},
+}
+
+// The summary template is separate so its golden test can render one
+// connection's summary alone.
+var pageTemplate = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="wanlab">
+<title>{{.Title}}</title>
+<style>{{.CSS}}</style>
+</head><body>
+<header><h1>{{.Title}}</h1>
+{{if .Intro}}<p>{{.Intro}}</p>{{end}}
+<p class="help">Graphs: mouse wheel zooms time, drag pans, double-click resets; the buttons jump to a window around the view's centre; click a legend entry to hide it. Graphs of one direction zoom together.</p>
+<noscript><p class="warn">JavaScript is off: the tables are complete, the graphs need scripts (inline, no network).</p></noscript>
+</header>
+<div class="sections cols{{.Columns}}">
+{{range .Sections}}<section>
+<h2>{{.Title}}</h2>
+{{range .Tables}}{{template "table" .}}{{end}}
+{{if .Capture}}<table class="kv"><caption>capture</caption>
+{{range .Capture}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>
+{{end}}</table>{{end}}
+{{range .Warnings}}<p class="warn">warning: {{.}}</p>
+{{end}}
+{{if .Overview}}<table class="overview"><caption>connections</caption>
+<tr><th rowspan="2">#</th><th rowspan="2">client</th><th rowspan="2">server</th><th rowspan="2">duration</th><th colspan="3">client → server</th><th colspan="3">server → client</th><th rowspan="2">limit</th></tr>
+<tr><th>unique bytes</th><th>rexmt</th><th>RTT p50 ms</th><th>unique bytes</th><th>rexmt</th><th>RTT p50 ms</th></tr>
+{{range .Overview}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</table>{{end}}
+{{if .Omitted}}<p class="note">{{.Omitted}} smaller connections are in the table above only.</p>{{end}}
+{{range .Conns}}{{template "connection" .}}{{end}}
+</section>
+{{end}}</div>
+<script>
+"use strict";
+const WANLAB_GRAPHS = {{.Data}};
+{{.JS}}
+</script>
+</body></html>
+{{define "table"}}<table class="kv">{{if .Title}}<caption>{{.Title}}</caption>{{end}}
+{{if .Header}}<tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>{{end}}
+{{range .Rows}}<tr>{{range $i, $c := .}}{{if eq $i 0}}<th>{{$c}}</th>{{else}}<td>{{$c}}</td>{{end}}{{end}}</tr>
+{{end}}</table>
+{{end}}
+{{define "connection"}}<div class="conn" id="{{.ID}}">
+<h3>{{.Heading}}{{if .Limit}} <span class="limit">{{.Limit}} limited</span>{{end}}</h3>
+{{template "summary" .}}
+{{range .Dirs}}{{if .HasData}}<div class="dir">
+<h4>{{.Label}} <span class="dirname">({{.Name}})</span></h4>
+{{range .Graphs}}<div class="graph" id="{{.ID}}" data-kind="{{.Kind}}"></div>
+{{end}}</div>
+{{else}}<p class="note">{{.Label}}: no data sent, no graphs.</p>
+{{end}}{{end}}{{template "stats" .}}</div>
+{{end}}
+{{define "summary"}}<div class="summary">
+<table class="kv">{{range .Info}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>{{end}}</table>
+{{range .Diagnoses}}<div class="diag"><p><b>{{.Direction}}: {{.Limit}} limited</b>{{if gt .RateBps 0.0}} at {{rate .RateBps}}{{end}}{{if gt .PredictedBps 0.0}}; after the change: {{rate .PredictedBps}}{{end}}</p>
+{{if .Evidence}}<p>Evidence:</p><ul>{{range .Evidence}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{if .Advice}}<p>Advice:</p><ul>{{range .Advice}}<li>{{.}}</li>{{end}}</ul>{{end}}
+</div>
+{{end}}</div>
+{{end}}
+{{define "stats"}}<details open><summary>statistics per direction (JSON field names)</summary>
+<table class="stats"><tr><th>field</th><th>client → server</th><th>server → client</th></tr>
+{{range .Stats}}<tr><th>{{.Field}}</th><td>{{.C2S}}</td><td>{{.S2C}}</td></tr>
+{{end}}</table></details>
+{{end}}`))
