@@ -137,6 +137,19 @@ func (i TCPInfo) SndbufLimitedFraction() float64 {
 	return float64(i.SndbufLimited) / float64(i.BusyTime)
 }
 
+// WindowRatio is the share of the receive buffer this receiving socket
+// offers as window: rcv_ssthresh over sk_rcvbuf (pass Effective.RcvBuf).
+// Once a bulk transfer's window has stopped growing, rcv_ssthresh sits at
+// window_clamp = tcp_win_from_space(sk_rcvbuf), so this is the kernel's
+// learned payload/truesize ratio (Linux 6.6+) or the tcp_adv_win_scale
+// share (before), which tuner.WindowModel.PayloadRatio takes.
+func (i TCPInfo) WindowRatio(rcvbuf units.Size) float64 {
+	if rcvbuf == 0 {
+		return 0
+	}
+	return float64(i.RcvSsthresh) / float64(rcvbuf)
+}
+
 // Control sets the options on the raw socket; its signature is that of
 // net.ListenConfig.Control and net.Dialer.Control. Sockets accepted from a
 // listener inherit its buffers and congestion control (not
