@@ -151,7 +151,10 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 	sizeFlag := func(flag string, dst *units.Size) error {
 		if v := cc.String(flag); v != "" {
 			s, err := units.ParseSize(v)
-			if err != nil || s == 0 {
+			if err != nil {
+				return fmt.Errorf("--%s: %w", flag, err)
+			}
+			if s == 0 {
 				return fmt.Errorf("--%s %q: want a size such as 256mb", flag, v)
 			}
 			*dst = s
