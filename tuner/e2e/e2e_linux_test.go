@@ -1,0 +1,177 @@
+package e2e_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/wanlab/wanlab/experiment"
+	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/tuner"
+	"github.com/wanlab/wanlab/tuner/sockopt"
+	"github.com/wanlab/wanlab/units"
+)
+
+// End to end through the lab (client, router running the userspace proxy,
+// server): the tuner's predicted throughput against a real download.
+
+// hostModel is the window model of the running kernel.
+func hostModel(t *testing.T) (*tuner.Snapshot, tuner.WindowModel) {
+	t.Helper()
+	s, err := tuner.ReadSnapshot(tuner.Host, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, tuner.ModelFor(s)
+}
+
+func download(t *testing.T, cfg experiment.Config) *experiment.Result {
+	t.Helper()
+	testenv.RequireRoot(t)
+	cfg.Out = t.TempDir()
+	cfg.Timeout = time.Minute
+	// Seeds 000 and 001 ran cubic.
+	cfg.Client = sockopt.Options{CC: "cubic"}
+	cfg.Server = sockopt.Options{CC: "cubic"}
+	res, err := experiment.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Download == nil || res.Download.Bytes != cfg.Size {
+		t.Fatalf("download incomplete: %+v", res.Download)
+	}
+	return res
+}
+
+func mbps(r units.Rate) float64 { return r.BytesPerSecond() / 1e6 }
+
+// Seed 001 scaled to the lab: 35 ms, the client's tcp_rmem max 1 MiB.
+// `tune show --rtt 35ms` predicts a window of half the buffer and 15 MB/s.
+// The kernel's learned ratio on this path is higher (about 0.66, read back
+// from the client's socket) but a window-limited transfer moves only
+// 80-90 % of a full window per RTT (the window opens by DRS steps and
+// closes by what the application has not read yet), so the default ratio
+// is what predicts the rate; the learned one bounds it.
+func TestEndToEndSeed001ReceiveWindowPrediction(t *testing.T) {
+	const rtt = 35 * time.Millisecond
+	_, m := hostModel(t)
+	res := download(t, experiment.Config{
+		Name:          "seed001-1MiB",
+		Impair:        map[string]string{experiment.ToServer: "delay 35ms"},
+		ClientSysctls: map[string]string{"net.ipv4.tcp_rmem": "4096 131072 1048576"},
+		Size:          48 * units.MiB,
+	})
+	if rb := res.Download.ClientEffective.RcvBuf; rb != 1<<20 {
+		t.Errorf("client receive buffer autotuned to %d, want tcp_rmem max 1048576", rb)
+	}
+	ratio := res.Download.Client.WindowRatio(res.Download.ClientEffective.RcvBuf)
+	if ratio < 0.25 || ratio > 1 {
+		t.Fatalf("learned window ratio %.2f out of the kernel's range", ratio)
+	}
+	predicted := tuner.RateFor(m.Window(1<<20), rtt)
+	learned := m
+	learned.PayloadRatio = ratio
+	bound := tuner.RateFor(learned.Window(1<<20), rtt)
+	got := res.Download.Transfer
+	t.Logf("predicted %.1f MB/s, measured %.1f MB/s; learned ratio %.2f bounds it at %.1f MB/s (server rwnd-limited %.0f %%)",
+		mbps(predicted), mbps(got), ratio, mbps(bound), 100*serverRwndLimited(res))
+	// The kernel's own accounting confirms the diagnosis.
+	if f := serverRwndLimited(res); f < 0.5 {
+		t.Errorf("server rwnd-limited %.0f %% of its busy time, want most of it", 100*f)
+	}
+	if got > bound*105/100 {
+		t.Errorf("measured %.1f MB/s beats window/RTT %.1f MB/s", mbps(got), mbps(bound))
+	}
+	if d := (mbps(got) - mbps(predicted)) / mbps(predicted); d < -0.15 || d > 0.15 {
+		t.Errorf("measured %.1f MB/s is %+.0f %% off the predicted %.1f MB/s (want within 15 %%)", mbps(got), 100*d, mbps(predicted))
+	}
+}
+
+func serverRwndLimited(res *experiment.Result) float64 {
+	if res.Download.Server == nil {
+		return 0
+	}
+	return res.Download.Server.RwndLimitedFraction()
+}
+
+// The plan's settings reach the target: from a 256 KiB receive buffer
+// (3.7 MB/s at 35 ms), plan 10 MB/s, apply the plan's per-namespace
+// changes to each side, download.
+func TestEndToEndPlanReachesTarget(t *testing.T) {
+	const rtt = 35 * time.Millisecond
+	target := 80 * units.Mbit // 10 MB/s
+	s, m := hostModel(t)
+	s.TCPRmem = tuner.Triple{Min: 4096, Default: 131072, Max: 256 << 10}
+	p, err := tuner.MakePlan(s, m, tuner.PlanInput{RTT: rtt, Rate: target, Streams: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := map[string]string{"net.ipv4.tcp_rmem": "4096 131072 262144"}
+	server := map[string]string{}
+	for _, c := range p.Changes {
+		if c.HostOnly {
+			continue // the lab's hosts are namespaces
+		}
+		switch c.Side {
+		case "receiver":
+			client[c.Key] = c.To
+		case "sender":
+			server[c.Key] = c.To
+		default:
+			client[c.Key], server[c.Key] = c.To, c.To
+		}
+	}
+	if client["net.ipv4.tcp_rmem"] == "4096 131072 262144" || p.Current >= target {
+		t.Fatalf("plan kept the 256 KiB receive buffer (%v now): %+v", p.Current, p.Changes)
+	}
+	res := download(t, experiment.Config{
+		Name:          "seed001-planned",
+		Impair:        map[string]string{experiment.ToServer: "delay 35ms"},
+		ClientSysctls: client,
+		ServerSysctls: server,
+		Size:          32 * units.MiB,
+	})
+	got := res.Download.Transfer
+	t.Logf("plan: client %v server %v; predicted after %.1f MB/s, target %.1f MB/s, measured %.1f MB/s",
+		client, server, mbps(p.After), mbps(target), mbps(got))
+	if got < target {
+		t.Errorf("measured %.1f MB/s with the plan's settings, below the %.1f MB/s target", mbps(got), mbps(target))
+	}
+}
+
+// Seed 000 scaled to the lab: the server's tcp_wmem pinned to 4096. The
+// rate falls as 1/RTT, and the tuner's one-skb-per-RTT ceiling bounds it.
+func TestEndToEndSeed000SendBufferFallsWithRTT(t *testing.T) {
+	s, m := hostModel(t)
+	s.TCPWmem = tuner.Triple{Min: 4096, Default: 4096, Max: 4096}
+	rates := map[time.Duration]units.Rate{}
+	for _, rtt := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
+		res := download(t, experiment.Config{
+			Name:          "seed000",
+			Impair:        map[string]string{experiment.ToServer: "delay " + units.FormatDuration(rtt)},
+			ServerSysctls: map[string]string{"net.ipv4.tcp_wmem": "4096 4096 4096"},
+			Size:          2 * units.MiB,
+		})
+		var ceiling units.Rate
+		for _, c := range tuner.Ceilings(s, m, rtt) {
+			if c.Limit == "sender, autotuned sockets" {
+				ceiling = c.Rate
+			}
+		}
+		got := res.Download.Transfer
+		rates[rtt] = got
+		if srv := res.Download.Server; srv != nil {
+			// With cubic the kernel's sndbuf-limited chrono rarely runs
+			// (tcp_cwnd_validate starts it only when the write queue is
+			// empty and not cwnd-limited); log what it says.
+			t.Logf("%v: server unacked %d segments, sndbuf-limited %.0f %% of busy time", rtt, srv.Unacked, 100*srv.SndbufLimitedFraction())
+		}
+		t.Logf("%v: ceiling %.3f MB/s, measured %.3f MB/s", rtt, mbps(ceiling), mbps(got))
+		if got > ceiling*11/10 {
+			t.Errorf("%v: measured %.3f MB/s above the predicted ceiling %.3f MB/s", rtt, mbps(got), mbps(ceiling))
+		}
+	}
+	if r := float64(rates[100*time.Millisecond]) / float64(rates[200*time.Millisecond]); r < 1.6 || r > 2.5 {
+		t.Errorf("doubling the RTT divided the rate by %.2f, want about 2", r)
+	}
+}
