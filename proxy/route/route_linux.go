@@ -412,6 +412,9 @@ func pickTablesAndPriority(h *host) (tables [2]int, prio int, err error) {
 	minOther := 32766
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		rules, err := listRules(h, fam)
+		if fam == netlink.FAMILY_V6 && errors.Is(err, unix.EAFNOSUPPORT) {
+			break // a kernel without IPv6
+		}
 		if err != nil {
 			return tables, 0, err
 		}
