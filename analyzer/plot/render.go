@@ -263,6 +263,9 @@ func (u unitTicks) Ticks(lo, hi float64) []gplot.Tick {
 // digits: 1500000 is "1.5M".
 func SI(v float64) string {
 	a := math.Abs(v)
+	if a == 0 {
+		return "0"
+	}
 	switch {
 	case a >= 1e9:
 		return strconv.FormatFloat(v/1e9, 'g', 4, 64) + "G"

@@ -17,6 +17,7 @@
   }
   function decimals(step) { return Math.max(0, Math.min(9, -Math.floor(Math.log10(step) + 1e-9))); }
   function si(v, step) {
+    if (Math.abs(v) < step / 2) return "0";
     const a = Math.max(Math.abs(v), step);
     let d = 1, s = "";
     if (a >= 1e9) { d = 1e9; s = "G"; } else if (a >= 1e6) { d = 1e6; s = "M"; } else if (a >= 1e3) { d = 1e3; s = "k"; }
@@ -26,7 +27,7 @@
     if (unit === "bytes" || unit === "bit/s") return si(v, step);
     return v.toFixed(decimals(step));
   }
-  function unitSuffix(unit) { return unit === "bytes" ? " B" : unit === "bit/s" ? "bit/s" : " " + unit; }
+  function unitSuffix(unit) { return unit === "bytes" ? "B" : unit === "bit/s" ? "bit/s" : " " + unit; }
   // lowerBound: first index with xs[i] >= v.
   function lowerBound(xs, v) {
     let lo = 0, hi = xs.length;
@@ -119,7 +120,7 @@
       const y = this.yr[1] - ((py - T) / h) * (this.yr[1] - this.yr[0]);
       const tstep = (x1 - x0) / w, ystep = (this.yr[1] - this.yr[0]) / h;
       this.readout.textContent = "t = " + t.toFixed(decimals(tstep)) + " s, y = " + fmtY(y, this.g.unit, ystep) + unitSuffix(this.g.unit) +
-        ", window " + ((x1 - x0) * 1000).toPrecision(3) + " ms";
+        ", window " + (x1 - x0 >= 1 ? (x1 - x0).toPrecision(3) + " s" : ((x1 - x0) * 1000).toPrecision(3) + " ms");
     }
 
     // visible returns, per layer, the drawable points of the view: raw
@@ -318,8 +319,10 @@
       };
       bar.appendChild(b);
     }
-    const h = dirEl.querySelector("h4");
+    const h = dirEl.querySelector("summary");
     if (h) h.after(bar); else dirEl.prepend(bar);
+    // Collapsed graphs have no width: draw them when opened.
+    dirEl.addEventListener("toggle", () => { if (dirEl.open) for (const p of gr.plots) p.draw(); });
   }
 
   const plots = [];

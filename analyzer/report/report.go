@@ -101,12 +101,12 @@ func Write(w io.Writer, p Page) error {
 					continue
 				}
 				cv := connView(c, fmt.Sprintf("s%d-c%d", si+1, c.Index))
-				for di := range cv.Dirs {
-					dv := &cv.Dirs[di]
+				for k := range cv.Dirs {
+					dv := &cv.Dirs[k]
 					if !dv.HasData {
 						continue
 					}
-					for _, g := range plot.Graphs(c, di) {
+					for _, g := range plot.Graphs(c, dv.index) {
 						id := fmt.Sprintf("%s-%s-%s", cv.ID, g.Direction, g.Kind)
 						dv.Graphs = append(dv.Graphs, graphRef{ID: id, Kind: string(g.Kind)})
 						graphs = append(graphs, toJSON(g, id, cv.ID+"-"+dv.Name))
@@ -182,14 +182,21 @@ type connectionView struct {
 	Info      [][2]string
 	Diagnoses []*analyzer.Diagnosis
 	Stats     []statRow
-	Dirs      [2]dirView
+	// Dirs lists the directions, the one that carried more data first.
+	Dirs []dirView
 }
 
 type dirView struct {
+	ID      string
 	Name    string // c2s or s2c
 	Label   string // "10.0.0.2:40000 → 10.0.0.1:80"
 	HasData bool
-	Graphs  []graphRef
+	// Open: drawn expanded. A direction with under a tenth of the other's
+	// data (requests, ACK-only) is collapsed.
+	Open   bool
+	Bytes  int64
+	Graphs []graphRef
+	index  int
 }
 
 type graphRef struct {
@@ -268,11 +275,21 @@ func connView(c *analyzer.Connection, id string) connectionView {
 		{"state", c.State},
 	}
 	for i, d := range c.Directions {
-		cv.Dirs[i] = dirView{Name: plot.DirectionName(i), Label: dirLabel(d), HasData: plot.HasData(c, i)}
+		dv := dirView{ID: id + "-" + plot.DirectionName(i), Name: plot.DirectionName(i), Label: dirLabel(d),
+			HasData: plot.HasData(c, i), index: i}
+		if d != nil {
+			dv.Bytes = d.UniqueBytes
+		}
+		cv.Dirs = append(cv.Dirs, dv)
 		if d != nil && d.Diagnosis != nil {
 			cv.Diagnoses = append(cv.Diagnoses, d.Diagnosis)
 		}
 	}
+	if cv.Dirs[1].Bytes > cv.Dirs[0].Bytes {
+		cv.Dirs[0], cv.Dirs[1] = cv.Dirs[1], cv.Dirs[0]
+	}
+	cv.Dirs[0].Open = true
+	cv.Dirs[1].Open = cv.Dirs[1].Bytes*10 >= cv.Dirs[0].Bytes
 	if len(cv.Diagnoses) == 0 && c.Diagnosis != nil {
 		cv.Diagnoses = append(cv.Diagnoses, c.Diagnosis)
 	}

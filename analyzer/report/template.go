@@ -42,11 +42,11 @@ var pageTemplate = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCT
 {{end}}</table>{{end}}
 {{range .Warnings}}<p class="warn">warning: {{.}}</p>
 {{end}}
-{{if .Overview}}<table class="overview"><caption>connections</caption>
+{{if .Overview}}<div class="scroll"><table class="overview"><caption>connections</caption>
 <tr><th rowspan="2">#</th><th rowspan="2">client</th><th rowspan="2">server</th><th rowspan="2">duration</th><th colspan="3">client → server</th><th colspan="3">server → client</th><th rowspan="2">limit</th></tr>
 <tr><th>unique bytes</th><th>rexmt</th><th>RTT p50 ms</th><th>unique bytes</th><th>rexmt</th><th>RTT p50 ms</th></tr>
 {{range .Overview}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
-{{end}}</table>{{end}}
+{{end}}</table></div>{{end}}
 {{if .Omitted}}<p class="note">{{.Omitted}} smaller connections are in the table above only.</p>{{end}}
 {{range .Conns}}{{template "connection" .}}{{end}}
 </section>
@@ -65,10 +65,10 @@ const WANLAB_GRAPHS = {{.Data}};
 {{define "connection"}}<div class="conn" id="{{.ID}}">
 <h3>{{.Heading}}{{if .Limit}} <span class="limit">{{.Limit}} limited</span>{{end}}</h3>
 {{template "summary" .}}
-{{range .Dirs}}{{if .HasData}}<div class="dir">
-<h4>{{.Label}} <span class="dirname">({{.Name}})</span></h4>
+{{range .Dirs}}{{if .HasData}}<details class="dir" id="{{.ID}}"{{if .Open}} open{{end}}>
+<summary><h4>{{.Label}} <span class="dirname">({{.Name}}, {{.Bytes}} bytes of data)</span></h4></summary>
 {{range .Graphs}}<div class="graph" id="{{.ID}}" data-kind="{{.Kind}}"></div>
-{{end}}</div>
+{{end}}</details>
 {{else}}<p class="note">{{.Label}}: no data sent, no graphs.</p>
 {{end}}{{end}}{{template "stats" .}}</div>
 {{end}}

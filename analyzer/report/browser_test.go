@@ -1,0 +1,203 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	stdhtml "html"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/analyzer/internal/synth"
+	"github.com/wanlab/wanlab/analyzer/pcapfile"
+)
+
+// browserProbe runs after the report's plotter inside the page: it zooms
+// the first graph with the mouse wheel, pans it by dragging, uses the
+// window buttons and double-click reset, reading the plotter's own
+// readout after each step, and counts the pixels the plotter drew.
+const browserProbe = `<script>
+(function () {
+  const r = { errors: [] };
+  window.addEventListener("error", (e) => r.errors.push(String(e.message)));
+  try {
+    const c = document.querySelector(".graph canvas");
+    const box = c.getBoundingClientRect();
+    const at = (x, y) => ({ clientX: box.left + x, clientY: box.top + y, bubbles: true, cancelable: true, pointerId: 1 });
+    const read = () => {
+      c.dispatchEvent(new PointerEvent("pointermove", at(300, 120)));
+      return c.parentNode.querySelector(".readout").textContent;
+    };
+    const inked = () => {
+      const ctx = c.getContext("2d"), d = ctx.getImageData(0, 0, c.width, c.height).data;
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4) if (d[i] < 200 || d[i + 1] < 200 || d[i + 2] < 200) n++;
+      return n;
+    };
+    r.full = read();
+    let t0 = performance.now();
+    for (let i = 0; i < 20; i++) c.dispatchEvent(new WheelEvent("wheel", Object.assign(at(300, 120), { deltaY: -1 })));
+    r.msPerRedraw = (performance.now() - t0) / 20;
+    r.fullInk = inked();
+    for (let i = 0; i < 60; i++) c.dispatchEvent(new WheelEvent("wheel", Object.assign(at(300, 120), { deltaY: -400 })));
+    r.zoomed = read();
+    r.zoomedInk = inked();
+    c.dispatchEvent(new PointerEvent("pointerdown", at(400, 120)));
+    c.dispatchEvent(new PointerEvent("pointermove", at(200, 120)));
+    c.dispatchEvent(new PointerEvent("pointerup", at(200, 120)));
+    r.panned = read();
+    c.dispatchEvent(new MouseEvent("dblclick", at(300, 120)));
+    r.reset = read();
+    for (const b of c.closest(".dir").querySelectorAll("button")) if (b.textContent === "50 ms") b.click();
+    r.button50 = read();
+    const other = c.closest(".dir").querySelectorAll(".graph canvas")[1], ob = other.getBoundingClientRect();
+    other.dispatchEvent(new PointerEvent("pointermove", { clientX: ob.left + 300, clientY: ob.top + 120, bubbles: true }));
+    r.linked = other.parentNode.querySelector(".readout").textContent;
+  } catch (e) {
+    r.errors.push(String(e));
+  }
+  document.body.setAttribute("data-probe", JSON.stringify(r));
+})();
+</script>`
+
+type probe struct {
+	Errors      []string
+	Full        string
+	MsPerRedraw float64
+	FullInk     int
+	Zoomed      string
+	ZoomedInk   int
+	Panned      string
+	Reset       string
+	Button50    string
+	Linked      string
+}
+
+var (
+	windowRe = regexp.MustCompile(`window ([0-9.]+) (m?s)`)
+	timeRe   = regexp.MustCompile(`t = ([0-9.]+) s`)
+)
+
+func windowMs(t *testing.T, readout string) float64 {
+	t.Helper()
+	m := windowRe.FindStringSubmatch(readout)
+	if m == nil {
+		t.Fatalf("readout %q has no window", readout)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	if m[2] == "s" {
+		v *= 1000
+	}
+	return v
+}
+
+func cursorTime(t *testing.T, readout string) float64 {
+	t.Helper()
+	m := timeRe.FindStringSubmatch(readout)
+	if m == nil {
+		t.Fatalf("readout %q has no time", readout)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
+
+// TestPlotterInBrowser drives the inline plotter in headless Chromium when
+// it is installed (it is not part of the test command's packages).
+func TestPlotterInBrowser(t *testing.T) {
+	var bin string
+	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(n); err == nil {
+			bin = p
+			break
+		}
+	}
+	if bin == "" {
+		t.Skip("no headless Chromium installed")
+	}
+	// A transfer long enough that every series is at its point budget, as
+	// a million-packet flow's would be: what the plotter must keep
+	// responsive.
+	var capture bytes.Buffer
+	drops := map[int]bool{}
+	for i := 1000; i < 60000; i += 7919 {
+		drops[i] = true
+	}
+	if _, err := synth.Write(&capture, synth.Config{Bytes: 96 << 20, AtSender: true, Reno: true, Drop: drops, Window: 4 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := pcapfile.NewReader(&capture, "synthetic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := analyzer.AnalyzeReader(r, analyzer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := res.Connections[0]
+	if n := len(conn.Directions[1].Series.Segments.Points); n < 2000 {
+		t.Fatalf("segments series has %d points: not a saturated series", n)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, Page{Title: "probe", Sections: []Section{{Title: "rwnd", Result: res}}}); err != nil {
+		t.Fatal(err)
+	}
+	page := bytes.Replace(buf.Bytes(), []byte("</body>"), []byte(browserProbe+"</body>"), 1)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "report.html")
+	if err := os.WriteFile(path, page, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+		"--no-first-run", "--user-data-dir="+filepath.Join(dir, "profile"), "--window-size=1200,900", "--dump-dom", "file://"+path)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	m := regexp.MustCompile(`data-probe="([^"]*)"`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("probe did not run; DOM starts %q", out[:min(len(out), 300)])
+	}
+	var p probe
+	if err := json.Unmarshal([]byte(stdhtml.UnescapeString(string(m[1]))), &p); err != nil {
+		t.Fatalf("probe result %q: %v", m[1], err)
+	}
+	t.Logf("%+v", p)
+	if len(p.Errors) > 0 {
+		t.Fatalf("script errors: %v", p.Errors)
+	}
+	full := windowMs(t, p.Full)
+	if want := float64(conn.Duration) / 1e6; full < 0.99*want || full > 1.01*want { // three digits shown
+		t.Errorf("full view %v ms, want the connection's %v ms", full, want)
+	}
+	if z := windowMs(t, p.Zoomed); z > 50 || z < 0.5 {
+		t.Errorf("60 wheel steps in: window %v ms, want between the 1 ms floor and 50 ms", z)
+	}
+	if p.FullInk < 2000 || p.ZoomedInk < 2000 {
+		t.Errorf("plot drew %d pixels in full view, %d zoomed: blank canvas?", p.FullInk, p.ZoomedInk)
+	}
+	// Dragging 200 px to the left moves the view later in time, keeping
+	// its width.
+	if windowMs(t, p.Panned) != windowMs(t, p.Zoomed) {
+		t.Errorf("pan changed the window: %q -> %q", p.Zoomed, p.Panned)
+	}
+	if cursorTime(t, p.Panned) <= cursorTime(t, p.Zoomed) {
+		t.Errorf("drag to the left did not move to later times: %q -> %q", p.Zoomed, p.Panned)
+	}
+	if windowMs(t, p.Reset) != full {
+		t.Errorf("double-click: window %q, want the full %v ms", p.Reset, full)
+	}
+	if w := windowMs(t, p.Button50); w != 50 {
+		t.Errorf("50 ms button: window %v ms", w)
+	}
+	if w := windowMs(t, p.Linked); w != 50 {
+		t.Errorf("second graph of the direction shows a %v ms window, want the linked 50 ms", w)
+	}
+}
