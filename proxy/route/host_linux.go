@@ -109,7 +109,7 @@ func (h *host) link(name string) (netlink.Link, error) {
 	if err != nil {
 		var nf netlink.LinkNotFoundError
 		if errors.As(err, &nf) || errors.Is(err, unix.ENODEV) {
-			return nil, fmt.Errorf("interface %q: not found", name)
+			return nil, &NotFoundError{Iface: name}
 		}
 		return nil, fmt.Errorf("interface %q: %w", name, err)
 	}
@@ -188,9 +188,9 @@ func (h *host) do(c change) error {
 // that vanished with its process takes its routes and sysctls with it).
 func gone(err error) bool {
 	var nf netlink.LinkNotFoundError
-	return errors.As(err, &nf) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) ||
-		errors.Is(err, unix.ENODEV) || errors.Is(err, os.ErrNotExist) ||
-		(err != nil && strings.HasSuffix(err.Error(), ": not found"))
+	var missing *NotFoundError
+	return errors.As(err, &nf) || errors.As(err, &missing) || errors.Is(err, unix.ENOENT) ||
+		errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENODEV) || errors.Is(err, os.ErrNotExist)
 }
 
 // undo reverts one change. It is idempotent and treats a vanished object

@@ -45,6 +45,11 @@ func tunName(iface string) string {
 	return fmt.Sprintf("wl%s~%08x", iface[:4], h.Sum32())[:maxIfaceName]
 }
 
+// NotFoundError says an interface (or TUN) does not exist.
+type NotFoundError struct{ Iface string }
+
+func (e *NotFoundError) Error() string { return fmt.Sprintf("interface %q: not found", e.Iface) }
+
 // withDefaults validates cfg and fills in defaults.
 func (cfg Config) withDefaults() (Config, error) {
 	for _, n := range cfg.Ifaces {
