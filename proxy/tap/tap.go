@@ -54,7 +54,7 @@ type Stats struct {
 	Records   uint64 `json:"records"`    // packet records written
 	Bytes     uint64 `json:"bytes"`      // bytes of pcapng written (headers included)
 	RingFull  uint64 `json:"ring_full"`  // records dropped because the writer fell behind
-	OverLimit uint64 `json:"over_limit"` // records not written because the size limit was reached
+	OverLimit uint64 `json:"over_limit"` // records not written because the size limit was reached (or a write failed: see Close)
 }
 
 // Option changes a tap setting.
