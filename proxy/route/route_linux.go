@@ -241,7 +241,7 @@ func Apply(cfg Config) (*Applied, error) {
 	}
 	held.Unlock()
 	if busy {
-		return nil, fmt.Errorf("interfaces %q and %q are already used by a proxy in this process (pid %d)", cfg.Ifaces[0], cfg.Ifaces[1], os.Getpid())
+		return nil, lockedError(fmt.Sprintf("interfaces %q and %q are already used by a proxy in this process (pid %d)", cfg.Ifaces[0], cfg.Ifaces[1], os.Getpid()))
 	}
 	if !holds(cfg) {
 		if a.ownLock, err = Acquire(cfg); err != nil {

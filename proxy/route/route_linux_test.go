@@ -117,7 +117,7 @@ func TestApplyUndoRestores(t *testing.T) {
 			}
 			// The same interfaces cannot be claimed twice, and Cleanup
 			// leaves a live proxy of this process alone.
-			if _, err := Apply(r.cfg); err == nil || !strings.Contains(err.Error(), "already used") {
+			if _, err := Apply(r.cfg); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "already used") {
 				t.Errorf("second Apply: %v", err)
 			}
 			if undone, err := Cleanup(r.cfg.StateDir); err != nil || len(undone) != 0 {
