@@ -67,6 +67,7 @@ type Change struct {
 
 // Plan is the arithmetic and the settings that reach the target.
 type Plan struct {
+	Netns           string     `json:"netns,omitempty"`
 	Input           PlanInput  `json:"input"`
 	Model           string     `json:"window_model"`
 	Ratio           float64    `json:"window_ratio"`
@@ -130,7 +131,7 @@ func MakePlan(s *Snapshot, m WindowModel, in PlanInput) (Plan, error) {
 	if in.MSS == 0 {
 		in.MSS = DefaultMSS
 	}
-	p := Plan{Input: in, Model: m.Describe(), Ratio: m.Ratio()}
+	p := Plan{Netns: s.Netns, Input: in, Model: m.Describe(), Ratio: m.Ratio()}
 	p.BDP = WindowFor(in.Rate, in.RTT)
 	p.PerStreamRate = in.Rate / units.Rate(in.Streams)
 	p.PerStreamWindow = WindowFor(p.PerStreamRate, in.RTT)
@@ -362,12 +363,35 @@ func (p Plan) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "  %s\n", n)
 		}
 	}
-	if len(p.Changes) > 0 {
-		b.WriteString("\nApply with: wanlab tune apply")
+	// The commands to apply the changes, per side; host-wide keys need a
+	// command on the host when the plan is for a namespace.
+	for _, side := range []string{"receiver", "sender", "both"} {
+		var here, host []string
 		for _, c := range p.Changes {
-			fmt.Fprintf(&b, " --set %s=%q", c.Key, c.To)
+			if c.Side != side {
+				continue
+			}
+			arg := fmt.Sprintf(" --set %s=%q", c.Key, c.To)
+			if c.HostOnly && p.Netns != "" {
+				host = append(host, arg)
+			} else {
+				here = append(here, arg)
+			}
 		}
-		b.WriteString("\n")
+		on := "on the " + side
+		if side == "both" {
+			on = "on both ends"
+		}
+		if len(here) > 0 {
+			ns := ""
+			if p.Netns != "" {
+				ns = " --netns " + p.Netns
+			}
+			fmt.Fprintf(&b, "\nApply %s: wanlab tune apply%s%s\n", on, ns, strings.Join(here, ""))
+		}
+		if len(host) > 0 {
+			fmt.Fprintf(&b, "Apply %s's host (host-wide keys): wanlab tune apply%s\n", side, strings.Join(host, ""))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

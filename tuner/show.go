@@ -114,19 +114,26 @@ func (r Report) WriteText(w io.Writer) error {
 		where = "network namespace " + r.Netns
 	}
 	fmt.Fprintf(&b, "TCP throughput settings in %s (Linux %s)\n\n", where, r.Kernel.Release)
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	var table strings.Builder
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 	for _, s := range r.Settings {
 		v := s.Value
 		if !s.Present {
 			v = "-"
 		}
-		line := s.Key + "\t" + v
+		note := ""
 		if s.Note != "" {
-			line += "\t(" + s.Note + ")"
+			note = "(" + s.Note + ")"
 		}
-		fmt.Fprintln(tw, line)
+		fmt.Fprintln(tw, s.Key+"\t"+v+"\t"+note)
 	}
 	tw.Flush()
+	for _, line := range strings.SplitAfter(table.String(), "\n") {
+		b.WriteString(strings.TrimRight(line, " \n"))
+		if strings.HasSuffix(line, "\n") {
+			b.WriteString("\n")
+		}
+	}
 	fmt.Fprintf(&b, "\nWindow model: %s\n", r.Model)
 	if r.RTT > 0 {
 		fmt.Fprintf(&b, "\nCeilings for one connection at %s RTT:\n", fmtRTT(r.RTT))
