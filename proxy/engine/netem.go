@@ -358,3 +358,14 @@ func (n *netemStage) pop(now int64) (*Packet, bool) {
 	n.poll(now)
 	return p, false
 }
+
+func (n *netemStage) head() (*Packet, bool) {
+	if k := len(n.ahead); k > 0 {
+		return n.ahead[k-1], true
+	}
+	return n.tfifoPeek(), false
+}
+
+// earliest: a packet may leave netem at once (reorder, jitter down to
+// zero), so the entry time is the only safe bound.
+func (n *netemStage) earliest(t int64, _ int) int64 { return t }

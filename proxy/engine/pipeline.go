@@ -27,6 +27,13 @@ type stage interface {
 	pop(now int64) (p *Packet, bypass bool)
 	// len is the number of packets the stage holds.
 	len() int
+	// head is the packet next refers to (nil if none or if the event is
+	// not a packet leaving, e.g. a slot opening) and whether it will
+	// bypass the rest of the chain.
+	head() (p *Packet, bypass bool)
+	// earliest is a lower bound on when a packet of size bytes entering
+	// at time t would leave the stage, given its current state.
+	earliest(t int64, size int) int64
 }
 
 // chain is the stage list built from one spec: stage i's child is stage
@@ -354,16 +361,39 @@ func (pl *Pipeline) nextLocked() (int64, bool) {
 	bt, found := int64(math.MaxInt64), false
 	for _, cl := range pl.classes {
 		for _, c := range cl.retiring {
-			for _, s := range c.stages {
-				if t, ok := s.next(); ok && t < bt {
-					bt, found = t, true
+			if t, ok := c.nextDeparture(); ok && t < bt {
+				bt, found = t, true
+			}
+		}
+		if t, ok := cl.current.nextDeparture(); ok && t < bt {
+			bt, found = t, true
+		}
+	}
+	return bt, found
+}
+
+// nextDeparture is a lower bound on the chain's next departure. A packet
+// about to move between stages is followed through the stages below with
+// their earliest(), so a release loop is not woken for a move whose packet
+// then waits in a backlogged tbf: the move is processed, at its own time,
+// by whichever call comes next.
+func (c *chain) nextDeparture() (int64, bool) {
+	bt, found := int64(math.MaxInt64), false
+	last := len(c.stages) - 1
+	for i, s := range c.stages {
+		t, ok := s.next()
+		if !ok || t >= bt {
+			continue
+		}
+		if i < last {
+			if p, bypass := s.head(); p != nil && !bypass {
+				for _, down := range c.stages[i+1:] {
+					t = down.earliest(t, len(p.Data))
 				}
 			}
 		}
-		for _, s := range cl.current.stages {
-			if t, ok := s.next(); ok && t < bt {
-				bt, found = t, true
-			}
+		if t < bt {
+			bt, found = t, true
 		}
 	}
 	return bt, found

@@ -146,3 +146,26 @@ func (t *tbfStage) pop(now int64) (*Packet, bool) {
 	t.backlog -= int64(len(p.Data))
 	return p, false
 }
+
+func (t *tbfStage) head() (*Packet, bool) {
+	if t.q.len() == 0 {
+		return nil, false
+	}
+	return t.q.peek(), false
+}
+
+// earliest is the departure enqueue would compute now: after the last
+// scheduled departure and once both buckets hold the packet. A packet
+// entering later than another one can only leave later still (FIFO).
+func (t *tbfStage) earliest(at int64, size int) int64 {
+	cost := max(size, t.mpu)
+	if size > t.maxSize || cost > t.maxSize {
+		return at // it will be dropped
+	}
+	ready := max(at, t.lastDepart)
+	d := max(ready, t.when(t.rate, t.rateBytes, ready, cost))
+	if t.peak != nil {
+		d = max(d, t.when(t.peak, t.peakBytes, ready, cost))
+	}
+	return d
+}
