@@ -157,7 +157,7 @@ func (t *Tuner) validate(set []Assignment) ([]Step, error) {
 		}
 		seen[a.Key] = true
 		if t.Netns != "" && !k.PerNetns {
-			errs = append(errs, fmt.Errorf("%s: %w: Linux shares it between all network namespaces and does not let netns %s change it (read-only or absent there; writing it fails with EACCES/EINVAL); set it on the host, without --netns", a.Key, ErrHostWide, t.Netns))
+			errs = append(errs, fmt.Errorf("%s: %w: Linux shares it between all network namespaces and does not let netns %s change it (read-only or absent there: writing it fails with EACCES or EINVAL); set it on the host, without --netns", a.Key, ErrHostWide, t.Netns))
 			continue
 		}
 		v, err := checkValue(k, a.Value, avail)
@@ -214,7 +214,7 @@ func (r Result) WriteText(w io.Writer, verb string) error {
 		}
 		fmt.Fprintf(&b, "  %s: %s -> %s\n", s.Key, s.From, s.To)
 	}
-	if r.Backup != "" && !r.DryRun {
+	if r.Backup != "" && !r.DryRun && verb == "apply" && r.Written > 0 {
 		fmt.Fprintf(&b, "Previous values kept in %s; undo with: wanlab tune revert", r.Backup)
 		if r.Netns != "" {
 			fmt.Fprintf(&b, " --netns %s", r.Netns)
