@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -68,26 +69,17 @@ func init() {
 				},
 			},
 			{
-				Name:      "show",
-				Usage:     "print IFACE's root qdisc chain as a spec (nothing for the kernel's default)",
-				UsageText: "wanlab kernel show --iface IFACE [--netns NS]",
-				Flags:     target,
-				Action: func(cc *cli.Context) error {
-					t, err := kernelTarget(cc, "show")
-					if err != nil {
-						return err
-					}
-					got, err := kernel.Show(t)
-					if err != nil {
-						return kernelError("show", err)
-					}
-					if got == "" {
-						fmt.Fprintf(cc.App.ErrWriter, "wanlab: %s has the kernel's default qdisc (no impairment)\n", t.Iface)
-						return nil
-					}
-					fmt.Fprintln(cc.App.Writer, got)
-					return nil
-				},
+				Name:  "show",
+				Usage: "print IFACE's root qdisc chain as a spec (nothing for the kernel's default)",
+				UsageText: "wanlab kernel show --iface IFACE [--netns NS] [--stats] [--json]\n\n" +
+					"   --stats adds each stage's counters as 'tc -s qdisc' shows them;\n" +
+					"   --json prints {iface, netns, spec, stages: [{kind, handle, parent,\n" +
+					"   counters: {bytes, packets, drops, overlimits, requeues, backlog_bytes,\n" +
+					"   backlog_packets}}]}.",
+				Flags: append(append([]cli.Flag{}, target...),
+					&cli.BoolFlag{Name: "stats", Usage: "print each stage's counters"},
+					&cli.BoolFlag{Name: "json", Usage: "print one JSON object"}),
+				Action: runKernelShow,
 			},
 			{
 				Name:      "clear",
@@ -131,4 +123,46 @@ func kernelError(verb string, err error) error {
 		return usageError(err)
 	}
 	return err
+}
+
+func runKernelShow(cc *cli.Context) error {
+	t, err := kernelTarget(cc, "show")
+	if err != nil {
+		return err
+	}
+	got, err := kernel.Show(t)
+	if err != nil {
+		return kernelError("show", err)
+	}
+	var stages []kernel.StageStats
+	if cc.Bool("stats") || cc.Bool("json") {
+		if stages, err = kernel.Stats(t); err != nil {
+			return kernelError("show", err)
+		}
+	}
+	w := cc.App.Writer
+	if cc.Bool("json") {
+		if stages == nil {
+			stages = []kernel.StageStats{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Iface  string              `json:"iface"`
+			Netns  string              `json:"netns,omitempty"`
+			Spec   string              `json:"spec"`
+			Stages []kernel.StageStats `json:"stages"`
+		}{t.Iface, t.Netns, got, stages})
+	}
+	if got == "" {
+		fmt.Fprintf(cc.App.ErrWriter, "wanlab: %s has the kernel's default qdisc (no impairment)\n", t.Iface)
+		return nil
+	}
+	fmt.Fprintln(w, got)
+	for _, st := range stages {
+		c := st.Counters
+		fmt.Fprintf(w, "  %s %s parent %s: sent %d bytes %d pkt (dropped %d, overlimits %d, requeues %d) backlog %db %dp\n",
+			st.Kind, st.Handle, st.Parent, c.Bytes, c.Packets, c.Drops, c.Overlimits, c.Requeues, c.BacklogBytes, c.BacklogPackets)
+	}
+	return nil
 }

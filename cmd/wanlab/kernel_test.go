@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -50,6 +51,7 @@ func TestKernelCommand(t *testing.T) {
 		{[]string{"apply", "tbf rate 50mbit burst 50kb"}, "error: kernel apply: tbf: limit or latency is required", exitUsage},
 		{[]string{"apply", "tbf", "rate", "50mbit", "burst", "50kb", "limit", "500kb"}, "tbf rate 50mbit burst 50kb limit 500kb\n", exitOK},
 		{[]string{"show"}, "tbf rate 50mbit burst 50kb limit 500kb\n", exitOK},
+		{[]string{"show", "--stats"}, "tbf rate 50mbit burst 50kb limit 500kb\n  tbf 1:0 parent root: sent 0 bytes 0 pkt (dropped 0, overlimits 0, requeues 0) backlog 0b 0p\n", exitOK},
 		{[]string{"apply", "delay 100ms | tbf rate 50mbit burst 50kb limit 500kb"},
 			"error: kernel apply: kernel has no netem qdisc (sch_netem not available): nothing changed\n", exitNoKernel},
 		{[]string{"show"}, "tbf rate 50mbit burst 50kb limit 500kb\n", exitOK},
@@ -67,6 +69,22 @@ func TestKernelCommand(t *testing.T) {
 			}
 			t.Errorf("wanlab kernel %s: exit %d %q, want exit %d %q", strings.Join(c.args, " "), code, out, c.code, c.out)
 		}
+	}
+	out, code := kernelCmd(t, append([]string{"apply"}, append(target, "tbf rate 8kbit burst 2kb limit 3kb")...)...)
+	if code != exitOK {
+		t.Fatal(out)
+	}
+	out, code = kernelCmd(t, append([]string{"show", "--json"}, target...)...)
+	var shown struct {
+		Iface, Spec string
+		Stages      []struct {
+			Kind     string
+			Counters map[string]uint64
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &shown); err != nil || code != exitOK || shown.Spec != "tbf rate 8kbit burst 2kb limit 3kb" ||
+		len(shown.Stages) != 1 || shown.Stages[0].Kind != "tbf" || len(shown.Stages[0].Counters) != 7 {
+		t.Errorf("show --json: exit %d %v %s", code, err, out)
 	}
 	if out, code := kernelCmd(t, "apply", "--iface", "eth9", "--netns", name, "--state-dir", t.TempDir(), "tbf rate 1mbit burst 5kb limit 10kb"); code != exitUsage ||
 		out != "error: kernel apply: interface \"eth9\": not found\n" {

@@ -61,3 +61,52 @@ func (t Target) recordPath() string {
 	}
 	return p + t.Iface + ".json"
 }
+
+// Counters are a qdisc's statistics (TCA_STATS2), as "tc -s qdisc" shows them.
+type Counters struct {
+	Bytes          uint64 `json:"bytes"`
+	Packets        uint64 `json:"packets"`
+	Drops          uint32 `json:"drops"`
+	Overlimits     uint32 `json:"overlimits"`
+	Requeues       uint32 `json:"requeues"`
+	BacklogBytes   uint32 `json:"backlog_bytes"`
+	BacklogPackets uint32 `json:"backlog_packets"`
+}
+
+// StageStats are one stage's qdisc and its counters.
+type StageStats struct {
+	Kind     string `json:"kind"`
+	Handle   string `json:"handle"`
+	Parent   string `json:"parent"`
+	Counters `json:"counters"`
+}
+
+// TCA_STATS2 nested attributes (include/uapi/linux/gen_stats.h).
+const (
+	tcaStatsBasic = 1 // struct gnet_stats_basic: u64 bytes, u32 packets
+	tcaStatsQueue = 3 // struct gnet_stats_queue: qlen backlog drops requeues overlimits
+	tcaStatsPkt64 = 8 // u64 packets, when they do not fit in 32 bits
+)
+
+func parseStats2(b []byte) Counters {
+	var c Counters
+	m, err := parseAttrs(b)
+	if err != nil {
+		return c
+	}
+	if v, ok := m[tcaStatsBasic]; ok && len(v) >= 12 {
+		c.Bytes = native.Uint64(v)
+		c.Packets = uint64(native.Uint32(v[8:]))
+	}
+	if v, ok := m[tcaStatsPkt64]; ok && len(v) == 8 {
+		c.Packets = native.Uint64(v)
+	}
+	if v, ok := m[tcaStatsQueue]; ok && len(v) >= 20 {
+		c.BacklogPackets = native.Uint32(v)
+		c.BacklogBytes = native.Uint32(v[4:])
+		c.Drops = native.Uint32(v[8:])
+		c.Requeues = native.Uint32(v[12:])
+		c.Overlimits = native.Uint32(v[16:])
+	}
+	return c
+}

@@ -338,3 +338,29 @@ func Clear(t Target) error {
 		return deleteRoot(ifindex)
 	})
 }
+
+// Stats returns the counters of each stage of the interface's root chain,
+// root first, so the kernel's drops and overlimits can be set beside the
+// proxy's.
+func Stats(t Target) ([]StageStats, error) {
+	t, err := t.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	var out []StageStats
+	err = inNS(t, func(ifindex int) error {
+		tree, err := dumpTree(ifindex)
+		if err != nil {
+			return err
+		}
+		ch, err := chain(tree)
+		if err != nil {
+			return fmt.Errorf("interface %q: %w", t.Iface, err)
+		}
+		for _, q := range ch {
+			out = append(out, StageStats{Kind: q.Kind, Handle: handleString(q.Handle), Parent: handleString(q.Parent), Counters: q.stats})
+		}
+		return nil
+	})
+	return out, err
+}

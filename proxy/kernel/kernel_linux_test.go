@@ -3,6 +3,7 @@ package kernel
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"testing"
 
@@ -213,4 +214,55 @@ func TestMissingInterface(t *testing.T) {
 	if err == nil || err.Error() != `interface "eth9": not found` {
 		t.Fatalf("got %v", err)
 	}
+}
+
+// TestStats sends datagrams into a small tbf and reads the kernel's
+// counters back: everything offered is sent, dropped or queued.
+func TestStats(t *testing.T) {
+	tg := newTarget(t)
+	if err := Apply(tg, mustParse(t, "tbf rate 8kbit burst 2kb limit 3kb")); err != nil {
+		t.Fatal(err)
+	}
+	const offered = 50
+	err := inNS(tg, func(ifindex int) error {
+		l, err := netlink.LinkByIndex(ifindex)
+		if err != nil {
+			return err
+		}
+		a, _ := netlink.ParseAddr("10.95.0.1/24")
+		if err := netlink.AddrAdd(l, a); err != nil {
+			return err
+		}
+		// A permanent neighbour, so packets reach the qdisc without ARP.
+		if err := netlink.NeighAdd(&netlink.Neigh{LinkIndex: ifindex, State: netlink.NUD_PERMANENT,
+			IP: net.ParseIP("10.95.0.2"), HardwareAddr: net.HardwareAddr{2, 0, 0, 0, 0, 2}}); err != nil {
+			return err
+		}
+		c, err := net.Dial("udp4", "10.95.0.2:9")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for range offered {
+			if _, err := c.Write(make([]byte, 1000)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := Stats(tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 1 || st[0].Kind != "tbf" {
+		t.Fatalf("stats %+v", st)
+	}
+	c := st[0].Counters
+	if c.Drops == 0 || c.Packets == 0 || c.Packets+uint64(c.Drops)+uint64(c.BacklogPackets) < offered {
+		t.Fatalf("counters %+v for %d datagrams into an 8kbit tbf with a 3kb queue", c, offered)
+	}
+	t.Logf("%+v", c)
 }

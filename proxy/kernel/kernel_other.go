@@ -19,3 +19,6 @@ func Show(t Target) (string, error) { return "", errOS }
 
 // Clear restores the replaced qdiscs; Linux only.
 func Clear(t Target) error { return errOS }
+
+// Stats returns the chain's counters; Linux only.
+func Stats(t Target) ([]StageStats, error) { return nil, errOS }

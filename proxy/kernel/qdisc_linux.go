@@ -16,6 +16,7 @@ type qdisc struct {
 	Parent  uint32 `json:"parent"`
 	Kind    string `json:"kind"`
 	Options []byte `json:"options,omitempty"`
+	stats   Counters
 }
 
 func (q qdisc) String() string {
@@ -39,6 +40,7 @@ func handleString(h uint32) string {
 const (
 	tcaKind    = 1
 	tcaOptions = 2
+	tcaStats2  = 7
 
 	tcHRoot    = 0xffffffff // TC_H_ROOT
 	tcHIngress = 0xfffffff1 // TC_H_INGRESS, also clsact's parent
@@ -77,6 +79,9 @@ func dumpTree(ifindex int) ([]qdisc, error) {
 			q := qdisc{Class: typ == unix.RTM_GETTCLASS, Handle: tm.Handle, Parent: tm.Parent, Kind: kind}
 			if o, ok := attrs[tcaOptions]; ok {
 				q.Options = append([]byte(nil), o...)
+			}
+			if st, ok := attrs[tcaStats2]; ok {
+				q.stats = parseStats2(st)
 			}
 			out = append(out, q)
 		}
