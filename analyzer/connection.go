@@ -156,10 +156,89 @@ type DirectionSeries struct {
 	InFlight        Series // bytes in flight after each data segment
 	Throughput      Series // data bytes sent per bucket (Sum)
 	Goodput         Series // new (unique) bytes sent per bucket (Sum)
+
+	// Samples first gather in one 100 µs accumulator per series (plain
+	// field updates on the per-packet path); a full accumulator becomes
+	// one point of its series when time moves past it.
+	pend     [numSeries]acc
+	pendEnd  time.Duration
+	pendT    time.Duration
+	pendStep time.Duration // the narrowest bucket among the series
+	ptrs     [numSeries]*Series
+}
+
+// Series indexes, in the order of All.
+const (
+	sSegments = iota
+	sRetransmissions
+	sAcks
+	sReceiveWindow
+	sSACK
+	sDupAcks
+	sZeroWindows
+	sRTT
+	sTSRTT
+	sAdvWindow
+	sInFlight
+	sThroughput
+	sGoodput
+	numSeries
+)
+
+// acc accumulates the samples of one series within one initial bucket.
+type acc struct {
+	n                        int
+	first, lo, hi, last, sum float64
+}
+
+func (a *acc) add(lo, hi float64) {
+	if a.n == 0 {
+		a.first, a.lo, a.hi = lo, lo, hi
+	} else {
+		a.lo = min(a.lo, lo)
+		a.hi = max(a.hi, hi)
+	}
+	a.last = hi
+	a.sum += lo
+	a.n++
+}
+
+// roll flushes the accumulators if t is past their bucket.
+// The accumulators span the narrowest bucket any non-empty series has
+// reached, so a long transfer flushes rarely.
+func (s *DirectionSeries) roll(t time.Duration) {
+	if t < s.pendEnd {
+		return
+	}
+	s.flush()
+	if s.pendStep == 0 {
+		s.pendStep = initialBucket
+	}
+	s.pendT = t - t%s.pendStep
+	s.pendEnd = s.pendT + s.pendStep
+}
+
+func (s *DirectionSeries) flush() {
+	step := time.Duration(0)
+	for i := range s.pend {
+		a := &s.pend[i]
+		sr := s.ptrs[i]
+		if a.n > 0 {
+			sr.addPoint(Point{T: s.pendT, First: a.first, Min: a.lo, Max: a.hi, Last: a.last, Sum: a.sum, N: a.n})
+			*a = acc{}
+		}
+		if len(sr.Points) > 0 && (step == 0 || sr.Bucket < step) {
+			step = sr.Bucket
+		}
+	}
+	if step == 0 {
+		step = initialBucket
+	}
+	s.pendStep = step
 }
 
 func newDirSeries(n int) *DirectionSeries {
-	return &DirectionSeries{
+	s := &DirectionSeries{
 		Segments:        newSeries("segments", "bytes", n),
 		Retransmissions: newSeries("retransmissions", "bytes", n),
 		Acks:            newSeries("ack", "bytes", n),
@@ -174,6 +253,8 @@ func newDirSeries(n int) *DirectionSeries {
 		Throughput:      newSeries("throughput", "bytes/bucket", n),
 		Goodput:         newSeries("goodput", "bytes/bucket", n),
 	}
+	copy(s.ptrs[:], s.All())
+	return s
 }
 
 // All lists the series in a fixed order (CSV columns, plots).
@@ -275,6 +356,8 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 	fwd, rev := &c.dirs[dir], &c.dirs[1-dir]
 	fs, rs := &fwd.st, &rev.st
 	c.lastT = t
+	fwd.series.roll(time.Duration(t))
+	rev.series.roll(time.Duration(t))
 	flags := p.Flags
 	seq, ack := p.Seq, p.Ack
 	seglen := uint32(p.PayloadLen)
@@ -438,15 +521,14 @@ finishedFwd:
 				fwd.q.sent(start, end, t)
 			}
 			if seglen > 0 {
-				ts := time.Duration(t)
 				if fl&AnyRetransmission != 0 {
-					fwd.series.Retransmissions.AddRange(ts, float64(start), float64(end))
+					fwd.series.pend[sRetransmissions].add(float64(start), float64(end))
 				} else {
-					fwd.series.Segments.AddRange(ts, float64(start), float64(end))
+					fwd.series.pend[sSegments].add(float64(start), float64(end))
 				}
-				fwd.series.Throughput.Add(ts, float64(seglen))
+				fwd.series.pend[sThroughput].add(float64(seglen), float64(seglen))
 				if newBytes > 0 {
-					fwd.series.Goodput.Add(ts, float64(newBytes))
+					fwd.series.pend[sGoodput].add(float64(newBytes), float64(newBytes))
 				}
 				st.UniqueBytes += newBytes
 				if fwd.firstData == 0 && st.DataPackets == 1 {
@@ -543,24 +625,23 @@ finishedFwd:
 	info := &a.info
 	info.AckRTT, info.KarnRTT, info.InFlight = -1, -1, -1
 	if flags&fACK != 0 && rs.baseSet {
-		rt := time.Duration(t)
 		relAck := rs.rel(ack)
 		rser := rev.series
-		rser.Acks.Add(rt, float64(relAck))
+		rser.pend[sAcks].add(float64(relAck), float64(relAck))
 		if flags&fSYN == 0 {
-			rser.ReceiveWindow.Add(rt, float64(relAck+int64(window)))
-			rser.AdvWindow.Add(rt, float64(window))
+			rser.pend[sReceiveWindow].add(float64(relAck+int64(window)), float64(relAck+int64(window)))
+			rser.pend[sAdvWindow].add(float64(window), float64(window))
 			rev.peerMaxWin = max(rev.peerMaxWin, int64(window))
 		}
 		if fl&DupAck != 0 {
-			rser.DupAcks.Add(rt, float64(relAck))
+			rser.pend[sDupAcks].add(float64(relAck), float64(relAck))
 		}
 		if fl&ZeroWindow != 0 {
-			rser.ZeroWindows.Add(rt, float64(relAck))
+			rser.pend[sZeroWindows].add(float64(relAck), float64(relAck))
 		}
 		for i := 0; i < p.NSACK; i++ {
 			b := p.SACK[i]
-			rser.SACK.AddRange(rt, float64(rs.rel(b.Left)), float64(rs.rel(b.Right)))
+			rser.pend[sSACK].add(float64(rs.rel(b.Left)), float64(rs.rel(b.Right)))
 		}
 		had := rev.q.len()
 		r := rev.q.ack(relAck)
@@ -577,7 +658,7 @@ finishedFwd:
 				info.KarnRTT = time.Duration(d)
 				us := uint64(d / 1000)
 				rev.rtt.add(us)
-				rser.RTT.Add(rt, float64(d)/1e6)
+				rser.pend[sRTT].add(float64(d)/1e6, float64(d)/1e6)
 				if r.empty && had == 1 && r.acked == 1 {
 					rev.lone.add(us)
 				}
@@ -593,7 +674,7 @@ finishedFwd:
 			if sent, ok := rev.ts.lookup(p.TSEcr); ok {
 				d := t - sent
 				rev.tsrtt.add(uint64(d / 1000))
-				rser.TSRTT.Add(rt, float64(d)/1e6)
+				rser.pend[sTSRTT].add(float64(d)/1e6, float64(d)/1e6)
 			}
 		}
 	}
@@ -604,7 +685,7 @@ finishedFwd:
 		if inflight >= 0 {
 			info.InFlight = inflight
 			fwd.flight.add(uint64(inflight))
-			fwd.series.InFlight.Add(time.Duration(t), float64(inflight))
+			fwd.series.pend[sInFlight].add(float64(inflight), float64(inflight))
 			st.MaxInFlightBytes = max(st.MaxInFlightBytes, inflight)
 			if rs.windowValid && rs.window > 0 && float64(inflight) >= 0.9*float64(rs.window) {
 				fwd.windowLimited++
@@ -633,6 +714,9 @@ func (c *Connection) release() {
 
 func (c *Connection) finish(a *Analyzer) {
 	c.release()
+	for i := range c.dirs {
+		c.dirs[i].series.flush()
+	}
 	c.Start = time.Duration(c.firstT)
 	c.Duration = time.Duration(c.lastT - c.firstT)
 	switch {

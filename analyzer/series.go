@@ -81,6 +81,32 @@ func (s *Series) AddRange(t time.Duration, lo, hi float64) {
 	s.lastEnd = start + s.Bucket
 }
 
+// addPoint merges an already accumulated point (an initial bucket) into
+// the series.
+func (s *Series) addPoint(p Point) {
+	if n := len(s.Points); n > 0 && p.T < s.lastEnd {
+		last := &s.Points[n-1]
+		last.Min = min(last.Min, p.Min)
+		last.Max = max(last.Max, p.Max)
+		last.Last = p.Last
+		last.Sum += p.Sum
+		last.N += p.N
+		return
+	}
+	for len(s.Points) >= s.maxPoints {
+		s.merge()
+	}
+	start := p.T - p.T%s.Bucket
+	if n := len(s.Points); n > 0 && start <= s.Points[n-1].T {
+		s.lastEnd = s.Points[n-1].T + s.Bucket
+		s.addPoint(p)
+		return
+	}
+	p.T = start
+	s.Points = append(s.Points, p)
+	s.lastEnd = start + s.Bucket
+}
+
 // merge doubles the bucket width, folding points into their new buckets.
 func (s *Series) merge() {
 	s.Bucket *= 2

@@ -33,8 +33,22 @@ var ErrFormat = errors.New("not a pcap or pcapng file")
 var ErrTruncated = errors.New("file ends in the middle of a packet record")
 
 // Reader yields the frames of one capture.
+//
+// Classic pcap records are read by a fast path after pcapgo has parsed and
+// validated the file header: each record is parsed in place in the read
+// buffer (one Peek and one Discard, no copy, no per-record interface
+// calls), which halves the cost of reading a bulk capture. It applies
+// pcapgo's record checks (capture length above the snap length or the
+// original length is an error) and FuzzReader checks it frame for frame
+// against pcapgo. Gzip'd pcap and pcapng go through pcapgo.
 type Reader struct {
 	name   string
+	br     *bufio.Reader
+	fast   bool
+	order  binary.ByteOrder
+	nanos  bool
+	maxCap int
+	big    []byte // records longer than the read buffer
 	pcap   *pcapgo.Reader
 	ng     *pcapgo.NgReader
 	link   decode.LinkType
@@ -99,6 +113,15 @@ func NewReader(r io.Reader, name string) (*Reader, error) {
 		}
 		rd.pcap = pr
 		rd.link = decode.LinkType(pr.LinkType())
+		if magic[0] != 0x1f {
+			rd.fast, rd.br = true, br
+			rd.nanos = m == 0xA1B23C4D || m == 0x4D3CB2A1
+			rd.order = binary.LittleEndian
+			if m == 0xD4C3B2A1 || m == 0x4D3CB2A1 {
+				rd.order = binary.BigEndian
+			}
+			rd.maxCap = max(int(pr.Snaplen()), eagerReadMax)
+		}
 		if !decode.Supported(rd.link) {
 			return nil, fmt.Errorf("%s: link type %v: %w", name, rd.link, decode.ErrLinkType)
 		}
@@ -117,6 +140,9 @@ func (r *Reader) Offset() int64 { return r.count.n }
 // error naming the record for a corrupt file.
 func (r *Reader) Next() (Frame, error) {
 	var f Frame
+	if r.fast {
+		return r.nextFast()
+	}
 	if r.pcap != nil {
 		data, ci, err := r.pcap.ZeroCopyReadPacketData()
 		if err != nil {
@@ -165,4 +191,52 @@ func (r *Reader) wrap(err error) error {
 		return fmt.Errorf("%s: after packet %d: %w", r.name, r.frames, ErrTruncated)
 	}
 	return fmt.Errorf("%s: record after packet %d: %w", r.name, r.frames, err)
+}
+
+// eagerReadMax is pcapgo's (and libpcap's) largest snap length: records up
+// to it are accepted whatever the header's snap length says.
+const eagerReadMax = 262144
+
+func (r *Reader) nextFast() (Frame, error) {
+	h, err := r.br.Peek(16)
+	if len(h) < 16 {
+		if len(h) == 0 && err == io.EOF {
+			return Frame{}, io.EOF
+		}
+		return Frame{}, r.wrap(io.ErrUnexpectedEOF)
+	}
+	sec := r.order.Uint32(h[0:4])
+	frac := r.order.Uint32(h[4:8])
+	capLen := int64(r.order.Uint32(h[8:12]))
+	origLen := int64(r.order.Uint32(h[12:16]))
+	if capLen > int64(r.maxCap) {
+		return Frame{}, r.wrap(fmt.Errorf("capture length exceeds snap length: %d > %d", capLen, r.maxCap))
+	}
+	if capLen > origLen {
+		return Frame{}, r.wrap(fmt.Errorf("capture length exceeds original packet length: %d > %d", capLen, origLen))
+	}
+	r.br.Discard(16)
+	n := int(capLen)
+	var data []byte
+	if n <= r.br.Size() {
+		data, err = r.br.Peek(n)
+		if len(data) < n {
+			return Frame{}, r.wrap(io.ErrUnexpectedEOF)
+		}
+		r.br.Discard(n)
+	} else {
+		if cap(r.big) < n {
+			r.big = make([]byte, n)
+		}
+		data = r.big[:n]
+		if _, err := io.ReadFull(r.br, data); err != nil {
+			return Frame{}, r.wrap(io.ErrUnexpectedEOF)
+		}
+	}
+	if !r.nanos {
+		frac *= 1000 // in uint32, exactly as pcapgo computes it
+	}
+	nsec := int64(frac)
+	r.frames++
+	return Frame{Data: data, WireLen: int(origLen), Timestamp: time.Unix(int64(sec), nsec), Link: r.link}, nil
 }
