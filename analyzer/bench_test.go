@@ -2,11 +2,11 @@ package analyzer
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
