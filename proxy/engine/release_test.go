@@ -65,6 +65,8 @@ func TestLateReleaseSameDepartures(t *testing.T) {
 		"delay 2ms slot 1ms 3ms packets 3 | tbf rate 50mbit burst 10kb limit 100kb",
 		"tbf rate 5mbit burst 3kb limit 30kb | netem delay 20ms 10ms rate 4mbit",
 		"delay 1ms 5ms distribution pareto limit 50",
+		// Sparse: tbf mostly empty but short of tokens when a packet arrives.
+		"delay 1ms 200us | tbf rate 40mbit burst 1600 limit 1mb peakrate 80mbit mtu 1500",
 	} {
 		eager := releaseRun(t, s, 5000, 300e3, true)
 		late := releaseRun(t, s, 5000, 300e3, false)

@@ -46,6 +46,12 @@ type tbfStage struct {
 	q          fifo
 	backlog    int64
 	lastDepart int64
+	// rateLeft and peakLeft shadow the buckets' tokens right after the
+	// last charge (at lastDepart), so earliest can bound a departure with
+	// plain arithmetic instead of asking the Limiters on every
+	// NextDeparture.
+	rateLeft, peakLeft   float64
+	rateBurst, peakBurst float64
 }
 
 func newTBF(cfg *spec.TBF) *tbfStage {
@@ -59,7 +65,9 @@ func newTBF(cfg *spec.TBF) *tbfStage {
 		t.peakBytes = float64(cfg.PeakRate) / 8
 		t.peak = rate.NewLimiter(rate.Limit(t.peakBytes), mtu)
 		t.maxSize = min(t.maxSize, mtu)
+		t.peakBurst, t.peakLeft = float64(mtu), float64(mtu)
 	}
+	t.rateBurst, t.rateLeft = float64(burst), float64(burst)
 	t.limit = int64(cfg.Limit)
 	t.mpu = int(min(cfg.MPU, math.MaxInt32))
 	return t
@@ -87,9 +95,13 @@ func (t *tbfStage) enqueue(p *Packet, now int64, c *chain, idx int) {
 		return
 	}
 	ready := max(now, t.lastDepart)
-	d := max(ready, t.when(t.rate, t.rateBytes, ready, cost))
+	rd, rHave := t.when(t.rate, t.rateBytes, ready, cost)
+	d := max(ready, rd)
+	var pHave float64
 	if t.peak != nil {
-		d = max(d, t.when(t.peak, t.peakBytes, ready, cost))
+		var pd int64
+		pd, pHave = t.when(t.peak, t.peakBytes, ready, cost)
+		d = max(d, pd)
 	}
 	// Float rounding may leave a bucket a hair short at d: step forward
 	// until the buckets really hold cost tokens, then charge them.
@@ -108,23 +120,32 @@ func (t *tbfStage) enqueue(p *Packet, now int64, c *chain, idx int) {
 		t.peak.AllowN(ts(d), cost)
 	}
 	p.due = d
+	t.rateLeft = left(rHave, float64(d-ready), t.rateBytes, t.rateBurst, cost)
+	if t.peak != nil {
+		t.peakLeft = left(pHave, float64(d-ready), t.peakBytes, t.peakBurst, cost)
+	}
 	t.lastDepart = d
 	t.backlog += int64(size)
 	t.q.push(p)
 }
 
+// left is the bucket after charging cost at elapsedNs after holding have.
+func left(have, elapsedNs, bytesPerSec, burst float64, cost int) float64 {
+	return max(0, min(have+elapsedNs*bytesPerSec/1e9, burst)-float64(cost))
+}
+
 // when returns the first instant at or after from at which lim holds n
-// tokens (rounded up to the nanosecond).
-func (t *tbfStage) when(lim *rate.Limiter, bytesPerSec float64, from int64, n int) int64 {
+// tokens (rounded up to the nanosecond), and the tokens it holds at from.
+func (t *tbfStage) when(lim *rate.Limiter, bytesPerSec float64, from int64, n int) (int64, float64) {
 	have := lim.TokensAt(ts(from))
 	if have >= float64(n) {
-		return from
+		return from, have
 	}
 	wait := math.Ceil((float64(n) - have) / bytesPerSec * 1e9)
 	if !(wait < maxWait) { // also catches NaN and +Inf from a zero rate
 		wait = maxWait
 	}
-	return from + int64(wait)
+	return from + int64(wait), have
 }
 
 // maxWait caps a computed wait (about 31 years) so absurd rates cannot
@@ -154,18 +175,29 @@ func (t *tbfStage) head() (*Packet, bool) {
 	return t.q.peek(), false
 }
 
-// earliest is the departure enqueue would compute now: after the last
-// scheduled departure and once both buckets hold the packet. A packet
-// entering later than another one can only leave later still (FIFO).
+// earliest bounds the departure enqueue would compute now: after the
+// last scheduled departure (with a queue, that is already later than the
+// head's) and, with an empty queue, once the shadowed buckets hold the
+// packet (rounded down, so float error never makes it late).
 func (t *tbfStage) earliest(at int64, size int) int64 {
-	cost := max(size, t.mpu)
-	if size > t.maxSize || cost > t.maxSize {
-		return at // it will be dropped
-	}
 	ready := max(at, t.lastDepart)
-	d := max(ready, t.when(t.rate, t.rateBytes, ready, cost))
+	cost := max(size, t.mpu)
+	if t.q.len() > 0 || size > t.maxSize || cost > t.maxSize {
+		return ready
+	}
+	elapsed := float64(ready - t.lastDepart)
+	d := ready
+	bound := func(have, bytesPerSec, burst float64) {
+		have = min(have+elapsed*bytesPerSec/1e9, burst)
+		if have < float64(cost) {
+			if w := math.Floor((float64(cost)-have)/bytesPerSec*1e9) - 1; w > 0 && w < maxWait {
+				d = max(d, ready+int64(w))
+			}
+		}
+	}
+	bound(t.rateLeft, t.rateBytes, t.rateBurst)
 	if t.peak != nil {
-		d = max(d, t.when(t.peak, t.peakBytes, ready, cost))
+		bound(t.peakLeft, t.peakBytes, t.peakBurst)
 	}
 	return d
 }
