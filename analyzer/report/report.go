@@ -290,8 +290,11 @@ func connView(c *analyzer.Connection, id string) connectionView {
 	}
 	cv.Dirs[0].Open = true
 	cv.Dirs[1].Open = cv.Dirs[1].Bytes*10 >= cv.Dirs[0].Bytes
-	if len(cv.Diagnoses) == 0 && c.Diagnosis != nil {
-		cv.Diagnoses = append(cv.Diagnoses, c.Diagnosis)
+	// The connection's diagnosis (its bulk direction) comes first.
+	if i := slices.Index(cv.Diagnoses, c.Diagnosis); i > 0 {
+		cv.Diagnoses[0], cv.Diagnoses[i] = cv.Diagnoses[i], cv.Diagnoses[0]
+	} else if i < 0 && c.Diagnosis != nil {
+		cv.Diagnoses = append([]*analyzer.Diagnosis{c.Diagnosis}, cv.Diagnoses...)
 	}
 	cv.Stats = statRows(c)
 	return cv

@@ -74,7 +74,7 @@ const WANLAB_GRAPHS = {{.Data}};
 {{end}}
 {{define "summary"}}<div class="summary">
 <table class="kv">{{range .Info}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>{{end}}</table>
-{{range .Diagnoses}}<div class="diag"><p><b>{{.Direction}}: {{.Limit}} limited</b>{{if gt .RateBps 0.0}} at {{rate .RateBps}}{{end}}{{if gt .PredictedBps 0.0}}; after the change: {{rate .PredictedBps}}{{end}}</p>
+{{range .Diagnoses}}<div class="diag limit-{{.Limit}}"><p><b>{{.Direction}}: {{.Limit}} limited</b>{{if gt .RateBps 0.0}} at {{rate .RateBps}}{{end}}{{if gt .PredictedBps 0.0}}; after the change: {{rate .PredictedBps}}{{end}}</p>
 {{if .Evidence}}<p>Evidence:</p><ul>{{range .Evidence}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{if .Advice}}<p>Advice:</p><ul>{{range .Advice}}<li>{{.}}</li>{{end}}</ul>{{end}}
 </div>
