@@ -22,12 +22,12 @@ func init() {
 		Name:  "kernel",
 		Usage: "configure the same spec as the kernel's qdiscs (netem/tbf) to compare with the proxy",
 		UsageText: "wanlab kernel apply --iface IFACE [--netns NS] SPEC\n" +
-			"   wanlab kernel show --iface IFACE [--netns NS]\n" +
+			"   wanlab kernel show --iface IFACE [--netns NS] [--stats] [--json]\n" +
 			"   wanlab kernel clear --iface IFACE [--netns NS]\n\n" +
 			"examples:\n" +
 			"   wanlab kernel apply --iface eth1 'tbf rate 50mbit burst 50kb limit 500kb'\n" +
 			"   wanlab kernel apply --iface eth1 'delay 100ms | tbf rate 50mbit burst 50kb limit 500kb'\n" +
-			"   wanlab kernel show --iface eth1\n" +
+			"   wanlab kernel show --iface eth1 --stats\n" +
 			"   wanlab kernel clear --iface eth1",
 		Description: "The kernel cross-check: the spec the proxy runs in userspace, set up as the\n" +
 			"kernel's own root qdisc chain by netlink, as tc would (netem root with a tbf\n" +
