@@ -173,6 +173,11 @@ func WindowFor(rate units.Rate, rtt time.Duration) units.Size {
 // fills the current one up to the size goal (tcp_xmit_size_goal: the
 // device's GSO limit minus headers, at most half the peer's largest
 // window, in whole MSS), so in-flight data never drops below one size goal.
+// Measured through the lab (tuner/e2e) with tcp_wmem "4096 4096 4096" and
+// 64 KiB writes: one write per round trip in the steady state (6.5, 0.66
+// and 0.34 MB/s at 10, 100 and 200 ms); until the receiver advertises
+// more than twice the size goal, the half-window bound halves it, so short
+// transfers average 10-25 % less.
 const (
 	gsoMaxSize   = 65536 // GSO_LEGACY_MAX_SIZE, the usual sk_gso_max_size
 	maxTCPHeader = 320   // MAX_TCP_HEADER on x86_64 (128 + MAX_HEADER)

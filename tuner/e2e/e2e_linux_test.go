@@ -140,12 +140,13 @@ func TestEndToEndPlanReachesTarget(t *testing.T) {
 }
 
 // Seed 000 scaled to the lab: the server's tcp_wmem pinned to 4096. The
-// rate falls as 1/RTT, and the tuner's one-skb-per-RTT ceiling bounds it.
+// rate falls as 1/RTT; the tuner's one-skb-per-RTT ceiling predicts the
+// steady rate and bounds the average.
 func TestEndToEndSeed000SendBufferFallsWithRTT(t *testing.T) {
 	s, m := hostModel(t)
 	s.TCPWmem = tuner.Triple{Min: 4096, Default: 4096, Max: 4096}
 	rates := map[time.Duration]units.Rate{}
-	for _, rtt := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
+	for _, rtt := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond} {
 		res := download(t, experiment.Config{
 			Name:          "seed000",
 			Impair:        map[string]string{experiment.ToServer: "delay " + units.FormatDuration(rtt)},
@@ -160,13 +161,19 @@ func TestEndToEndSeed000SendBufferFallsWithRTT(t *testing.T) {
 		}
 		got := res.Download.Transfer
 		rates[rtt] = got
-		if srv := res.Download.Server; srv != nil {
-			// With cubic the kernel's sndbuf-limited chrono rarely runs
-			// (tcp_cwnd_validate starts it only when the write queue is
-			// empty and not cwnd-limited); log what it says.
-			t.Logf("%v: server unacked %d segments, sndbuf-limited %.0f %% of busy time", rtt, srv.Unacked, 100*srv.SndbufLimitedFraction())
+		// The average includes a ramp: until the client advertises a big
+		// window, tcp_bound_to_half_wnd caps each skb at half of it. In the
+		// steady state one 64 KiB write goes out per round trip, which the
+		// server's last delivery-rate sample measures.
+		srv := res.Download.Server
+		if srv == nil {
+			t.Fatal("no server TCP_INFO")
 		}
-		t.Logf("%v: ceiling %.3f MB/s, measured %.3f MB/s", rtt, mbps(ceiling), mbps(got))
+		t.Logf("%v: ceiling %.3f MB/s; average %.3f MB/s, steady (delivery rate) %.3f MB/s; sndbuf-limited %.0f %%",
+			rtt, mbps(ceiling), mbps(got), mbps(srv.DeliveryRate), 100*srv.SndbufLimitedFraction())
+		if d := (mbps(srv.DeliveryRate) - mbps(ceiling)) / mbps(ceiling); d < -0.15 || d > 0.15 {
+			t.Errorf("%v: steady rate %.3f MB/s is %+.0f %% off the predicted %.3f MB/s (want within 15 %%)", rtt, mbps(srv.DeliveryRate), 100*d, mbps(ceiling))
+		}
 		if got > ceiling*11/10 {
 			t.Errorf("%v: measured %.3f MB/s above the predicted ceiling %.3f MB/s", rtt, mbps(got), mbps(ceiling))
 		}
