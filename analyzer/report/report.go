@@ -34,10 +34,13 @@ type Page struct {
 
 // Section is one capture's analysis.
 type Section struct {
-	Title  string
+	Title string
+	// Result, when set, adds the capture's file, frame counts and warnings.
 	Result *analyzer.Result
 	// Connections to show; nil shows every connection of Result.
 	Connections []*analyzer.Connection
+	// Warnings are shown under the capture's (a capture's kernel drops...).
+	Warnings []string
 	// Tables are shown before the capture's connections (the spec, the
 	// sysctls, the tuner's advice...).
 	Tables []Table
@@ -80,44 +83,42 @@ func Write(w io.Writer, p Page) error {
 		Columns: min(max(len(p.Sections), 1), 2)}
 	var graphs []graphJSON
 	for si, s := range p.Sections {
-		sv := sectionView{Title: s.Title, Tables: s.Tables}
+		sv := sectionView{Title: s.Title, Tables: s.Tables, Warnings: s.Warnings}
+		conns := s.Connections
 		if r := s.Result; r != nil {
 			sv.Capture = captureRows(r)
-			sv.Warnings = r.Warnings
-			conns := s.Connections
+			sv.Warnings = append(slices.Clone(r.Warnings), s.Warnings...)
 			if conns == nil {
 				conns = r.Connections
 			}
-			detail := s.DetailConnections
-			if detail <= 0 {
-				detail = DefaultDetailConnections
+		}
+		detail := s.DetailConnections
+		if detail <= 0 {
+			detail = DefaultDetailConnections
+		}
+		chosen := largest(conns, detail)
+		for _, c := range conns {
+			sv.Overview = append(sv.Overview, overviewRow(c))
+		}
+		for _, c := range conns {
+			if !chosen[c] {
+				continue
 			}
-			chosen := largest(conns, detail)
-			for _, c := range conns {
-				sv.Overview = append(sv.Overview, overviewRow(c))
-			}
-			for _, c := range conns {
-				if !chosen[c] {
+			cv := connView(c, fmt.Sprintf("s%d-c%d", si+1, c.Index))
+			for k := range cv.Dirs {
+				dv := &cv.Dirs[k]
+				if !dv.HasData {
 					continue
 				}
-				cv := connView(c, fmt.Sprintf("s%d-c%d", si+1, c.Index))
-				for k := range cv.Dirs {
-					dv := &cv.Dirs[k]
-					if !dv.HasData {
-						continue
-					}
-					for _, g := range plot.Graphs(c, dv.index) {
-						id := fmt.Sprintf("%s-%s-%s", cv.ID, g.Direction, g.Kind)
-						dv.Graphs = append(dv.Graphs, graphRef{ID: id, Kind: string(g.Kind)})
-						graphs = append(graphs, toJSON(g, id, cv.ID+"-"+dv.Name))
-					}
+				for _, g := range plot.Graphs(c, dv.index) {
+					id := fmt.Sprintf("%s-%s-%s", cv.ID, g.Direction, g.Kind)
+					dv.Graphs = append(dv.Graphs, graphRef{ID: id, Kind: string(g.Kind)})
+					graphs = append(graphs, toJSON(g, id, cv.ID+"-"+dv.Name))
 				}
-				sv.Conns = append(sv.Conns, cv)
 			}
-			if n := len(conns) - len(sv.Conns); n > 0 {
-				sv.Omitted = n
-			}
+			sv.Conns = append(sv.Conns, cv)
 		}
+		sv.Omitted = len(conns) - len(sv.Conns)
 		v.Sections = append(v.Sections, sv)
 	}
 	data, err := json.Marshal(graphs)

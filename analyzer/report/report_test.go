@@ -279,3 +279,34 @@ func diff(want, got string) string {
 	}
 	return ""
 }
+
+// A section may come from connections alone (the experiment keeps no
+// Result); connections beyond DetailConnections are in the overview only.
+func TestSectionFromConnectionsWithDetailLimit(t *testing.T) {
+	loss := analyze(t, "loss").Connections[0]
+	small := fixedConnection() // no series: a table without graphs
+	small.Index = 7
+	for _, d := range small.Directions {
+		d.UniqueBytes = 10
+	}
+	var buf bytes.Buffer
+	err := Write(&buf, Page{Title: "t", Sections: []Section{{Title: "only connections",
+		Connections: []*analyzer.Connection{small, loss}, DetailConnections: 1, Warnings: []string{"3 packets dropped by the kernel"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := buf.String()
+	parse(t, buf.Bytes())
+	for _, want := range []string{"3 packets dropped by the kernel", "1 smaller connections are in the table above only",
+		`id="s1-c1-s2c-tcptrace"`, "<td>7</td>"} {
+		if !strings.Contains(b, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(b, `id="s1-c7`) {
+		t.Error("the smaller connection got a detailed block")
+	}
+	if strings.Contains(b, "<caption>capture</caption>") {
+		t.Error("capture table without a Result")
+	}
+}
