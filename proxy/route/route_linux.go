@@ -68,16 +68,11 @@ func lockIfaces(cfg Config, ifaces []string) (*Lock, error) {
 			l.Release()
 			return nil, lockedError(fmt.Sprintf("interface %q is already used by a proxy in this process (pid %d)", iface, os.Getpid()))
 		}
-		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+		f, err := lockFile(p)
 		if err != nil {
 			l.Release()
-			return nil, fmt.Errorf("lock %s: %w", p, err)
-		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			b, _ := os.ReadFile(p)
-			f.Close()
-			l.Release()
 			if errors.Is(err, unix.EWOULDBLOCK) {
+				b, _ := os.ReadFile(p)
 				return nil, lockedError(fmt.Sprintf("interface %q is already used by wanlab proxy pid %s (lock %s)",
 					iface, strings.TrimSpace(string(b)), p))
 			}
@@ -94,7 +89,30 @@ func lockIfaces(cfg Config, ifaces []string) (*Lock, error) {
 	return l, nil
 }
 
-// Release gives the interfaces up. It does not undo anything.
+// lockFile opens and flocks path. Release unlinks lock files while holding
+// them, so a file that was locked after being unlinked by its previous
+// holder is stale: then it starts over with the file now at path.
+func lockFile(path string) (*os.File, error) {
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			return nil, err
+		}
+		var held, now unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &held) == nil && unix.Stat(path, &now) == nil &&
+			held.Dev == now.Dev && held.Ino == now.Ino {
+			return f, nil
+		}
+		f.Close()
+	}
+}
+
+// Release gives the interfaces up and removes their lock files. It does
+// not undo anything.
 func (l *Lock) Release() error {
 	if l == nil {
 		return nil
@@ -103,7 +121,8 @@ func (l *Lock) Release() error {
 	defer held.Unlock()
 	for i, f := range l.files {
 		delete(held.m, l.paths[i])
-		f.Close() // closing the last descriptor drops the flock
+		os.Remove(l.paths[i]) // while still locked: see lockFile
+		f.Close()             // closing the last descriptor drops the flock
 	}
 	l.files, l.paths = nil, nil
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -132,12 +133,17 @@ func TestApplyUndoRestores(t *testing.T) {
 			if _, err := os.Stat(a.StatePath()); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("state file still there: %v", err)
 			}
-			// Undo released the lock: the interfaces can be claimed again.
+			// Undo released the lock: the interfaces can be claimed again,
+			// and no lock or state file is left behind.
 			l, err := Acquire(r.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			l.Release()
+			// (.apply.lock, shared by every proxy, stays.)
+			if left, _ := filepath.Glob(r.cfg.StateDir + "/[!.]*"); len(left) != 0 {
+				t.Errorf("files left in the state dir: %v", left)
+			}
 		})
 	}
 }
