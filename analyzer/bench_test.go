@@ -15,6 +15,7 @@ import (
 	"github.com/wanlab/wanlab/analyzer/internal/synth"
 	"github.com/wanlab/wanlab/analyzer/pcapfile"
 	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/units"
 )
 
 // bulkConfig is a 1 Gbit/s bulk transfer seen at the receiver with GRO
@@ -106,9 +107,12 @@ func BenchmarkAnalyzeFile(b *testing.B) {
 // TestCompareWithTcptrace builds the 1 GB capture, then runs `wanlab
 // analyze` (every series computed) and `tcptrace -lr -n` on it side by
 // side, reporting wall time and peak RSS. Not a timed unit test: it runs
-// only with WANLAB_BENCH_COMPARE=1 (about a minute):
+// only with WANLAB_BENCH_COMPARE=1 (about a minute); WANLAB_BENCH_BYTES
+// sets the transfer size (default 1gb, iproute2 size syntax) and
+// WANLAB_BENCH_FILE keeps the capture:
 //
 //	WANLAB_BENCH_COMPARE=1 go test ./analyzer -run TestCompareWithTcptrace -v
+//	WANLAB_BENCH_COMPARE=1 WANLAB_BENCH_BYTES=3gb go test ./analyzer -run TestCompareWithTcptrace -v
 func TestCompareWithTcptrace(t *testing.T) {
 	if os.Getenv("WANLAB_BENCH_COMPARE") == "" {
 		t.Skip("set WANLAB_BENCH_COMPARE=1 to run the tcptrace comparison")
@@ -125,7 +129,15 @@ func TestCompareWithTcptrace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := synth.Write(f, bulkConfig(1<<30)); err != nil {
+		size := int64(1 << 30)
+		if v := os.Getenv("WANLAB_BENCH_BYTES"); v != "" {
+			n, err := units.ParseSize(v)
+			if err != nil {
+				t.Fatalf("WANLAB_BENCH_BYTES: %v", err)
+			}
+			size = int64(n)
+		}
+		if _, err := synth.Write(f, bulkConfig(size)); err != nil {
 			t.Fatal(err)
 		}
 		f.Close()
