@@ -141,7 +141,7 @@ func TestApplyUndoRestores(t *testing.T) {
 			}
 			l.Release()
 			// (.apply.lock, shared by every proxy, stays.)
-			if left, _ := filepath.Glob(r.cfg.StateDir + "/[!.]*"); len(left) != 0 {
+			if left, _ := filepath.Glob(r.cfg.StateDir + "/[^.]*"); len(left) != 0 {
 				t.Errorf("files left in the state dir: %v", left)
 			}
 		})
