@@ -46,6 +46,23 @@ func OpenIn(ns netns.NsHandle, backend, name string, mtu int) (Device, error) {
 	return d, nil
 }
 
+// txQueueLen replaces the TUN default of 500 packets: the kernel drops
+// what it routes into a full TUN queue, so the queue must absorb the
+// moments the proxy's reader is not scheduled without such drops posing
+// as impairment. 1000 is what Ethernet devices get.
+const txQueueLen = 1000
+
+func setTxQueueLen(name string) error {
+	link, err := netlink.LinkByName(name)
+	if err == nil {
+		err = netlink.LinkSetTxQLen(link, txQueueLen)
+	}
+	if err != nil {
+		return fmt.Errorf("set txqueuelen: %w", err)
+	}
+	return nil
+}
+
 // classify makes creation errors testable with errors.Is: permission
 // problems wrap os.ErrPermission (through the errno), a missing
 // /dev/net/tun or tun driver wraps ErrUnavailable.
@@ -97,6 +114,10 @@ func openOffload(name string, mtu int) (Device, error) {
 	}()
 	real, err := t.Name()
 	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	if err := setTxQueueLen(real); err != nil {
 		t.Close()
 		return nil, err
 	}
@@ -156,6 +177,9 @@ func openWater(name string, mtu int) (Device, error) {
 	link, err := netlink.LinkByName(ifce.Name())
 	if err == nil {
 		err = netlink.LinkSetMTU(link, mtu)
+	}
+	if err == nil {
+		err = setTxQueueLen(ifce.Name())
 	}
 	if err != nil {
 		ifce.Close()

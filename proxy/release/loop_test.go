@@ -212,8 +212,9 @@ func TestLoopRealClock(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("released %d of %d packets", len(q.departed()), n)
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	for i, r := range q.released {
 		if r.at < r.depart {
 			t.Fatalf("packet %d due at %d released %d ns early", i, r.depart, r.depart-r.at)
@@ -221,9 +222,6 @@ func TestLoopRealClock(t *testing.T) {
 		if i > 0 && r.depart < q.released[i-1].depart {
 			t.Fatalf("packet %d released out of order", i)
 		}
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
 	}
 }
 
