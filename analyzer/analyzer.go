@@ -119,8 +119,7 @@ type Analyzer struct {
 	start  int64 // ns since epoch of the first frame
 	last   int64 // ns relative to start of the latest frame
 	began  bool
-	lastC  *Connection // one-entry cache: bulk captures hit it every packet
-	lastK  connKey
+	recent [2]recentTuple
 	nconns int
 }
 
@@ -216,19 +215,40 @@ func (a *Analyzer) Add(link decode.LinkType, data []byte, wireLen int, ts time.T
 		return
 	}
 	a.res.TCPPackets++
-	k, fromLow := makeKey(p)
-	c := a.lastC
-	if c == nil || k != a.lastK {
-		c = a.conns[k]
+	// A two-entry cache of (source, destination) tuples: a bulk transfer
+	// alternates data and ACKs of one connection, so the map and the
+	// canonical key are skipped for almost every packet.
+	var c *Connection
+	var fromLow bool
+	hit := -1
+	for i := range a.recent {
+		r := &a.recent[i]
+		if r.c != nil && r.sport == p.SrcPort && r.dport == p.DstPort && r.src == p.Src && r.dst == p.Dst {
+			hit = i
+			c, fromLow = r.c, r.fromLow
+			break
+		}
 	}
 	if c == nil || a.startsNew(c, p, t) {
-		if c != nil {
-			c.release()
+		var k connKey
+		k, fromLow = makeKey(p)
+		if c == nil {
+			c = a.conns[k]
 		}
-		c = a.newConn(p, t)
-		a.conns[k] = c
+		if c == nil || a.startsNew(c, p, t) {
+			if c != nil {
+				c.release()
+			}
+			c = a.newConn(p, t)
+			a.conns[k] = c
+			a.recent = [2]recentTuple{}
+		}
+		hit = -1
 	}
-	a.lastC, a.lastK = c, k
+	if hit < 0 {
+		a.recent[1] = a.recent[0]
+		a.recent[0] = recentTuple{src: p.Src, dst: p.Dst, sport: p.SrcPort, dport: p.DstPort, c: c, fromLow: fromLow}
+	}
 	dir := 0
 	if fromLow != c.clientIsLow {
 		dir = 1
@@ -254,6 +274,14 @@ func (a *Analyzer) Finish() *Result {
 		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames on interfaces with an unsupported link type skipped", a.res.UnknownLink))
 	}
 	return a.res
+}
+
+// recentTuple caches the connection of a recently seen directed 4-tuple.
+type recentTuple struct {
+	src, dst     [16]byte
+	sport, dport uint16
+	c            *Connection
+	fromLow      bool
 }
 
 // connKey is a 4-tuple in canonical order (lower endpoint first).
