@@ -1,0 +1,260 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wanlab/wanlab/proxy"
+	"github.com/wanlab/wanlab/proxy/control"
+	"github.com/wanlab/wanlab/proxy/device"
+	"github.com/wanlab/wanlab/proxy/metrics"
+	"github.com/wanlab/wanlab/proxy/route"
+	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/proxy/tap"
+	"github.com/wanlab/wanlab/units"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:  "proxy",
+		Usage: "impair the traffic a router forwards between two interfaces, in userspace",
+		UsageText: "wanlab proxy --iface A --iface B [--impair [IFACE=]SPEC]... [--backend offload|water]\n" +
+			"             [--control ADDR] [--metrics ADDR] [--pcap FILE] [--seed N] [--netns NS]\n" +
+			"wanlab proxy set [--control ADDR] [IFACE=]SPEC\n" +
+			"wanlab proxy stats [--control ADDR] [--json]\n" +
+			"wanlab proxy cleanup\n\n" +
+			"examples:\n" +
+			"   wanlab proxy --iface ens3 --iface ens4 --impair 'delay 50ms'\n" +
+			"   wanlab proxy --iface ens3 --iface ens4 \\\n" +
+			"       --impair 'ens4=delay 50ms loss 1% | tbf rate 100mbit burst 64kb limit 1mb' \\\n" +
+			"       --impair 'ens3=delay 50ms' --metrics 127.0.0.1:9464 --pcap /tmp/proxy.pcapng\n" +
+			"   wanlab proxy set 'ens4=delay 100ms | tbf rate 50mbit burst 50kb limit 500kb'\n" +
+			"   wanlab proxy stats\n" +
+			"   wanlab proxy cleanup        # after a crash or kill -9",
+		Description: "Run on the router between two hosts (or inside its namespace with --netns). Every packet\n" +
+			"the router forwards from A to B is steered by policy routing through a TUN device, impaired\n" +
+			"by the spec of its egress interface B and handed back to the kernel at its departure time;\n" +
+			"likewise from B to A. Packets for the router itself, ARP and neighbour discovery stay in the\n" +
+			"kernel. IFACE= names the EGRESS interface, as with tc on that interface; a spec without it\n" +
+			"applies to both directions. SPEC is tc netem/tbf syntax, stages joined by '|'.\n\n" +
+			"Setup is netlink only and journalled in /run/wanlab before each change; SIGINT/SIGTERM\n" +
+			"restores the host exactly; after a crash or SIGKILL run `wanlab proxy cleanup`. A second\n" +
+			"proxy on the same interfaces is refused. The control API (default unix:/run/wanlab/A-B.sock)\n" +
+			"serves `wanlab proxy set` and `wanlab proxy stats`; --metrics serves Prometheus /metrics;\n" +
+			"--pcap records each packet as it entered and left the engine (drops marked).\n\n" +
+			"Backends: offload (default; wireguard-go TUN with GSO/GRO and batches) or water (one\n" +
+			"packet per system call). Exit codes: 2 bad flags or spec, 3 no CAP_NET_ADMIN, 4 no TUN.",
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "iface", Usage: "an interface the proxy sits between; give exactly two"},
+			&cli.StringSliceFlag{Name: "impair", Usage: "`[IFACE=]SPEC` for traffic leaving through IFACE (both directions without IFACE=); repeatable"},
+			&cli.StringFlag{Name: "backend", Value: device.Offload, Usage: "TUN backend: offload or water"},
+			&cli.StringFlag{Name: "control", Usage: "control API address: unix:/path or 127.0.0.1:port (default unix:/run/wanlab/A-B.sock)"},
+			&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus /metrics on `ADDR` (host:port)"},
+			&cli.StringFlag{Name: "pcap", Usage: "write a pcapng of what entered and left the engine to `FILE`"},
+			&cli.StringFlag{Name: "pcap-limit", Value: "1gb", Usage: "stop recording when the pcapng reaches this `SIZE` (tc size syntax)"},
+			&cli.Uint64Flag{Name: "seed", Usage: "seed every stage's random generator (default: random, printed)"},
+			&cli.StringFlag{Name: "netns", Usage: "the interfaces live in the named network namespace `NS`"},
+			&cli.BoolFlag{Name: "realtime", Usage: "run the release loops under SCHED_FIFO for tighter timing on a busy host"},
+			&cli.StringFlag{Name: "state-dir", Value: route.DefaultStateDir, Usage: "where state, lock and socket files live", Hidden: true},
+		},
+		Action: runProxy,
+		Subcommands: []*cli.Command{
+			proxySetCommand(),
+			proxyStatsCommand(),
+			{
+				Name:      "cleanup",
+				Usage:     "restore the host after a proxy that crashed or was killed with SIGKILL",
+				UsageText: "wanlab proxy cleanup\n\nexample:\n   wanlab proxy cleanup",
+				Description: "Undoes every change recorded in the state files of proxies that are no longer\n" +
+					"running (policy rules, routing tables, sysctls), exactly as they were. Files of running\n" +
+					"proxies are left alone.",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "state-dir", Value: route.DefaultStateDir, Usage: "where state files live", Hidden: true},
+				},
+				Action: runProxyCleanup,
+			},
+		},
+	})
+}
+
+// parseImpair turns --impair values into one spec per interface. A value
+// is "IFACE=SPEC" when the text before the first '=' names one of the
+// interfaces (tc specs never contain '='), else a SPEC for both. Later
+// values override earlier ones for the same direction.
+func parseImpair(ifaces [2]string, values []string) ([2]string, error) {
+	var specs [2]string
+	for _, v := range values {
+		name, text, found := strings.Cut(v, "=")
+		if !found {
+			specs[0], specs[1] = v, v
+			continue
+		}
+		name = strings.TrimSpace(name)
+		switch name {
+		case ifaces[0]:
+			specs[0] = text
+		case ifaces[1]:
+			specs[1] = text
+		default:
+			return specs, fmt.Errorf("--impair %q: %q is not one of the interfaces (%s, %s)", v, name, ifaces[0], ifaces[1])
+		}
+	}
+	return specs, nil
+}
+
+func proxyConfig(cc *cli.Context) (proxy.Config, error) {
+	var cfg proxy.Config
+	if cc.NArg() != 0 {
+		return cfg, usageError(fmt.Errorf("proxy: unexpected argument %q (specs go in --impair)", cc.Args().First()))
+	}
+	ifaces := cc.StringSlice("iface")
+	if len(ifaces) != 2 || ifaces[0] == ifaces[1] {
+		return cfg, usageError(fmt.Errorf("proxy: need --iface twice with two different interfaces, got %d (%s)", len(ifaces), strings.Join(ifaces, ", ")))
+	}
+	cfg.Ifaces = [2]string{ifaces[0], ifaces[1]}
+	specs, err := parseImpair(cfg.Ifaces, cc.StringSlice("impair"))
+	if err != nil {
+		return cfg, usageError(err)
+	}
+	cfg.Specs = specs
+	cfg.Backend = cc.String("backend")
+	if cfg.Backend != device.Offload && cfg.Backend != device.Water {
+		return cfg, usageError(fmt.Errorf("proxy: --backend %q: want offload or water", cfg.Backend))
+	}
+	cfg.Seed, cfg.HasSeed = cc.Uint64("seed"), cc.IsSet("seed")
+	cfg.Netns = cc.String("netns")
+	cfg.StateDir = cc.String("state-dir")
+	cfg.Realtime = cc.Bool("realtime")
+	return cfg, nil
+}
+
+func runProxy(cc *cli.Context) error {
+	cfg, err := proxyConfig(cc)
+	if err != nil {
+		return err
+	}
+	// Check the specs before touching anything.
+	for i, s := range cfg.Specs {
+		if _, err := spec.Parse(s); err != nil {
+			return usageError(fmt.Errorf("proxy: --impair for %s: %w", cfg.Ifaces[i], err))
+		}
+	}
+	limit, err := units.ParseSize(cc.String("pcap-limit"))
+	if err != nil {
+		return usageError(fmt.Errorf("proxy: --pcap-limit: %w", err))
+	}
+	ctx, stop := signal.NotifyContext(cc.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var closers []func() error // run in reverse on the way out
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
+	if path := cc.String("pcap"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("proxy: --pcap: %w", err)
+		}
+		closers = append(closers, f.Close)
+		t, err := tap.New(f, limit, cfg.Ifaces[:])
+		if err != nil {
+			return fmt.Errorf("proxy: --pcap %s: %w", path, err)
+		}
+		closers = append(closers, t.Close)
+		cfg.Tap = t
+	}
+
+	p, err := proxy.Start(ctx, cfg)
+	if err != nil {
+		return proxyError(err)
+	}
+	closers = append(closers, p.Close)
+
+	addr := cc.String("control")
+	if addr == "" {
+		addr = control.DefaultAddr(cfg.StateDir, cfg.Ifaces)
+	}
+	l, err := control.Listen(addr)
+	if err != nil {
+		return fmt.Errorf("proxy: --control: %w", err)
+	}
+	srv := &http.Server{Handler: control.NewHandler(p)}
+	go srv.Serve(l)
+	closers = append(closers, srv.Close)
+	if m := cc.String("metrics"); m != "" {
+		ms, err := metrics.Serve(m, p.Stats)
+		if err != nil {
+			return fmt.Errorf("proxy: --metrics: %w", err)
+		}
+		closers = append(closers, ms.Close)
+	}
+
+	w := cc.App.Writer
+	tuns := p.TUNs()
+	fmt.Fprintf(w, "wanlab proxy: %s <-> %s through %s, %s (%s backend), seed %d\n",
+		cfg.Ifaces[0], cfg.Ifaces[1], tuns[0], tuns[1], cfg.Backend, p.Seed())
+	specs := p.Specs()
+	for _, iface := range cfg.Ifaces {
+		s := specs[iface]
+		if s == "" {
+			s = "(none)"
+		}
+		fmt.Fprintf(w, "  leaving through %s: %s\n", iface, s)
+	}
+	fmt.Fprintf(w, "  control %s; stop with Ctrl-C\n", addr)
+
+	select {
+	case <-ctx.Done():
+	case <-p.Done():
+	}
+	err = p.Close()
+	closers = closers[:0:0]
+	srv.Close()
+	if cfg.Tap != nil {
+		cfg.Tap.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("proxy: stopping: %w", err)
+	}
+	fmt.Fprintln(w, "wanlab proxy: stopped, routing restored")
+	return nil
+}
+
+// proxyError maps setup failures to exit codes: a missing interface is
+// the user's input (2), permissions (3) pass through, a missing TUN driver
+// is the kernel's (4).
+func proxyError(err error) error {
+	switch {
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Errorf("proxy: %w (needs root or CAP_NET_ADMIN)", err)
+	case errors.Is(err, device.ErrUnavailable):
+		return &kindError{err: fmt.Errorf("proxy: %w", err), kind: ErrNoKernelSupport}
+	case errors.Is(err, proxy.ErrInterfaceNotFound):
+		return usageError(fmt.Errorf("proxy: %w", err))
+	}
+	return fmt.Errorf("proxy: %w", err)
+}
+
+func runProxyCleanup(cc *cli.Context) error {
+	undone, err := route.Cleanup(cc.String("state-dir"))
+	w := cc.App.Writer
+	for _, p := range undone {
+		fmt.Fprintf(w, "restored %s\n", p)
+	}
+	if err != nil {
+		return fmt.Errorf("proxy cleanup: %w", err)
+	}
+	if len(undone) == 0 {
+		fmt.Fprintln(w, "nothing to clean up")
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/proxy/control"
+)
+
+func TestParseImpair(t *testing.T) {
+	ifaces := [2]string{"ens3", "ens4"}
+	for _, c := range []struct {
+		in   []string
+		want [2]string
+		err  string
+	}{
+		{nil, [2]string{}, ""},
+		{[]string{"delay 10ms"}, [2]string{"delay 10ms", "delay 10ms"}, ""},
+		{[]string{"ens4=delay 50ms loss 1% | tbf rate 100mbit burst 64kb limit 1mb"},
+			[2]string{"", "delay 50ms loss 1% | tbf rate 100mbit burst 64kb limit 1mb"}, ""},
+		{[]string{"delay 10ms", "ens3=loss 1%"}, [2]string{"loss 1%", "delay 10ms"}, ""},
+		{[]string{"eth9=delay 1ms"}, [2]string{}, `"eth9" is not one of the interfaces (ens3, ens4)`},
+	} {
+		got, err := parseImpair(ifaces, c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: err = %v, want %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%q = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+}
+
+// runApp runs the wanlab app with args and returns its output, error and
+// exit code.
+func runApp(ctx context.Context, args ...string) (string, error, int) {
+	app := newApp()
+	var out bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &out
+	err := app.RunContext(ctx, append([]string{"wanlab"}, args...))
+	code := 0
+	if err != nil {
+		code = exitCode(err)
+	}
+	return out.String(), err, code
+}
+
+func TestProxyBadInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"proxy", "--iface", "a"}, "need --iface twice"},
+		{[]string{"proxy", "--iface", "a", "--iface", "a"}, "need --iface twice"},
+		{[]string{"proxy", "--iface", "a", "--iface", "b", "--impair", "dela 1ms"}, `unknown keyword "dela"`},
+		{[]string{"proxy", "--iface", "a", "--iface", "b", "--impair", "c=delay 1ms"}, `"c" is not one of the interfaces`},
+		{[]string{"proxy", "--iface", "a", "--iface", "b", "--backend", "tap"}, `--backend "tap"`},
+		{[]string{"proxy", "--iface", "a", "--iface", "b", "delay 1ms"}, "unexpected argument"},
+	} {
+		_, err, code := runApp(context.Background(), c.args...)
+		if code != exitUsage || err == nil || !strings.Contains(err.Error(), c.msg) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: exit %d, err %v; want exit 2 and one line with %q", c.args, code, err, c.msg)
+		}
+	}
+}
+
+func TestProxyMissingInterface(t *testing.T) {
+	ns, _ := testenv.NetNS(t)
+	_, err, code := runApp(context.Background(), "proxy", "--iface", "lo", "--iface", "eth9",
+		"--netns", ns, "--state-dir", t.TempDir())
+	if code != exitUsage || err == nil || !strings.Contains(err.Error(), `interface "eth9": not found`) {
+		t.Fatalf("exit %d, err %v; want exit 2 naming eth9", code, err)
+	}
+}
+
+// TestProxyCommand runs `wanlab proxy` in a namespace with two veth pairs,
+// changes its spec through the control socket, stops it like SIGINT would
+// and checks nothing is left behind.
+func TestProxyCommand(t *testing.T) {
+	ns, h := testenv.NetNS(t)
+	nl, err := netlink.NewHandleAt(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	for _, name := range []string{"pa", "pb"} {
+		if err := nl.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "2"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range []string{name, name + "2"} {
+			link, _ := nl.LinkByName(l)
+			nl.LinkSetUp(link)
+		}
+	}
+	dir := t.TempDir()
+	sock := "unix:" + filepath.Join(dir, "ctl.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		out  string
+		err  error
+		code int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err, code := runApp(ctx, "proxy", "--iface", "pa", "--iface", "pb", "--impair", "pb=delay 10ms",
+			"--netns", ns, "--state-dir", dir, "--control", sock, "--seed", "3", "--backend", "water")
+		done <- result{out, err, code}
+	}()
+	c := control.Dial(sock)
+	deadline := time.Now().Add(20 * time.Second)
+	var specs map[string]string
+	for {
+		if specs, err = c.Specs(); err == nil {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("proxy exited: %v\n%s", r.err, r.out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("control socket never answered: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if specs["pb"] != "delay 10ms" || specs["pa"] != "" {
+		t.Fatalf("specs %v", specs)
+	}
+	if err := c.Set("pa", "delay 5ms loss 1%"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("pa", "dela 5ms"); err == nil || !control.BadSpec(err) {
+		t.Fatalf("bad spec: %v", err)
+	}
+	st, err := c.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Directions) != 2 || st.Directions[0].Spec != "delay 5ms loss 1%" {
+		t.Fatalf("stats directions %+v", st.Directions)
+	}
+	cancel()
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("proxy: %v\n%s", r.err, r.out)
+	}
+	for _, want := range []string{"pa <-> pb through wl-pa, wl-pb (water backend), seed 3",
+		"leaving through pb: delay 10ms", "stopped, routing restored"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.out)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil && fi.Size() > 0 && !strings.HasSuffix(f, ".lock") {
+			t.Errorf("left behind: %s", f)
+		}
+	}
+	if _, err := nl.LinkByName("wl-pa"); err == nil {
+		t.Error("TUN wl-pa still exists")
+	}
+	out, err, _ := runApp(context.Background(), "proxy", "cleanup", "--state-dir", dir)
+	if err != nil || !strings.Contains(out, "nothing to clean up") {
+		t.Fatalf("cleanup after a clean stop: %q, %v", out, err)
+	}
+}
