@@ -30,11 +30,15 @@ const (
 // tc_tbf_qopt carries.
 type Clock struct {
 	TickInUsec float64 // ticks per microsecond
+	// Hz is what tc's get_hz reads there: the clock resolution, which
+	// q_htb.c divides rates by for its default bursts.
+	Hz uint64
 }
 
 // DefaultClock is every Linux kernel since 2.6.31: 64 ns ticks (t2us 1000,
-// us2t 64, clock_res 1e6 in /proc/net/psched).
-var DefaultClock = Clock{TickInUsec: 1000.0 / 64}
+// us2t 64, clock_res 1e6 in /proc/net/psched)
+// (and a 1 GHz clock resolution).
+var DefaultClock = Clock{TickInUsec: 1000.0 / 64, Hz: 1e9}
 
 // ReadClock reads /proc/net/psched as tc_core_init does.
 func ReadClock(path string) (Clock, error) {
@@ -42,9 +46,13 @@ func ReadClock(path string) (Clock, error) {
 	if err != nil {
 		return DefaultClock, err
 	}
-	var t2us, us2t, res uint32
-	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%08x%08x%08x", &t2us, &us2t, &res); err != nil {
+	var t2us, us2t, res, hz uint32
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%08x %08x %08x %08x", &t2us, &us2t, &res, &hz); err != nil {
 		return DefaultClock, fmt.Errorf("%s: %w", path, err)
+	}
+	c := Clock{Hz: 1000} // iproute2's HZ fallback
+	if res == 1000000 {
+		c.Hz = uint64(hz)
 	}
 	if res == 1000000000 {
 		t2us = us2t
@@ -52,7 +60,8 @@ func ReadClock(path string) (Clock, error) {
 	if us2t == 0 {
 		return DefaultClock, fmt.Errorf("%s: zero tick", path)
 	}
-	return Clock{TickInUsec: float64(t2us) / float64(us2t) * float64(res) / 1e6}, nil
+	c.TickInUsec = float64(t2us) / float64(us2t) * float64(res) / 1e6
+	return c, nil
 }
 
 // xmittime is tc_calc_xmittime: the ticks size bytes take at rate bytes/s.
@@ -317,7 +326,7 @@ func (c Clock) snapSize(rs ratespec, rate64 uint64, ticks uint32) units.Size {
 		if s <= 0 || s > math.MaxUint32 || k.psTicks(uint32(s)) != ticks {
 			return
 		}
-		if cand := units.Size(s); !found || len(cand.String()) < len(best.String()) {
+		if cand := units.Size(s); !found || nicer(cand, best) {
 			best, found = cand, true
 		}
 	}
