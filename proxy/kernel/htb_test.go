@@ -41,8 +41,8 @@ var htbClasses = map[string]HTBClass{
 	"class rate 10mbit ceil 20mbit burst 15kb cburst 30kb prio 1 quantum 3000": {Rate: 10 * units.Mbit, Ceil: 20 * units.Mbit,
 		Burst: 15 * units.KiB, CBurst: 30 * units.KiB, Prio: 1, Quantum: 3000},
 	"class rate 1mbit mtu 9000 mpu 64 overhead 24 linklayer atm": {Rate: units.Mbit, MTU: 9000, MPU: 64, Overhead: 24, LinkLayer: spec.LinkATM},
-	"class rate 40gbit ceil 50gbit":                                {Rate: 40 * units.Gbit, Ceil: 50 * units.Gbit},
-	"class rate 5mbit burst 10kb/8 cburst 20kb/16":                 {Rate: 5 * units.Mbit, Burst: 10 * units.KiB, BurstCell: 8, CBurst: 20 * units.KiB, CBurstCell: 16},
+	"class rate 40gbit ceil 50gbit":                              {Rate: 40 * units.Gbit, Ceil: 50 * units.Gbit},
+	"class rate 5mbit burst 10kb/8 cburst 20kb/16":               {Rate: 5 * units.Mbit, Burst: 10 * units.KiB, BurstCell: 8, CBurst: 20 * units.KiB, CBurstCell: 16},
 }
 
 // TestHTBMatchesTC compares the htb encodings with what tc (iproute2
