@@ -130,12 +130,19 @@ func testForwarding(t *testing.T, forceFwd bool) {
 	r := tr.router
 	r.sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
 	r.sysctl(t, "net/ipv4/conf/default/rp_filter", "1")
+	if forceFwd {
+		// TUNs created with IPv6 off (ra and rb have it): Apply turns it on.
+		r.sysctl(t, "net/ipv6/conf/default/disable_ipv6", "1")
+	}
 	r.openTUNs(t)
 	var seen [2]atomic.Int64
 	for i, f := range r.tuns {
 		go echoTUN(f, &seen[i])
 	}
 	before := r.snapshot(t)
+	if forceFwd && !strings.Contains(before, "sysctl net/ipv6/conf/wl-ra/disable_ipv6=1") {
+		t.Fatal("TUN created with IPv6 enabled")
+	}
 	// Without the proxy's settings the router does not forward.
 	if err := roundTrip(t, tr, "10.92.2.2:7001", 1, 200*time.Millisecond); err == nil {
 		t.Fatal("forwarded before Apply")
