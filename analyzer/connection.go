@@ -131,6 +131,12 @@ type DirectionStats struct {
 	IdleGaps    int     `json:"idle_gaps"`
 	IdleTotalMs float64 `json:"idle_total_ms"`
 	IdleMaxMs   float64 `json:"idle_max_ms"`
+	// PauseShare: share of the transfer time spent in gaps between data
+	// segments longer than max(1 ms, RTT/4), outstanding data or not. An
+	// ACK-clocked flight smaller than the path's bandwidth-delay product
+	// pauses every round trip; a saturated bottleneck delivers without
+	// pauses.
+	PauseShare float64 `json:"pause_share"`
 	// DelayedAckStalls: lone segments whose ACK came >= 30 ms later than
 	// the minimum RTT (the receiver's delayed-ACK timer).
 	DelayedAckStalls   int     `json:"delayed_ack_stalls"`
@@ -275,6 +281,7 @@ type dirAnalysis struct {
 	flight histogram // bytes in flight per data segment
 	lone   histogram // ACK delay of lone segments, µs (delayed-ACK detector)
 	gaps   histogram // time from "all acknowledged" to the next new data, µs
+	pauses histogram // time between consecutive data segments, µs
 
 	firstData, lastData   int64 // times of first and last data segment
 	lastDataAcked         int64 // time the last byte of data was acknowledged
@@ -538,6 +545,9 @@ finishedFwd:
 				// against the path RTT at the end (see finishIdle).
 				if fwd.allAcked && fl&AnyRetransmission == 0 && st.DataPackets > 1 {
 					fwd.gaps.add(uint64((t - max(fwd.allAckedAt, fwd.lastData)) / 1000))
+				}
+				if st.DataPackets > 1 {
+					fwd.pauses.add(uint64((t - fwd.lastData) / 1000))
 				}
 				fwd.allAcked = false
 				fwd.lastData = t
@@ -863,6 +873,16 @@ func finishIdle(c *Connection, d *dirAnalysis, st *DirectionStats) {
 		path = hs
 	}
 	st.PathRTTMs = path / 1e3
+	if st.TransferMs > 0 {
+		pthresh := max(1000, path/4)
+		var pause float64
+		for i, n := range d.pauses.counts {
+			if v := histValue(i); n > 0 && v > pthresh {
+				pause += float64(n) * v / 1e3
+			}
+		}
+		st.PauseShare = min(1, pause/st.TransferMs)
+	}
 	base := 0.0
 	if st.CapturedNear == "receiver" {
 		base = path

@@ -54,6 +54,12 @@ const (
 	// Send-buffer limited: median flight below this share of the peer's
 	// window.
 	sndbufShare = 0.5
+	// Saturated bottleneck: pauses (gaps > RTT/4 between data segments)
+	// below this share of a transfer at least 10 RTTs long.
+	saturatedPauseShare = 0.1
+	// Receiving application: zero windows in at least this share of the
+	// receiver's ACKs.
+	receiverAppShare = 0.001
 	// scalingRatio is the share of a socket buffer the kernel offers as
 	// window. Since Linux 6.6 tcp_adv_win_scale is gone and the window is
 	// rcvbuf * scaling_ratio, with scaling_ratio the skb payload/truesize
@@ -196,6 +202,28 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 			adv("predicted: without the idle gaps the same data would take %.1f ms, %s", busy, mb(p))
 		}
 
+	case peer.ZeroWindows > 0 && zeroWindowShare(d, peer) >= receiverAppShare:
+		dg.Limit = LimitApplication
+		ev("the receiver %s advertised a zero window %d times (%d zero-window probes; %.1f %% of its packets): its application did not read as fast as the data arrived",
+			receiver, peer.ZeroWindows, d.ZeroWindowProbes, 100*zeroWindowShare(d, peer))
+		adv("the receiving application on %s is the bottleneck: a larger receive buffer only postpones the stall; make it read faster (larger reads, fewer per-read costs, a separate reader thread)", receiver)
+
+	case rttMin > 0 && rttMed >= queueRTTFactor*rttMin+0.002 && flight > 1.3*rate*rttMin,
+		rttMin > 0 && transfer >= 10*rttMin*1e3 && d.PauseShare < saturatedPauseShare:
+		dg.Limit = LimitBandwidth
+		q := (rttMed - rttMin) * rate
+		if d.PauseShare < saturatedPauseShare {
+			ev("data flowed without pauses longer than a quarter RTT (%.0f %% of the time paused): the bottleneck was busy all along", 100*d.PauseShare)
+		}
+		if rttMed >= queueRTTFactor*rttMin+0.002 {
+			ev("RTT rose from %.2f ms (min) to %.2f ms (median) while the rate held at %s: a queue of about %s built at the bottleneck",
+				rttMin*1e3, rttMed*1e3, mb(rate), sz(q))
+			ev("median flight %s is more than the path's bandwidth-delay product %s", sz(flight), sz(rate*rttMin))
+		}
+		adv("the bottleneck between %s and %s runs at about %s: more window or buffer only adds queueing delay", sender, receiver, mb(rate))
+		adv("to keep the rate but cut the delay, use a congestion control that paces to the bottleneck (on %s: `wanlab tune apply --set net.ipv4.tcp_congestion_control=bbr`) or shorten the bottleneck queue (tbf limit/latency)", sender)
+		dg.PredictedBps = 8 * rate
+
 	case windowKnown && d.CapturedNear != "receiver" && (d.WindowLimitedShare >= windowLimitedShare || (d.DataPackets > 0 && float64(d.WindowFull)/float64(d.DataPackets) >= 0.1)),
 		windowKnown && rttMin > 0 && peerWin > 0 && rate >= windowRateShare*peerWin/rttMin:
 		dg.Limit = LimitReceiveWindow
@@ -218,16 +246,6 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 			dg.PredictedBps = 8 * p
 			adv("predicted: a %s window allows up to %s at this RTT, if the path has the capacity (the next limit is then congestion or bandwidth)", sz(float64(buf)*scalingRatio), mb(p))
 		}
-
-	case rttMin > 0 && rttMed >= queueRTTFactor*rttMin+0.002 && flight > 1.3*rate*rttMin:
-		dg.Limit = LimitBandwidth
-		q := (rttMed - rttMin) * rate
-		ev("RTT rose from %.2f ms (min) to %.2f ms (median) while the rate held at %s: a queue of about %s built at the bottleneck",
-			rttMin*1e3, rttMed*1e3, mb(rate), sz(q))
-		ev("median flight %s is more than the path's bandwidth-delay product %s", sz(flight), sz(rate*rttMin))
-		adv("the bottleneck between %s and %s runs at about %s: more window or buffer only adds queueing delay", sender, receiver, mb(rate))
-		adv("to keep the rate but cut the delay, use a congestion control that paces to the bottleneck (on %s: `wanlab tune apply --set net.ipv4.tcp_congestion_control=bbr`) or shorten the bottleneck queue (tbf limit/latency)", sender)
-		dg.PredictedBps = 8 * rate
 
 	case windowKnown && peerWin > 0 && flight > 0 && flight <= sndbufShare*peerWin && lossP < lossMinRate && maxFlight <= 1.5*flight+2*mss:
 		dg.Limit = LimitSendBuffer
@@ -258,8 +276,8 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 			adv("predicted: at most %s once the congestion window reaches the receiver's window", mb(peerWin/rttMin))
 		}
 	}
-	if peer.ZeroWindows > 0 {
-		ev("the receiver advertised a zero window %d times (%d zero-window probes): its application did not read fast enough", peer.ZeroWindows, d.ZeroWindowProbes)
+	if peer.ZeroWindows > 0 && dg.Limit != LimitApplication {
+		ev("the receiver advertised a zero window %d times (%d zero-window probes): its application did not always read fast enough", peer.ZeroWindows, d.ZeroWindowProbes)
 	}
 	return dg
 }
@@ -277,4 +295,13 @@ func delayedAckAdvice(dg *Diagnosis, d *Direction, rttMin float64, sender, recei
 		dg.PredictedBps = 8 * p
 		dg.Advice = append(dg.Advice, fmt.Sprintf("predicted: %.1f ms instead of %.1f ms, %s", busy, d.TransferMs, mb(p)))
 	}
+}
+
+// zeroWindowShare is the share of the receiver's packets that advertised a
+// zero window.
+func zeroWindowShare(d, peer *Direction) float64 {
+	if peer.Packets == 0 {
+		return 0
+	}
+	return float64(peer.ZeroWindows) / float64(peer.Packets)
 }

@@ -20,12 +20,13 @@ func init() {
 		Name:      "analyze",
 		Usage:     "explain the TCP connections in a pcap/pcapng capture",
 		ArgsUsage: "FILE (- for stdin)",
-		UsageText: "wanlab analyze [--format text|json|csv] [--flow SELECTOR] FILE\n\n" +
+		UsageText: "wanlab analyze [--format text|json|csv] [--flow SELECTOR] [--plots DIR] [--report FILE.html] FILE\n\n" +
 			"examples:\n" +
 			"   wanlab analyze download.pcap\n" +
 			"   wanlab analyze --flow 10.0.0.1:80 --format json server.pcapng > report.json\n" +
 			"   wanlab analyze --flow 2 --format csv capture.pcap > series.csv\n" +
-			"   tcpdump -i eth0 -s 96 -w - port 80 | wanlab analyze -",
+			"   tcpdump -i eth0 -s 96 -w - port 80 | wanlab analyze -\n" +
+			"   wanlab analyze --plots graphs --report report.html download.pcap",
 		Description: "Reads a capture (pcap or pcapng; Ethernet/VLAN, Linux cooked v1/v2, raw IP,\n" +
 			"loopback) and prints, per TCP connection and direction, the counters tcptrace -l\n" +
 			"shows plus Wireshark's analysis flags (retransmissions, fast/spurious\n" +
@@ -37,11 +38,11 @@ func init() {
 			"--format json prints the schema in analyzer/SCHEMA.md; --format csv prints the\n" +
 			"decimated time series (sequence, ACK, window, SACK, RTT, in flight, throughput).\n" +
 			"--flow takes a comma-separated list of connection numbers, ADDR, ADDR:PORT or :PORT.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text, json or csv"},
 			&cli.StringFlag{Name: "flow", Usage: "connections to show: `N,ADDR,ADDR:PORT,:PORT` (default all)"},
 			&cli.IntFlag{Name: "max-points", Value: 4096, Usage: "points per time series before decimation"},
-		},
+		}, plotFlags()...),
 		Action: runAnalyze,
 	})
 }
@@ -83,6 +84,9 @@ func runAnalyze(cc *cli.Context) error {
 	}
 	if err == nil {
 		err = w.Flush()
+	}
+	if err == nil {
+		err = applyPlotFlags(cc, res, conns)
 	}
 	return err
 }
