@@ -81,7 +81,7 @@ func Write(w io.Writer, p Page) error {
 	bw := bufio.NewWriter(w)
 	v := pageView{Title: p.Title, Intro: p.Intro, CSS: template.CSS(styleCSS), JS: template.JS(plotterJS),
 		Columns: min(max(len(p.Sections), 1), 2)}
-	var graphs []graphJSON
+	graphs := []graphJSON{}
 	for si, s := range p.Sections {
 		sv := sectionView{Title: s.Title, Tables: s.Tables, Warnings: s.Warnings}
 		conns := s.Connections

@@ -310,3 +310,14 @@ func TestSectionFromConnectionsWithDetailLimit(t *testing.T) {
 		t.Error("capture table without a Result")
 	}
 }
+
+func TestEmptyPage(t *testing.T) {
+	var buf bytes.Buffer
+	if err := Write(&buf, Page{Title: "nothing", Sections: []Section{{Title: "no capture"}}}); err != nil {
+		t.Fatal(err)
+	}
+	parse(t, buf.Bytes())
+	if !strings.Contains(buf.String(), "const WANLAB_GRAPHS = [];") {
+		t.Error("an empty page must still give the plotter an array")
+	}
+}
