@@ -15,6 +15,7 @@ import (
 
 	"github.com/wanlab/wanlab/lab/traffic"
 	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/tuner/sockopt"
 	"github.com/wanlab/wanlab/units"
 )
@@ -147,6 +148,40 @@ func (c Config) Specs() (map[string]*spec.Spec, error) {
 		out[dir] = s
 	}
 	return out, nil
+}
+
+// ErrBadSysctl marks a sysctl value refused before anything was built.
+var ErrBadSysctl = tuner.ErrInvalid
+
+// CheckSysctls refuses nonsense before a lab is built: for the keys the
+// tuner knows, the values it would refuse (min > default > max, values
+// outside the kernel's range, host-wide keys a namespace cannot change).
+// Other net.* keys are left to the kernel, which names them if it refuses.
+func (c Config) CheckSysctls() error {
+	for _, h := range []struct {
+		name string
+		kv   map[string]string
+	}{{"client", c.ClientSysctls}, {"server", c.ServerSysctls}} {
+		var set []tuner.Assignment
+		for _, k := range slices.Sorted(maps.Keys(h.kv)) {
+			if !strings.HasPrefix(k, "net.") {
+				return fmt.Errorf("%s sysctl %s: %w: only net.* keys exist per namespace", h.name, k, ErrBadSysctl)
+			}
+			if _, ok := tuner.LookupKey(k); ok {
+				set = append(set, tuner.Assignment{Key: k, Value: h.kv[k]})
+			}
+		}
+		if len(set) == 0 {
+			continue
+		}
+		// Validation reads nothing of the lab: the namespace name only
+		// selects the per-namespace rules and appears in messages.
+		t := &tuner.Tuner{FS: tuner.Host, Netns: "(lab " + h.name + ")"}
+		if _, err := t.Validate(set); err != nil {
+			return fmt.Errorf("%s sysctl: %w", h.name, err)
+		}
+	}
+	return nil
 }
 
 // AddImpair adds "[to-client=|to-server=]SPEC" to c. Without a direction

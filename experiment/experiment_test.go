@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"io"
 	"net/netip"
@@ -228,5 +229,23 @@ func TestRerunKeepsTheCommandLine(t *testing.T) {
 	}
 	if got := rerun(Config{}, &Tuning{Client: tu.Client[1:]}); got != "" {
 		t.Errorf("rerun with only host-wide changes = %q, want none", got)
+	}
+}
+
+func TestCheckSysctls(t *testing.T) {
+	ok := Config{ClientSysctls: map[string]string{"net.ipv4.tcp_rmem": "4096 131072 16777216", "net.ipv4.tcp_ecn": "1"},
+		ServerSysctls: map[string]string{"net.ipv4.tcp_wmem": "4096 4096 4096"}}
+	if err := ok.CheckSysctls(); err != nil {
+		t.Errorf("valid sysctls refused: %v", err)
+	}
+	for _, bad := range []map[string]string{
+		{"net.ipv4.tcp_rmem": "9000 100 10"},
+		{"net.ipv4.tcp_rmem": "lots"},
+		{"net.core.rmem_max": "8388608"},
+		{"kernel.hostname": "x"},
+	} {
+		if err := (Config{ClientSysctls: bad}).CheckSysctls(); !errors.Is(err, ErrBadSysctl) {
+			t.Errorf("CheckSysctls(%v) = %v, want ErrBadSysctl", bad, err)
+		}
 	}
 }

@@ -75,6 +75,9 @@ func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.CheckSysctls(); err != nil {
+		return nil, err
+	}
 	res := &Result{Config: cfg, Started: time.Now(), Specs: map[string]string{}, Captures: map[string]*CaptureResult{}}
 	for dir, s := range specs {
 		res.Specs[dir] = s.String()

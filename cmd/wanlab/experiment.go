@@ -200,6 +200,9 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 		}
 		cfg.Concurrency = cc.Int("concurrency")
 	}
+	if err := cfg.CheckSysctls(); err != nil {
+		return cfg, err
+	}
 	cfg.IPv6 = cc.Bool("ipv6")
 	cfg.Snaplen = cc.Int("snaplen")
 	cfg.Out = cc.String("out")

@@ -60,6 +60,8 @@ func TestExperimentUsageErrors(t *testing.T) {
 		{[]string{"--rate", "fast"}, `--rate "fast"`},
 		{[]string{"--size", "0"}, `--size "0"`}, {[]string{"--size", "5gb"}, `larger than 4 GiB`},
 		{[]string{"--client-sysctl", "kernel.hostname=x"}, `want net.KEY=VALUE`},
+		{[]string{"--client-sysctl", "net.ipv4.tcp_rmem=9000 100 10"}, `min 9000 is larger than default 100`},
+		{[]string{"--server-sysctl", "net.core.wmem_max=9000000"}, `host-wide key`},
 		{[]string{"--requests", "-1"}, `--requests -1`},
 		{[]string{"stray"}, `unexpected argument "stray"`},
 	} {
