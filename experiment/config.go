@@ -59,8 +59,8 @@ type Config struct {
 	NoNagle bool `json:"no_nagle,omitempty"`
 
 	// Socket options of the client and the server.
-	Client sockopt.Options `json:"-"`
-	Server sockopt.Options `json:"-"`
+	Client sockopt.Options `json:"client_sockopt"`
+	Server sockopt.Options `json:"server_sockopt"`
 	// Sysctls written into each host's namespace.
 	ClientSysctls map[string]string `json:"client_sysctls,omitempty"`
 	ServerSysctls map[string]string `json:"server_sysctls,omitempty"`
@@ -84,7 +84,7 @@ type Config struct {
 	Progress func(traffic.Progress) `json:"-"`
 	Log      io.Writer              `json:"-"`
 	// Timeout bounds the traffic phase (default 5 minutes).
-	Timeout time.Duration `json:"-"`
+	Timeout time.Duration `json:"timeout_ns"`
 }
 
 // Defaults is the bare `wanlab experiment`: seed 001 in under a minute, a

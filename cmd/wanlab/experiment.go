@@ -75,6 +75,7 @@ func init() {
 			&cli.IntFlag{Name: "snaplen", Usage: "bytes kept per captured packet (default 120)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON instead of the summary"},
 			&cli.StringFlag{Name: "out", Usage: "output `DIR` (default: a new directory under the current one)"},
+			&cli.StringFlag{Name: "timeout", Usage: "give up on the traffic after `DURATION` (default 5m)"},
 		},
 		Action: runExperiment,
 		Subcommands: []*cli.Command{{
@@ -206,6 +207,13 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 	cfg.IPv6 = cc.Bool("ipv6")
 	cfg.Snaplen = cc.Int("snaplen")
 	cfg.Out = cc.String("out")
+	if v := cc.String("timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return cfg, fmt.Errorf("--timeout %q: want a duration such as 90s or 5m", v)
+		}
+		cfg.Timeout = d
+	}
 	cfg.Args = os.Args[1:]
 	return cfg, nil
 }

@@ -64,6 +64,7 @@ func TestExperimentUsageErrors(t *testing.T) {
 		{[]string{"--server-sysctl", "net.core.wmem_max=9000000"}, `host-wide key`},
 		{[]string{"--requests", "-1"}, `--requests -1`},
 		{[]string{"stray"}, `unexpected argument "stray"`},
+		{[]string{"--timeout", "soon"}, `--timeout "soon"`},
 	} {
 		_, stderr, code := experimentCmd(t, nil, c.args...)
 		if code != exitUsage || !strings.Contains(stderr, c.want) {
