@@ -21,6 +21,11 @@ type Config struct {
 	TUNs     [2]string // TUNs[i] carries packets that will LEAVE through Ifaces[i]; zero = TUNNames(Ifaces)
 	StateDir string    // default DefaultStateDir
 	Netns    string    // "" = current namespace; else a named netns (ip netns) to configure in
+
+	// anonNetns is the inode of the current namespace when Netns is "" and
+	// that namespace is neither the host's nor a named one (found by Apply):
+	// it keeps the files of proxies in different namespaces apart.
+	anonNetns uint64
 }
 
 // maxIfaceName is IFNAMSIZ-1: the kernel's limit on interface names.
@@ -91,10 +96,13 @@ func checkIfaceName(n string) error {
 
 // filePrefix keeps the files of proxies in different named namespaces apart.
 func (cfg Config) filePrefix() string {
-	if cfg.Netns == "" {
-		return ""
+	switch {
+	case cfg.Netns != "":
+		return cfg.Netns + "@"
+	case cfg.anonNetns != 0:
+		return fmt.Sprintf("netns%d@", cfg.anonNetns)
 	}
-	return cfg.Netns + "@"
+	return ""
 }
 
 // StatePath is the state file of a proxy with this configuration.

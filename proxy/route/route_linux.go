@@ -43,6 +43,7 @@ func Acquire(cfg Config) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg = resolveNetns(cfg)
 	l, err := lockIfaces(cfg, cfg.Ifaces[:])
 	if err != nil {
 		return nil, err
@@ -146,7 +147,7 @@ func undoStale(cfg Config) error {
 	}
 	for _, p := range files {
 		st, err := loadState(p)
-		if err != nil || st.Netns != cfg.Netns {
+		if err != nil || st.Netns != cfg.Netns || st.AnonNetns != cfg.anonNetns {
 			continue
 		}
 		var others []string
@@ -176,6 +177,9 @@ func undoStale(cfg Config) error {
 
 // undoFile replays st's journal backwards and removes the file.
 func undoFile(path string, st *state) error {
+	if err := checkNetns(path, st); err != nil {
+		return err
+	}
 	h, err := openHost(st.Netns)
 	if err != nil {
 		if st.Netns != "" && !nsrun.Exists(st.Netns) {
@@ -256,6 +260,7 @@ func Apply(cfg Config) (*Applied, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg = resolveNetns(cfg)
 	a := &Applied{cfg: cfg, path: cfg.StatePath()}
 	held.Lock()
 	busy := held.active[a.path]
@@ -325,8 +330,9 @@ func (a *Applied) apply() error {
 		}
 		plan = kept
 	}
+	ino, _ := targetInode(cfg.Netns)
 	a.st = &state{Version: stateVersion, PID: os.Getpid(), Started: time.Now().UTC(),
-		Netns: cfg.Netns, Ifaces: cfg.Ifaces, TUNs: cfg.TUNs}
+		Netns: cfg.Netns, NetnsInode: ino, AnonNetns: cfg.anonNetns, Ifaces: cfg.Ifaces, TUNs: cfg.TUNs}
 	if err := a.st.save(a.path); err != nil {
 		return err
 	}
@@ -406,7 +412,7 @@ func Cleanup(stateDir string) (undone []string, err error) {
 			errs = append(errs, lerr)
 			continue
 		}
-		cfg := Config{Ifaces: st.Ifaces, TUNs: st.TUNs, StateDir: stateDir, Netns: st.Netns}
+		cfg := Config{Ifaces: st.Ifaces, TUNs: st.TUNs, StateDir: stateDir, Netns: st.Netns, anonNetns: st.AnonNetns}
 		l, lerr := lockIfaces(cfg, st.Ifaces[:])
 		if lerr != nil {
 			if errors.Is(lerr, ErrInUse) {

@@ -506,7 +506,9 @@ func TestCurrentNamespace(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if !strings.HasSuffix(a.StatePath(), "/ra-rb.route.json") {
+		// The current namespace has a name: the files carry it, as if
+		// Netns had been given.
+		if !strings.HasSuffix(a.StatePath(), "/"+r.name+"@ra-rb.route.json") {
 			return fmt.Errorf("state path %s", a.StatePath())
 		}
 		during = r.snapshot(t)
@@ -525,6 +527,58 @@ func TestCurrentNamespace(t *testing.T) {
 	}
 	if during == before || !strings.Contains(during, `iif "ra"`) {
 		t.Fatal("Apply in the current namespace changed nothing there")
+	}
+	if after := r.snapshot(t); after != before {
+		t.Fatalf("not restored:\n%s", diff(before, after))
+	}
+}
+
+// TestCleanupRefusesOtherNamespace: a state made in an unnamed namespace
+// is not undone from another one (its sysctls would land on the wrong
+// host), and is undone from inside its own.
+func TestCleanupRefusesOtherNamespace(t *testing.T) {
+	r := newRouter(t)
+	r.openTUNs(t)
+	r.sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
+	before := r.snapshot(t)
+	a, err := Apply(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.ownLock.Release()
+	a.setInactive()
+	// Make it the state of a proxy that ran, without a name, in the
+	// router namespace.
+	st, err := loadState(a.StatePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.NetnsInode == 0 {
+		t.Fatal("namespace inode not recorded")
+	}
+	os.Remove(a.StatePath())
+	st.Netns = ""
+	anon := r.cfg
+	anon.Netns = ""
+	if err := st.save(anon.StatePath()); err != nil {
+		t.Fatal(err)
+	}
+	undone, err := Cleanup(r.cfg.StateDir)
+	if err == nil || len(undone) != 0 || !strings.Contains(err.Error(), "belongs to network namespace") {
+		t.Fatalf("Cleanup from another namespace: %v %v", undone, err)
+	}
+	if r.snapshot(t) == before {
+		t.Fatal("the refused Cleanup restored the router anyway?")
+	}
+	err = nsrun.Do(r.ns, func() error {
+		undone, err := Cleanup(r.cfg.StateDir)
+		if err != nil || len(undone) != 1 {
+			return fmt.Errorf("Cleanup inside: %v %v", undone, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if after := r.snapshot(t); after != before {
 		t.Fatalf("not restored:\n%s", diff(before, after))

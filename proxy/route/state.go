@@ -17,9 +17,13 @@ type state struct {
 	PID     int       `json:"pid"`
 	Started time.Time `json:"started"`
 	Netns   string    `json:"netns,omitempty"`
-	Ifaces  [2]string `json:"ifaces"`
-	TUNs    [2]string `json:"tuns"`
-	Changes []change  `json:"changes"`
+	// NetnsInode identifies the namespace configured, so that undo refuses
+	// to run in another one; AnonNetns is set for an unnamed namespace.
+	NetnsInode uint64    `json:"netns_inode,omitempty"`
+	AnonNetns  uint64    `json:"anon_netns,omitempty"`
+	Ifaces     [2]string `json:"ifaces"`
+	TUNs       [2]string `json:"tuns"`
+	Changes    []change  `json:"changes"`
 }
 
 const stateVersion = 1

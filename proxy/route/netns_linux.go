@@ -1,0 +1,72 @@
+package route
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wanlab/wanlab/internal/nsrun"
+)
+
+// resolveNetns gives a Config with Netns "" the name of the namespace the
+// calling thread is in when it has one (a proxy started with "ip netns
+// exec lab wanlab proxy ..." is then the same as one with --netns lab, and
+// "wanlab proxy cleanup" from the host finds it). An unnamed namespace
+// other than the process's own is told apart by its inode.
+func resolveNetns(cfg Config) Config {
+	if cfg.Netns != "" || cfg.anonNetns != 0 {
+		return cfg
+	}
+	cur, err := nsInode("/proc/thread-self/ns/net")
+	if err != nil {
+		return cfg
+	}
+	entries, _ := os.ReadDir(nsrun.Dir)
+	for _, e := range entries {
+		if ino, err := nsInode(filepath.Join(nsrun.Dir, e.Name())); err == nil && ino == cur {
+			cfg.Netns = e.Name()
+			return cfg
+		}
+	}
+	if own, err := nsInode("/proc/self/ns/net"); err == nil && own != cur {
+		cfg.anonNetns = cur
+	}
+	return cfg
+}
+
+func nsInode(path string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
+}
+
+// targetInode is the inode of the namespace a state refers to, as seen
+// from here: the named one, or the calling thread's.
+func targetInode(netns string) (uint64, error) {
+	if netns != "" {
+		return nsInode(filepath.Join(nsrun.Dir, netns))
+	}
+	return nsInode("/proc/thread-self/ns/net")
+}
+
+// checkNetns refuses to undo a state in a namespace other than the one it
+// was made in (its sysctls would be written to the wrong host).
+func checkNetns(path string, st *state) error {
+	if st.NetnsInode == 0 {
+		return nil
+	}
+	cur, err := targetInode(st.Netns)
+	if err != nil || cur == st.NetnsInode {
+		return nil
+	}
+	where := "this namespace"
+	if st.Netns != "" {
+		where = fmt.Sprintf("the namespace now named %s", st.Netns)
+	}
+	return fmt.Errorf("state %s belongs to network namespace %d, not %s (%d): run cleanup inside it, or remove the file if that namespace is gone",
+		path, st.NetnsInode, where, cur)
+}
