@@ -21,6 +21,8 @@ type Target struct {
 	Iface    string
 	Netns    string // "" = the current network namespace
 	StateDir string // default DefaultStateDir
+
+	anon string // set by resolve for an unnamed namespace other than the process's
 }
 
 // ErrNotSupported marks a kind of qdisc the running kernel does not have.
@@ -56,8 +58,11 @@ func (t Target) withDefaults() (Target, error) {
 
 func (t Target) recordPath() string {
 	p := t.StateDir + "/kernel-"
-	if t.Netns != "" {
+	switch {
+	case t.Netns != "":
 		p += t.Netns + "@"
+	case t.anon != "":
+		p += t.anon + "@"
 	}
 	return p + t.Iface + ".json"
 }

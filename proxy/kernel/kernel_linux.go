@@ -133,6 +133,7 @@ func pickHandles(n int, tree []qdisc) []uint32 {
 // the kernel lacks is reported as a *NoKindError.
 func Apply(t Target, s *spec.Spec) error {
 	t, err := t.withDefaults()
+	t = t.resolve()
 	if err != nil {
 		return err
 	}
@@ -258,6 +259,7 @@ func ours(tree []qdisc, rec *record) bool {
 // and seed as typed); otherwise it is decoded from the kernel's values.
 func Show(t Target) (string, error) {
 	t, err := t.withDefaults()
+	t = t.resolve()
 	if err != nil {
 		return "", err
 	}
@@ -309,6 +311,7 @@ func decodeChain(clock Clock, ch []qdisc) (string, error) {
 // removes a netem/tbf root chain and refuses to touch anything else.
 func Clear(t Target) error {
 	t, err := t.withDefaults()
+	t = t.resolve()
 	if err != nil {
 		return err
 	}
@@ -344,6 +347,7 @@ func Clear(t Target) error {
 // proxy's.
 func Stats(t Target) ([]StageStats, error) {
 	t, err := t.withDefaults()
+	t = t.resolve()
 	if err != nil {
 		return nil, err
 	}

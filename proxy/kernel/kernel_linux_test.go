@@ -266,3 +266,31 @@ func TestStats(t *testing.T) {
 	}
 	t.Logf("%+v", c)
 }
+
+// TestCurrentNamedNamespace: apply without --netns from inside a named
+// namespace ("ip netns exec NS wanlab kernel apply") shares its record with
+// --netns NS, so show and clear by name see what apply did.
+func TestCurrentNamedNamespace(t *testing.T) {
+	tg := newTarget(t)
+	before := tree(t, tg)
+	inside := tg
+	inside.Netns = ""
+	sp := mustParse(t, "tbf rate 10mbit burst 10kb latency 50ms")
+	h, err := nsrun.Open(tg.Netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := nsrun.Do(h, func() error { return Apply(inside, sp) }); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Show(tg); err != nil || got != sp.String() {
+		t.Fatalf("show by name: %q %v", got, err)
+	}
+	if err := Clear(tg); err != nil {
+		t.Fatal(err)
+	}
+	if after := tree(t, tg); after != before {
+		t.Fatalf("not restored:\nbefore %s\nafter  %s", before, after)
+	}
+}
