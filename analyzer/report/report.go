@@ -98,7 +98,11 @@ func Write(w io.Writer, p Page) error {
 		}
 		chosen := largest(conns, detail)
 		for _, c := range conns {
-			sv.Overview = append(sv.Overview, overviewRow(c))
+			row := overview{Cells: overviewRow(c)}
+			if chosen[c] {
+				row.Link = fmt.Sprintf("s%d-c%d", si+1, c.Index)
+			}
+			sv.Overview = append(sv.Overview, row)
 		}
 		for _, c := range conns {
 			if !chosen[c] {
@@ -170,9 +174,16 @@ type sectionView struct {
 	Tables   []Table
 	Capture  [][2]string
 	Warnings []string
-	Overview [][]string
+	Overview []overview
 	Conns    []connectionView
 	Omitted  int
+}
+
+// overview is a row of the connections table; Link is the id of the
+// connection's detailed block, if it has one.
+type overview struct {
+	Cells []string
+	Link  string
 }
 
 type connectionView struct {

@@ -323,7 +323,7 @@ func TestSectionFromConnectionsWithDetailLimit(t *testing.T) {
 	b := buf.String()
 	parse(t, buf.Bytes())
 	for _, want := range []string{"3 packets dropped by the kernel", "1 smaller connections are in the table above only",
-		`id="s1-c1-s2c-tcptrace"`, "<td>7</td>"} {
+		`id="s1-c1-s2c-tcptrace"`, "<td>7</td>", `<td><a href="#s1-c1">1</a></td>`} {
 		if !strings.Contains(b, want) {
 			t.Errorf("report lacks %q", want)
 		}

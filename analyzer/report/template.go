@@ -45,7 +45,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCT
 {{if .Overview}}<div class="scroll"><table class="overview"><caption>connections</caption>
 <tr><th rowspan="2">#</th><th rowspan="2">client</th><th rowspan="2">server</th><th rowspan="2">duration</th><th colspan="3">client → server</th><th colspan="3">server → client</th><th rowspan="2">limit</th></tr>
 <tr><th>unique bytes</th><th>rexmt</th><th>RTT p50 ms</th><th>unique bytes</th><th>rexmt</th><th>RTT p50 ms</th></tr>
-{{range .Overview}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
+{{range .Overview}}<tr>{{$link := .Link}}{{range $i, $c := .Cells}}<td>{{if and (eq $i 0) $link}}<a href="#{{$link}}">{{$c}}</a>{{else}}{{$c}}{{end}}</td>{{end}}</tr>
 {{end}}</table></div>{{end}}
 {{if .Omitted}}<p class="note">{{.Omitted}} smaller connections are in the table above only.</p>{{end}}
 {{range .Conns}}{{template "connection" .}}{{end}}
