@@ -2,11 +2,13 @@ package e2e_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/wanlab/wanlab/experiment"
 	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/lab/traffic"
 	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/tuner/sockopt"
 	"github.com/wanlab/wanlab/units"
@@ -26,8 +28,23 @@ func hostModel(t *testing.T) (*tuner.Snapshot, tuner.WindowModel) {
 }
 
 func download(t *testing.T, cfg experiment.Config) *experiment.Result {
+	res, _ := downloadProgress(t, cfg)
+	return res
+}
+
+// downloadProgress also returns the rate over the second half of the
+// download's bytes (from the progress reports, every 250 ms): the steady
+// rate, after the window's ramp.
+func downloadProgress(t *testing.T, cfg experiment.Config) (*experiment.Result, units.Rate) {
 	t.Helper()
 	testenv.RequireRoot(t)
+	var mu sync.Mutex
+	var points []traffic.Progress
+	cfg.Progress = func(p traffic.Progress) {
+		mu.Lock()
+		points = append(points, p)
+		mu.Unlock()
+	}
 	cfg.Out = t.TempDir()
 	cfg.Timeout = time.Minute
 	// Seeds 000 and 001 ran cubic.
@@ -40,7 +57,19 @@ func download(t *testing.T, cfg experiment.Config) *experiment.Result {
 	if res.Download == nil || res.Download.Bytes != cfg.Size {
 		t.Fatalf("download incomplete: %+v", res.Download)
 	}
-	return res
+	mu.Lock()
+	defer mu.Unlock()
+	var steady units.Rate
+	if n := len(points); n >= 3 {
+		last := points[n-1]
+		for _, p := range points {
+			if p.Bytes >= cfg.Size/2 && p.Elapsed < last.Elapsed {
+				steady = units.Rate(float64(last.Bytes-p.Bytes) * 8 / (last.Elapsed - p.Elapsed).Seconds())
+				break
+			}
+		}
+	}
+	return res, steady
 }
 
 func mbps(r units.Rate) float64 { return r.BytesPerSecond() / 1e6 }
@@ -48,15 +77,14 @@ func mbps(r units.Rate) float64 { return r.BytesPerSecond() / 1e6 }
 // Seed 001 scaled to the lab: 35 ms, the client's tcp_rmem max 1 MiB.
 // The tuner's model, fed the payload/truesize ratio the kernel learned on
 // this path (read back from the client's socket, about 0.66 here),
-// predicts window = ratio × 1 MiB and rate = window / RTT; the server's
-// steady delivery rate must be within 15 % of it, and the average
-// (which includes the window's ramp and the client's read lag) below it.
+// predicts window = ratio × 1 MiB and rate = window / RTT, which bounds
+// both the steady rate (second half of the bytes) and the average.
 // `tune show` cannot know the path's ratio and assumes the kernel's
 // default 0.5, which here under-predicts by 5-20 %; the test logs it.
 func TestEndToEndSeed001ReceiveWindowPrediction(t *testing.T) {
 	const rtt = 35 * time.Millisecond
 	_, m := hostModel(t)
-	res := download(t, experiment.Config{
+	res, steady := downloadProgress(t, experiment.Config{
 		Name:          "seed001-1MiB",
 		Impair:        map[string]string{experiment.ToServer: "delay 35ms"},
 		ClientSysctls: map[string]string{"net.ipv4.tcp_rmem": "4096 131072 1048576"},
@@ -77,17 +105,25 @@ func TestEndToEndSeed001ReceiveWindowPrediction(t *testing.T) {
 		t.Fatal("no server TCP_INFO")
 	}
 	got := res.Download.Transfer
+	if steady == 0 {
+		t.Fatal("too few progress reports for a steady rate")
+	}
 	t.Logf("learned ratio %.2f: predicted %.1f MB/s; steady %.1f MB/s, average %.1f MB/s; default ratio predicts %.1f MB/s (%+.0f %% vs average); server rwnd-limited %.0f %%",
-		ratio, mbps(predicted), mbps(srv.DeliveryRate), mbps(got), mbps(withDefault), 100*(mbps(withDefault)/mbps(got)-1), 100*srv.RwndLimitedFraction())
+		ratio, mbps(predicted), mbps(steady), mbps(got), mbps(withDefault), 100*(mbps(withDefault)/mbps(got)-1), 100*srv.RwndLimitedFraction())
 	// The kernel's own accounting confirms the diagnosis.
 	if f := srv.RwndLimitedFraction(); f < 0.5 {
 		t.Errorf("server rwnd-limited %.0f %% of its busy time, want most of it", 100*f)
 	}
-	if d := (mbps(srv.DeliveryRate) - mbps(predicted)) / mbps(predicted); d < -0.15 || d > 0.15 {
-		t.Errorf("steady rate %.1f MB/s is %+.0f %% off the predicted %.1f MB/s (want within 15 %%)", mbps(srv.DeliveryRate), 100*d, mbps(predicted))
-	}
-	if got > predicted*105/100 || got < predicted*70/100 {
-		t.Errorf("average %.1f MB/s outside 70-105 %% of window/RTT %.1f MB/s", mbps(got), mbps(predicted))
+	// No transfer beats one window per RTT; a window-limited one gets
+	// 75-95 % of it on this lab (unloaded about 90 %: the receiver
+	// advertises the clamp minus what its application has not read yet).
+	for _, r := range []struct {
+		name string
+		v    units.Rate
+	}{{"steady", steady}, {"average", got}} {
+		if r.v > predicted*105/100 || r.v < predicted*70/100 {
+			t.Errorf("%s rate %.1f MB/s outside 70-105 %% of the predicted window/RTT %.1f MB/s", r.name, mbps(r.v), mbps(predicted))
+		}
 	}
 }
 
