@@ -131,7 +131,8 @@ func MakePlan(s *Snapshot, m WindowModel, in PlanInput) (Plan, error) {
 	if in.MSS == 0 {
 		in.MSS = DefaultMSS
 	}
-	p := Plan{Netns: s.Netns, Input: in, Model: m.Describe(), Ratio: m.Ratio()}
+	p := Plan{Netns: s.Netns, Input: in, Model: m.Describe(), Ratio: m.Ratio(),
+		Changes: []Change{}, Keep: []string{}, Notes: []string{}} // [] not null in JSON
 	p.BDP = WindowFor(in.Rate, in.RTT)
 	p.PerStreamRate = in.Rate / units.Rate(in.Streams)
 	p.PerStreamWindow = WindowFor(p.PerStreamRate, in.RTT)
