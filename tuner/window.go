@@ -138,6 +138,8 @@ func (m WindowModel) Describe() string {
 		d := fmt.Sprintf("Linux %s: window = %.0f%% of the buffer (tcp_adv_win_scale %d", m.Kernel, pct, m.AdvWinScale)
 		if k := m.stall(); k > 0 {
 			d += fmt.Sprintf("; payload/truesize %.2f stalls window growth at 1/%d of it", m.PayloadRatio, 1<<k)
+		} else if m.PayloadRatio == 0 && m.AdvWinScale > 0 {
+			d += "; a driver whose payload/truesize ratio is below that share stalls window growth at half of it or less, as in seed 001"
 		}
 		return d + ")"
 	}
