@@ -37,6 +37,9 @@ type CaptureResult struct {
 	// Limits counts connections by diagnosed limit.
 	Limits   map[string]int `json:"limits"`
 	Warnings []string       `json:"warnings,omitempty"`
+	// Analysis is the analyzer's whole result (every connection, the
+	// frame counts), for the report.
+	Analysis *analyzer.Result `json:"-"`
 }
 
 // Result is everything an experiment produced.
@@ -243,6 +246,7 @@ func analyzeCapture(res *Result, side string) (*analyzer.Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("analyze %s capture: %w", side, err)
 	}
+	cr.Analysis = ar
 	cr.Warnings = ar.Warnings
 	cr.Limits = map[string]int{}
 	for _, c := range ar.Connections {

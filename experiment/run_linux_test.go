@@ -92,8 +92,16 @@ func TestPresetsEndToEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			if svgs, _ := checkReport(t, f); svgs != 8 {
-				t.Errorf("report has %d graphs, want 8", svgs)
+			graphs, _ := checkReport(t, f)
+			if len(graphs) != 2 {
+				t.Fatalf("report has %d capture sections, want 2", len(graphs))
+			}
+			for i, side := range []string{SideClient, SideServer} {
+				for _, k := range graphKinds {
+					if graphs[i][k] == 0 {
+						t.Errorf("%s capture: no %s graph in the report", side, k)
+					}
+				}
 			}
 			var sb strings.Builder
 			if err := WriteSummary(&sb, res); err != nil {
