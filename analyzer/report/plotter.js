@@ -57,6 +57,8 @@
       this.readout.className = "readout";
       bar.appendChild(this.readout);
       this.canvas = document.createElement("canvas");
+      this.canvas.setAttribute("role", "img");
+      this.canvas.setAttribute("aria-label", g.title);
       el.appendChild(this.canvas);
       el.appendChild(bar);
       let gr = groups.get(g.group);
