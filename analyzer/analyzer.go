@@ -120,7 +120,10 @@ type Analyzer struct {
 	last   int64 // ns relative to start of the latest frame
 	began  bool
 	recent [2]recentTuple
-	nconns int
+	// scratch takes the ACK-side samples of directions without data.
+	scratch DirectionSeries
+	empty   *DirectionSeries
+	nconns  int
 }
 
 // New returns an Analyzer.
@@ -352,7 +355,6 @@ func (a *Analyzer) newConn(p *decode.Packet, t int64) *Connection {
 	for i := range c.dirs {
 		d := &c.dirs[i]
 		d.st.init()
-		d.series = newDirSeries(a.opts.MaxPoints)
 	}
 	a.res.Connections = append(a.res.Connections, c)
 	return c
@@ -377,4 +379,13 @@ func (f PacketFlags) String() string {
 		return "-"
 	}
 	return string(b)
+}
+
+// emptySeries is the (shared, never written) series of a direction that
+// carried no data.
+func (a *Analyzer) emptySeries() *DirectionSeries {
+	if a.empty == nil {
+		a.empty = newDirSeries(a.opts.MaxPoints)
+	}
+	return a.empty
 }

@@ -295,6 +295,15 @@ type dirAnalysis struct {
 	fragmentedRetransTime int64
 }
 
+// ser returns the direction's series, creating them at time t.
+func (d *dirAnalysis) ser(maxPoints int, t int64) *DirectionSeries {
+	if d.series == nil {
+		d.series = newDirSeries(maxPoints)
+		d.series.roll(time.Duration(t))
+	}
+	return d.series
+}
+
 // seqState mirrors the per-flow fields of Wireshark's tcp_analyze_seq_info
 // plus unwrapped sequence bookkeeping.
 type seqState struct {
@@ -363,8 +372,12 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 	fwd, rev := &c.dirs[dir], &c.dirs[1-dir]
 	fs, rs := &fwd.st, &rev.st
 	c.lastT = t
-	fwd.series.roll(time.Duration(t))
-	rev.series.roll(time.Duration(t))
+	if fwd.series != nil {
+		fwd.series.roll(time.Duration(t))
+	}
+	if rev.series != nil {
+		rev.series.roll(time.Duration(t))
+	}
 	flags := p.Flags
 	seq, ack := p.Seq, p.Ack
 	seglen := uint32(p.PayloadLen)
@@ -528,6 +541,7 @@ finishedFwd:
 				fwd.q.sent(start, end, t)
 			}
 			if seglen > 0 {
+				fwd.ser(a.opts.MaxPoints, t)
 				if fl&AnyRetransmission != 0 {
 					fwd.series.pend[sRetransmissions].add(float64(start), float64(end))
 				} else {
@@ -636,7 +650,13 @@ finishedFwd:
 	info.AckRTT, info.KarnRTT, info.InFlight = -1, -1, -1
 	if flags&fACK != 0 && rs.baseSet {
 		relAck := rs.rel(ack)
+		// Series of a direction start with its first data segment; ACKs of
+		// a direction without data (SYN-only, pure ACK streams) go to a
+		// scratch accumulator that is never kept.
 		rser := rev.series
+		if rser == nil {
+			rser = &a.scratch
+		}
 		rser.pend[sAcks].add(float64(relAck), float64(relAck))
 		if flags&fSYN == 0 {
 			rser.pend[sReceiveWindow].add(float64(relAck+int64(window)), float64(relAck+int64(window)))
@@ -725,7 +745,9 @@ func (c *Connection) release() {
 func (c *Connection) finish(a *Analyzer) {
 	c.release()
 	for i := range c.dirs {
-		c.dirs[i].series.flush()
+		if c.dirs[i].series != nil {
+			c.dirs[i].series.flush()
+		}
 	}
 	c.Start = time.Duration(c.firstT)
 	c.Duration = time.Duration(c.lastT - c.firstT)
@@ -783,7 +805,11 @@ func (c *Connection) finish(a *Analyzer) {
 		st.RTTTrackOverflow = d.q.overflow
 		finishIdle(c, d, st)
 		st.DelayedAckStalls, st.DelayedAckTotalMs = delayedAckStalls(&d.lone, &d.rtt)
-		c.Directions[i] = &Direction{From: from, To: to, DirectionStats: *st, Series: d.series}
+		ser := d.series
+		if ser == nil {
+			ser = a.emptySeries()
+		}
+		c.Directions[i] = &Direction{From: from, To: to, DirectionStats: *st, Series: ser}
 	}
 	diagnose(c)
 }
