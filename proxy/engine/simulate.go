@@ -97,6 +97,20 @@ type SimResult struct {
 	// departure.
 	DurationMs float64  `json:"duration_ms"`
 	Configured Expected `json:"configured"`
+	// Stages holds each stage's own counters, root first (where the drops
+	// happened, how deep each queue got).
+	Stages []SimStage `json:"stages"`
+}
+
+// SimStage is one stage's share of a simulation.
+type SimStage struct {
+	Kind       string `json:"kind"`
+	Spec       string `json:"spec"`
+	PacketsIn  uint64 `json:"packets_in"`
+	PacketsOut uint64 `json:"packets_out"`
+	Drops      Drops  `json:"drops"`
+	// SojournMeanMs is the mean time a packet that left spent in the stage.
+	SojournMeanMs float64 `json:"sojourn_mean_ms"`
 }
 
 // Simulate runs cfg's traffic through a pipeline on a virtual clock. It
@@ -181,6 +195,11 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 			res.Duplicated += s.Duplicated
 			res.Corrupted += s.Corrupted
 			res.ECNMarked += s.ECNMarked
+			st := SimStage{Kind: s.Kind, Spec: s.Spec, PacketsIn: s.PacketsIn, PacketsOut: s.PacketsOut, Drops: s.Drops}
+			if s.Sojourn.Count > 0 {
+				st.SojournMeanMs = float64(s.Sojourn.SumNs) / float64(s.Sojourn.Count) / 1e6
+			}
+			res.Stages = append(res.Stages, st)
 		}
 	}
 	if lastDep > firstDep && firstDep >= 0 {
@@ -397,6 +416,13 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	row("corrupted", pct(c.CorruptPercent), count(r.Corrupted, r.PacketsIn))
 	row("reordered", pct(c.ReorderPercent), count(r.Reordered, r.PacketsIn)+" overtook an earlier packet")
 	row("ecn marked", "", count(r.ECNMarked, r.PacketsIn))
+	if len(r.Stages) > 1 {
+		b.WriteString("\nper stage\n")
+		for i, s := range r.Stages {
+			fmt.Fprintf(&b, "  %d %-5s in %d, out %d, dropped loss %d queue %d oversize %d, mean sojourn %s\n",
+				i+1, s.Kind, s.PacketsIn, s.PacketsOut, s.Drops.Loss, s.Drops.Queue, s.Drops.Oversize, ms(s.SojournMeanMs))
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
