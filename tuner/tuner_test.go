@@ -547,3 +547,18 @@ func FuzzParseKernelVersion(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseAssignment(f *testing.F) {
+	for _, s := range []string{"net.ipv4.tcp_rmem=4096 131072 16777216", "net/core/rmem_max=1", "=", "a==b", "k="} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := ParseAssignment(s)
+		if err != nil {
+			return
+		}
+		if a.Key == "" || a.Value == "" || strings.Contains(a.Key, "/") || strings.Contains(a.Key, "=") {
+			t.Fatalf("%q -> %+v", s, a)
+		}
+	})
+}

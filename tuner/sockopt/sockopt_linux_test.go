@@ -22,7 +22,7 @@ import (
 
 // pair connects a client to a server over loopback in a fresh namespace,
 // the listener set up with lopts and the dialer with dopts.
-func pair(t *testing.T, lopts, dopts sockopt.Options) (client, server *net.TCPConn) {
+func pair(t testing.TB, lopts, dopts sockopt.Options) (client, server *net.TCPConn) {
 	t.Helper()
 	_, h := testenv.NetNS(t)
 	var ln net.Listener
