@@ -39,7 +39,7 @@ var presets = map[string]presetDef{
 		about: "netem delay 100ms with a tbf rate 50mbit burst 50kb limit 500kb child on the data path: 50 Mbit/s at 100 ms",
 		cfg: Config{
 			Impair: map[string]string{ToClient: "delay 100ms | tbf rate 50mbit burst 50kb limit 500kb"},
-			Size:   16 * units.MiB,
+			Size:   32 * units.MiB,
 		},
 	},
 	"seed003": {
