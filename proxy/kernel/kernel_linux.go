@@ -173,8 +173,13 @@ func Apply(t Target, s *spec.Spec) error {
 			return err
 		}
 		rec := &record{Iface: t.Iface, Netns: t.Netns, Prev: cur, Spec: s.String()}
+		// What a failed Apply puts back: the tree as it is now, except
+		// that a chain of ours is re-encoded from its spec, because the
+		// kernel does not dump netem's distribution tables.
+		back := cur
 		if old != nil && ours(cur, old) {
 			rec.Prev = old.Prev // keep what the first Apply replaced
+			back = reencoded(clock, cur, old)
 		}
 		rec.Handles = pickHandles(len(stages), cur)
 		if rec.Handles == nil {
@@ -192,7 +197,7 @@ func Apply(t Target, s *spec.Spec) error {
 			return err
 		}
 		undo := func(cause error) error {
-			if rerr := restoreTree(ifindex, cur); rerr != nil {
+			if rerr := restoreTree(ifindex, back); rerr != nil {
 				return fmt.Errorf("%w (restoring the previous qdiscs failed: %v)", cause, rerr)
 			}
 			if old != nil {
@@ -367,4 +372,35 @@ func Stats(t Target) ([]StageStats, error) {
 		return nil
 	})
 	return out, err
+}
+
+// reencoded returns tree with the options of rec's chain encoded from
+// rec's spec; on any trouble it returns tree unchanged.
+func reencoded(clock Clock, tree []qdisc, rec *record) []qdisc {
+	sp, err := spec.Parse(rec.Spec)
+	if err != nil || len(sp.Stages) != len(rec.Handles) {
+		return tree
+	}
+	opts := map[uint32][]byte{}
+	for i, st := range sp.Stages {
+		var o []byte
+		switch st := st.(type) {
+		case *spec.Netem:
+			o, err = EncodeNetem(st)
+		case *spec.TBF:
+			o, err = clock.EncodeTBF(st)
+		}
+		if err != nil || o == nil {
+			return tree
+		}
+		opts[rec.Handles[i]] = o
+	}
+	out := make([]qdisc, len(tree))
+	for i, q := range tree {
+		if o, ok := opts[q.Handle]; ok && !q.Class {
+			q.Options = o
+		}
+		out[i] = q
+	}
+	return out
 }
