@@ -25,12 +25,13 @@ func init() {
 			"virtual clock: no root, no network, and the same --seed gives the same result.\n" +
 			"It prints what the spec promises beside what the packets got: loss (by reason),\n" +
 			"delay mean/stddev/p50/p99, output rate, duplicates, corruption, reordering and\n" +
-			"ECN marks, so a spec can be checked before it touches a network.\n\n" +
+			"ECN marks, then each stage's own counts (which queue dropped what), so a spec\n" +
+			"can be checked before it touches a network.\n\n" +
 			"SPEC is tc syntax: netem and tbf stages joined by '|' (see tc-netem(8),\n" +
 			"tc-tbf(8)); 'netem' may be omitted for the first stage.\n" +
 			"--json prints one object (fields spec, packets_in, packets_out, loss_percent,\n" +
 			"delay_ms{mean,stddev,p50,p99}, rate_bps, drops{loss,queue,oversize},\n" +
-			"duplicated, corrupted, reordered, ecn_marked, configured{...}).",
+			"duplicated, corrupted, reordered, ecn_marked, configured{...}, stages[...]).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "spec", Usage: "impairment `SPEC` in tc netem/tbf syntax (required; '' is no impairment)"},
 			&cli.IntFlag{Name: "packets", Value: engine.DefaultSimPackets, Usage: "number of packets to send"},
