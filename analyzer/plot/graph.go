@@ -73,6 +73,9 @@ type Layer struct {
 	Lo, Hi []float64
 	// Bucket is the width in seconds of a Rate layer's buckets.
 	Bucket float64
+	// Dashed lines let a layer that often equals another (goodput and
+	// throughput without retransmissions) show through it.
+	Dashed bool
 }
 
 // Len is the number of points.
@@ -90,7 +93,12 @@ type Graph struct {
 	// XMin and XMax frame the direction's whole life (seconds since the
 	// capture's first packet).
 	XMin, XMax float64
-	Layers     []Layer
+	// RateBin is the narrowest bin (seconds) Rate layers are summed into
+	// while the view spans many of them: the path's RTT, so a rate shows
+	// what one window per round trip delivers rather than the bursts
+	// inside a round trip (0: no floor).
+	RateBin float64
+	Layers  []Layer
 }
 
 // Name is "<conn>-<dir>-<kind>", the base name of the graph's files.
@@ -155,6 +163,10 @@ func Graphs(c *analyzer.Connection, i int) []*Graph {
 			XMin: x0, XMax: x1, Layers: layers}
 	}
 	seqLabel := "relative sequence number (bytes)"
+	tput := mk(Throughput, "Throughput", "bit/s", BitsPerSec,
+		rate("throughput (all data sent)", colorSegment, &s.Throughput),
+		dashed(rate("goodput (new data)", colorGoodput, &s.Goodput)))
+	tput.RateBin = d.PathRTTMs / 1e3
 	return []*Graph{
 		mk(TimeSequence, "Time-sequence (tcptrace)", seqLabel, Bytes,
 			step("receive window (ACK + rwnd)", colorRwnd, &s.ReceiveWindow),
@@ -174,9 +186,7 @@ func Graphs(c *analyzer.Connection, i int) []*Graph {
 		mk(Window, "Window scaling", "bytes", Bytes,
 			step("advertised window (peer's rwnd)", colorRwnd, &s.AdvWindow),
 			line("bytes in flight (max per bucket)", colorFlight, &s.InFlight)),
-		mk(Throughput, "Throughput", "bit/s", BitsPerSec,
-			rate("throughput (all data sent)", colorSegment, &s.Throughput),
-			rate("goodput (new data)", colorGoodput, &s.Goodput)),
+		tput,
 	}
 }
 
@@ -247,6 +257,11 @@ func marks(label string, st Style, c color.RGBA, s *analyzer.Series) Layer {
 		l.Lo = append(l.Lo, p.Min)
 		l.Hi = append(l.Hi, p.Max)
 	}
+	return l
+}
+
+func dashed(l Layer) Layer {
+	l.Dashed = true
 	return l
 }
 

@@ -83,7 +83,7 @@ func build(g *Graph) *gplot.Plot {
 		l := &g.Layers[i]
 		lp := &layerPlot{l: l}
 		if l.Style == Rate {
-			lp.xs, lp.ys = l.Rebin(x0, x1, (x1-x0)/rateBins)
+			lp.xs, lp.ys = l.Rebin(x0, x1, max((x1-x0)/rateBins, g.RateBin))
 		}
 		lo, hi := lp.yRange()
 		ymin, ymax = math.Min(ymin, lo), math.Max(ymax, hi)
@@ -132,7 +132,11 @@ func (lp *layerPlot) yRange() (lo, hi float64) {
 }
 
 func (lp *layerPlot) lineStyle(w float64) draw.LineStyle {
-	return draw.LineStyle{Color: lp.l.Color, Width: vg.Points(w)}
+	st := draw.LineStyle{Color: lp.l.Color, Width: vg.Points(w)}
+	if lp.l.Dashed {
+		st.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	}
+	return st
 }
 
 // Plot draws the layer; nothing outside the data area is drawn.
@@ -239,24 +243,39 @@ func (grid) Plot(c draw.Canvas, p *gplot.Plot) {
 	}
 }
 
-// unitTicks labels gonum's default ticks in a unit: bytes and bit/s with
-// SI prefixes (1.5M), milliseconds and seconds as plain numbers.
+// unitTicks places about six ticks at round values and labels them in a
+// unit: bytes and bit/s with SI prefixes (1.5M), milliseconds and seconds
+// as plain numbers with the decimals the step needs.
 type unitTicks struct{ unit Unit }
 
 func (u unitTicks) Ticks(lo, hi float64) []gplot.Tick {
-	ts := gplot.DefaultTicks{}.Ticks(lo, hi)
-	for i := range ts {
-		if ts[i].Label == "" {
-			continue
+	step := niceStep((hi - lo) / 6)
+	var ts []gplot.Tick
+	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
+		if math.Abs(v) < step*1e-9 {
+			v = 0
 		}
-		switch u.unit {
-		case Bytes, BitsPerSec:
-			ts[i].Label = SI(ts[i].Value)
-		default:
-			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'g', 6, 64)
+		label := strconv.FormatFloat(v, 'f', max(0, -int(math.Floor(math.Log10(step)+1e-9))), 64)
+		if u.unit == Bytes || u.unit == BitsPerSec {
+			label = SI(v)
 		}
+		ts = append(ts, gplot.Tick{Value: v, Label: label})
 	}
 	return ts
+}
+
+// niceStep rounds a raw tick step up to 1, 2 or 5 times a power of ten.
+func niceStep(raw float64) float64 {
+	if !(raw > 0) || math.IsInf(raw, 0) {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 5} {
+		if raw <= m*p {
+			return m * p
+		}
+	}
+	return 10 * p
 }
 
 // SI writes v with an SI prefix (k, M, G) and at most four significant

@@ -10,16 +10,19 @@ import (
 
 // graphJSON is a graph as the inline plotter reads it.
 type graphJSON struct {
-	ID     string      `json:"id"`
-	Group  string      `json:"group"` // graphs of one group zoom and pan together
-	Kind   string      `json:"kind"`
-	Title  string      `json:"title"`
-	XLabel string      `json:"xlabel"`
-	YLabel string      `json:"ylabel"`
-	Unit   string      `json:"unit"`
-	X0     float64     `json:"x0"`
-	X1     float64     `json:"x1"`
-	Layers []layerJSON `json:"layers"`
+	ID     string  `json:"id"`
+	Group  string  `json:"group"` // graphs of one group zoom and pan together
+	Kind   string  `json:"kind"`
+	Title  string  `json:"title"`
+	XLabel string  `json:"xlabel"`
+	YLabel string  `json:"ylabel"`
+	Unit   string  `json:"unit"`
+	X0     float64 `json:"x0"`
+	X1     float64 `json:"x1"`
+	// RateBin: Rate layers are binned no finer than this while the view
+	// spans more than 20 of it.
+	RateBin float64     `json:"ratebin,omitempty"`
+	Layers  []layerJSON `json:"layers"`
 }
 
 type layerJSON struct {
@@ -27,6 +30,7 @@ type layerJSON struct {
 	Style  string  `json:"style"`
 	Color  string  `json:"color"`
 	Bucket float64 `json:"bucket,omitempty"`
+	Dashed bool    `json:"dashed,omitempty"`
 	X      numbers `json:"x"`
 	Hi     numbers `json:"hi"`
 	// Lo is omitted when it equals Hi everywhere (single-valued buckets).
@@ -55,12 +59,12 @@ func (ns numbers) MarshalJSON() ([]byte, error) {
 
 func toJSON(g *plot.Graph, id, group string) graphJSON {
 	out := graphJSON{ID: id, Group: group, Kind: string(g.Kind), Title: g.Title, XLabel: g.XLabel,
-		YLabel: g.YLabel, Unit: string(g.YUnit), X0: g.XMin, X1: g.XMax}
+		YLabel: g.YLabel, Unit: string(g.YUnit), X0: g.XMin, X1: g.XMax, RateBin: g.RateBin}
 	for i := range g.Layers {
 		l := &g.Layers[i]
 		lj := layerJSON{Label: l.Label, Style: string(l.Style),
 			Color:  fmt.Sprintf("#%02x%02x%02x", l.Color.R, l.Color.G, l.Color.B),
-			Bucket: l.Bucket, X: l.X, Hi: l.Hi}
+			Bucket: l.Bucket, Dashed: l.Dashed, X: l.X, Hi: l.Hi}
 		for k := range l.Lo {
 			if l.Lo[k] != l.Hi[k] {
 				lj.Lo = l.Lo

@@ -46,7 +46,7 @@
         const k = document.createElement("span");
         k.className = "key";
         k.innerHTML = '<span class="swatch"></span>';
-        k.firstChild.style.background = l.color;
+        k.firstChild.style.background = l.dashed ? "repeating-linear-gradient(90deg," + l.color + " 0 5px,transparent 5px 8px)" : l.color;
         k.appendChild(document.createTextNode(l.label));
         k.title = "show/hide";
         k.onclick = () => { this.hidden[i] = !this.hidden[i]; k.classList.toggle("off", this.hidden[i]); this.draw(); };
@@ -136,7 +136,8 @@
         if (l.style === "rate") {
           // Sum buckets into bins of a power-of-two multiple of the bucket,
           // about three pixels wide, aligned so panning does not shimmer.
-          const want = span / (w / 3);
+          let want = span / (w / 3);
+          if (this.g.ratebin && span > 20 * this.g.ratebin) want = Math.max(want, this.g.ratebin);
           let bw = l.bucket;
           while (bw < want) bw *= 2;
           const k0 = Math.floor(Math.max(x0, this.g.x0) / bw), k1 = Math.floor(Math.min(x1, this.g.x1) / bw);
@@ -153,7 +154,7 @@
             const v = b > a ? sums[k] * 8 / bw : 0;
             ys.push(v, v);
           }
-          out.push({ style: "line", color: l.color, xs, lo: ys, hi: ys });
+          out.push({ style: "line", color: l.color, dashed: l.dashed, xs, lo: ys, hi: ys });
           return;
         }
         let i0 = lowerBound(l.x, x0), i1 = lowerBound(l.x, x1);
@@ -247,6 +248,7 @@
 
     drawLayer(ctx, v, X, Y) {
       ctx.strokeStyle = v.color; ctx.fillStyle = v.color;
+      ctx.setLineDash(v.dashed ? [5, 4] : []);
       const n = v.xs.length;
       switch (v.style) {
         case "bars": {
