@@ -283,3 +283,27 @@ func BenchmarkRender(b *testing.B) {
 		})
 	}
 }
+
+func TestTicks(t *testing.T) {
+	label := func(u Unit, lo, hi float64) string {
+		var ls []string
+		for _, tk := range (unitTicks{unit: u}).Ticks(lo, hi) {
+			ls = append(ls, tk.Label)
+		}
+		return strings.Join(ls, " ")
+	}
+	for _, c := range []struct {
+		unit   Unit
+		lo, hi float64
+		want   string
+	}{
+		{"s", 0, 2.83, "0.0 0.5 1.0 1.5 2.0 2.5"},
+		{"s", 1.3871, 1.4371, "1.39 1.40 1.41 1.42 1.43"},
+		{Bytes, 0, 2.3e6, "0 500k 1M 1.5M 2M"},
+		{Millis, -0.5, 41, "0 10 20 30 40"},
+	} {
+		if got := label(c.unit, c.lo, c.hi); got != c.want {
+			t.Errorf("ticks %s %v..%v: %q, want %q", c.unit, c.lo, c.hi, got, c.want)
+		}
+	}
+}
