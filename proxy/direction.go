@@ -78,7 +78,7 @@ func (p *Proxy) newDirection(i int, dev device.Device, s *spec.Spec) (*direction
 	}
 	d.out = make([]*engine.Packet, 0, 1024)
 	d.wbufs = make([][]byte, 0, n)
-	loop, err := release.Start(d, release.Config{Realtime: p.cfg.Realtime})
+	loop, err := release.Start(d, release.Config{Realtime: p.cfg.Realtime, Early: p.cfg.ReleaseSpin})
 	if err != nil {
 		return nil, err
 	}

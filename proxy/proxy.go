@@ -55,6 +55,10 @@ type Config struct {
 	// Realtime runs the release loops under SCHED_FIFO (see
 	// release.Config.Realtime) when the process may.
 	Realtime bool
+	// ReleaseSpin is how long before a departure the release loops stop
+	// sleeping and spin (release.Config.Early): 0 is the default (50 µs),
+	// negative turns spinning off.
+	ReleaseSpin time.Duration
 
 	// Devices, when both are set, replaces the TUNs (tests: device.Fake):
 	// nothing is opened and no routing is touched. Devices[i] carries the

@@ -21,15 +21,18 @@ import (
 // startIn runs a proxy between ra and rb in the topology's router.
 func startIn(t testing.TB, tp *topo, backend string, specs [2]string) *Proxy {
 	t.Helper()
-	p, err := Start(context.Background(), Config{
-		Ifaces:   [2]string{"ra", "rb"},
-		Specs:    specs,
-		Backend:  backend,
-		Seed:     42,
-		HasSeed:  true,
-		Netns:    tp.router.name,
-		StateDir: t.TempDir(),
-	})
+	return startWith(t, tp, Config{Backend: backend, Specs: specs})
+}
+
+// startWith completes cfg with the topology's interfaces, namespace, a
+// seed and a state directory and starts it.
+func startWith(t testing.TB, tp *topo, cfg Config) *Proxy {
+	t.Helper()
+	cfg.Ifaces = [2]string{"ra", "rb"}
+	cfg.Seed, cfg.HasSeed = 42, true
+	cfg.Netns = tp.router.name
+	cfg.StateDir = t.TempDir()
+	p, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,9 @@ type Config struct {
 	// Early is how long before a deadline the loop stops sleeping and
 	// spins on the clock instead. It bounds the spinning per deadline and
 	// buys precision: the kernel's wake-up latency is mostly below it.
-	// Default DefaultEarly.
+	// Zero means DefaultEarly; a negative value turns spinning off (the
+	// loop then relies on the timer alone: less CPU at high packet rates,
+	// wake-up latency as error).
 	Early time.Duration
 	// Clock is the time source; nil means Monotonic. A non-Monotonic
 	// clock needs a waiter of its own (tests).
@@ -88,8 +90,11 @@ type Loop struct {
 
 // Start runs a loop for q on its own locked OS thread.
 func Start(q Queue, cfg Config) (*Loop, error) {
-	if cfg.Early <= 0 {
+	switch {
+	case cfg.Early == 0:
 		cfg.Early = DefaultEarly
+	case cfg.Early < 0:
+		cfg.Early = 0
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = Monotonic{}
