@@ -53,6 +53,20 @@ func FuzzPipeline(f *testing.F) {
 		if tot.PacketsIn != tot.PacketsOut+tot.Drops.Total() || tot.QueuePackets != 0 || uint64(len(out)) != tot.PacketsOut {
 			t.Fatalf("%q: totals %+v, %d out", s, tot, len(out))
 		}
+		// Departures do not depend on when the release loop calls, and
+		// NextDeparture never promises later than the truth (releaseRun
+		// checks that).
+		step := int64(seed%1000+1) * 1000
+		eager := releaseRun(t, s, 200, step, true)
+		late := releaseRun(t, s, 200, step, false)
+		if len(eager) != len(late) {
+			t.Fatalf("%q: %d departures eager, %d late", s, len(eager), len(late))
+		}
+		for i := range eager {
+			if eager[i] != late[i] {
+				t.Fatalf("%q: departure %d: eager %+v, late %+v", s, i, eager[i], late[i])
+			}
+		}
 	})
 }
 
