@@ -1,0 +1,199 @@
+package bench
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/wanlab/wanlab/proxy/spec"
+)
+
+// z999 is the two-sided 99.9 % normal quantile.
+const z999 = 3.2905267314919255
+
+// wilson returns the Wilson score interval of k successes in n trials at
+// confidence z (probabilities in [0, 1]).
+func wilson(k, n int, z float64) (lo, hi float64) {
+	if n == 0 {
+		return 0, 1
+	}
+	p := float64(k) / float64(n)
+	nf := float64(n)
+	den := 1 + z*z/nf
+	centre := (p + z*z/(2*nf)) / den
+	half := z * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf)) / den
+	return math.Max(0, centre-half), math.Min(1, centre+half)
+}
+
+// quantile returns the q-quantile (0..1) of sorted values, interpolating
+// linearly between neighbours; 0 for no values.
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	pos := q * float64(len(sorted)-1)
+	i := int(pos)
+	if i >= len(sorted)-1 {
+		return sorted[len(sorted)-1]
+	}
+	f := pos - float64(i)
+	return sorted[i]*(1-f) + sorted[i+1]*f
+}
+
+// probeStats is what one probe run realized.
+type probeStats struct {
+	Sent, Received int // unique sequence numbers sent and received
+	Duplicates     int
+	Reordered      int // arrivals with a sequence number below one already seen
+	DelayP50       time.Duration
+	DelayP99       time.Duration
+	LossRuns       int     // maximal runs of consecutive lost sequence numbers
+	MeanLossRun    float64 // packets per run
+	// RateBps is the IP rate at the receiver over the steady part of the
+	// run; Burst1ms the most IP bytes received in any 1 ms window.
+	RateBps  float64
+	Burst1ms int
+}
+
+// arrival is one received probe.
+type arrival struct {
+	seq      uint64
+	sent, rx int64 // ns, CLOCK_REALTIME of the same host
+	ipLen    int
+}
+
+// analyze computes a run's statistics. sent is the number of probes sent
+// (sequence numbers 0..sent-1); steadyFrom skips arrivals before that
+// share of the receive span when computing the long-run rate.
+func analyze(arr []arrival, sent int, steadyFrom float64) probeStats {
+	st := probeStats{Sent: sent}
+	seen := make([]bool, sent)
+	delays := make([]float64, 0, len(arr))
+	var maxSeq uint64
+	first := true
+	for _, a := range arr {
+		if a.seq >= uint64(sent) {
+			continue
+		}
+		if seen[a.seq] {
+			st.Duplicates++
+			continue
+		}
+		seen[a.seq] = true
+		st.Received++
+		if !first && a.seq < maxSeq {
+			st.Reordered++
+		}
+		if first || a.seq > maxSeq {
+			maxSeq = a.seq
+		}
+		first = false
+		delays = append(delays, float64(a.rx-a.sent))
+	}
+	slices.Sort(delays)
+	st.DelayP50 = time.Duration(quantile(delays, .5))
+	st.DelayP99 = time.Duration(quantile(delays, .99))
+	run, lost := 0, 0
+	for i := range seen {
+		if !seen[i] {
+			run++
+			lost++
+			continue
+		}
+		if run > 0 {
+			st.LossRuns++
+			run = 0
+		}
+	}
+	if run > 0 {
+		st.LossRuns++
+	}
+	if st.LossRuns > 0 {
+		st.MeanLossRun = float64(lost) / float64(st.LossRuns)
+	}
+	st.RateBps, st.Burst1ms = rateAndBurst(arr, steadyFrom)
+	return st
+}
+
+// rateAndBurst returns the receive rate in bit/s while the shaper is
+// saturated, from the arrival at the steadyFrom share of the arrivals to
+// the one at 90 % (so neither the bucket's initial burst nor stragglers
+// held up in a queue count), and the most bytes in any window of 1 ms
+// over all arrivals.
+func rateAndBurst(arr []arrival, steadyFrom float64) (float64, int) {
+	if len(arr) < 2 {
+		return 0, 0
+	}
+	rx := slices.Clone(arr)
+	slices.SortFunc(rx, func(a, b arrival) int { return cmpInt64(a.rx, b.rx) })
+	i := int(float64(len(rx)-1) * steadyFrom)
+	j := int(float64(len(rx)-1) * 0.9)
+	if steadyFrom == 0 {
+		j = len(rx) - 1
+	}
+	rate := 0.0
+	if j > i && rx[j].rx > rx[i].rx {
+		var bytes int64
+		for _, a := range rx[i+1 : j+1] { // the first packet opens the interval
+			bytes += int64(a.ipLen)
+		}
+		rate = float64(bytes) * 8 / (float64(rx[j].rx-rx[i].rx) / 1e9)
+	}
+	best, sum, k := 0, 0, 0
+	for i := range rx {
+		sum += rx[i].ipLen
+		for rx[i].rx-rx[k].rx >= int64(time.Millisecond) {
+			sum -= rx[k].ipLen
+			k++
+		}
+		best = max(best, sum)
+	}
+	return rate, best
+}
+
+// geMeanBurst returns the mean length of runs of consecutive losses of a
+// Gilbert-Elliott model, by simulating the chain the way netem walks it
+// (loss_gilb_ell in net/sched/sch_netem.c: each packet may move the
+// state, then is dropped with the loss probability of the state it found).
+func geMeanBurst(l spec.Loss, steps int, seed uint64) float64 {
+	r := rand.New(rand.NewPCG(seed, 0x6765))
+	p, rr, h, k := l.GP.Prob(), l.GR.Prob(), l.GH.Prob(), l.GK.Prob()
+	bad := false
+	runs, lost, run := 0, 0, 0
+	for range steps {
+		var drop bool
+		if bad {
+			if r.Float64() < rr {
+				bad = false
+			}
+			drop = r.Float64() < h
+		} else {
+			if r.Float64() < p {
+				bad = true
+			}
+			drop = r.Float64() < k
+		}
+		if drop {
+			run++
+			lost++
+		} else if run > 0 {
+			runs++
+			run = 0
+		}
+	}
+	if runs == 0 {
+		return 0
+	}
+	return float64(lost) / float64(runs)
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,75 @@
+package bench
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/wanlab/wanlab/proxy/spec"
+)
+
+func TestWilson(t *testing.T) {
+	// 10 of 1000 at 99.9 %: the interval holds 1 % and excludes 0.2 % and 3 %.
+	lo, hi := wilson(10, 1000, z999)
+	if !(lo < 0.01 && hi > 0.01) || lo < 0.002 || hi > 0.03 {
+		t.Errorf("wilson(10, 1000) = [%.4f, %.4f]", lo, hi)
+	}
+	if lo, hi := wilson(0, 100, z999); lo != 0 || hi <= 0 || hi > 0.2 {
+		t.Errorf("wilson(0, 100) = [%g, %g]", lo, hi)
+	}
+	if lo, hi := wilson(0, 0, z999); lo != 0 || hi != 1 {
+		t.Errorf("wilson(0, 0) = [%g, %g], want [0, 1]", lo, hi)
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	v := []float64{1, 2, 3, 4, 5}
+	for _, c := range []struct{ q, want float64 }{{0, 1}, {.5, 3}, {1, 5}, {.99, 4.96}} {
+		if got := quantile(v, c.q); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("quantile(%g) = %g, want %g", c.q, got, c.want)
+		}
+	}
+	if quantile(nil, .5) != 0 {
+		t.Error("quantile of nothing is not 0")
+	}
+}
+
+// A synthetic run: 1000 probes 1 ms apart, 1 ms of delay, seq 10-12 lost
+// (one run of 3), 500 and 501 swapped, 100-byte packets.
+func TestAnalyze(t *testing.T) {
+	var arr []arrival
+	for i := range 1000 {
+		if i >= 10 && i <= 12 {
+			continue
+		}
+		sent := int64(i) * 1e6
+		arr = append(arr, arrival{seq: uint64(i), sent: sent, rx: sent + 1e6, ipLen: 100})
+	}
+	arr[497], arr[498] = arr[498], arr[497] // seq 500 and 501 (three lost before)
+	arr = append(arr, arr[0])               // a duplicate
+	st := analyze(arr, 1000, 0.2)
+	if st.Received != 997 || st.Duplicates != 1 || st.LossRuns != 1 || st.MeanLossRun != 3 || st.Reordered != 1 {
+		t.Errorf("got %+v", st)
+	}
+	if st.DelayP50 != time.Millisecond || st.DelayP99 != time.Millisecond {
+		t.Errorf("delay p50 %v p99 %v, want 1ms", st.DelayP50, st.DelayP99)
+	}
+	// 100 bytes per ms is 800 kbit/s; the duplicate shares its window
+	// with the original, so the busiest 1 ms holds 200 bytes.
+	if math.Abs(st.RateBps-800e3) > 1e3 || st.Burst1ms != 200 {
+		t.Errorf("rate %.0f bit/s, burst %d B; want 800000 and 200", st.RateBps, st.Burst1ms)
+	}
+}
+
+func TestGEMeanBurst(t *testing.T) {
+	// With 1-h = 100 % and 1-k = 0 a loss run lasts as long as the bad
+	// state: geometric with mean 1/r.
+	s, err := spec.Parse("loss gemodel 1% 25%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := s.Stages[0].(*spec.Netem).Loss
+	if got := geMeanBurst(l, 2000000, 1); math.Abs(got-4) > 0.2 {
+		t.Errorf("mean burst %.3f, want 1/r = 4", got)
+	}
+}
