@@ -54,8 +54,8 @@ type Config struct {
 	Concurrency int           `json:"concurrency,omitempty"`
 	RRBody      units.Size    `json:"rr_body_bytes,omitempty"`
 	ThinkTime   time.Duration `json:"think_time_ns,omitempty"`
-	// Nagle leaves Nagle's algorithm on at the server (seed 003's nginx);
-	// request/response runs turn it on unless NoNagle.
+	// Request/response runs leave Nagle's algorithm on at the server (seed
+	// 003's nginx with tcp_nodelay off) unless NoNagle keeps TCP_NODELAY.
 	NoNagle bool `json:"no_nagle,omitempty"`
 
 	// Socket options of the client and the server.

@@ -69,6 +69,13 @@ func WriteSummary(w io.Writer, r *Result) error {
 			fmt.Fprintf(&b, "  %-10s socket %s\n", o.name, s)
 		}
 	}
+	if cfg.Requests > 0 {
+		nagle := "on: the second write of each response waits for the client's ACK"
+		if cfg.NoNagle {
+			nagle = "off (TCP_NODELAY)"
+		}
+		fmt.Fprintf(&b, "  %-10s Nagle %s\n", "server", nagle)
+	}
 	b.WriteString("\n")
 
 	if d := r.Download; d != nil {

@@ -35,7 +35,8 @@ func init() {
 			"   sudo wanlab experiment --preset seed001 --client-sysctl net.ipv4.tcp_rmem='4096 131072 16777216'\n" +
 			"   sudo wanlab experiment --impair 'to-client=delay 50ms loss 1% | tbf rate 100mbit burst 64kb limit 1mb'\n" +
 			"   sudo wanlab experiment --delay 100ms --rate 50mbit --size 32mb --out run1\n" +
-			"   sudo wanlab experiment --preset seed003 --quickack   # delayed-ACK stall gone\n" +
+			"   sudo wanlab experiment --preset seed003 --quickack   # delayed-ACK stall gone (client fix)\n" +
+			"   sudo wanlab experiment --preset seed003 --nodelay    # delayed-ACK stall gone (server fix)\n" +
 			"   sudo wanlab experiment cleanup              # remove what a crashed run left",
 		Description: "Builds three network namespaces (client, router, server) joined by veth pairs, with\n" +
 			"private test addresses that exist only inside them. The router impairs traffic with\n" +
@@ -67,6 +68,7 @@ func init() {
 			&cli.StringFlag{Name: "server-sndbuf", Usage: "SO_SNDBUF of the server socket (`SIZE`; disables autotuning)"},
 			&cli.StringFlag{Name: "cc", Usage: "congestion control of both sockets (`NAME`: cubic, bbr, reno...)"},
 			&cli.BoolFlag{Name: "quickack", Usage: "TCP_QUICKACK on the client, re-armed after every read"},
+			&cli.BoolFlag{Name: "nodelay", Usage: "keep TCP_NODELAY on the server in request/response mode (nginx's tcp_nodelay on, seed 003's fix)"},
 			&cli.StringSliceFlag{Name: "client-sysctl", Usage: "`KEY=VALUE` written in the client's namespace (repeatable)"},
 			&cli.StringSliceFlag{Name: "server-sysctl", Usage: "`KEY=VALUE` written in the server's namespace (repeatable)"},
 			&cli.IntFlag{Name: "requests", Usage: "run `N` requests (request/response mode, like wrk) instead of a download"},
@@ -174,6 +176,7 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 		cfg.Client.CC, cfg.Server.CC = v, v
 	}
 	cfg.Client.QuickAck = cc.Bool("quickack")
+	cfg.NoNagle = cc.Bool("nodelay")
 	for _, h := range []struct {
 		flag string
 		dst  *map[string]string
