@@ -161,7 +161,9 @@ func TestBadRequestsNamed(t *testing.T) {
 func TestDelayedAckStall(t *testing.T) {
 	l := newLab(t, lab.Config{})
 	srv := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{Nagle: true, ThinkTime: time.Millisecond})
-	run := func(quick bool) traffic.RRResult {
+	// The server-side fix: TCP_NODELAY (Go's default) sends the body at once.
+	noNagle := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{ThinkTime: time.Millisecond})
+	run := func(quick bool, srv *traffic.Server) traffic.RRResult {
 		res, err := traffic.RequestResponse(context.Background(), l.Client.Handle, traffic.RRConfig{
 			Server: srv.Addr(), Requests: 48, Concurrency: 4,
 			Sockopt: sockopt.Options{QuickAck: quick},
@@ -174,9 +176,14 @@ func TestDelayedAckStall(t *testing.T) {
 		}
 		return res
 	}
-	slow := run(false)
-	fast := run(true)
-	t.Logf("delayed ACK: p50 %v p99 %v; quickack: p50 %v p99 %v", slow.Latency.P50, slow.Latency.P99, fast.Latency.P50, fast.Latency.P99)
+	slow := run(false, srv)
+	fast := run(true, srv)
+	nodelay := run(false, noNagle)
+	t.Logf("delayed ACK: p50 %v p99 %v; quickack: p50 %v p99 %v; server nodelay: p50 %v p99 %v", slow.Latency.P50, slow.Latency.P99,
+		fast.Latency.P50, fast.Latency.P99, nodelay.Latency.P50, nodelay.Latency.P99)
+	if nodelay.Latency.P50 > 20*time.Millisecond {
+		t.Errorf("with TCP_NODELAY on the server p50 = %v, want no stall", nodelay.Latency.P50)
+	}
 	if slow.Latency.P50 < 30*time.Millisecond {
 		t.Errorf("without TCP_QUICKACK p50 = %v, want the ~40 ms delayed-ACK stall", slow.Latency.P50)
 	}
