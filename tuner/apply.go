@@ -232,6 +232,14 @@ func (r Result) WriteText(w io.Writer, verb string) error {
 func (t *Tuner) Apply(set []Assignment, dryRun bool) (Result, error) {
 	res := Result{Netns: t.Netns, DryRun: dryRun, Backup: t.BackupPath()}
 	err := t.enter(func() error {
+		if !dryRun {
+			unlock, err := lockBackup(t.BackupPath())
+			if err != nil {
+				return err
+			}
+			defer unlock()
+		}
+		// Validate under the lock: the values found are the ones saved.
 		steps, err := t.validate(set)
 		if err != nil {
 			return err
@@ -324,6 +332,13 @@ func (t *Tuner) Revert(dryRun bool) (Result, error) {
 	res := Result{Netns: t.Netns, DryRun: dryRun, Backup: t.BackupPath()}
 	err := t.enter(func() error {
 		path := t.BackupPath()
+		if !dryRun {
+			unlock, err := lockBackup(path)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+		}
 		data, err := os.ReadFile(path)
 		if os.IsNotExist(err) {
 			return fmt.Errorf("%s: %w", path, ErrNoBackup)

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -561,4 +563,37 @@ func FuzzParseAssignment(f *testing.F) {
 			t.Fatalf("%q -> %+v", s, a)
 		}
 	})
+}
+
+// Concurrent applies serialize on the backup lock: whatever order they
+// run in, the backup keeps the value found before the first, and revert
+// restores it.
+func TestConcurrentAppliesKeepTheOriginal(t *testing.T) {
+	p := fixture(t, "linux618")
+	orig, _ := p.ReadRaw("net.ipv4.tcp_rmem")
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			tu := &Tuner{FS: p, BackupDir: dir}
+			_, err := tu.Apply([]Assignment{{"net.ipv4.tcp_rmem", fmt.Sprintf("4096 131072 %d", 67108864+i*4096)}}, false)
+			errs <- err
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := (&Tuner{FS: p, BackupDir: dir}).Revert(false); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := p.ReadRaw("net.ipv4.tcp_rmem"); !bytes.Equal(got, orig) {
+		t.Errorf("after concurrent applies and a revert: %q, want %q", got, orig)
+	}
 }
