@@ -67,3 +67,19 @@ func TestQuickAccuracy(t *testing.T) {
 		}
 	}
 }
+
+func TestQuickForward(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := Forward(ctx, Config{Quick: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, r, "forward", "usage")
+	for _, m := range r.Tables[0].Rows {
+		if m.Realized <= 0 {
+			t.Errorf("%s %s %s: %g, want a positive figure", m.Label, m.Path, m.Metric, m.Realized)
+		}
+	}
+}
