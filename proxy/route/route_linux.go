@@ -3,6 +3,7 @@ package route
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -472,7 +473,7 @@ func pickTablesAndPriority(h *host) (tables [2]int, prio int, err error) {
 		}
 	}
 	n := 0
-	for t := tableBase; n < 2 && t < 1<<31; t++ {
+	for t := tableBase; n < 2 && t < math.MaxInt32; t++ {
 		if !usedTables[t] {
 			tables[n] = t
 			n++
