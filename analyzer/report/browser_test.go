@@ -107,19 +107,49 @@ func cursorTime(t *testing.T, readout string) float64 {
 	return v
 }
 
-// TestPlotterInBrowser drives the inline plotter in headless Chromium when
-// it is installed (it is not part of the test command's packages).
-func TestPlotterInBrowser(t *testing.T) {
-	var bin string
+// chromium returns a headless Chromium, or skips: it is not one of the
+// test command's packages.
+func chromium(t *testing.T) string {
 	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(n); err == nil {
-			bin = p
-			break
+			return p
 		}
 	}
-	if bin == "" {
-		t.Skip("no headless Chromium installed")
+	t.Skip("no headless Chromium installed")
+	return ""
+}
+
+// runProbe opens the report with probe (a script) appended in headless
+// Chromium and unmarshals what the probe left in body's data-probe.
+func runProbe(t *testing.T, bin string, report []byte, probe string, into any) {
+	t.Helper()
+	page := bytes.Replace(report, []byte("</body>"), []byte(probe+"</body>"), 1)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "report.html")
+	if err := os.WriteFile(path, page, 0o644); err != nil {
+		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+		"--no-first-run", "--user-data-dir="+filepath.Join(dir, "profile"), "--window-size=1200,900", "--dump-dom", "file://"+path)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	m := regexp.MustCompile(`data-probe="([^"]*)"`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("probe did not run; DOM starts %q", out[:min(len(out), 300)])
+	}
+	if err := json.Unmarshal([]byte(stdhtml.UnescapeString(string(m[1]))), into); err != nil {
+		t.Fatalf("probe result %q: %v", m[1], err)
+	}
+}
+
+// TestPlotterInBrowser drives the inline plotter in headless Chromium when
+// it is installed.
+func TestPlotterInBrowser(t *testing.T) {
+	bin := chromium(t)
 	// A transfer long enough that every series is at its point budget, as
 	// a million-packet flow's would be: what the plotter must keep
 	// responsive.
@@ -147,28 +177,8 @@ func TestPlotterInBrowser(t *testing.T) {
 	if err := Write(&buf, Page{Title: "probe", Sections: []Section{{Title: "rwnd", Result: res}}}); err != nil {
 		t.Fatal(err)
 	}
-	page := bytes.Replace(buf.Bytes(), []byte("</body>"), []byte(browserProbe+"</body>"), 1)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "report.html")
-	if err := os.WriteFile(path, page, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--no-first-run", "--user-data-dir="+filepath.Join(dir, "profile"), "--window-size=1200,900", "--dump-dom", "file://"+path)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
-	m := regexp.MustCompile(`data-probe="([^"]*)"`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("probe did not run; DOM starts %q", out[:min(len(out), 300)])
-	}
 	var p probe
-	if err := json.Unmarshal([]byte(stdhtml.UnescapeString(string(m[1]))), &p); err != nil {
-		t.Fatalf("probe result %q: %v", m[1], err)
-	}
+	runProbe(t, bin, buf.Bytes(), browserProbe, &p)
 	t.Logf("%+v", p)
 	if len(p.Errors) > 0 {
 		t.Fatalf("script errors: %v", p.Errors)
@@ -199,5 +209,69 @@ func TestPlotterInBrowser(t *testing.T) {
 	}
 	if w := windowMs(t, p.Linked); w != 50 {
 		t.Errorf("second graph of the direction shows a %v ms window, want the linked 50 ms", w)
+	}
+}
+
+// linkProbe zooms the first capture's time-sequence graph to 50 ms and
+// reads the second capture's graph of the same flow, then unlinks the
+// captures and zooms again.
+const linkProbe = `<script>
+(function () {
+  const r = { errors: [] };
+  try {
+    const dirs = document.querySelectorAll("details.dir[open]");
+    const read = (c) => {
+      const b = c.getBoundingClientRect();
+      c.dispatchEvent(new PointerEvent("pointermove", { clientX: b.left + 70 + (b.width - 84) / 2, clientY: b.top + 120, bubbles: true }));
+      return c.parentNode.querySelector(".readout").textContent;
+    };
+    const click = (dir, label) => { for (const b of dir.querySelectorAll("button")) if (b.textContent === label) b.click(); };
+    const a = dirs[0].querySelector("canvas"), b = dirs[1].querySelector("canvas");
+    r.checkbox = !!document.getElementById("wanlab-link");
+    click(dirs[0], "50 ms");
+    r.linkedA = read(a); r.linkedB = read(b);
+    document.getElementById("wanlab-link").click();
+    click(dirs[0], "all"); click(dirs[0], "10 ms");
+    r.unlinkedA = read(a); r.unlinkedB = read(b);
+  } catch (e) {
+    r.errors.push(String(e));
+  }
+  document.body.setAttribute("data-probe", JSON.stringify(r));
+})();
+</script>`
+
+// TestCapturesZoomTogether: the same flow in two captures (the second
+// starting 100 ms later) zooms and pans as one, aligned in time, until the
+// page's checkbox unlinks them.
+func TestCapturesZoomTogether(t *testing.T) {
+	bin := chromium(t)
+	res := analyze(t, "rwnd")
+	var buf bytes.Buffer
+	err := Write(&buf, Page{Title: "two ends", Sections: []Section{
+		{Title: "client", Result: res},
+		{Title: "server", Result: res, Start: res.Start.Add(100 * time.Millisecond)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Errors                                 []string
+		Checkbox                               bool
+		LinkedA, LinkedB, UnlinkedA, UnlinkedB string
+	}
+	runProbe(t, bin, buf.Bytes(), linkProbe, &p)
+	t.Logf("%+v", p)
+	if len(p.Errors) > 0 || !p.Checkbox {
+		t.Fatalf("errors %v, checkbox shown %v", p.Errors, p.Checkbox)
+	}
+	if windowMs(t, p.LinkedA) != 50 || windowMs(t, p.LinkedB) != 50 {
+		t.Errorf("linked: %q and %q, want both 50 ms windows", p.LinkedA, p.LinkedB)
+	}
+	// The same moment is 100 ms earlier in the later capture's own times.
+	if d := cursorTime(t, p.LinkedA) - cursorTime(t, p.LinkedB); d < 0.099 || d > 0.101 {
+		t.Errorf("linked views differ by %v s, want the 0.1 s between the capture starts (%q, %q)", d, p.LinkedA, p.LinkedB)
+	}
+	if windowMs(t, p.UnlinkedA) != 10 || windowMs(t, p.UnlinkedB) == 10 {
+		t.Errorf("unlinked: %q and %q, want only the first at 10 ms", p.UnlinkedA, p.UnlinkedB)
 	}
 }

@@ -10,15 +10,21 @@ import (
 
 // graphJSON is a graph as the inline plotter reads it.
 type graphJSON struct {
-	ID     string  `json:"id"`
-	Group  string  `json:"group"` // graphs of one group zoom and pan together
-	Kind   string  `json:"kind"`
-	Title  string  `json:"title"`
-	XLabel string  `json:"xlabel"`
-	YLabel string  `json:"ylabel"`
-	Unit   string  `json:"unit"`
-	X0     float64 `json:"x0"`
-	X1     float64 `json:"x1"`
+	ID    string `json:"id"`
+	Group string `json:"group"` // graphs of one group zoom and pan together
+	// Section is the capture's index on the page; Offset is its start in
+	// seconds after the page's earliest capture start, and Link names the
+	// flow (from → to) so the same flow in two captures can zoom together.
+	Section int     `json:"section"`
+	Offset  float64 `json:"offset"`
+	Link    string  `json:"link,omitempty"`
+	Kind    string  `json:"kind"`
+	Title   string  `json:"title"`
+	XLabel  string  `json:"xlabel"`
+	YLabel  string  `json:"ylabel"`
+	Unit    string  `json:"unit"`
+	X0      float64 `json:"x0"`
+	X1      float64 `json:"x1"`
 	// RateBin: Rate layers are binned no finer than this while the view
 	// spans more than 20 of it.
 	RateBin float64     `json:"ratebin,omitempty"`

@@ -1,12 +1,16 @@
 // wanlab report plotter: draws WANLAB_GRAPHS on canvases. Mouse wheel
 // zooms time around the pointer, drag pans, double-click resets; graphs of
-// one group (a connection's direction) share their time window. Points are
+// one group (a connection's direction; with "zoom captures together", the
+// same flow in every capture of the page, aligned by capture start time)
+// share their time window, kept in page time: seconds since the page's
+// earliest capture start (a graph's own times plus its offset). Points are
 // re-decimated to the canvas's pixel columns at every zoom level, so a
 // graph costs O(visible points) and never more drawing than pixels.
 (function () {
   const MIN_SPAN = 0.001; // seconds: narrowest zoom, well below the seeds' 50 ms
   const H = 320, L = 70, R = 14, T = 26, B = 42;
-  const groups = new Map(); // group -> {x0, x1, full0, full1, plots: []}
+  let groups = new Map(); // key -> {x0, x1, full0, full1, plots: []}, in page time
+  let linked = true; // join the same flow across captures
 
   function niceStep(span, n) {
     const raw = span / n;
@@ -61,20 +65,32 @@
       this.canvas.setAttribute("aria-label", g.title);
       el.appendChild(this.canvas);
       el.appendChild(bar);
-      let gr = groups.get(g.group);
+      this.off = g.offset || 0;
+      this.join();
+      this.listen();
+    }
+
+    // join puts the plot in its group and widens the group's full range.
+    join() {
+      const g = this.g, key = linked && shared.has(g.link) ? "L" + g.link : "G" + g.group;
+      let gr = groups.get(key);
       if (!gr) {
-        gr = { x0: g.x0, x1: g.x1, full0: g.x0, full1: g.x1, plots: [] };
-        groups.set(g.group, gr);
+        gr = { full0: Infinity, full1: -Infinity, plots: [] };
+        groups.set(key, gr);
       }
-      gr.full0 = Math.min(gr.full0, g.x0); gr.full1 = Math.max(gr.full1, g.x1);
+      gr.full0 = Math.min(gr.full0, g.x0 + this.off); gr.full1 = Math.max(gr.full1, g.x1 + this.off);
       if (!(gr.full1 > gr.full0)) gr.full1 = gr.full0 + MIN_SPAN;
       gr.x0 = gr.full0; gr.x1 = gr.full1;
       gr.plots.push(this);
       this.group = gr;
-      this.listen();
     }
 
+    // view is the group's window in this graph's own times.
+    view() { return { x0: this.group.x0 - this.off, x1: this.group.x1 - this.off }; }
+
+    // setView shows x0..x1 (this graph's times) in every graph of the group.
     setView(x0, x1) {
+      x0 += this.off; x1 += this.off;
       const gr = this.group, full = gr.full1 - gr.full0;
       let span = Math.max(MIN_SPAN, Math.min(x1 - x0, full));
       if (x0 < gr.full0) x0 = gr.full0;
@@ -87,7 +103,7 @@
       const c = this.canvas;
       c.addEventListener("wheel", (e) => {
         e.preventDefault();
-        const { x0, x1 } = this.group, w = this.plotW();
+        const { x0, x1 } = this.view(), w = this.plotW();
         const f = Math.exp(Math.max(-1, Math.min(1, e.deltaY * (e.deltaMode === 1 ? 0.05 : 0.0015))));
         const px = Math.max(0, Math.min(w, e.offsetX - L));
         const t = x0 + (px / w) * (x1 - x0);
@@ -96,7 +112,8 @@
       }, { passive: false });
       c.addEventListener("pointerdown", (e) => {
         c.setPointerCapture(e.pointerId);
-        this.drag = { x: e.clientX, x0: this.group.x0, x1: this.group.x1 };
+        const v = this.view();
+        this.drag = { x: e.clientX, x0: v.x0, x1: v.x1 };
       });
       c.addEventListener("pointermove", (e) => {
         if (this.drag) {
@@ -109,14 +126,14 @@
       c.addEventListener("pointerup", end);
       c.addEventListener("pointercancel", end);
       c.addEventListener("pointerleave", () => { this.readout.textContent = ""; });
-      c.addEventListener("dblclick", () => this.setView(this.group.full0, this.group.full1));
+      c.addEventListener("dblclick", () => this.setView(this.group.full0 - this.off, this.group.full1 - this.off));
     }
 
     plotW() { return Math.max(10, this.canvas.clientWidth - L - R); }
 
     showReadout(px, py) {
       if (!this.yr) return;
-      const { x0, x1 } = this.group, w = this.plotW(), h = H - T - B;
+      const { x0, x1 } = this.view(), w = this.plotW(), h = H - T - B;
       if (px < L || px > L + w || py < T || py > T + h) { this.readout.textContent = ""; return; }
       const t = x0 + ((px - L) / w) * (x1 - x0);
       const y = this.yr[1] - ((py - T) / h) * (this.yr[1] - this.yr[0]);
@@ -195,7 +212,7 @@
       ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
       ctx.clearRect(0, 0, cw, H);
       ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, cw, H);
-      const g = this.g, { x0, x1 } = this.group;
+      const g = this.g, { x0, x1 } = this.view();
       const w = this.plotW(), h = H - T - B;
       const vis = this.visible(x0, x1, w);
       // y range of what is visible
@@ -307,8 +324,9 @@
     }
   }
 
-  // Window buttons above each direction's graphs.
-  function addButtons(dirEl, gr) {
+  // Window buttons above each direction's graphs; they act on the group
+  // its first graph is in at the time of the click.
+  function addButtons(dirEl, dirPlots) {
     const bar = document.createElement("div");
     bar.className = "bar";
     bar.appendChild(document.createTextNode("time window: "));
@@ -316,9 +334,9 @@
       const b = document.createElement("button");
       b.type = "button"; b.textContent = label;
       b.onclick = () => {
-        const p = gr.plots[0];
-        if (!span) { p.setView(gr.full0, gr.full1); return; }
-        const mid = (gr.x0 + gr.x1) / 2;
+        const p = dirPlots[0], gr = p.group;
+        if (!span) { p.setView(gr.full0 - p.off, gr.full1 - p.off); return; }
+        const v = p.view(), mid = (v.x0 + v.x1) / 2;
         p.setView(mid - span / 2, mid + span / 2);
       };
       bar.appendChild(b);
@@ -326,20 +344,45 @@
     const h = dirEl.querySelector("summary");
     if (h) h.after(bar); else dirEl.prepend(bar);
     // Collapsed graphs have no width: draw them when opened.
-    dirEl.addEventListener("toggle", () => { if (dirEl.open) for (const p of gr.plots) p.draw(); });
+    dirEl.addEventListener("toggle", () => { if (dirEl.open) for (const p of dirPlots) p.draw(); });
   }
 
+  // Flows seen in more than one capture of the page can zoom together.
+  const shared = new Set(), sectionOf = new Map();
+  for (const g of WANLAB_GRAPHS) {
+    if (!g.link) continue;
+    const s = sectionOf.get(g.link);
+    if (s !== undefined && s !== g.section) shared.add(g.link);
+    sectionOf.set(g.link, g.section);
+  }
   const plots = [];
   for (const g of WANLAB_GRAPHS) {
     const el = document.getElementById(g.id);
     if (el) plots.push(new Plot(el, g));
   }
-  const seen = new Set();
+  const byDir = new Map();
   for (const p of plots) {
-    if (seen.has(p.group)) continue;
-    seen.add(p.group);
     const dir = p.el.closest(".dir");
-    if (dir) addButtons(dir, p.group);
+    if (!dir) continue;
+    if (!byDir.has(dir)) byDir.set(dir, []);
+    byDir.get(dir).push(p);
+  }
+  for (const [dir, ps] of byDir) addButtons(dir, ps);
+  const help = document.querySelector("header .help");
+  if (shared.size > 0 && help) {
+    const l = document.createElement("label");
+    l.className = "link";
+    const cb = document.createElement("input");
+    cb.type = "checkbox"; cb.checked = linked; cb.id = "wanlab-link";
+    cb.onchange = () => {
+      linked = cb.checked;
+      groups = new Map();
+      for (const p of plots) p.join();
+      for (const p of plots) p.draw();
+    };
+    l.appendChild(cb);
+    l.appendChild(document.createTextNode(" zoom the captures together (the same connection in each capture, aligned by capture time)"));
+    help.after(l);
   }
   for (const p of plots) p.draw();
   let pending = false;

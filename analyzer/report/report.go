@@ -41,6 +41,10 @@ type Section struct {
 	Connections []*analyzer.Connection
 	// Warnings are shown under the capture's (a capture's kernel drops...).
 	Warnings []string
+	// Start is the time of the capture's first packet (default
+	// Result.Start). Sections with a start can zoom together: the same
+	// connection in two captures, aligned in time.
+	Start time.Time
 	// Tables are shown before the capture's connections (the spec, the
 	// sysctls, the tuner's advice...).
 	Tables []Table
@@ -82,7 +86,14 @@ func Write(w io.Writer, p Page) error {
 	v := pageView{Title: p.Title, Intro: p.Intro, CSS: template.CSS(styleCSS), JS: template.JS(plotterJS),
 		Columns: min(max(len(p.Sections), 1), 2)}
 	graphs := []graphJSON{}
+	var base time.Time
+	for _, s := range p.Sections {
+		if st := sectionStart(s); !st.IsZero() && (base.IsZero() || st.Before(base)) {
+			base = st
+		}
+	}
 	for si, s := range p.Sections {
+		start := sectionStart(s)
 		sv := sectionView{Title: s.Title, Tables: s.Tables, Warnings: s.Warnings}
 		conns := s.Connections
 		if r := s.Result; r != nil {
@@ -117,7 +128,13 @@ func Write(w io.Writer, p Page) error {
 				for _, g := range plot.Graphs(c, dv.index) {
 					id := fmt.Sprintf("%s-%s-%s", cv.ID, g.Direction, g.Kind)
 					dv.Graphs = append(dv.Graphs, graphRef{ID: id, Kind: string(g.Kind)})
-					graphs = append(graphs, toJSON(g, id, cv.ID+"-"+dv.Name))
+					gj := toJSON(g, id, cv.ID+"-"+dv.Name)
+					gj.Section = si
+					if !start.IsZero() {
+						gj.Offset = start.Sub(base).Seconds()
+						gj.Link = dv.Label
+					}
+					graphs = append(graphs, gj)
 				}
 			}
 			sv.Conns = append(sv.Conns, cv)
@@ -134,6 +151,13 @@ func Write(w io.Writer, p Page) error {
 		return fmt.Errorf("report: %w", err)
 	}
 	return bw.Flush()
+}
+
+func sectionStart(s Section) time.Time {
+	if s.Start.IsZero() && s.Result != nil {
+		return s.Result.Start
+	}
+	return s.Start
 }
 
 // largest picks the n connections that carried the most unique bytes.
