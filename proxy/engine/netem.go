@@ -191,7 +191,13 @@ func (n *netemStage) enqueue(p *Packet, now int64, c *chain, idx int) {
 		p.Flags |= FlagCorrupted
 		n.ctr.Corrupted++
 	}
-	// sch->q.qlen counts packets in netem and in its child qdisc.
+	// "if (unlikely(sch->q.qlen >= sch->limit))": since Linux 6.13
+	// (f8d4bc455047) sch->q.qlen counts the packets in netem and in its
+	// child qdisc, and since 4185701fcce6 (Linux 7.1, backported to 6.18.y
+	// in May 2026) the limit is checked against it again, so the limit
+	// covers netem, its reorder queue and the tbf below it. Kernels from
+	// 6.13 to 7.0 compared only the tfifo length (t_len); older ones
+	// counted the tfifo and the reorder queue but not the child.
 	if c.heldFrom(idx) >= n.limit {
 		c.drop(p, idx, DropQueue)
 		if dup != nil {
