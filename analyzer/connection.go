@@ -31,8 +31,9 @@ type Connection struct {
 	clientIsLow bool
 	firstT      int64
 	lastT       int64
-	firstRTT    int64 // Wireshark's ts_first_rtt: SYN-ACK (most recent SYN) to the next pure ACK
+	firstRTT    int64 // Wireshark's ts_first_rtt (iRTT): latest SYN to the next pure ACK
 	mruSYN      int64
+	mruSYNSet   bool
 	synT        int64 // time of the client's SYN + 1 (0: not seen)
 	hsRTT       int64 // SYN to the ACK completing the handshake: the path RTT wherever the capture was taken
 	dirs        [2]dirAnalysis
@@ -283,16 +284,15 @@ type dirAnalysis struct {
 	gaps   histogram // time from "all acknowledged" to the next new data, µs
 	pauses histogram // time between consecutive data segments, µs
 
-	firstData, lastData   int64 // times of first and last data segment
-	lastDataAcked         int64 // time the last byte of data was acknowledged
-	allAckedAt            int64 // when outstanding data last dropped to zero
-	allAcked              bool
-	windowLimited         int
-	minWin, maxWin        int64
-	peerMaxWin            int64
-	finSeen               bool
-	lastRetrans           int64 // time of the latest retransmission
-	fragmentedRetransTime int64
+	firstData, lastData int64 // times of first and last data segment
+	lastDataAcked       int64 // time the last byte of data was acknowledged
+	allAckedAt          int64 // when outstanding data last dropped to zero
+	allAcked            bool
+	windowLimited       int
+	minWin, maxWin      int64
+	peerMaxWin          int64
+	finSeen             bool
+	lastRetrans         int64 // time of the latest retransmission
 }
 
 // ser returns the direction's series, creating them at time t.
@@ -384,9 +384,13 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 	sfr := flags&(fSYN|fFIN|fRST) != 0
 
 	if flags&fSYN != 0 {
-		c.mruSYN = t
-		if flags&fACK == 0 && c.synT == 0 {
-			c.synT = t + 1
+		if flags&fACK == 0 {
+			// Wireshark's ts_mru_syn: the latest SYN (not SYN-ACK); the
+			// iRTT runs from it to the first pure ACK.
+			c.mruSYN, c.mruSYNSet = t, true
+			if c.synT == 0 {
+				c.synT = t + 1
+			}
 		}
 		fs.synSeen, fs.isn = true, seq
 		fs.mss, fs.wscale, fs.sackOK, fs.tsOK = p.MSS, p.WScale, p.SACKPermitted, p.HasTimestamp
@@ -399,7 +403,7 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 			}
 			c.HandshakeSeen = true
 		}
-	} else if flags&fACK != 0 && c.firstRTT == 0 && c.mruSYN != 0 {
+	} else if flags&fACK != 0 && c.firstRTT == 0 && c.mruSYNSet {
 		c.firstRTT = t - c.mruSYN
 	}
 	if flags&(fSYN|fACK) == fACK && c.hsRTT == 0 && c.synT != 0 && c.HandshakeSeen {

@@ -74,14 +74,27 @@ func compareTcptrace(t *testing.T, path string, rttSlack float64) {
 			"unique bytes sent": d.UniqueBytes,
 			"actual data pkts":  int64(d.DataPackets),
 			"actual data bytes": d.DataBytes,
-			"rexmt data pkts":   int64(d.RetransmittedPackets),
-			"rexmt data bytes":  d.RetransmittedBytes,
 			"max win adv":       d.MaxWindowBytes,
 			"min win adv":       d.MinWindowBytes,
 			"zero win adv":      int64(d.ZeroWindows),
 			"max segm size":     int64(d.MaxSegmentBytes),
 			"RTT samples":       int64(d.RTTSamples),
 			"post-loss acks":    int64(d.PostLossAcks),
+		}
+		// tcptrace counts every segment below the highest sequence sent
+		// as a retransmission unless it fills a hole (its "outoforder");
+		// Wireshark calls a resend within the iRTT of the highest segment
+		// out-of-order. The sums agree; bytes are compared when neither
+		// side saw out-of-order segments.
+		below := func(label string) int64 {
+			v, _ := strconv.ParseInt(tt[label][i], 10, 64)
+			return v
+		}
+		if ours, theirs := int64(d.RetransmittedPackets+d.OutOfOrderPackets), below("rexmt data pkts")+below("outoforder pkts"); ours != theirs {
+			t.Errorf("dir %d retransmitted+out-of-order: ours %d, tcptrace rexmt+outoforder %d", i, ours, theirs)
+		}
+		if d.OutOfOrderPackets == 0 && below("outoforder pkts") == 0 && d.RetransmittedBytes != below("rexmt data bytes") {
+			t.Errorf("dir %d rexmt data bytes: ours %d, tcptrace %d", i, d.RetransmittedBytes, below("rexmt data bytes"))
 		}
 		for label, ours := range ints {
 			v, ok := tt[label]
