@@ -37,7 +37,8 @@
 //     are the kernel's get_crandom, including its known effect of lowering
 //     the realised probability.
 //   - A netem duplicate is never duplicated again by a second netem in the
-//     chain (the kernel's root re-enqueue could loop).
+//     chain (the kernel's root re-enqueue could loop; Linux 6.17+ refuses
+//     such trees outright).
 //   - ECN marks are counted as ECNMarked, not as drops as the kernel's
 //     qstats do.
 //   - Jitter is 64-bit (the kernel's tabledist takes it as s32, wrapping

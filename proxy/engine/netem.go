@@ -210,9 +210,12 @@ func (n *netemStage) enqueue(p *Packet, now int64, c *chain, idx int) {
 		// "If doing duplication then re-insert at top of the qdisc tree,
 		// since parent queuer expects that only one skb will be queued."
 		// The copy goes through every stage from the root again, this
-		// netem included, with duplication disabled meanwhile. Unlike the
-		// kernel, a copy is never duplicated again by another netem in the
-		// chain, which would otherwise loop as the kernel once did.
+		// netem included, with duplication disabled meanwhile. A copy is
+		// never duplicated again by another netem in the chain: in Linux
+		// that could loop forever, and since 6.17 ("net/sched: Restrict
+		// conditions for adding duplicating netems to qdisc tree") the
+		// kernel refuses a duplicating netem in a tree with another netem;
+		// wanlab runs such chains with the copy marked instead.
 		c.pl.admit(c.class, dup)
 		n.noDup = true
 		c.enqueueAt(0, dup, now)
