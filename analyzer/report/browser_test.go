@@ -52,6 +52,8 @@ const browserProbe = `<script>
     c.dispatchEvent(new PointerEvent("pointermove", at(200, 120)));
     c.dispatchEvent(new PointerEvent("pointerup", at(200, 120)));
     r.panned = read();
+    c.dispatchEvent(new KeyboardEvent("keydown", { key: "-", bubbles: true, cancelable: true }));
+    r.keyZoomOut = read();
     c.dispatchEvent(new MouseEvent("dblclick", at(300, 120)));
     r.reset = read();
     for (const b of c.closest(".dir").querySelectorAll("button")) if (b.textContent === "50 ms") b.click();
@@ -74,6 +76,7 @@ type probe struct {
 	Zoomed      string
 	ZoomedInk   int
 	Panned      string
+	KeyZoomOut  string
 	Reset       string
 	Button50    string
 	Linked      string
@@ -200,6 +203,9 @@ func TestPlotterInBrowser(t *testing.T) {
 	}
 	if cursorTime(t, p.Panned) <= cursorTime(t, p.Zoomed) {
 		t.Errorf("drag to the left did not move to later times: %q -> %q", p.Zoomed, p.Panned)
+	}
+	if w := windowMs(t, p.KeyZoomOut); w != 2*windowMs(t, p.Panned) {
+		t.Errorf("key '-': window %q, want twice %q", p.KeyZoomOut, p.Panned)
 	}
 	if windowMs(t, p.Reset) != full {
 		t.Errorf("double-click: window %q, want the full %v ms", p.Reset, full)

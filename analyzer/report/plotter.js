@@ -127,6 +127,21 @@
       c.addEventListener("pointercancel", end);
       c.addEventListener("pointerleave", () => { this.readout.textContent = ""; });
       c.addEventListener("dblclick", () => this.setView(this.group.full0 - this.off, this.group.full1 - this.off));
+      // Keyboard: + and - zoom around the centre, arrows pan, 0 resets.
+      c.tabIndex = 0;
+      c.addEventListener("keydown", (e) => {
+        const { x0, x1 } = this.view(), span = x1 - x0, mid = (x0 + x1) / 2;
+        let z = 0, pan = 0;
+        if (e.key === "+" || e.key === "=") z = 0.5;
+        else if (e.key === "-") z = 2;
+        else if (e.key === "ArrowLeft") pan = -0.25;
+        else if (e.key === "ArrowRight") pan = 0.25;
+        else if (e.key === "0") { this.setView(this.group.full0 - this.off, this.group.full1 - this.off); e.preventDefault(); return; }
+        else return;
+        e.preventDefault();
+        if (z) this.setView(mid - (span * z) / 2, mid + (span * z) / 2);
+        else this.setView(x0 + pan * span, x1 + pan * span);
+      });
     }
 
     plotW() { return Math.max(10, this.canvas.clientWidth - L - R); }

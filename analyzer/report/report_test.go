@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/analyzer/internal/synth"
+	"github.com/wanlab/wanlab/analyzer/pcapfile"
 	"github.com/wanlab/wanlab/analyzer/plot"
 )
 
@@ -345,4 +348,42 @@ func TestEmptyPage(t *testing.T) {
 	if !strings.Contains(buf.String(), "const WANLAB_GRAPHS = [];") {
 		t.Error("an empty page must still give the plotter an array")
 	}
+}
+
+// BenchmarkWrite renders the report of a transfer whose series are all at
+// their point budget (what a million-packet flow gives); bytes are the
+// HTML written.
+func BenchmarkWrite(b *testing.B) {
+	var capture bytes.Buffer
+	if _, err := synth.Write(&capture, synth.Config{Bytes: 96 << 20, AtSender: true, Reno: true,
+		Drop: map[int]bool{1000: true, 30000: true}, Window: 4 << 20}); err != nil {
+		b.Fatal(err)
+	}
+	r, err := pcapfile.NewReader(&capture, "synthetic")
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := analyzer.AnalyzeReader(r, analyzer.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	page := Page{Title: "bench", Sections: []Section{{Title: "synthetic", Result: res}}}
+	var n countingWriter
+	if err := Write(&n, page); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Write(io.Discard, page); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+type countingWriter int
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	*c += countingWriter(len(p))
+	return len(p), nil
 }

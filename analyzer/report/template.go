@@ -30,7 +30,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCT
 </head><body>
 <header><h1>{{.Title}}</h1>
 {{if .Intro}}<p>{{.Intro}}</p>{{end}}
-<p class="help">Graphs: mouse wheel zooms time, drag pans, double-click resets; the buttons jump to a window around the view's centre; click a legend entry to hide it. Graphs of one direction zoom together.</p>
+<p class="help">Graphs: mouse wheel zooms time, drag pans, double-click resets (keys: + and - zoom, arrows pan, 0 resets); the buttons jump to a window around the view's centre; click a legend entry to hide it. Graphs of one direction zoom together.</p>
 <noscript><p class="warn">JavaScript is off: the tables are complete, the graphs need scripts (inline, no network).</p></noscript>
 </header>
 <div class="sections cols{{.Columns}}">
