@@ -214,7 +214,7 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 			st := analyze(arr, c.probe.Count, c.probe.Steady)
 			var bulk *bulkResult
 			if c.bulk > 0 {
-				b, err := tcpBulk(ctx, e.lab, false, 1, c.bulk)
+				b, err := tcpBulk(ctx, e.lab, false, 1, c.bulk, "")
 				if err != nil {
 					p.Close()
 					return nil, fmt.Errorf("%s: %s: tcp: %w", pname, label(c.text), err)

@@ -83,3 +83,21 @@ func TestQuickForward(t *testing.T) {
 		}
 	}
 }
+
+func TestQuickSweep(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := Sweep(ctx, Config{Quick: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, r, "loss", "delay", "seed000", "seed001")
+	for _, tb := range r.Tables {
+		for _, m := range tb.Rows {
+			if m.NA == "" && m.Realized <= 0 {
+				t.Errorf("%s %s: throughput %g, want positive", tb.Name, m.Label, m.Realized)
+			}
+		}
+	}
+}

@@ -23,7 +23,7 @@ func forwardWorkloads(quick bool) []forwardWorkload {
 	}
 	bulk := func(streams int) func(ctx context.Context, l *lab.Lab) ([]float64, error) {
 		return func(ctx context.Context, l *lab.Lab) ([]float64, error) {
-			r, err := tcpBulk(ctx, l, false, streams, bulkDur)
+			r, err := tcpBulk(ctx, l, false, streams, bulkDur, "")
 			return []float64{r.Average / 1e9}, err
 		}
 	}

@@ -32,8 +32,10 @@ type bulkResult struct {
 
 // tcpBulk sends for dur over streams parallel connections from one end
 // host to the other (from the server when fromServer, like a download)
-// and measures the receiver's goodput.
-func tcpBulk(ctx context.Context, l *lab.Lab, fromServer bool, streams int, dur time.Duration) (bulkResult, error) {
+// and measures the receiver's goodput. cc, if set, is the congestion
+// control of every socket.
+func tcpBulk(ctx context.Context, l *lab.Lab, fromServer bool, streams int, dur time.Duration, cc string) (bulkResult, error) {
+	opts := sockopt.Options{CC: cc}
 	var res bulkResult
 	snd, rcv := &l.Client, &l.Server
 	if fromServer {
@@ -42,7 +44,8 @@ func tcpBulk(ctx context.Context, l *lab.Lab, fromServer bool, streams int, dur 
 	var ln net.Listener
 	err := rcv.Do(func() error {
 		var err error
-		ln, err = net.Listen("tcp4", netip.AddrPortFrom(rcv.IPv4, 0).String())
+		lc := net.ListenConfig{Control: opts.Control}
+		ln, err = lc.Listen(ctx, "tcp4", netip.AddrPortFrom(rcv.IPv4, 0).String())
 		return err
 	})
 	if err != nil {
@@ -82,7 +85,7 @@ func tcpBulk(ctx context.Context, l *lab.Lab, fromServer bool, streams int, dur 
 			c.Close()
 		}
 	}()
-	d := net.Dialer{Timeout: 10 * time.Second}
+	d := net.Dialer{Timeout: 10 * time.Second, Control: opts.Control}
 	for range streams {
 		err := snd.Do(func() error {
 			c, err := d.DialContext(ctx, "tcp4", ln.Addr().String())

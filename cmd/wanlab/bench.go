@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/wanlab/wanlab/bench"
+)
+
+func init() {
+	out := &cli.StringFlag{Name: "out", Usage: "write report.json, report.txt and report.html to `DIR` (default: a new wanlab-bench-KIND-TIME directory here)"}
+	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of the table"}
+	quick := &cli.BoolFlag{Name: "quick", Usage: "the short variant (under a minute; what CI runs)"}
+	register(&cli.Command{
+		Name:  "bench",
+		Usage: "measure wanlab's shaping accuracy and forwarding speed against the kernel, and the seeds' tables against their models",
+		UsageText: "wanlab bench accuracy [--quick] [--specs FILE] [--out DIR] [--json]\n" +
+			"wanlab bench forward [--quick] [--out DIR] [--json]\n" +
+			"wanlab bench sweep [--quick] [--kernel] [--out DIR] [--json]\n\n" +
+			"examples:\n" +
+			"   sudo wanlab bench accuracy --quick\n" +
+			"   sudo wanlab bench accuracy --specs my-specs.txt --out /tmp/acc\n" +
+			"   sudo wanlab bench forward --json > forward.json\n" +
+			"   sudo wanlab bench sweep",
+		Description: "Each bench builds its own lab (client, router and server network namespaces), drives\n" +
+			"traffic in-process and removes the lab at the end, also on Ctrl-C. It prints a table\n" +
+			"(configured, realized, error, the issue's target), and writes report.json (for regression\n" +
+			"tracking), report.txt and report.html (plots of configured against realized, error bars,\n" +
+			"self-contained) to --out. A missed target is a finding, not a failure: the exit status is 0\n" +
+			"whenever the bench ran. Timing figures are only as good as the machine is idle: the report\n" +
+			"records the load average.",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "accuracy",
+				Usage: "configured against realized delay, loss, rate and reordering: proxy (each backend) and kernel qdiscs",
+				UsageText: "wanlab bench accuracy [--quick] [--specs FILE] [--out DIR] [--json]\n\n" +
+					"examples:\n" +
+					"   sudo wanlab bench accuracy --quick\n" +
+					"   printf 'delay 20ms 2ms distribution normal\\ntbf rate 50mbit burst 50kb limit 500kb\\n' > specs.txt\n" +
+					"   sudo wanlab bench accuracy --specs specs.txt",
+				Description: "For every spec of the grid (delay 1/10/100 ms with and without jitter in each distribution,\n" +
+					"loss 0.1/1/10 %, gemodel, tbf 1 to 1000 mbit with small and large buckets, combinations) it sends\n" +
+					"timestamped UDP probes from client to server (one-way delay from the same clock; kernel receive\n" +
+					"stamps) and, for rates, a TCP bulk transfer, through the proxy with the offload and the water\n" +
+					"backend and through the same spec as kernel qdiscs on the router's veth. Kernel rows say\n" +
+					"\"n/a: kernel has no netem\" where the kernel lacks the qdisc. --specs FILE: one spec per line.",
+				Flags:  []cli.Flag{quick, &cli.StringFlag{Name: "specs", Usage: "measure the specs in `FILE` (one per line, # comments) instead of the grid"}, out, jsonFlag},
+				Action: func(cc *cli.Context) error { return runBench(cc, "accuracy") },
+			},
+			{
+				Name:  "forward",
+				Usage: "forwarding speed with an empty spec: kernel routing vs proxy offload vs proxy water, with proxy CPU and RSS",
+				UsageText: "wanlab bench forward [--quick] [--out DIR] [--json]\n\n" +
+					"example:\n   sudo wanlab bench forward",
+				Description: "TCP bulk with 1 and 4 streams, UDP small-packet rate and UDP round-trip latency, each through\n" +
+					"kernel routing, the proxy with the offload backend and with the water backend, in alternation\n" +
+					"(3 rounds), as absolute figures and as ratios to kernel routing. The proxy runs as a child\n" +
+					"process (this executable's `proxy` command) so its CPU time and RSS are its own.",
+				Flags:  []cli.Flag{quick, out, jsonFlag},
+				Action: func(cc *cli.Context) error { return runBench(cc, "forward") },
+			},
+			{
+				Name:  "sweep",
+				Usage: "the seeds' tables beside their models (Mathis, window/RTT, wmem/RTT, the tuner's prediction)",
+				UsageText: "wanlab bench sweep [--quick] [--kernel] [--out DIR] [--json]\n\n" +
+					"examples:\n   sudo wanlab bench sweep --quick\n   sudo wanlab bench sweep --kernel",
+				Description: "Throughput against loss 0-10 % with the Mathis bound and against delay 0-100 ms with window/RTT\n" +
+					"(seed 004, 5 streams); download speed with the server's tcp_wmem 4096 at RTT 0/10/100/200 ms\n" +
+					"with wmem/RTT (seed 000); the client's tcp_rmem limited against tuned at 35 ms with the\n" +
+					"tuner's prediction (seed 001). Through the userspace proxy, or with --kernel as kernel qdiscs\n" +
+					"(rows say n/a where the kernel lacks netem).",
+				Flags:  []cli.Flag{quick, &cli.BoolFlag{Name: "kernel", Usage: "impair with kernel qdiscs instead of the userspace proxy"}, out, jsonFlag},
+				Action: func(cc *cli.Context) error { return runBench(cc, "sweep") },
+			},
+		},
+	})
+}
+
+func runBench(cc *cli.Context, kind string) error {
+	if cc.NArg() > 0 {
+		return usageError(fmt.Errorf("bench %s: unexpected argument %q (flags only; see --help)", kind, cc.Args().First()))
+	}
+	cfg := bench.Config{Quick: cc.Bool("quick"), Command: "wanlab " + strings.Join(os.Args[1:], " ")}
+	if kind == "accuracy" && cc.String("specs") != "" {
+		name := cc.String("specs")
+		f, err := os.Open(name)
+		if err != nil {
+			return usageError(fmt.Errorf("bench accuracy: --specs: %w", err))
+		}
+		cfg.Specs, err = bench.ReadSpecs(f, name)
+		f.Close()
+		if err != nil {
+			return usageError(fmt.Errorf("bench accuracy: --specs: %w", err))
+		}
+	}
+	if kind == "sweep" {
+		cfg.Kernel = cc.Bool("kernel")
+	}
+	if kind == "forward" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench forward: find own executable for the proxy process: %w", err)
+		}
+		cfg.ProxyExec = []string{exe, "proxy"}
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("bench %s: needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN to build namespaces): %w", kind, os.ErrPermission)
+	}
+	outDir := cc.String("out")
+	if outDir == "" {
+		outDir = fmt.Sprintf("wanlab-bench-%s-%s", kind, time.Now().UTC().Format("20060102-150405"))
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return usageError(fmt.Errorf("bench %s: --out: %w", kind, err))
+	}
+	ctx, stop := signal.NotifyContext(cc.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	stderr := cc.App.ErrWriter
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	cfg.Progress = benchProgress(stderr)
+	run := map[string]func(context.Context, bench.Config) (*bench.Report, error){
+		"accuracy": bench.Accuracy, "forward": bench.Forward, "sweep": bench.Sweep,
+	}[kind]
+	rep, err := run(ctx, cfg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("bench %s: interrupted, lab removed: %w", kind, err)
+		}
+		return fmt.Errorf("bench %s: %w", kind, err)
+	}
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer) error
+	}{{"report.json", rep.WriteJSON}, {"report.txt", rep.WriteText}, {"report.html", rep.WriteHTML}} {
+		if err := writeFile(filepath.Join(outDir, f.name), f.write); err != nil {
+			return fmt.Errorf("bench %s: %w", kind, err)
+		}
+	}
+	if cc.Bool("json") {
+		err = rep.WriteJSON(cc.App.Writer)
+	} else {
+		err = rep.WriteText(cc.App.Writer)
+	}
+	fmt.Fprintf(stderr, "report: %s\n", filepath.Join(outDir, "report.html"))
+	return err
+}
+
+func writeFile(name string, write func(io.Writer) error) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return f.Close()
+}
+
+// benchProgress draws a progress bar on a terminal and prints one line
+// per step elsewhere (CI logs).
+func benchProgress(w io.Writer) func(done, total int, step string) {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return func(done, total int, step string) {
+			if done < total {
+				fmt.Fprintf(w, "[%d/%d] %s\n", done+1, total, step)
+			}
+		}
+	}
+	var bar *progressbar.ProgressBar
+	return func(done, total int, step string) {
+		if bar == nil {
+			bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(w),
+				progressbar.OptionSetWidth(30), progressbar.OptionShowCount(),
+				progressbar.OptionClearOnFinish(), progressbar.OptionSetElapsedTime(true))
+		}
+		bar.Describe(step)
+		if err := bar.Set(done); err == nil && done >= total {
+			_ = bar.Finish()
+		}
+	}
+}
