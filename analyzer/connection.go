@@ -509,10 +509,12 @@ finishedFwd:
 		switch {
 		case rs.dupAckNum >= 2 && rs.lastAck == seq && t-rs.lastAckTime < int64(20*time.Millisecond):
 			fl |= FastRetransmission
+		case seglen > 0 && rs.ackSeen && seqLE(seq+seglen, rs.lastAck):
+			// Wireshark 4.0 tests for spurious retransmission before
+			// out-of-order (tshark 4.0.17 marks such a segment spurious).
+			fl |= SpuriousRetransmission
 		case t-fs.nextseqTime < oooThresh && fs.nextseq != seq+seglen:
 			fl |= OutOfOrder
-		case seglen > 0 && rs.ackSeen && seqLE(seq+seglen, rs.lastAck):
-			fl |= SpuriousRetransmission
 		default:
 			fl |= Retransmission
 		}
