@@ -243,6 +243,7 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	cfg.progress(total, total, "done")
+	compareWithKernel(tables["rate"].Rows)
 	for _, k := range []string{"delay", "loss", "rate", "other"} {
 		if len(tables[k].Rows) > 0 {
 			rep.Tables = append(rep.Tables, *tables[k])
@@ -341,4 +342,28 @@ func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult) ([]M
 		out = append(out, measured(lbl, path, "reordered", "%", want, 100*float64(st.Reordered)/float64(st.Received)))
 	}
 	return out, nil
+}
+
+// compareWithKernel notes, on each proxy rate row, the kernel tbf's error
+// on the same spec: the target is a proxy error no larger than
+// the kernel's.
+func compareWithKernel(rows []Measurement) {
+	kernelErr := map[string]float64{}
+	for _, m := range rows {
+		if m.Path == PathKernel && m.NA == "" && m.Metric == "rate" && m.Configured != 0 {
+			kernelErr[m.Label] = math.Abs(m.Error / m.Configured)
+		}
+	}
+	for i, m := range rows {
+		k, ok := kernelErr[m.Label]
+		if !ok || m.Path == PathKernel || m.Metric != "rate" || m.Configured == 0 {
+			continue
+		}
+		e := math.Abs(m.Error / m.Configured)
+		verdict := "≤"
+		if e > k {
+			verdict = ">"
+		}
+		rows[i].Note = fmt.Sprintf("|err| %.2f %% %s kernel %.2f %%", 100*e, verdict, 100*k)
+	}
 }

@@ -104,9 +104,11 @@ func plotMetric(t Table, metric string) (string, error) {
 	p := gplot.New()
 	p.Title.Text = metric
 	p.BackgroundColor = color.White
-	p.Legend.Top, p.Legend.Left = true, true
 	unit := ""
 	sweep := t.XLabel != ""
+	// Configured against realized runs along y = x, leaving the lower
+	// right free; sweeps mostly fall from the upper left.
+	p.Legend.Top, p.Legend.Left = sweep, false
 	var rows []Measurement
 	for _, m := range t.Rows {
 		if m.Metric == metric && m.NA == "" {

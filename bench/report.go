@@ -188,9 +188,13 @@ func textCells(m Measurement) []string {
 	return []string{m.Label, m.Path, m.Metric, conf, real, errS, target}
 }
 
+// trim prints v with 4 significant digits, whole numbers from 1000 up
+// (no exponents in a table).
 func trim(v float64) string {
-	s := fmt.Sprintf("%.4g", v)
-	return s
+	if math.Abs(v) >= 1000 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.4g", v)
 }
 
 func formatValue(v float64, unit string) string {
@@ -202,6 +206,9 @@ func formatValue(v float64, unit string) string {
 
 func signed(v float64, unit string) string {
 	s := fmt.Sprintf("%+.3g", v)
+	if math.Abs(v) >= 1000 {
+		s = fmt.Sprintf("%+.0f", v)
+	}
 	if unit != "" {
 		s += " " + unit
 	}

@@ -123,7 +123,11 @@ func sweepTables(quick bool, m tuner.WindowModel) []sweepTable {
 					mm.PayloadRatio = ratio
 					note = fmt.Sprintf("learned payload ratio %.2f", ratio)
 				}
-				return float64(tuner.RateFor(mm.Window(c.max), 35*time.Millisecond)), true, note
+				pred := float64(tuner.RateFor(mm.Window(c.max), 35*time.Millisecond))
+				if r.Steady < pred/2 {
+					note += "; the path, not the window, limits this row"
+				}
+				return pred, true, note
 			}})
 	}
 	return []sweepTable{loss, delay, wmem, rmem}
