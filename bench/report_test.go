@@ -35,7 +35,11 @@ func sampleReport() *Report {
 		{Name: "rate", Title: "Rate", Model: "tbf rate", Rows: []Measurement{rate}},
 		{Name: "sweep", Title: "Sweep", Model: "Mathis", XLabel: "loss (%)", Rows: []Measurement{
 			{Label: "loss 0%", Path: PathProxyOffload, Metric: "throughput", Unit: "Mbit/s", X: 0, Realized: 900},
-			func() Measurement { m := measured("loss 1%", PathProxyOffload, "throughput", "Mbit/s", 70, 80); m.X = 1; return m }(),
+			func() Measurement {
+				m := measured("loss 1%", PathProxyOffload, "throughput", "Mbit/s", 70, 80)
+				m.X = 1
+				return m
+			}(),
 		}},
 	}
 	r.Notes = []string{"a note"}
