@@ -143,7 +143,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 	adv := func(f string, a ...any) { dg.Advice = append(dg.Advice, fmt.Sprintf(f, a...)) }
 	sender, receiver := d.From.Addr(), d.To.Addr()
 
-	ev("%s of data in %.1f ms: %s; min RTT %.2f ms, median %.2f ms",
+	ev("%s of data in %.1f ms: %s; min RTT %.3g ms, median %.3g ms",
 		sz(float64(d.UniqueBytes)), transfer, mb(rate), rttMin*1e3, rttMed*1e3)
 	if d.CapturedNear == "receiver" {
 		ev("captured near the receiver %s: RTT is the handshake's, bytes in flight are estimated as rate x RTT", receiver)
@@ -184,7 +184,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		dg.Limit = LimitLoss
 		ev("%d of %d data segments retransmitted (p = %.2f %%; %d fast, %d spurious), %d triple duplicate ACKs from the receiver",
 			d.RetransmittedPackets, d.DataPackets, lossP*100, d.FastRetransmissions, d.SpuriousRetransmissions, peer.TripleDupAcks)
-		ev("Mathis bound MSS*1.22/(RTT*sqrt(p)) = %.0f B * 1.22 / (%.2f ms * sqrt(%.4f)) = %s; measured %s",
+		ev("Mathis bound MSS*1.22/(RTT*sqrt(p)) = %.0f B * 1.22 / (%.3g ms * sqrt(%.4f)) = %s; measured %s",
 			mss, rttMed*1e3, lossP, mb(mathis), mb(rate))
 		adv("the loss happens on the path between %s and %s: buffer and window settings cannot help; find the drop point (tc -s qdisc show: drops/overlimits; ip -s link: errors) and remove it", sender, receiver)
 		adv("if the loss is random and cannot be removed, a congestion control that does not treat every loss as congestion helps: on %s run `wanlab tune apply --set net.ipv4.tcp_congestion_control=bbr`", sender)
@@ -216,7 +216,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 			ev("data flowed without pauses longer than a quarter RTT (%.0f %% of the time paused): the bottleneck was busy all along", 100*d.PauseShare)
 		}
 		if rttMed >= queueRTTFactor*rttMin+0.002 {
-			ev("RTT rose from %.2f ms (min) to %.2f ms (median) while the rate held at %s: a queue of about %s built at the bottleneck",
+			ev("RTT rose from %.3g ms (min) to %.3g ms (median) while the rate held at %s: a queue of about %s built at the bottleneck",
 				rttMin*1e3, rttMed*1e3, mb(rate), sz(q))
 			ev("median flight %s is more than the path's bandwidth-delay product %s", sz(flight), sz(rate*rttMin))
 		}
@@ -234,7 +234,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 				receiver, 100*d.WindowLimitedShare, d.WindowFull)
 		}
 		if rttMin > 0 {
-			ev("throughput = window / RTT = %s / %.2f ms = %s; measured %s",
+			ev("throughput = window / RTT = %s / %.3g ms = %s; measured %s",
 				sz(peerWin), rttMin*1e3, mb(peerWin/rttMin), mb(rate))
 		}
 		target := 4 * peerWin
@@ -252,7 +252,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		ev("bytes in flight stayed near %s (median; max %s), only %.0f %% of the %s window %s offered, without loss",
 			sz(flight), sz(maxFlight), 100*flight/peerWin, sz(peerWin), receiver)
 		if rttMin > 0 {
-			ev("throughput = flight / RTT = %s / %.2f ms = %s; measured %s", sz(flight), rttMin*1e3, mb(flight/rttMin), mb(rate))
+			ev("throughput = flight / RTT = %s / %.3g ms = %s; measured %s", sz(flight), rttMin*1e3, mb(flight/rttMin), mb(rate))
 		}
 		buf := nextPow2(peerWin / scalingRatio)
 		adv("raise the send buffer on %s: net.ipv4.tcp_wmem max >= %d bytes, e.g. `wanlab tune apply --set net.ipv4.tcp_wmem=\"4096 16384 %d\"` (an application that sets SO_SNDBUF also needs net.core.wmem_max >= %d)", sender, buf, buf, buf)
@@ -284,7 +284,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 
 func delayedAckAdvice(dg *Diagnosis, d *Direction, rttMin float64, sender, receiver any) {
 	dg.Evidence = append(dg.Evidence, fmt.Sprintf(
-		"%d lone segments were acknowledged at least 30 ms later than the %.2f ms minimum RTT, costing %.1f ms of %.1f ms: the receiver's delayed-ACK timer (40 ms minimum on Linux)",
+		"%d lone segments were acknowledged at least 30 ms later than the %.3g ms minimum RTT, costing %.1f ms of %.1f ms: the receiver's delayed-ACK timer (40 ms minimum on Linux)",
 		d.DelayedAckStalls, rttMin*1e3, d.DelayedAckTotalMs, d.TransferMs))
 	dg.Advice = append(dg.Advice,
 		fmt.Sprintf("on %v (the receiver) acknowledge at once: set TCP_QUICKACK on the socket after each read, or `ip route change <route to %v> quickack 1`", receiver, sender),
