@@ -47,7 +47,7 @@ func TestProxy(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			tp := newTopo(t)
 			ping := newPinger(t, tp.client, serverIP)
-			base := ping.medianRTT(t, 5) // kernel routing
+			base := ping.minRTT(t, 5) // kernel routing
 			before := tp.router.dump(t)
 
 			p := startIn(t, tp, backend, [2]string{"", "delay 30ms"})
@@ -65,7 +65,7 @@ func TestProxy(t *testing.T) {
 				t.Fatalf("router differs after stop:\n%s", diffLines(before, after))
 			}
 			// Kernel routing works again.
-			if d := ping.medianRTT(t, 3); d > base+20*time.Millisecond {
+			if d := ping.minRTT(t, 3); d > base+20*time.Millisecond {
 				t.Fatalf("RTT after stop %v, before start %v", d, base)
 			}
 		})
@@ -81,9 +81,9 @@ func testDelays(t *testing.T, p *Proxy, ping *pinger, base time.Duration) {
 	const slack = 25 * time.Millisecond
 	check := func(what string, want time.Duration) {
 		t.Helper()
-		got := ping.medianRTT(t, 5)
+		got := ping.minRTT(t, 5)
 		if got < want || got > want+base+slack {
-			t.Fatalf("%s: median RTT %v, want %v + base %v (+%v slack)", what, got, want, base, slack)
+			t.Fatalf("%s: minimum RTT %v, want %v + base %v (+%v slack)", what, got, want, base, slack)
 		}
 		t.Logf("%s: RTT %v (base %v)", what, got, base)
 	}
@@ -172,8 +172,10 @@ func testUDPLoss(t *testing.T, tp *topo, p *Proxy) {
 // testTCPRate moves a bulk TCP transfer through tbf and checks the goodput
 // lands under the rate and near it (headers take a few percent; the
 // kernel's own tbf gives 81-89 % with this measurement here). The machine
-// is shared, so a low reading is retried; a reading above the rate fails
-// at once: tbf must never let more through.
+// is shared, so a low reading is retried; a reading clearly above the rate
+// fails at once (5 % margin: the receiver starts its clock when it has
+// read half the data, and a late reader finds some of the rest already
+// buffered; an unshaped path would read in Gbit/s).
 func testTCPRate(t *testing.T, tp *topo, p *Proxy) {
 	const rate = 40e6 // bit/s
 	if err := p.SetSpec("rb", "tbf rate 40mbit burst 32kb limit 256kb"); err != nil {
@@ -184,7 +186,7 @@ func testTCPRate(t *testing.T, tp *topo, p *Proxy) {
 	for range 3 {
 		goodput := tcpGoodput(t, tp, serverIP, 8<<20)
 		readings = append(readings, fmt.Sprintf("%.1f", goodput/1e6))
-		if goodput > rate {
+		if goodput > 1.05*rate {
 			t.Fatalf("goodput %.1f Mbit/s above the tbf rate of 40 Mbit/s", goodput/1e6)
 		}
 		if goodput >= 0.75*rate {
