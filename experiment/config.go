@@ -66,6 +66,10 @@ type Config struct {
 	ServerSysctls map[string]string `json:"server_sysctls,omitempty"`
 	// IPv6 runs over the lab's IPv6 addresses.
 	IPv6 bool `json:"ipv6,omitempty"`
+	// NoOffload turns TSO, GSO and GRO off on every veth of the lab, so
+	// the captures hold wire-sized segments instead of 64 KB
+	// super-segments (at a CPU cost).
+	NoOffload bool `json:"no_offload,omitempty"`
 
 	// Snaplen of the captures (default 120); MaxCapture bounds each
 	// capture file (default 512 MiB).

@@ -90,7 +90,8 @@ func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) }
 
-	l, err := lab.New(ctx, lab.Config{ClientSysctls: cfg.ClientSysctls, ServerSysctls: cfg.ServerSysctls})
+	l, err := lab.New(ctx, lab.Config{ClientSysctls: cfg.ClientSysctls, ServerSysctls: cfg.ServerSysctls,
+		DisableTSO: cfg.NoOffload, DisableGSO: cfg.NoOffload, DisableGRO: cfg.NoOffload})
 	if err != nil {
 		return nil, err
 	}

@@ -175,7 +175,7 @@ func TestInterruptedRunLeavesNothing(t *testing.T) {
 
 func TestKernelMode(t *testing.T) {
 	testenv.RequireRoot(t)
-	cfg := Config{Kernel: true, Size: 2 * units.MiB, Out: t.TempDir(),
+	cfg := Config{Kernel: true, Size: 2 * units.MiB, Out: t.TempDir(), NoOffload: true,
 		Impair: map[string]string{ToClient: "tbf rate 20mbit burst 32kb limit 256kb"}}
 	res, err := Run(context.Background(), cfg)
 	if err != nil {
@@ -187,6 +187,14 @@ func TestKernelMode(t *testing.T) {
 	}
 	if res.Download.Average > 20*units.Mbit {
 		t.Errorf("average %s above the kernel tbf's 20 mbit", res.Download.Average.Human())
+	}
+	// Offloads off: the captures hold wire-sized segments.
+	for _, side := range []string{SideClient, SideServer} {
+		for _, c := range res.Captures[side].Connections {
+			if d := c.Directions[1]; d != nil && d.MaxSegmentBytes > 1460 {
+				t.Errorf("%s capture: %d-byte segment with offloads off", side, d.MaxSegmentBytes)
+			}
+		}
 	}
 	// netem where the kernel has none: a clear error, nothing left.
 	var id string

@@ -74,6 +74,7 @@ func init() {
 			&cli.IntFlag{Name: "requests", Usage: "run `N` requests (request/response mode, like wrk) instead of a download"},
 			&cli.IntFlag{Name: "concurrency", Usage: "connections of the request/response mode (`C`, default 50)"},
 			&cli.BoolFlag{Name: "ipv6", Usage: "run over the lab's IPv6 addresses"},
+			&cli.BoolFlag{Name: "no-offload", Usage: "turn TSO/GSO/GRO off on the lab's veths: captures hold wire-sized segments"},
 			&cli.IntFlag{Name: "snaplen", Usage: "bytes kept per captured packet (default 120)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON instead of the summary"},
 			&cli.StringFlag{Name: "out", Usage: "output `DIR` (default: a new directory under the current one)"},
@@ -208,6 +209,7 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 		return cfg, err
 	}
 	cfg.IPv6 = cc.Bool("ipv6")
+	cfg.NoOffload = cc.Bool("no-offload")
 	cfg.Snaplen = cc.Int("snaplen")
 	cfg.Out = cc.String("out")
 	if v := cc.String("timeout"); v != "" {
