@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/internal/testenv"
@@ -29,6 +31,16 @@ func assertTornDown(t *testing.T, id string) {
 		if ns := lab.NamePrefix + id + "-" + role; nsrun.Exists(ns) {
 			t.Errorf("namespace %s left behind", ns)
 			_ = nsrun.Delete(ns)
+		}
+	}
+	// Nothing was ever made in this namespace: no veth or TUN of the lab.
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		if n := l.Attrs().Name; strings.Contains(n, id) {
+			t.Errorf("link %s of lab %s in the test's namespace", n, id)
 		}
 	}
 	for _, p := range []string{filepath.Join(lab.DefaultStateDir, id+".json"), filepath.Join(StateDir, id)} {
