@@ -1,0 +1,226 @@
+// Package classify sorts IP packets into traffic classes by their
+// headers: source and destination prefix (IPv4 and IPv6), protocol,
+// source and destination port or range, and DSCP. Rules are tried in
+// order and the first match wins, as tc filters of one priority are;
+// unmatched packets go to the default class.
+package classify
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// PortRange is an inclusive range of ports; the zero value matches any.
+type PortRange struct {
+	Lo, Hi uint16
+	Set    bool
+}
+
+func (r PortRange) match(p uint16) bool { return !r.Set || p >= r.Lo && p <= r.Hi }
+
+// String returns "N" or "LO-HI".
+func (r PortRange) String() string {
+	if r.Lo == r.Hi {
+		return fmt.Sprint(r.Lo)
+	}
+	return fmt.Sprintf("%d-%d", r.Lo, r.Hi)
+}
+
+// Match is a conjunction of header tests; unset fields match anything.
+type Match struct {
+	Src, Dst netip.Prefix // invalid (zero) prefix: any
+	// Protocol is the IP protocol (IPv6: the upper-layer header after
+	// extension headers); HasProtocol says it is set.
+	Protocol    uint8
+	HasProtocol bool
+	SrcPort     PortRange
+	DstPort     PortRange
+	// DSCP is the 6-bit differentiated services code point; HasDSCP says
+	// it is set.
+	DSCP    uint8
+	HasDSCP bool
+}
+
+// IsAny reports whether m matches every packet.
+func (m Match) IsAny() bool {
+	return !m.Src.IsValid() && !m.Dst.IsValid() && !m.HasProtocol && !m.SrcPort.Set && !m.DstPort.Set && !m.HasDSCP
+}
+
+var protoNames = map[string]uint8{"icmp": 1, "tcp": 6, "udp": 17, "ipv6-icmp": 58, "icmpv6": 58, "sctp": 132, "gre": 47, "esp": 50}
+
+func protoName(p uint8) string {
+	for n, v := range protoNames {
+		if v == p && n != "icmpv6" {
+			return n
+		}
+	}
+	return fmt.Sprint(p)
+}
+
+// String returns the match in the form ParseMatch reads ("any" when
+// empty).
+func (m Match) String() string {
+	var b []string
+	if m.Src.IsValid() {
+		b = append(b, "src", m.Src.String())
+	}
+	if m.Dst.IsValid() {
+		b = append(b, "dst", m.Dst.String())
+	}
+	if m.HasProtocol {
+		b = append(b, "protocol", protoName(m.Protocol))
+	}
+	if m.SrcPort.Set {
+		b = append(b, "sport", m.SrcPort.String())
+	}
+	if m.DstPort.Set {
+		b = append(b, "dport", m.DstPort.String())
+	}
+	if m.HasDSCP {
+		b = append(b, "dscp", fmt.Sprint(m.DSCP))
+	}
+	if len(b) == 0 {
+		return "any"
+	}
+	return strings.Join(b, " ")
+}
+
+// header is what a packet offers to matches, decoded once.
+type header struct {
+	src, dst   netip.Addr
+	proto      uint8
+	dscp       uint8
+	sport      uint16
+	dport      uint16
+	hasPorts   bool
+	ok         bool
+	isV6, isV4 bool
+}
+
+// decode reads an IPv4 or IPv6 header (and the first 4 bytes of TCP, UDP,
+// SCTP or UDP-Lite for ports) without allocating.
+func decode(b []byte) (h header) {
+	if len(b) < 1 {
+		return h
+	}
+	var off int
+	switch b[0] >> 4 {
+	case 4:
+		if len(b) < 20 {
+			return h
+		}
+		ihl := int(b[0]&0x0f) * 4
+		if ihl < 20 || len(b) < ihl {
+			return h
+		}
+		h.dscp = b[1] >> 2
+		h.proto = b[9]
+		h.src = netip.AddrFrom4([4]byte(b[12:16]))
+		h.dst = netip.AddrFrom4([4]byte(b[16:20]))
+		h.ok, h.isV4 = true, true
+		if binary.BigEndian.Uint16(b[6:8])&0x1fff != 0 {
+			return h // a later fragment: no transport header
+		}
+		off = ihl
+	case 6:
+		if len(b) < 40 {
+			return h
+		}
+		h.dscp = (b[0]&0x0f)<<2 | b[1]>>6
+		h.src = netip.AddrFrom16([16]byte(b[8:24]))
+		h.dst = netip.AddrFrom16([16]byte(b[24:40]))
+		h.ok, h.isV6 = true, true
+		next := b[6]
+		off = 40
+		// Skip extension headers (hop-by-hop, routing, destination
+		// options, fragment), at most a few.
+		for k := 0; k < 8; k++ {
+			switch next {
+			case 0, 43, 60:
+				if len(b) < off+8 {
+					h.proto = next
+					return h
+				}
+				next, off = b[off], off+8*(int(b[off+1])+1)
+				continue
+			case 44:
+				if len(b) < off+8 {
+					h.proto = next
+					return h
+				}
+				frag := binary.BigEndian.Uint16(b[off+2:off+4]) &^ 7
+				next, off = b[off], off+8
+				if frag != 0 {
+					h.proto = next
+					return h
+				}
+				continue
+			}
+			break
+		}
+		h.proto = next
+	default:
+		return h
+	}
+	switch h.proto {
+	case 6, 17, 132, 136:
+		if len(b) >= off+4 {
+			h.sport = binary.BigEndian.Uint16(b[off:])
+			h.dport = binary.BigEndian.Uint16(b[off+2:])
+			h.hasPorts = true
+		}
+	}
+	return h
+}
+
+func (m *Match) match(h *header) bool {
+	if !h.ok {
+		return m.IsAny()
+	}
+	if m.Src.IsValid() && !m.Src.Contains(h.src) {
+		return false
+	}
+	if m.Dst.IsValid() && !m.Dst.Contains(h.dst) {
+		return false
+	}
+	if m.HasProtocol && m.Protocol != h.proto {
+		return false
+	}
+	if (m.SrcPort.Set || m.DstPort.Set) && !h.hasPorts {
+		return false
+	}
+	if !m.SrcPort.match(h.sport) || !m.DstPort.match(h.dport) {
+		return false
+	}
+	if m.HasDSCP && m.DSCP != h.dscp {
+		return false
+	}
+	return true
+}
+
+// Rule sends packets matching Match to class Class.
+type Rule struct {
+	Match Match
+	Class int
+}
+
+// Classifier tries its rules in order; the first match gives the class,
+// no match gives Default. It implements engine.Classifier and allocates
+// nothing.
+type Classifier struct {
+	Rules   []Rule
+	Default int
+}
+
+// Classify returns the class of the IP packet b.
+func (c *Classifier) Classify(b []byte) int {
+	h := decode(b)
+	for i := range c.Rules {
+		if c.Rules[i].Match.match(&h) {
+			return c.Rules[i].Class
+		}
+	}
+	return c.Default
+}
