@@ -1,11 +1,14 @@
 package experiment
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -250,4 +253,91 @@ func (w logWriter) Write(b []byte) (int, error) {
 		w(l)
 	}
 	return len(b), nil
+}
+
+// TestHelperProcess is not a test: TestKillThenCleanup runs the test
+// binary again with WANLAB_EXPERIMENT_HELPER=1 to get an experiment in
+// another process that it can SIGKILL mid-download.
+func TestHelperProcess(t *testing.T) {
+	if os.Getenv("WANLAB_EXPERIMENT_HELPER") != "1" {
+		return
+	}
+	// Not reduced(): its t.TempDir would outlive the killed process.
+	cfg, err := Preset("seed001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Size = 3 << 30 // longer than the parent waits
+	cfg.Out = os.Getenv("WANLAB_EXPERIMENT_OUT")
+	cfg.Log = os.Stdout
+	_, err = Run(context.Background(), cfg)
+	t.Fatalf("helper experiment ended: %v", err)
+}
+
+func TestKillThenCleanup(t *testing.T) {
+	testenv.RequireRoot(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v")
+	cmd.Env = append(os.Environ(), "WANLAB_EXPERIMENT_HELPER=1", "WANLAB_EXPERIMENT_OUT="+t.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	defer func() {
+		if !killed {
+			_ = cmd.Process.Kill()
+		}
+		_ = cmd.Wait()
+	}()
+	// Wait for the download to start (the proxy is up by then), reading
+	// the helper's log with a deadline.
+	var id string
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	deadline := time.After(30 * time.Second)
+	for started := false; !started; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("helper exited before downloading")
+			}
+			if f := strings.Fields(l); len(f) > 1 && f[0] == "lab" {
+				id = strings.TrimSuffix(f[1], ":")
+			}
+			started = strings.HasPrefix(l, "download:")
+		case <-deadline:
+			t.Fatal("helper did not start downloading within 30 s")
+		}
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed = true
+	_ = cmd.Wait()
+	// The crash left the lab and the proxy's state behind.
+	if !nsrun.Exists(lab.NamePrefix + id + "-" + lab.RoleRouter) {
+		t.Fatalf("lab %s gone before cleanup: the helper was not killed mid-run", id)
+	}
+	if _, err := os.Stat(filepath.Join(StateDir, id)); err != nil {
+		t.Errorf("proxy state of the killed experiment: %v", err)
+	}
+	removed, err := Cleanup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cleanup removed %v", removed)
+	assertTornDown(t, id)
 }
