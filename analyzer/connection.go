@@ -352,6 +352,14 @@ func (s *seqState) rel(seq uint32) int64 {
 	return s.hiEnd + int64(int32(seq-cur))
 }
 
+// synFin is the sequence space SYN and FIN occupy beyond the payload.
+func synFin(flags uint8) uint32 {
+	if flags&(fSYN|fFIN) != 0 {
+		return 1
+	}
+	return 0
+}
+
 // Wrap-safe comparisons of 32-bit sequence numbers (RFC 1982 style).
 func seqGT(a, b uint32) bool { return int32(a-b) > 0 }
 func seqLT(a, b uint32) bool { return int32(a-b) < 0 }
@@ -513,7 +521,9 @@ finishedFwd:
 			// Wireshark 4.0 tests for spurious retransmission before
 			// out-of-order (tshark 4.0.17 marks such a segment spurious).
 			fl |= SpuriousRetransmission
-		case t-fs.nextseqTime < oooThresh && fs.nextseq != seq+seglen:
+		case t-fs.nextseqTime < oooThresh && fs.nextseq != seq+seglen+synFin(flags):
+			// (SYN and FIN count one sequence number: a repeated SYN is a
+			// retransmission, as tshark 4.0 shows it.)
 			fl |= OutOfOrder
 		default:
 			fl |= Retransmission
