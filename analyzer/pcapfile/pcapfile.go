@@ -225,13 +225,18 @@ func (r *Reader) nextFast() (Frame, error) {
 		}
 		r.br.Discard(n)
 	} else {
-		if cap(r.big) < n {
-			r.big = make([]byte, n)
+		// A record longer than the read buffer (the header allows up to
+		// its snap length, which a corrupt file sets to 4 GB): grow with
+		// the bytes that actually arrive, never by the declared length.
+		r.big = r.big[:0]
+		for len(r.big) < n {
+			k := len(r.big)
+			r.big = append(r.big, make([]byte, min(n-k, 1<<20))...)
+			if _, err := io.ReadFull(r.br, r.big[k:]); err != nil {
+				return Frame{}, r.wrap(io.ErrUnexpectedEOF)
+			}
 		}
-		data = r.big[:n]
-		if _, err := io.ReadFull(r.br, data); err != nil {
-			return Frame{}, r.wrap(io.ErrUnexpectedEOF)
-		}
+		data = r.big
 	}
 	if !r.nanos {
 		frac *= 1000 // in uint32, exactly as pcapgo computes it

@@ -2,6 +2,7 @@ package pcapfile
 
 import (
 	"bytes"
+	"runtime"
 	"errors"
 	"io"
 	"testing"
@@ -182,5 +183,24 @@ func TestFastPathMatchesPcapgo(t *testing.T) {
 	for _, nanos := range []bool{false, true} {
 		frames := [][]byte{make([]byte, 60), make([]byte, 1514), {1}}
 		sameAsPcapgo(t, pcapBytes(t, nanos, layers.LinkTypeEthernet, frames...))
+	}
+}
+
+func TestHugeDeclaredRecord(t *testing.T) {
+	// A 40-byte file whose header allows 4 GB records and whose record
+	// claims 800 MB: the reader must report truncation without
+	// allocating what the record claims.
+	data := []byte("M<\xb2\xa1\x02\x00\x04\x00" + "\x00\x00\x00\x00\x00\x00\x00\x00" + "\xff\xff\xff\xff\x01\x00\x00\x00" +
+		"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x30\x00\x00\x00\x30" + "abcd")
+	allocs := testing.AllocsPerRun(1, func() {
+		_, err := readAll(t, data)
+		if !errors.Is(err, ErrTruncated) {
+			t.Errorf("err %v, want truncated", err)
+		}
+	})
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if ms.TotalAlloc > 512<<20 {
+		t.Errorf("reading a 48-byte file allocated %d MB in total (%v allocations)", ms.TotalAlloc>>20, allocs)
 	}
 }
