@@ -264,8 +264,10 @@ func runExperiment(cc *cli.Context) error {
 	return experiment.WriteSummary(cc.App.Writer, res)
 }
 
-// progressLine prints curl's progress meter on one rewritten line.
+// progressLine prints curl's progress meter on one rewritten line: done,
+// speed over the last interval and on average, time left.
 func progressLine(w io.Writer) func(traffic.Progress) {
+	mb := func(r units.Rate) string { return fmt.Sprintf("%.1f MB/s", r.BytesPerSecond()/1e6) }
 	return func(p traffic.Progress) {
 		pct := 0.0
 		if p.Total > 0 {
@@ -273,10 +275,10 @@ func progressLine(w io.Writer) func(traffic.Progress) {
 		}
 		eta := "--"
 		if p.ETA > 0 {
-			eta = units.FormatDuration(p.ETA.Round(100 * time.Millisecond))
+			eta = fmt.Sprintf("%.1fs", p.ETA.Seconds())
 		}
-		fmt.Fprintf(w, "\r%5.1f%%  %9s of %-9s  %10s now  %10s avg  ETA %-8s", pct, p.Bytes.Human(), p.Total.Human(),
-			p.Rate.Human(), p.Average.Human(), eta)
+		fmt.Fprintf(w, "\r%5.1f%%  %9s of %-9s  now %-11s avg %-11s (%s)  ETA %-7s", pct, p.Bytes.Human(), p.Total.Human(),
+			mb(p.Rate), mb(p.Average), p.Average.Human(), eta)
 		if p.Done {
 			fmt.Fprintln(w)
 		}
