@@ -91,7 +91,7 @@ func runBench(cc *cli.Context, kind string) error {
 	if cc.NArg() > 0 {
 		return usageError(fmt.Errorf("bench %s: unexpected argument %q (flags only; see --help)", kind, cc.Args().First()))
 	}
-	cfg := bench.Config{Quick: cc.Bool("quick"), Command: "wanlab " + strings.Join(os.Args[1:], " ")}
+	cfg := bench.Config{Quick: cc.Bool("quick"), Command: benchCommandLine(cc, kind)}
 	if kind == "accuracy" && cc.String("specs") != "" {
 		name := cc.String("specs")
 		f, err := os.Open(name)
@@ -193,4 +193,21 @@ func benchProgress(w io.Writer) func(done, total int, step string) {
 			_ = bar.Finish()
 		}
 	}
+}
+
+// benchCommandLine rebuilds the command line from the flags that were set,
+// for the report.
+func benchCommandLine(cc *cli.Context, kind string) string {
+	parts := []string{"wanlab", "bench", kind}
+	for _, name := range []string{"quick", "kernel", "json"} {
+		if cc.IsSet(name) && cc.Bool(name) {
+			parts = append(parts, "--"+name)
+		}
+	}
+	for _, name := range []string{"specs", "out"} {
+		if cc.IsSet(name) {
+			parts = append(parts, "--"+name, cc.String(name))
+		}
+	}
+	return strings.Join(parts, " ")
 }
