@@ -2,9 +2,9 @@ package pcapfile
 
 import (
 	"bytes"
-	"runtime"
 	"errors"
 	"io"
+	"runtime"
 	"testing"
 	"time"
 
