@@ -269,12 +269,12 @@ func TestUnderRateFlowGetsAll(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	M := units.Mbit
 	for name, cfg := range map[string]Config{
-		"class 1:2: parent 1:9: no such class": {Classes: []ClassConfig{{ID: "1:1", Rate: M}, {ID: "1:2", Parent: "1:9", Rate: M}}},
+		"class 1:2: parent 1:9: no such class":   {Classes: []ClassConfig{{ID: "1:1", Rate: M}, {ID: "1:2", Parent: "1:9", Rate: M}}},
 		"class 1:1: ceil 1mbit below rate 2mbit": {Classes: []ClassConfig{{ID: "1:1", Rate: 2 * M, Ceil: M}}},
-		"class 1:1: defined twice":              {Classes: []ClassConfig{{ID: "1:1", Rate: M}, {ID: "1:01", Rate: M}}},
-		"class id \"x\"":                        {Classes: []ClassConfig{{ID: "x", Rate: M}}},
-		"class 1:1: prio 8":                     {Classes: []ClassConfig{{ID: "1:1", Rate: M, Prio: 8}}},
-		"is its own ancestor":                   {Classes: []ClassConfig{{ID: "1:1", Parent: "1:2", Rate: M}, {ID: "1:2", Parent: "1:1", Rate: M}}},
+		"class 1:1: defined twice":               {Classes: []ClassConfig{{ID: "1:1", Rate: M}, {ID: "1:01", Rate: M}}},
+		"class id \"x\"":                         {Classes: []ClassConfig{{ID: "x", Rate: M}}},
+		"class 1:1: prio 8":                      {Classes: []ClassConfig{{ID: "1:1", Rate: M, Prio: 8}}},
+		"is its own ancestor":                    {Classes: []ClassConfig{{ID: "1:1", Parent: "1:2", Rate: M}, {ID: "1:2", Parent: "1:1", Rate: M}}},
 	} {
 		_, err := New[int](cfg, 0)
 		if err == nil || !contains(err.Error(), name) {
