@@ -154,4 +154,7 @@ type Snapshot struct {
 	Classes   []ClassSnapshot `json:"classes"`
 	// Swaps counts spec replacements since the pipeline was created.
 	Swaps uint64 `json:"swaps"`
+	// Scheduler is the class scheduler's own statistics (package htb's
+	// per-class counters), when it has any.
+	Scheduler any `json:"scheduler,omitempty"`
 }

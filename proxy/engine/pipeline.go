@@ -105,6 +105,11 @@ type Options struct {
 	// Classifier picks a class index for a packet; out-of-range results
 	// go to class 0. Nil sends everything to class 0.
 	Classifier Classifier
+	// Scheduler, if set, takes each packet leaving its class's chain and
+	// decides when it leaves the pipeline (a class hierarchy sharing one
+	// link: package htb). Nil: packets leave when their chain releases
+	// them.
+	Scheduler Scheduler
 }
 
 // ClassSpec is one traffic class: a name and its stage pipeline.
@@ -128,6 +133,7 @@ type class struct {
 	current  *chain
 	retiring []*chain
 	totals   Counters
+	removed  bool // Replace took the class out; its chains drain unscheduled
 }
 
 // Pipeline is one direction's impairment engine. See the package comment
@@ -142,6 +148,8 @@ type Pipeline struct {
 	seq        uint64
 	swaps      uint64
 	generation uint64
+	// orphans are chains of classes a Replace removed, draining.
+	orphans []*chain
 }
 
 // NewPipeline builds a pipeline running s (nil or empty: no impairment).
@@ -269,8 +277,20 @@ func (pl *Pipeline) admit(cl *class, p *Packet) {
 
 // deliver takes p out of chain c's last stage at time t.
 func (pl *Pipeline) deliver(c *chain, p *Packet, t int64) {
+	if pl.opt.Scheduler != nil && !c.class.removed {
+		if !pl.opt.Scheduler.Enqueue(c.class.index, p, t) {
+			c.class.totals.dropped(p, DropQueue)
+			pl.discard(p, DropQueue)
+		}
+		return
+	}
+	pl.leave(c.class, p, t)
+}
+
+// leave sends p out of the pipeline at time t.
+func (pl *Pipeline) leave(cl *class, p *Packet, t int64) {
 	p.Depart = t
-	c.class.totals.out(p, t-p.Arrival)
+	cl.totals.out(p, t-p.Arrival)
 	pl.totals.out(p, t-p.Arrival)
 	pl.out.push(p)
 }
@@ -309,6 +329,24 @@ func (pl *Pipeline) advance(now int64) {
 				}
 			}
 		}
+		for _, c := range pl.orphans {
+			for i, s := range c.stages {
+				if t, ok := s.next(); ok && t < bt {
+					bt, bc, bi = t, c, i
+				}
+			}
+		}
+		if sc := pl.opt.Scheduler; sc != nil {
+			// Stage events first on ties: a packet reaching the
+			// scheduler at t competes for the slot at t.
+			if t, ok := sc.Next(); ok && max(t, pl.last) < bt && max(t, pl.last) <= now {
+				t = max(t, pl.last)
+				if p, ci, ok := sc.Dequeue(t); ok {
+					pl.leave(pl.classes[ci], p, t)
+					continue
+				}
+			}
+		}
 		if bc == nil || bt > now {
 			break
 		}
@@ -325,6 +363,9 @@ func (pl *Pipeline) advance(now int64) {
 		}
 		if len(bc.class.retiring) > 0 && bc != bc.class.current && bc.empty() {
 			pl.retire(bc)
+		}
+		if bc.class.removed && bc.empty() {
+			pl.dropOrphan(bc)
 		}
 	}
 	pl.last = now
@@ -366,6 +407,16 @@ func (pl *Pipeline) nextLocked() (int64, bool) {
 			}
 		}
 		if t, ok := cl.current.nextDeparture(); ok && t < bt {
+			bt, found = t, true
+		}
+	}
+	for _, c := range pl.orphans {
+		if t, ok := c.nextDeparture(); ok && t < bt {
+			bt, found = t, true
+		}
+	}
+	if sc := pl.opt.Scheduler; sc != nil {
+		if t, ok := sc.Next(); ok && t < bt {
 			bt, found = t, true
 		}
 	}
@@ -469,6 +520,9 @@ func (pl *Pipeline) Snapshot() Snapshot {
 			cs.Stages = append(cs.Stages, StageSnapshot{Kind: s.kind(), Spec: s.spec(), Counters: *s.counters()})
 		}
 		snap.Classes = append(snap.Classes, cs)
+	}
+	if sc, ok := pl.opt.Scheduler.(SchedulerStats); ok {
+		snap.Scheduler = sc.SchedulerStats(pl.last)
 	}
 	return snap
 }

@@ -1,0 +1,85 @@
+package engine
+
+import "fmt"
+
+// Scheduler decides when packets leaving the classes' chains leave the
+// pipeline, the way a classful qdisc (htb) dequeues from its leaves'
+// qdiscs. The pipeline calls it under its lock, with non-decreasing times.
+type Scheduler interface {
+	// Enqueue takes p leaving class's chain at time now; false means
+	// the scheduler refused it (a full queue) and the pipeline drops it.
+	Enqueue(class int, p *Packet, now int64) bool
+	// Next is the earliest time Dequeue returns a packet (ok false:
+	// the scheduler holds none); it may be before now, meaning now.
+	Next() (t int64, ok bool)
+	// Dequeue returns the packet leaving at now and its class, or ok
+	// false.
+	Dequeue(now int64) (p *Packet, class int, ok bool)
+}
+
+// SchedulerStats is a Scheduler that reports statistics in snapshots
+// (called under the pipeline's lock; the value must be a copy).
+type SchedulerStats interface {
+	SchedulerStats(now int64) any
+}
+
+// Drainer is a Scheduler that can hand back everything it holds, for
+// Replace.
+type Drainer interface {
+	Drain(fn func(p *Packet, class int))
+}
+
+// Replace swaps the whole set of classes, their classifier and scheduler
+// at time now, atomically with respect to Enqueue and Dequeue (a new
+// class tree, issue 8). Packets still in the old classes' stages keep the
+// departures those stages give them and then leave unscheduled; packets
+// the old scheduler held leave at now. Nothing in flight is lost; packets
+// arriving after the call see only the new classes. On error the running
+// classes are kept.
+func (pl *Pipeline) Replace(classes []ClassSpec, cl Classifier, sched Scheduler, now int64) error {
+	if len(classes) == 0 {
+		return fmt.Errorf("%w: no classes", ErrBadSpec)
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.advance(now)
+	now = max(now, pl.last)
+	var fresh []*class
+	for i, cs := range classes {
+		c := &class{name: cs.Name, index: i}
+		ch, err := pl.build(c, cs.Spec, now)
+		if err != nil {
+			return fmt.Errorf("class %q: %w", cs.Name, err)
+		}
+		c.current = ch
+		fresh = append(fresh, c)
+	}
+	old := pl.classes
+	if d, ok := pl.opt.Scheduler.(Drainer); ok {
+		d.Drain(func(p *Packet, ci int) { pl.leave(old[ci], p, now) })
+	}
+	for _, c := range old {
+		c.removed = true
+		for _, ch := range append(c.retiring, c.current) {
+			if !ch.empty() {
+				pl.orphans = append(pl.orphans, ch)
+			}
+		}
+	}
+	pl.classes = fresh
+	pl.opt.Classes = classes
+	pl.opt.Classifier = cl
+	pl.opt.Scheduler = sched
+	pl.swaps++
+	return nil
+}
+
+// dropOrphan forgets a drained chain of a removed class.
+func (pl *Pipeline) dropOrphan(c *chain) {
+	for i, x := range pl.orphans {
+		if x == c {
+			pl.orphans = append(pl.orphans[:i], pl.orphans[i+1:]...)
+			return
+		}
+	}
+}
