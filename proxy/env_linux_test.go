@@ -139,31 +139,42 @@ func newTopo(t testing.TB) *topo {
 	return tp
 }
 
-// settle waits until no address is tentative any more (link-local ones
-// stay tentative until the link has carrier), so dumps taken later are
-// stable.
+// settle waits until no IPv6 address is tentative any more (link-local
+// ones stay tentative until the link has carrier) and every address has
+// its local route (addrconf adds it asynchronously), so dumps taken later
+// are stable.
 func (n *node) settle(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		addrs, err := n.nl.AddrList(nil, netlink.FAMILY_V6)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tentative := false
-		for _, a := range addrs {
-			if a.Flags&unix.IFA_F_TENTATIVE != 0 {
-				tentative = true
-			}
-		}
-		if !tentative {
-			return
-		}
+	for !n.settled(t) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: addresses still tentative after 10s", n.name)
+			t.Fatalf("%s: addresses not settled after 10s", n.name)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+func (n *node) settled(t testing.TB) bool {
+	addrs, err := n.nl.AddrList(nil, netlink.FAMILY_V6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes, err := n.nl.RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{Table: unix.RT_TABLE_LOCAL}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := map[string]bool{}
+	for _, r := range routes {
+		if r.Dst != nil {
+			local[r.Dst.IP.String()] = true
+		}
+	}
+	for _, a := range addrs {
+		if a.Flags&unix.IFA_F_TENTATIVE != 0 || !local[a.IP.String()] {
+			return false
+		}
+	}
+	return true
 }
 
 // dump is a textual netlink dump of a namespace: links, addresses, routes
