@@ -225,13 +225,9 @@ func runProxy(cc *cli.Context) error {
 	case <-ctx.Done():
 	case <-p.Done():
 	}
-	err = p.Close()
-	closers = closers[:0:0]
-	srv.Close()
-	if cfg.Tap != nil {
-		cfg.Tap.Close()
-	}
-	if err != nil {
+	// Stop forwarding first; the deferred closers then stop the servers,
+	// flush the tap and close its file.
+	if err := p.Close(); err != nil {
 		return fmt.Errorf("proxy: stopping: %w", err)
 	}
 	fmt.Fprintln(w, "wanlab proxy: stopped, routing restored")

@@ -115,7 +115,8 @@ func TestProxyCommand(t *testing.T) {
 	done := make(chan result, 1)
 	go func() {
 		out, err, code := runApp(ctx, "proxy", "--iface", "pa", "--iface", "pb", "--impair", "pb=delay 10ms",
-			"--netns", ns, "--state-dir", dir, "--control", sock, "--seed", "3", "--backend", "water")
+			"--netns", ns, "--state-dir", dir, "--control", sock, "--seed", "3", "--backend", "water",
+			"--pcap", filepath.Join(dir, "tap.pcapng"))
 		done <- result{out, err, code}
 	}()
 	c := control.Dial(sock)
@@ -162,6 +163,12 @@ func TestProxyCommand(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, r.out)
 		}
 	}
+	// The capture was flushed and closed: a pcapng section header block.
+	pc, err := os.ReadFile(filepath.Join(dir, "tap.pcapng"))
+	if err != nil || len(pc) < 28 || !bytes.Equal(pc[:4], []byte{0x0a, 0x0d, 0x0d, 0x0a}) {
+		t.Fatalf("pcapng: %d bytes, %v", len(pc), err)
+	}
+	os.Remove(filepath.Join(dir, "tap.pcapng"))
 	files, _ := filepath.Glob(filepath.Join(dir, "*"))
 	for _, f := range files {
 		if fi, err := os.Stat(f); err == nil && fi.Size() > 0 && !strings.HasSuffix(f, ".lock") {
