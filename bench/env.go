@@ -41,6 +41,9 @@ type Config struct {
 	// its own executable and "proxy"), so its CPU time and memory can be
 	// measured apart from the traffic generators. Empty: in-process.
 	ProxyExec []string
+	// Realtime runs the proxy's release loops under SCHED_FIFO
+	// (proxy.Config.Realtime, `wanlab proxy --realtime`).
+	Realtime bool
 	// Progress, if set, is called before each step.
 	Progress func(done, total int, step string)
 	// Command is recorded in the report.
@@ -121,6 +124,7 @@ func (e *env) openPath(ctx context.Context, name string) (path, error) {
 			HasSeed:  true,
 			Netns:    e.lab.Router.NS,
 			StateDir: e.stateDir,
+			Realtime: e.cfg.Realtime,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
@@ -178,6 +182,9 @@ func (e *env) startProxyProcess(ctx context.Context, name, backend string) (path
 	args := append([]string{}, e.cfg.ProxyExec[1:]...)
 	args = append(args, "--iface", e.toServer(), "--iface", e.toClient(), "--backend", backend,
 		"--netns", e.lab.Router.NS, "--control", "unix:"+sock, "--seed", "1", "--state-dir", e.stateDir)
+	if e.cfg.Realtime {
+		args = append(args, "--realtime")
+	}
 	cmd := exec.Command(e.cfg.ProxyExec[0], args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

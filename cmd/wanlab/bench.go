@@ -22,12 +22,13 @@ func init() {
 	out := &cli.StringFlag{Name: "out", Usage: "write report.json, report.txt and report.html to `DIR` (default: a new wanlab-bench-KIND-TIME directory here)"}
 	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of the table"}
 	quick := &cli.BoolFlag{Name: "quick", Usage: "the short variant (under a minute; what CI runs)"}
+	realtime := &cli.BoolFlag{Name: "realtime", Usage: "run the proxy's release loops under SCHED_FIFO, as `wanlab proxy --realtime`"}
 	register(&cli.Command{
 		Name:  "bench",
 		Usage: "measure wanlab's shaping accuracy and forwarding speed against the kernel, and the seeds' tables against their models",
-		UsageText: "wanlab bench accuracy [--quick] [--specs FILE] [--out DIR] [--json]\n" +
-			"wanlab bench forward [--quick] [--out DIR] [--json]\n" +
-			"wanlab bench sweep [--quick] [--kernel] [--out DIR] [--json]\n\n" +
+		UsageText: "wanlab bench accuracy [--quick] [--realtime] [--specs FILE] [--out DIR] [--json]\n" +
+			"wanlab bench forward [--quick] [--realtime] [--out DIR] [--json]\n" +
+			"wanlab bench sweep [--quick] [--realtime] [--kernel] [--out DIR] [--json]\n\n" +
 			"examples:\n" +
 			"   sudo wanlab bench accuracy --quick\n" +
 			"   sudo wanlab bench accuracy --specs my-specs.txt --out /tmp/acc\n" +
@@ -44,7 +45,7 @@ func init() {
 			{
 				Name:  "accuracy",
 				Usage: "configured against realized delay, loss, rate and reordering: proxy (each backend) and kernel qdiscs",
-				UsageText: "wanlab bench accuracy [--quick] [--specs FILE] [--out DIR] [--json]\n\n" +
+				UsageText: "wanlab bench accuracy [--quick] [--realtime] [--specs FILE] [--out DIR] [--json]\n\n" +
 					"examples:\n" +
 					"   sudo wanlab bench accuracy --quick\n" +
 					"   printf 'delay 20ms 2ms distribution normal\\ntbf rate 50mbit burst 50kb limit 500kb\\n' > specs.txt\n" +
@@ -55,32 +56,32 @@ func init() {
 					"stamps) and, for rates, a TCP bulk transfer, through the proxy with the offload and the water\n" +
 					"backend and through the same spec as kernel qdiscs on the router's veth. Kernel rows say\n" +
 					"\"n/a: kernel has no netem\" where the kernel lacks the qdisc. --specs FILE: one spec per line.",
-				Flags:  []cli.Flag{quick, &cli.StringFlag{Name: "specs", Usage: "measure the specs in `FILE` (one per line, # comments) instead of the grid"}, out, jsonFlag},
+				Flags:  []cli.Flag{quick, realtime, &cli.StringFlag{Name: "specs", Usage: "measure the specs in `FILE` (one per line, # comments) instead of the grid"}, out, jsonFlag},
 				Action: func(cc *cli.Context) error { return runBench(cc, "accuracy") },
 			},
 			{
 				Name:  "forward",
 				Usage: "forwarding speed with an empty spec: kernel routing vs proxy offload vs proxy water, with proxy CPU and RSS",
-				UsageText: "wanlab bench forward [--quick] [--out DIR] [--json]\n\n" +
+				UsageText: "wanlab bench forward [--quick] [--realtime] [--out DIR] [--json]\n\n" +
 					"example:\n   sudo wanlab bench forward",
 				Description: "TCP bulk with 1 and 4 streams, UDP small-packet rate and UDP round-trip latency, each through\n" +
 					"kernel routing, the proxy with the offload backend and with the water backend, in alternation\n" +
 					"(3 rounds), as absolute figures and as ratios to kernel routing. The proxy runs as a child\n" +
 					"process (this executable's `proxy` command) so its CPU time and RSS are its own.",
-				Flags:  []cli.Flag{quick, out, jsonFlag},
+				Flags:  []cli.Flag{quick, realtime, out, jsonFlag},
 				Action: func(cc *cli.Context) error { return runBench(cc, "forward") },
 			},
 			{
 				Name:  "sweep",
 				Usage: "the seeds' tables beside their models (Mathis, window/RTT, wmem/RTT, the tuner's prediction)",
-				UsageText: "wanlab bench sweep [--quick] [--kernel] [--out DIR] [--json]\n\n" +
+				UsageText: "wanlab bench sweep [--quick] [--realtime] [--kernel] [--out DIR] [--json]\n\n" +
 					"examples:\n   sudo wanlab bench sweep --quick\n   sudo wanlab bench sweep --kernel",
 				Description: "Throughput against loss 0-10 % with the Mathis bound and against delay 0-100 ms with window/RTT\n" +
 					"(seed 004, 5 streams); download speed with the server's tcp_wmem 4096 at RTT 0/10/100/200 ms\n" +
 					"with wmem/RTT (seed 000); the client's tcp_rmem limited against tuned at 35 ms with the\n" +
 					"tuner's prediction (seed 001). Through the userspace proxy, or with --kernel as kernel qdiscs\n" +
 					"(rows say n/a where the kernel lacks netem).",
-				Flags:  []cli.Flag{quick, &cli.BoolFlag{Name: "kernel", Usage: "impair with kernel qdiscs instead of the userspace proxy"}, out, jsonFlag},
+				Flags:  []cli.Flag{quick, realtime, &cli.BoolFlag{Name: "kernel", Usage: "impair with kernel qdiscs instead of the userspace proxy"}, out, jsonFlag},
 				Action: func(cc *cli.Context) error { return runBench(cc, "sweep") },
 			},
 		},
@@ -91,7 +92,7 @@ func runBench(cc *cli.Context, kind string) error {
 	if cc.NArg() > 0 {
 		return usageError(fmt.Errorf("bench %s: unexpected argument %q (flags only; see --help)", kind, cc.Args().First()))
 	}
-	cfg := bench.Config{Quick: cc.Bool("quick"), Command: benchCommandLine(cc, kind)}
+	cfg := bench.Config{Quick: cc.Bool("quick"), Realtime: cc.Bool("realtime"), Command: benchCommandLine(cc, kind)}
 	if kind == "accuracy" && cc.String("specs") != "" {
 		name := cc.String("specs")
 		f, err := os.Open(name)
@@ -199,7 +200,7 @@ func benchProgress(w io.Writer) func(done, total int, step string) {
 // for the report.
 func benchCommandLine(cc *cli.Context, kind string) string {
 	parts := []string{"wanlab", "bench", kind}
-	for _, name := range []string{"quick", "kernel", "json"} {
+	for _, name := range []string{"quick", "realtime", "kernel", "json"} {
 		if cc.IsSet(name) && cc.Bool(name) {
 			parts = append(parts, "--"+name)
 		}
