@@ -11,9 +11,10 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # Debian packages the tests use as references (tcpdump, tshark, tcptrace)
-# and for sanity checks (ping, iperf3). Installed only when missing.
+# and for sanity checks (ping, iperf3); chromium drives the HTML report in
+# the browser tests. Installed only when missing.
 pkgs=()
-for want in tcpdump:tcpdump tshark:tshark tcptrace:tcptrace iperf3:iperf3 ping:iputils-ping ip:iproute2; do
+for want in tcpdump:tcpdump tshark:tshark tcptrace:tcptrace iperf3:iperf3 ping:iputils-ping ip:iproute2 chromium:chromium; do
 	command -v "${want%%:*}" >/dev/null 2>&1 || pkgs+=("${want#*:}")
 done
 if [ ${#pkgs[@]} -gt 0 ]; then
