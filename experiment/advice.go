@@ -121,8 +121,11 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// advice gathers the tuner's plan and the analyzer's advice from both
-// captures (server first: it sees the sender), without repeating a line.
+// advice gathers the tuner's plan and the analyzer's advice, without
+// repeating a line. The analyzer's advice comes from one capture: the
+// server's when it has any (it sees the sender), else the client's; the two
+// captures of one transfer give the same advice with slightly different
+// figures, and printing both reads as two different predictions.
 func advice(r *Result) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -157,6 +160,9 @@ func advice(r *Result) []string {
 		}
 		for _, a := range cr.Diagnosis.Advice {
 			add(a)
+		}
+		if len(cr.Diagnosis.Advice) > 0 {
+			break
 		}
 	}
 	return out
