@@ -176,8 +176,8 @@ func TestCompareWithTcptrace(t *testing.T) {
 			if _, err := fmt.Sscanf(lines[len(lines)-1], "%f %f %f %d", &wall, &user, &sys, &kb); err != nil {
 				t.Fatalf("/usr/bin/time output %q: %v", stderr.String(), err)
 			}
-			best.wall = min(best.wall, time.Duration(wall*1e9))
-			best.cpu = min(best.cpu, time.Duration((user+sys)*1e9))
+			best.wall = min(best.wall, time.Duration(wall*1e3)*time.Millisecond)
+			best.cpu = min(best.cpu, time.Duration((user+sys)*1e3)*time.Millisecond)
 			best.rssKB = max(best.rssKB, kb)
 		}
 		return best

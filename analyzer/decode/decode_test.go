@@ -174,3 +174,15 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkDecode(b *testing.B) {
+	frame := append(append(make([]byte, 12), 0x08, 0x00), ipv4(tcpSegment(), 1448)...)
+	var p Packet
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Decode(LinkEthernet, frame, len(frame)+1448, &p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

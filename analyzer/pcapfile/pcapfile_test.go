@@ -204,3 +204,29 @@ func TestHugeDeclaredRecord(t *testing.T) {
 		t.Errorf("reading a 48-byte file allocated %d MB in total (%v allocations)", ms.TotalAlloc>>20, allocs)
 	}
 }
+
+// BenchmarkNext reads 96-byte records from memory; one op is one record.
+func BenchmarkNext(b *testing.B) {
+	frames := make([][]byte, 10000)
+	for i := range frames {
+		frames[i] = make([]byte, 96)
+	}
+	data := pcapBytes(b, true, layers.LinkTypeEthernet, frames...)
+	b.SetBytes(96 + 16)
+	b.ReportAllocs()
+	var r *Reader
+	n := len(frames)
+	for b.Loop() {
+		if n == len(frames) {
+			var err error
+			if r, err = NewReader(bytes.NewReader(data), "bench"); err != nil {
+				b.Fatal(err)
+			}
+			n = 0
+		}
+		if _, err := r.Next(); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+}
