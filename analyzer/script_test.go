@@ -21,6 +21,7 @@ type seg struct {
 	win        uint16
 	n          int
 	dt         time.Duration
+	opts       []byte // TCP options, a multiple of 4 bytes
 }
 
 // writeScript writes the segments as a raw-IPv4 pcap (no options, so no
@@ -37,9 +38,11 @@ func writeScript(t *testing.T, segs []seg) string {
 	ts := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, s := range segs {
 		ts = ts.Add(s.dt)
-		b := make([]byte, 40)
+		hl := 20 + len(s.opts)
+		b := make([]byte, 20+hl)
 		b[0], b[8], b[9] = 0x45, 64, 6
-		binary.BigEndian.PutUint16(b[2:], uint16(40+s.n))
+		binary.BigEndian.PutUint16(b[2:], uint16(20+hl+s.n))
+		copy(b[40:], s.opts)
 		c, sv := []byte{10, 0, 0, 2}, []byte{10, 0, 0, 1}
 		sp, dp := uint16(40000), uint16(80)
 		if s.fromServer {
@@ -51,9 +54,9 @@ func writeScript(t *testing.T, segs []seg) string {
 		binary.BigEndian.PutUint16(b[22:], dp)
 		binary.BigEndian.PutUint32(b[24:], s.seq)
 		binary.BigEndian.PutUint32(b[28:], s.ack)
-		b[32], b[33] = 5<<4, s.flags
+		b[32], b[33] = byte(hl/4)<<4, s.flags
 		binary.BigEndian.PutUint16(b[34:], s.win)
-		if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: ts, CaptureLength: 40, Length: 40 + s.n}, b); err != nil {
+		if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: ts, CaptureLength: len(b), Length: len(b) + s.n}, b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -72,25 +75,25 @@ func TestScriptedFlags(t *testing.T) {
 		ms       = time.Millisecond
 	)
 	path := writeScript(t, []seg{
-		{false, S, 100, 0, 65535, 0, 0},
-		{true, SA, 5000, 101, 65535, 0, 10 * ms},
-		{false, A, 101, 5001, 2000, 0, 10 * ms},
-		{true, A, 5001, 101, 65535, 1000, ms},    // data
-		{true, A, 6001, 101, 65535, 1000, 0},     // data up to the 2000-byte window: window full
-		{false, A, 101, 7001, 0, 0, 10 * ms},     // zero window
-		{true, A, 7001, 101, 65535, 1, 200 * ms}, // zero-window probe
-		{false, A, 101, 7001, 0, 0, 10 * ms},     // zero-window probe ACK
-		{false, A, 101, 7001, 3000, 0, 50 * ms},  // window update
-		{true, A, 7001, 101, 65535, 500, ms},
-		{false, A, 101, 7501, 3000, 0, 10 * ms},
-		{true, A, 7500, 101, 65535, 0, 5000 * ms}, // keep-alive
-		{false, A, 101, 7501, 3000, 0, 10 * ms},   // keep-alive ACK
-		{true, A, 7501, 101, 65535, 100, ms},
-		{true, A, 7601, 101, 65535, 100, ms},
-		{false, A, 101, 7501, 3000, 0, 9 * ms}, // duplicate ACKs
-		{false, A, 101, 7501, 3000, 0, ms},
-		{false, A, 101, 7701, 3000, 0, ms},
-		{true, A, 7501, 101, 65535, 100, 300 * ms}, // spurious retransmission
+		{false, S, 100, 0, 65535, 0, 0, nil},
+		{true, SA, 5000, 101, 65535, 0, 10 * ms, nil},
+		{false, A, 101, 5001, 2000, 0, 10 * ms, nil},
+		{true, A, 5001, 101, 65535, 1000, ms, nil},    // data
+		{true, A, 6001, 101, 65535, 1000, 0, nil},     // data up to the 2000-byte window: window full
+		{false, A, 101, 7001, 0, 0, 10 * ms, nil},     // zero window
+		{true, A, 7001, 101, 65535, 1, 200 * ms, nil}, // zero-window probe
+		{false, A, 101, 7001, 0, 0, 10 * ms, nil},     // zero-window probe ACK
+		{false, A, 101, 7001, 3000, 0, 50 * ms, nil},  // window update
+		{true, A, 7001, 101, 65535, 500, ms, nil},
+		{false, A, 101, 7501, 3000, 0, 10 * ms, nil},
+		{true, A, 7500, 101, 65535, 0, 5000 * ms, nil}, // keep-alive
+		{false, A, 101, 7501, 3000, 0, 10 * ms, nil},   // keep-alive ACK
+		{true, A, 7501, 101, 65535, 100, ms, nil},
+		{true, A, 7601, 101, 65535, 100, ms, nil},
+		{false, A, 101, 7501, 3000, 0, 9 * ms, nil}, // duplicate ACKs
+		{false, A, 101, 7501, 3000, 0, ms, nil},
+		{false, A, 101, 7701, 3000, 0, ms, nil},
+		{true, A, 7501, 101, 65535, 100, 300 * ms, nil}, // spurious retransmission
 	})
 	seen := PacketFlags(0)
 	ours, _ := ourVerdicts(t, path)
@@ -104,5 +107,42 @@ func TestScriptedFlags(t *testing.T) {
 	}
 	if a := agreement(t, path); a != 1 {
 		t.Errorf("agreement with tshark %.4f, want all %d frames", a, len(ours))
+	}
+}
+
+// TestWindowScaleNeedsBothSYNs: RFC 7323 2.2 as Linux applies it: a shift
+// counts only if both SYNs offered one, and never applies to the SYNs'
+// own window fields.
+func TestWindowScaleNeedsBothSYNs(t *testing.T) {
+	ws := func(shift byte) []byte { return []byte{1, 3, 3, shift} }
+	for _, c := range []struct {
+		name           string
+		clientSYN      []byte
+		serverSYN      []byte
+		wantClientMax  int64
+		wantServerMax  int64
+		wantScaleKnown bool
+	}{
+		{"both", ws(7), ws(2), 1000 << 7, 3000 << 2, true},
+		{"client only", ws(7), nil, 1000, 3000, true},
+		{"server only", nil, ws(2), 1000, 3000, true},
+	} {
+		path := writeScript(t, []seg{
+			{false, 0x02, 100, 0, 20000, 0, 0, c.clientSYN},
+			{true, 0x12, 5000, 101, 30000, 0, time.Millisecond, c.serverSYN},
+			{false, 0x10, 101, 5001, 1000, 0, time.Millisecond, nil},
+			{true, 0x10, 5001, 101, 3000, 100, time.Millisecond, nil},
+		})
+		res, err := AnalyzeFile(path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, sv := res.Connections[0].Directions[0], res.Connections[0].Directions[1]
+		// The SYNs' own windows (20000, 30000) are left out of the maxima,
+		// as in tcptrace's "max win adv"; the later windows show the shift.
+		if cl.MaxWindowBytes != c.wantClientMax || sv.MaxWindowBytes != c.wantServerMax || cl.WindowScaleKnown != c.wantScaleKnown {
+			t.Errorf("%s: client max window %d (want %d), server %d (want %d), known %v", c.name,
+				cl.MaxWindowBytes, c.wantClientMax, sv.MaxWindowBytes, c.wantServerMax, cl.WindowScaleKnown)
+		}
 	}
 }
