@@ -1,12 +1,16 @@
 package analyzer
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/wanlab/wanlab/analyzer/pcapfile"
 )
 
@@ -59,5 +63,42 @@ func TestBadInput(t *testing.T) {
 	}
 	if len(res.Warnings) == 0 {
 		t.Error("no warning for corrupt frames")
+	}
+}
+
+func TestPcapngUnknownInterfaceLinkType(t *testing.T) {
+	// Frames of an interface with a link type we do not decode are
+	// counted and reported; the other interface is analyzed.
+	var buf bytes.Buffer
+	w, err := pcapgo.NewNgWriterInterface(&buf, pcapgo.NgInterface{Name: "usb0", LinkType: layers.LinkTypeLinuxUSB, SnapLength: 96}, pcapgo.DefaultNgWriterOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eth, err := w.AddInterface(pcapgo.NgInterface{Name: "eth0", LinkType: layers.LinkTypeEthernet, SnapLength: 96})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := os.ReadFile(filepath.Join("testdata", "delack.pcap"))
+	r, err := pcapfile.NewReader(bytes.NewReader(good), "delack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		f, err := r.Next()
+		if err != nil {
+			break
+		}
+		w.WritePacket(gopacket.CaptureInfo{Timestamp: f.Timestamp, CaptureLength: len(f.Data), Length: f.WireLen, InterfaceIndex: eth}, f.Data)
+		w.WritePacket(gopacket.CaptureInfo{Timestamp: f.Timestamp, CaptureLength: 4, Length: 4, InterfaceIndex: 0}, []byte{1, 2, 3, 4})
+		n++
+	}
+	w.Flush()
+	res, err := AnalyzeStream(&buf, "mixed.pcapng", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.UnknownLink != n || res.TCPPackets != n || len(res.Connections) != 1 || len(res.Warnings) == 0 {
+		t.Errorf("unknown-link frames %d, TCP %d (want %d each), %d connections, warnings %q", res.UnknownLink, res.TCPPackets, n, len(res.Connections), res.Warnings)
 	}
 }
