@@ -31,13 +31,14 @@ type probeConfig struct {
 	IPLen    int           // IP packet length of each probe (>= 60)
 	Drain    time.Duration // how long to wait for stragglers after the last send
 	RunID    uint64
-	Steady   float64 // share of the receive span skipped by the rate figure
-	RcvBytes int     // receive buffer (SO_RCVBUFFORCE)
+	Steady   time.Duration // receive time skipped by the rate figure (until the bucket is empty)
+	RcvBytes int           // receive buffer (SO_RCVBUFFORCE)
 }
 
 // udpProbe sends cfg.Count timestamped probes from the lab's client to
-// its server at cfg.PPS and returns what arrived (kernel receive stamps).
-func udpProbe(ctx context.Context, l *lab.Lab, cfg probeConfig) ([]arrival, error) {
+// its server at cfg.PPS and returns what arrived (kernel receive stamps)
+// and the rate the sender achieved (IP bit/s).
+func udpProbe(ctx context.Context, l *lab.Lab, cfg probeConfig) ([]arrival, float64, error) {
 	if cfg.IPLen < probeHeader+ipUDPHeader {
 		cfg.IPLen = probeHeader + ipUDPHeader
 	}
@@ -64,7 +65,7 @@ func udpProbe(ctx context.Context, l *lab.Lab, cfg probeConfig) ([]arrival, erro
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("probe receiver: %w", err)
+		return nil, 0, fmt.Errorf("probe receiver: %w", err)
 	}
 	defer rconn.Close()
 	dst := rconn.LocalAddr().(*net.UDPAddr)
@@ -76,7 +77,7 @@ func udpProbe(ctx context.Context, l *lab.Lab, cfg probeConfig) ([]arrival, erro
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("probe sender: %w", err)
+		return nil, 0, fmt.Errorf("probe sender: %w", err)
 	}
 	defer sconn.Close()
 	_ = sconn.SetWriteBuffer(4 << 20)
@@ -151,15 +152,20 @@ func udpProbe(ctx context.Context, l *lab.Lab, cfg probeConfig) ([]arrival, erro
 			}
 		}
 	}
-	sendDone <- time.Now()
+	sendEnd := time.Now()
+	sendDone <- sendEnd
 	rerr := <-recvDone
 	if err := errors.Join(sendErr, rerr, ctx.Err()); err != nil {
-		return nil, fmt.Errorf("probe: %w", err)
+		return nil, 0, fmt.Errorf("probe: %w", err)
 	}
 	if sent != cfg.Count {
-		return nil, fmt.Errorf("probe: sent %d of %d", sent, cfg.Count)
+		return nil, 0, fmt.Errorf("probe: sent %d of %d", sent, cfg.Count)
 	}
-	return arr, nil
+	offered := 0.0
+	if span := sendEnd.Sub(start); span > 0 {
+		offered = float64(sent*cfg.IPLen*8) / span.Seconds()
+	}
+	return arr, offered, nil
 }
 
 // rxStamp finds the SCM_TIMESTAMPNS in a control message.

@@ -64,9 +64,9 @@ type arrival struct {
 }
 
 // analyze computes a run's statistics. sent is the number of probes sent
-// (sequence numbers 0..sent-1); steadyFrom skips arrivals before that
-// share of the receive span when computing the long-run rate.
-func analyze(arr []arrival, sent int, steadyFrom float64) probeStats {
+// (sequence numbers 0..sent-1); the long-run rate skips the arrivals of
+// the first steadyAfter (see rateAndBurst).
+func analyze(arr []arrival, sent int, steadyAfter time.Duration) probeStats {
 	st := probeStats{Sent: sent}
 	seen := make([]bool, sent)
 	delays := make([]float64, 0, len(arr))
@@ -112,25 +112,26 @@ func analyze(arr []arrival, sent int, steadyFrom float64) probeStats {
 	if st.LossRuns > 0 {
 		st.MeanLossRun = float64(lost) / float64(st.LossRuns)
 	}
-	st.RateBps, st.Burst1ms = rateAndBurst(arr, steadyFrom)
+	st.RateBps, st.Burst1ms = rateAndBurst(arr, steadyAfter)
 	return st
 }
 
 // rateAndBurst returns the receive rate in bit/s while the shaper is
-// saturated, from the arrival at the steadyFrom share of the arrivals to
-// the one at 90 % (so neither the bucket's initial burst nor stragglers
-// held up in a queue count), and the most bytes in any window of 1 ms
-// over all arrivals.
-func rateAndBurst(arr []arrival, steadyFrom float64) (float64, int) {
+// saturated: from the first arrival steadyAfter after the first one (a
+// full bucket lets traffic through at the offered rate until it is
+// empty) to the arrival at 90 % (so the queue's drain after the sender
+// stopped does not count either); and the most bytes in any window of
+// 1 ms over all arrivals.
+func rateAndBurst(arr []arrival, steadyAfter time.Duration) (float64, int) {
 	if len(arr) < 2 {
 		return 0, 0
 	}
 	rx := slices.Clone(arr)
 	slices.SortFunc(rx, func(a, b arrival) int { return cmpInt64(a.rx, b.rx) })
-	i := int(float64(len(rx)-1) * steadyFrom)
-	j := int(float64(len(rx)-1) * 0.9)
-	if steadyFrom == 0 {
-		j = len(rx) - 1
+	i, _ := slices.BinarySearchFunc(rx, rx[0].rx+int64(steadyAfter), func(a arrival, t int64) int { return cmpInt64(a.rx, t) })
+	j := len(rx) - 1
+	if steadyAfter > 0 {
+		j = int(float64(len(rx)-1) * 0.9)
 	}
 	rate := 0.0
 	if j > i && rx[j].rx > rx[i].rx {

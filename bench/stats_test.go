@@ -47,7 +47,7 @@ func TestAnalyze(t *testing.T) {
 	}
 	arr[497], arr[498] = arr[498], arr[497] // seq 500 and 501 (three lost before)
 	arr = append(arr, arr[0])               // a duplicate
-	st := analyze(arr, 1000, 0.2)
+	st := analyze(arr, 1000, 200*time.Millisecond)
 	if st.Received != 997 || st.Duplicates != 1 || st.LossRuns != 1 || st.MeanLossRun != 3 || st.Reordered != 1 {
 		t.Errorf("got %+v", st)
 	}
