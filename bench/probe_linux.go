@@ -24,17 +24,6 @@ const (
 	ipUDPHeader = 28 // IPv4 + UDP headers: IP length = payload + 28
 )
 
-// probeConfig describes one probe run from client to server.
-type probeConfig struct {
-	PPS      float64
-	Count    int
-	IPLen    int           // IP packet length of each probe (>= 60)
-	Drain    time.Duration // how long to wait for stragglers after the last send
-	RunID    uint64
-	Steady   time.Duration // receive time skipped by the rate figure (until the bucket is empty)
-	RcvBytes int           // receive buffer (SO_RCVBUFFORCE)
-}
-
 // udpProbe sends cfg.Count timestamped probes from the lab's client to
 // its server at cfg.PPS and returns what arrived (kernel receive stamps)
 // and the rate the sender achieved (IP bit/s).

@@ -1,0 +1,35 @@
+package bench
+
+// StateDir holds, per lab, the route and qdisc state files of a bench
+// run (StateDir/<lab id>/); everything they describe lives in the lab's
+// router namespace and goes with it.
+const StateDir = "/run/wanlab/bench"
+
+// Config is shared by the three benches.
+type Config struct {
+	// Quick runs the short variant (under a minute, for CI).
+	Quick bool
+	// Specs replaces the accuracy grid (one spec per entry).
+	Specs []string
+	// Kernel makes the sweep run the specs as kernel qdiscs instead of
+	// through the userspace proxy.
+	Kernel bool
+	// ProxyExec, when set, runs the proxy as a child process, this
+	// command line followed by the `wanlab proxy` flags (the CLI passes
+	// its own executable and "proxy"), so its CPU time and memory can be
+	// measured apart from the traffic generators. Empty: in-process.
+	ProxyExec []string
+	// Realtime runs the proxy's release loops under SCHED_FIFO
+	// (proxy.Config.Realtime, `wanlab proxy --realtime`).
+	Realtime bool
+	// Progress, if set, is called before each step.
+	Progress func(done, total int, step string)
+	// Command is recorded in the report.
+	Command string
+}
+
+func (c Config) progress(done, total int, step string) {
+	if c.Progress != nil {
+		c.Progress(done, total, step)
+	}
+}
