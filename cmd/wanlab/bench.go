@@ -28,7 +28,8 @@ func init() {
 		Usage: "measure wanlab's shaping accuracy and forwarding speed against the kernel, and the seeds' tables against their models",
 		UsageText: "wanlab bench accuracy [--quick] [--realtime] [--specs FILE] [--out DIR] [--json]\n" +
 			"wanlab bench forward [--quick] [--realtime] [--out DIR] [--json]\n" +
-			"wanlab bench sweep [--quick] [--realtime] [--kernel] [--out DIR] [--json]\n\n" +
+			"wanlab bench sweep [--quick] [--realtime] [--kernel] [--out DIR] [--json]\n" +
+			"wanlab bench cleanup\n\n" +
 			"examples:\n" +
 			"   sudo wanlab bench accuracy --quick\n" +
 			"   sudo wanlab bench accuracy --specs my-specs.txt --out /tmp/acc\n" +
@@ -83,6 +84,13 @@ func init() {
 					"(rows say n/a where the kernel lacks netem).",
 				Flags:  []cli.Flag{quick, realtime, &cli.BoolFlag{Name: "kernel", Usage: "impair with kernel qdiscs instead of the userspace proxy"}, out, jsonFlag},
 				Action: func(cc *cli.Context) error { return runBench(cc, "sweep") },
+			},
+			{
+				Name:        "cleanup",
+				Usage:       "remove what a killed bench left behind (its lab namespaces and state files)",
+				UsageText:   "wanlab bench cleanup\n\nexample:\n   sudo wanlab bench cleanup",
+				Description: "Removes the labs of bench (and experiment) processes that are no longer running and the\nbench state directories of labs that no longer exist. Live runs are left alone.",
+				Action:      runBenchCleanup,
 			},
 		},
 	})
@@ -194,6 +202,23 @@ func benchProgress(w io.Writer) func(done, total int, step string) {
 			_ = bar.Finish()
 		}
 	}
+}
+
+func runBenchCleanup(cc *cli.Context) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("bench cleanup: needs root: %w", os.ErrPermission)
+	}
+	removed, err := bench.Cleanup()
+	for _, r := range removed {
+		fmt.Fprintf(cc.App.Writer, "removed %s\n", r)
+	}
+	if len(removed) == 0 && err == nil {
+		fmt.Fprintln(cc.App.Writer, "nothing to clean up")
+	}
+	if err != nil {
+		return fmt.Errorf("bench cleanup: %w", err)
+	}
+	return nil
 }
 
 // benchCommandLine rebuilds the command line from the flags that were set,
