@@ -22,7 +22,7 @@ func init() {
 	out := &cli.StringFlag{Name: "out", Usage: "write report.json, report.txt and report.html to `DIR` (default: a new wanlab-bench-KIND-TIME directory here)"}
 	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of the table"}
 	quick := &cli.BoolFlag{Name: "quick", Usage: "the short variant (under a minute; what CI runs)"}
-	realtime := &cli.BoolFlag{Name: "realtime", Usage: "run the proxy's release loops under SCHED_FIFO, as `wanlab proxy --realtime`"}
+	realtime := &cli.BoolFlag{Name: "realtime", Usage: "run the proxy's release loops under SCHED_FIFO (as wanlab proxy --realtime)"}
 	register(&cli.Command{
 		Name:  "bench",
 		Usage: "measure wanlab's shaping accuracy and forwarding speed against the kernel, and the seeds' tables against their models",
