@@ -102,6 +102,12 @@ type DirectionStats struct {
 	TSRTTMinMs   float64 `json:"ts_rtt_min_ms"`
 	TSRTTP50Ms   float64 `json:"ts_rtt_p50_ms"`
 	TSRTTMaxMs   float64 `json:"ts_rtt_max_ms"`
+	// Echo RTT, measurable next to the receiver too: from a TSval the
+	// receiver sent to the first new data segment echoing it (one round
+	// trip plus the sender's reaction; TSval ticks add up to 1 ms).
+	EchoRTTSamples int     `json:"echo_rtt_samples"`
+	EchoRTTMinMs   float64 `json:"echo_rtt_min_ms"`
+	EchoRTTP50Ms   float64 `json:"echo_rtt_p50_ms"`
 
 	// Window this endpoint advertised (tcptrace's "win adv").
 	MaxWindowBytes int64 `json:"max_window_bytes"`
@@ -279,10 +285,14 @@ type dirAnalysis struct {
 	ts     tsRing
 	rtt    histogram // Karn samples, µs
 	tsrtt  histogram // timestamp samples, µs
-	flight histogram // bytes in flight per data segment
-	lone   histogram // ACK delay of lone segments, µs (delayed-ACK detector)
-	gaps   histogram // time from "all acknowledged" to the next new data, µs
-	pauses histogram // time between consecutive data segments, µs
+	// echortt: receiver's TSval to the first new data echoing it, µs
+	echortt  histogram
+	echoSeen bool
+	lastEcho uint32
+	flight   histogram // bytes in flight per data segment
+	lone     histogram // ACK delay of lone segments, µs (delayed-ACK detector)
+	gaps     histogram // time from "all acknowledged" to the next new data, µs
+	pauses   histogram // time between consecutive data segments, µs
 
 	firstData, lastData int64 // times of first and last data segment
 	lastDataAcked       int64 // time the last byte of data was acknowledged
@@ -583,8 +593,20 @@ finishedFwd:
 				fwd.lastData = t
 			}
 		}
-		if seglen > 0 && p.HasTimestamp {
+		if p.HasTimestamp {
+			// Every TSval's first sending time: data segments' for the
+			// timestamp RTT, pure ACKs' for the echo RTT below.
 			fwd.ts.sent(p.TSVal, t)
+			// Echo RTT, the receiver's view (Linux's tcp_rcv_rtt_measure_ts):
+			// new data that echoes a TSval of the receiver's first comes
+			// one round trip after the receiver sent that value.
+			if seglen > 0 && fl&(AnyRetransmission|OutOfOrder) == 0 && flags&fACK != 0 &&
+				(!fwd.echoSeen || p.TSEcr != fwd.lastEcho) {
+				fwd.echoSeen, fwd.lastEcho = true, p.TSEcr
+				if sent, ok := rev.ts.lookup(p.TSEcr); ok {
+					fwd.echortt.add(uint64((t - sent) / 1000))
+				}
+			}
 		}
 		if fl&AnyRetransmission != 0 {
 			fwd.lastRetrans = t
@@ -800,6 +822,11 @@ func (c *Connection) finish(a *Analyzer) {
 			st.RTTP50Ms = d.rtt.quantile(0.5) / 1e3
 			st.RTTP99Ms = d.rtt.quantile(0.99) / 1e3
 		}
+		st.EchoRTTSamples = int(d.echortt.n)
+		if d.echortt.n > 0 {
+			st.EchoRTTMinMs = float64(d.echortt.min) / 1e3
+			st.EchoRTTP50Ms = d.echortt.quantile(0.5) / 1e3
+		}
 		st.TSRTTSamples = int(d.tsrtt.n)
 		if d.tsrtt.n > 0 {
 			st.TSRTTMinMs = float64(d.tsrtt.min) / 1e3
@@ -855,22 +882,39 @@ func delayedAckStalls(lone, rtt *histogram) (int, float64) {
 // tsRing remembers when each TSval was first sent, for timestamp RTT
 // samples. TSvals only grow, so the ring stays sorted.
 type tsRing struct {
-	vals  []uint32 // allocated on first use: tsRingSize entries
+	vals  []uint32 // allocated on first use, tsRingMin entries, doubling
 	times []int64
-	n     int // total ever stored
+	n     int  // total ever stored
+	grow  bool // a lookup missed a value older than the ring holds
 }
 
-const tsRingSize = 256
+// The ring starts small (most connections need a few entries) and doubles,
+// up to tsRingMax, when an echo refers to a value it has already dropped:
+// a standing queue of Q seconds needs about Q*1000 entries at 1 ms ticks.
+const (
+	tsRingMin = 64
+	tsRingMax = 16384
+)
 
 func (r *tsRing) sent(v uint32, t int64) {
 	if r.vals == nil {
-		r.vals, r.times = make([]uint32, tsRingSize), make([]int64, tsRingSize)
+		r.vals, r.times = make([]uint32, tsRingMin), make([]int64, tsRingMin)
 	}
 	if r.n > 0 {
 		last := r.vals[(r.n-1)%len(r.vals)]
 		if !seqGT(v, last) {
 			return
 		}
+	}
+	if r.grow && len(r.vals) < tsRingMax {
+		r.grow = false
+		k := min(r.n, len(r.vals))
+		vals, times := make([]uint32, 2*len(r.vals)), make([]int64, 2*len(r.vals))
+		for i := 0; i < k; i++ {
+			j := (r.n - k + i) % len(r.vals)
+			vals[i], times[i] = r.vals[j], r.times[j]
+		}
+		r.vals, r.times, r.n = vals, times, k
 	}
 	r.vals[r.n%len(r.vals)] = v
 	r.times[r.n%len(r.times)] = t
@@ -879,6 +923,9 @@ func (r *tsRing) sent(v uint32, t int64) {
 
 func (r *tsRing) lookup(v uint32) (int64, bool) {
 	k := min(r.n, len(r.vals))
+	if k == 0 {
+		return 0, false
+	}
 	// The echoed value is almost always one of the newest.
 	for i := 1; i <= min(k, 4); i++ {
 		j := (r.n - i) % len(r.vals)
@@ -892,6 +939,9 @@ func (r *tsRing) lookup(v uint32) (int64, bool) {
 	})
 	if i < k && r.vals[(r.n-k+i)%len(r.vals)] == v {
 		return r.times[(r.n-k+i)%len(r.times)], true
+	}
+	if i == 0 && k == len(r.vals) {
+		r.grow = true // older than the oldest kept
 	}
 	return 0, false
 }

@@ -116,7 +116,13 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 	rttMin := d.PathRTTMs / 1e3
 	rttMed := d.RTTP50Ms / 1e3
 	if d.CapturedNear == "receiver" || d.RTTSamples == 0 {
-		rttMed = rttMin // no RTT distribution visible from here
+		// Next to the receiver the data-to-ACK time is not the path's;
+		// the echo RTT (receiver's TSval to the data echoing it) shows how
+		// the round trip grew; without timestamps the handshake is all.
+		rttMed = rttMin
+		if d.EchoRTTSamples >= 10 {
+			rttMed = max(rttMin, d.EchoRTTP50Ms/1e3-0.001) // the TSval tick adds up to 1 ms
+		}
 	}
 	if rttMin == 0 && d.TSRTTSamples > 0 {
 		rttMin, rttMed = d.TSRTTMinMs/1e3, d.TSRTTP50Ms/1e3

@@ -115,3 +115,20 @@ func TestDiagnoses(t *testing.T) {
 		}
 	})
 }
+
+// TestEchoRTTNextToReceiver: next to the receiver, data-to-ACK times are
+// only the receiver's delay, but a TSval the receiver sends comes back in
+// the data it releases one round trip later, queue included.
+func TestEchoRTTNextToReceiver(t *testing.T) {
+	c, _ := analyzeSynth(t, synth.Config{Bytes: 4 << 20, OneWay: 10 * time.Millisecond, Window: 256 << 10})
+	d := c.Directions[1]
+	if d.CapturedNear != "receiver" || d.EchoRTTSamples < 50 || d.EchoRTTMinMs < 19 || d.EchoRTTMinMs > 22 {
+		t.Errorf("captured near %s: echo RTT %d samples, min %.3f ms (want about the 20 ms path)", d.CapturedNear, d.EchoRTTSamples, d.EchoRTTMinMs)
+	}
+	// A 20 Mbit/s bottleneck behind a 4 MB window: the queue shows.
+	c, _ = analyzeSynth(t, synth.Config{Bytes: 20 << 20, Window: 4 << 20, Rate: 2.5e6, OneWay: 5 * time.Millisecond})
+	d = c.Directions[1]
+	if d.EchoRTTP50Ms < 5*d.EchoRTTMinMs {
+		t.Errorf("echo RTT min %.1f ms, median %.1f ms: the standing queue should show", d.EchoRTTMinMs, d.EchoRTTP50Ms)
+	}
+}

@@ -56,6 +56,8 @@ type event struct {
 	win  int
 	sack [2]int64
 	idx  int
+	tv   uint32 // TSval and TSecr the segment carries
+	te   uint32
 }
 
 const (
@@ -144,6 +146,10 @@ type sim struct {
 	clientISN  uint32
 	serverISN  uint32
 	backDone   bool
+	// TCP timestamps: the sim clock in ms is both hosts' TS clock; each
+	// side echoes the latest TSval it received (TS.Recent).
+	tsVal, tsEcr               uint32 // for the next captured segment
+	serverRecent, clientRecent uint32
 }
 
 func (s *sim) push(e event) {
@@ -171,6 +177,9 @@ func (s *sim) run() {
 	s.cwnd, s.ssthresh = float64(10*s.cfg.MSS), 1e12
 	d := s.cfg.OneWay
 	// Handshake as seen at the client.
+	msd := uint32(d / time.Millisecond)
+	s.clientRecent, s.serverRecent = msd, 2*msd // SYN-ACK's and the ACK's TSvals
+	s.tsVal, s.tsEcr = 2*msd, msd
 	if s.cfg.AtSender {
 		s.capture(d, false, s.clientISN, 0, 0, flagSYN, 64240, true, [2]int64{})
 		s.capture(d, true, s.serverISN, s.clientISN+1, 0, flagSYN|flagACK, 65160, true, [2]int64{})
@@ -245,6 +254,7 @@ func (s *sim) transmitN(t time.Duration, seq int64, n int, rtx bool) {
 	tx := time.Duration(float64(n+66) / s.cfg.Rate * 1e9)
 	s.linkFree = dep + tx
 	segNo := int(seq / int64(s.cfg.MSS))
+	tv := uint32(t / time.Millisecond)
 	if s.cfg.AtSender {
 		// The sender's tap sees the segment when TCP hands it down, before
 		// the bottleneck queue.
@@ -252,6 +262,7 @@ func (s *sim) transmitN(t time.Duration, seq int64, n int, rtx bool) {
 		if rtx {
 			s.truth.Retransmissions++
 		}
+		s.tsVal, s.tsEcr = tv, s.serverRecent
 		s.capture(t, true, s.serverISN+1+uint32(seq), s.clientISN+1, n, flagACK|flagPSH, 502, true, [2]int64{})
 	}
 	first := !s.sentOnce[seq]
@@ -267,7 +278,7 @@ func (s *sim) transmitN(t time.Duration, seq int64, n int, rtx bool) {
 		arr += tx + 5*time.Microsecond // just after its successor
 		s.truth.ReorderedArrive++
 	}
-	s.push(event{t: arr, kind: evArrive, seq: seq, n: n, rtx: rtx})
+	s.push(event{t: arr, kind: evArrive, seq: seq, n: n, rtx: rtx, tv: tv, te: s.serverRecent})
 }
 
 func (s *sim) arrive(e event) {
@@ -275,11 +286,11 @@ func (s *sim) arrive(e event) {
 	if e.rtx {
 		s.truth.Retransmissions++
 	}
-	win := s.rcvWindow()
 	if !s.cfg.AtSender {
+		s.tsVal, s.tsEcr = e.tv, e.te
 		s.capture(e.t, true, s.serverISN+1+uint32(e.seq), s.clientISN+1, e.n, flagACK|flagPSH, 502, true, [2]int64{})
 	}
-	_ = win
+	s.clientRecent = e.tv
 	if e.seq+int64(e.n) <= s.rcvNxt {
 		s.sendAck(e.t, [2]int64{e.seq, e.seq + int64(e.n)}) // D-SACK style immediate ACK
 		return
@@ -338,16 +349,20 @@ func (s *sim) sendAck(t time.Duration, sack [2]int64) {
 	if win == 0 {
 		s.truth.ZeroWindows++
 	}
+	tv := uint32(t / time.Millisecond)
 	if !s.cfg.AtSender {
+		s.tsVal, s.tsEcr = tv, s.clientRecent
 		s.capture(t, false, s.clientISN+1, s.serverISN+1+uint32(s.rcvNxt), 0, flagACK, win>>7, true, sack)
 	}
-	s.push(event{t: t + s.cfg.OneWay, kind: evAck, seq: s.rcvNxt, win: (win >> 7) << 7, sack: sack})
+	s.push(event{t: t + s.cfg.OneWay, kind: evAck, seq: s.rcvNxt, win: (win >> 7) << 7, sack: sack, tv: tv, te: s.clientRecent})
 }
 
 func (s *sim) ackArrive(e event) {
 	if s.cfg.AtSender {
+		s.tsVal, s.tsEcr = e.tv, e.te
 		s.capture(e.t, false, s.clientISN+1, s.serverISN+1+uint32(e.seq), 0, flagACK, e.win>>7, true, e.sack)
 	}
+	s.serverRecent = e.tv
 	s.peerWin = e.win
 	if e.seq > s.una {
 		acked := float64(e.seq - s.una)
@@ -414,9 +429,8 @@ func (s *sim) capture(t time.Duration, fromServer bool, seq, ack uint32, n int, 
 		binary.BigEndian.PutUint32(o[8:], uint32(t/time.Millisecond))
 	} else if !s.cfg.NoTimestamps {
 		o = append(o, 1, 1, 8, 10, 0, 0, 0, 0, 0, 0, 0, 0)
-		ms := uint32(t / time.Millisecond)
-		binary.BigEndian.PutUint32(o[4:], ms)
-		binary.BigEndian.PutUint32(o[8:], ms-uint32(2*s.cfg.OneWay/time.Millisecond))
+		binary.BigEndian.PutUint32(o[4:], s.tsVal)
+		binary.BigEndian.PutUint32(o[8:], s.tsEcr)
 	}
 	if sack[1] > 0 {
 		o = append(o, 1, 1, 5, 10, 0, 0, 0, 0, 0, 0, 0, 0)
