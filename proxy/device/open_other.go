@@ -5,10 +5,17 @@ package device
 import (
 	"fmt"
 	"runtime"
+
+	"github.com/vishvananda/netns"
 )
 
 // Open is Linux-only: TUN backends need /dev/net/tun.
 func Open(backend, name string, mtu int) (Device, error) {
+	return OpenIn(netns.None(), backend, name, mtu)
+}
+
+// OpenIn is Linux-only, like Open.
+func OpenIn(_ netns.NsHandle, backend, name string, _ int) (Device, error) {
 	if err := checkBackend(backend); err != nil {
 		return nil, err
 	}
