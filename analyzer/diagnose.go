@@ -152,7 +152,11 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 	ev("%s of data in %.1f ms: %s; min RTT %.3g ms, median %.3g ms",
 		sz(float64(d.UniqueBytes)), transfer, mb(rate), rttMin*1e3, rttMed*1e3)
 	if d.CapturedNear == "receiver" {
-		ev("captured near the receiver %s: RTT is the handshake's, bytes in flight are estimated as rate x RTT", receiver)
+		if d.EchoRTTSamples >= 10 {
+			ev("captured near the receiver %s: min RTT from the handshake, median from %d timestamp echoes; bytes in flight estimated as rate x RTT", receiver, d.EchoRTTSamples)
+		} else {
+			ev("captured near the receiver %s: RTT from the handshake, bytes in flight estimated as rate x RTT", receiver)
+		}
 	}
 	// Without both SYNs the window scale is unknown and windows are raw
 	// header values: the window tests would compare flight with a window

@@ -17,7 +17,11 @@ func FuzzAnalyzer(f *testing.F) {
 	f.Add([]byte("\x00\x02\x00\x00\x03\xe8\x00\x00\x00\x00\x01\x00\x00\x00\x00\x01" +
 		"\x01\x12\x00\x00\x07\xd0\x00\x00\x03\xe9\x01\x00\x00\x00\x00\x01" +
 		"\x00\x10\x00\x00\x03\xe9\x00\x00\x07\xd1\x01\x00\x05\xa8\x00\x01"))
-	f.Fuzz(func(t *testing.T, in []byte) {
+	f.Fuzz(fuzzAnalyzer)
+}
+
+func fuzzAnalyzer(t *testing.T, in []byte) {
+	{
 		a := New(Options{MaxPoints: 16})
 		frame := make([]byte, 20+32)
 		ts := time.Unix(1e9, 0)
@@ -63,5 +67,5 @@ func FuzzAnalyzer(f *testing.F) {
 				}
 			}
 		}
-	})
+	}
 }
