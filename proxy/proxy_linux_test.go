@@ -165,7 +165,10 @@ func testUDPLoss(t *testing.T, tp *topo, p *Proxy) {
 	if float64(lost) < lo || float64(lost) > hi {
 		t.Fatalf("lost %d of %d datagrams, outside the 99.9%% binomial interval %.0f-%.0f", lost, n, lo, hi)
 	}
-	if d := p.Stats().Directions[1].Engine.Totals.Drops.Loss; d != uint64(lost) {
+	// Every datagram the server missed was a loss drop. The engine may
+	// have dropped a stray packet of the kernel's too (the spec applies to
+	// everything leaving through rb), hence the small margin.
+	if d := p.Stats().Directions[1].Engine.Totals.Drops.Loss; d < uint64(lost) || d > uint64(lost)+3 {
 		t.Fatalf("engine counted %d loss drops, the server missed %d", d, lost)
 	}
 }
