@@ -71,6 +71,7 @@ type Proxy struct {
 	cfg     Config
 	seed    uint64
 	pool    *engine.Pool
+	devs    [2]device.Device // the devices, opened or given
 	dirs    [2]*direction
 	lock    *route.Lock
 	applied *route.Applied
@@ -129,6 +130,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 			return nil, err
 		}
 	}
+	p.devs = devs
 	mtu := max(devs[0].MTU(), devs[1].MTU(), 1280)
 	p.pool = engine.NewPool(engine.Headroom + mtu)
 	for i := range 2 {
@@ -240,14 +242,8 @@ func (p *Proxy) teardown() error {
 			d.stopping.Store(true)
 		}
 	}
-	if p.cfg.Devices[0] == nil || p.cfg.Devices[1] == nil {
-		for _, d := range p.dirs {
-			if d != nil {
-				d.dev.Close()
-			}
-		}
-	} else {
-		for _, d := range p.cfg.Devices {
+	for _, d := range p.devs {
+		if d != nil {
 			d.Close()
 		}
 	}
