@@ -883,3 +883,119 @@ func ParseClassesAuto(text []byte) (*Classes, error) {
 	}
 	return ParseClasses(string(text))
 }
+
+// IsClasses reports whether text is a set of classes rather than a plain
+// spec: its first statement is htb, class, filter, leaf or default, a tc
+// class or filter command, a tc htb qdisc, or the YAML form.
+func IsClasses(text string) bool {
+	t := strings.TrimSpace(text)
+	for _, key := range []string{"classes:", "default:", "r2q:", "filters:", "---"} {
+		if strings.HasPrefix(t, key) {
+			return true
+		}
+	}
+	sts := splitStatements(t)
+	if len(sts) == 0 {
+		return false
+	}
+	toks := sts[0].toks
+	if toks[0].text == "sudo" {
+		toks = toks[1:]
+	}
+	if len(toks) == 0 {
+		return false
+	}
+	switch toks[0].text {
+	case "htb", "class", "filter", "leaf", "default":
+		return true
+	case "tc":
+		if len(toks) > 1 && (toks[1].text == "class" || toks[1].text == "filter") {
+			return true
+		}
+		for _, x := range toks {
+			if x.text == "htb" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Patch applies the statements of text to a copy of c: a class statement
+// replaces the class with its id (or adds one), a leaf statement replaces
+// that leaf's spec, filter statements replace all filters, default and
+// htb r2q replace those. The result is validated as a whole.
+func (c *Classes) Patch(text string) (*Classes, error) {
+	n := &Classes{Default: c.Default, R2Q: c.R2Q}
+	n.Classes = append(n.Classes, c.Classes...)
+	n.Filters = append(n.Filters, c.Filters...)
+	// Parse the patch against the current classes so references to
+	// existing parents and flowids resolve: write the current set,
+	// without the statements the patch replaces, then the patch.
+	var classLines, leafLines, filterLines, other []string
+	for _, st := range splitStatements(text) {
+		var words []string
+		for _, t := range st.toks {
+			words = append(words, t.text)
+		}
+		line := strings.Join(words, " ")
+		switch words[0] {
+		case "class":
+			classLines = append(classLines, line)
+		case "leaf":
+			leafLines = append(leafLines, line)
+		case "filter":
+			filterLines = append(filterLines, line)
+		case "default", "htb":
+			other = append(other, line)
+		default:
+			return nil, classErr(st, "", st.toks[0], "a change of the running classes takes class, leaf, filter, default or htb statements, not %q", words[0])
+		}
+	}
+	replaced := map[string]bool{}
+	for _, l := range classLines {
+		f := strings.Fields(l)
+		if len(f) > 1 {
+			if id, err := NormalizeClassID(f[1]); err == nil {
+				replaced[id] = true
+			}
+		}
+	}
+	leafed := map[string]bool{}
+	for _, l := range leafLines {
+		f := strings.Fields(l)
+		if len(f) > 1 {
+			if id, err := NormalizeClassID(f[1]); err == nil {
+				leafed[id] = true
+			}
+		}
+	}
+	var lines []string
+	if n.Default != "" {
+		lines = append(lines, "default "+n.Default)
+	}
+	if n.R2Q != 0 {
+		lines = append(lines, fmt.Sprintf("htb r2q %d", n.R2Q))
+	}
+	lines = append(lines, other...)
+	old := (&Classes{Classes: n.Classes, Filters: n.Filters}).String()
+	for _, st := range splitStatements(old) {
+		var words []string
+		for _, t := range st.toks {
+			words = append(words, t.text)
+		}
+		id := ""
+		if len(words) > 1 {
+			id = words[1]
+		}
+		switch {
+		case words[0] == "class" && replaced[id]:
+		case words[0] == "leaf" && leafed[id]:
+		case words[0] == "filter" && len(filterLines) > 0:
+		default:
+			lines = append(lines, strings.Join(words, " "))
+		}
+	}
+	lines = append(append(append(lines, classLines...), filterLines...), leafLines...)
+	return ParseClasses(strings.Join(lines, "\n"))
+}

@@ -166,3 +166,29 @@ func FuzzParseClasses(f *testing.F) {
 		}
 	})
 }
+
+func TestClassesPatch(t *testing.T) {
+	cs, err := ParseClasses(seed004)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := cs.Patch("class 1:2 parent 1:1 htb rate 30mbit ceil 100mbit; leaf 1:3 delay 20ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := n.Class("1:2").HTB; h.Rate != 30*units.Mbit || h.Ceil != 100*units.Mbit || n.Class("1:3").Spec.String() != "delay 20ms" || len(n.Filters) != 3 {
+		t.Fatalf("patched: %s", n)
+	}
+	if cs.Class("1:2").HTB.Rate != 20*units.Mbit {
+		t.Fatal("Patch changed the original")
+	}
+	if _, err := cs.Patch("class 1:2 parent 1:1 htb rate 60mbit"); err == nil || !strings.Contains(err.Error(), "children's rates add up to 130mbit") {
+		t.Errorf("over-committed patch: %v", err)
+	}
+	for text, want := range map[string]bool{seed004: true, "class 1:1 htb rate 1mbit": true, "delay 10ms": false,
+		"tc qdisc add dev eth0 root netem delay 1ms": false, "classes:\n - id: 1:1": true, "tbf rate 1mbit burst 1kb limit 1kb": false} {
+		if IsClasses(text) != want {
+			t.Errorf("IsClasses(%q) = %v", text, !want)
+		}
+	}
+}
