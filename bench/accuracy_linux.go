@@ -38,10 +38,10 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 	defer e.Close()
 	rep := &Report{Bench: "accuracy", Date: began.UTC(), Quick: cfg.Quick, Kernel: kernelRelease(), Command: cfg.Command}
 	tables := map[string]*Table{
-		"delay": {Name: "delay", Title: "Delay (one-way, UDP probes)", Model: "the spec's delay distribution on a virtual clock (engine.Simulate, same packet rate)"},
+		"delay": {Name: "delay", Title: "Delay (one-way, UDP probes)", Model: "the spec's engine on a virtual clock fed the run's own send times"},
 		"loss":  {Name: "loss", Title: "Loss (UDP probes; realized with its 99.9 % Wilson interval)", Model: "the loss model's stationary loss; gemodel burst length from the chain"},
 		"rate":  {Name: "rate", Title: "Rate (UDP offered at 1.5 × rate, IP bytes, once the bucket is empty; TCP bulk goodput)", Model: "tbf rate; 1 ms burst bound = burst + rate × 1 ms; TCP goodput = rate × 1448/1500"},
-		"other": {Name: "other", Title: "Reordering and duplicates", Model: "the same traffic through the spec on a virtual clock (engine.Simulate)"},
+		"other": {Name: "other", Title: "Reordering (packets that left ahead of an earlier one)", Model: "the spec's engine on a virtual clock fed the run's own send times"},
 	}
 	paths := []string{PathProxyOffload, PathProxyWater, PathKernel}
 	total := len(paths) * len(cases)
@@ -65,12 +65,12 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 			}
 			runID++
 			c.probe.RunID = runID
-			arr, offered, err := udpProbe(ctx, e.lab, c.probe)
+			run, err := udpProbe(ctx, e.lab, c.probe)
 			if err != nil {
 				p.Close()
 				return nil, fmt.Errorf("%s: %s: %w", pname, label(c.text), err)
 			}
-			st := analyze(arr, c.probe.Count, c.probe.Steady)
+			st := analyze(run.arrivals, c.probe.Count, c.probe.Steady)
 			var bulk *bulkResult
 			if c.bulk > 0 {
 				b, err := tcpBulk(ctx, e.lab, false, 1, c.bulk, "")
@@ -80,7 +80,7 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 				}
 				bulk = &b
 			}
-			ms, err := c.measure(pname, st, bulk, offered)
+			ms, err := c.measure(pname, st, bulk, run)
 			if err != nil {
 				p.Close()
 				return nil, err
@@ -116,20 +116,21 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // measure turns a probe run into measurements against the spec's model.
-func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult, offered float64) ([]Measurement, error) {
+func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult, run probeRun) ([]Measurement, error) {
+	offered := run.offered
 	lbl := label(c.text)
 	if st.Received == 0 {
 		return nil, fmt.Errorf("%s: %s: no probe arrived", path, lbl)
 	}
-	sim, err := engine.Simulate(engine.SimConfig{Spec: c.spec, Packets: min(c.probe.Count, 200000), PPS: c.probe.PPS, Size: c.probe.IPLen, Seed: 1})
+	model, err := replay(c.spec, run.sends, c.probe.IPLen, 1)
 	if err != nil {
 		return nil, fmt.Errorf("%s: model: %w", lbl, err)
 	}
 	var out []Measurement
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
 	if c.tbf == nil || (c.netem != nil && c.netem.Latency > 0) {
-		p50 := measured(lbl, path, "delay p50", "µs", sim.Delay.P50*1e3, us(st.DelayP50))
-		p99 := measured(lbl, path, "delay p99", "µs", sim.Delay.P99*1e3, us(st.DelayP99))
+		p50 := measured(lbl, path, "delay p50", "µs", us(model.DelayP50), us(st.DelayP50))
+		p99 := measured(lbl, path, "delay p99", "µs", us(model.DelayP99), us(st.DelayP99))
 		if c.tbf == nil {
 			p50 = p50.withTarget("|err| ≤ 20µs", math.Abs(p50.Error) <= 20)
 			p99 = p99.withTarget("|err| ≤ 100µs", math.Abs(p99.Error) <= 100)
@@ -172,11 +173,7 @@ func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult, offe
 		}
 	}
 	if st.Received > 0 {
-		want := 0.0
-		if sim.PacketsOut > 0 {
-			want = 100 * float64(sim.Reordered) / float64(sim.PacketsOut)
-		}
-		out = append(out, measured(lbl, path, "reordered", "%", want, 100*float64(st.Reordered)/float64(st.Received)))
+		out = append(out, measured(lbl, path, "reordered", "%", 100*model.Reordered, 100*float64(st.Reordered)/float64(st.Received)))
 	}
 	return out, nil
 }

@@ -25,9 +25,10 @@ const (
 )
 
 // udpProbe sends cfg.Count timestamped probes from the lab's client to
-// its server at cfg.PPS and returns what arrived (kernel receive stamps)
-// and the rate the sender achieved (IP bit/s).
-func udpProbe(ctx context.Context, l *lab.Lab, cfg probeConfig) ([]arrival, float64, error) {
+// its server at cfg.PPS and returns what arrived (kernel receive stamps),
+// every send stamp (by sequence number) and the rate the sender achieved.
+func udpProbe(ctx context.Context, l *lab.Lab, cfg probeConfig) (probeRun, error) {
+	var run probeRun
 	if cfg.IPLen < probeHeader+ipUDPHeader {
 		cfg.IPLen = probeHeader + ipUDPHeader
 	}
@@ -54,7 +55,7 @@ func udpProbe(ctx context.Context, l *lab.Lab, cfg probeConfig) ([]arrival, floa
 		return nil
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("probe receiver: %w", err)
+		return run, fmt.Errorf("probe receiver: %w", err)
 	}
 	defer rconn.Close()
 	dst := rconn.LocalAddr().(*net.UDPAddr)
@@ -66,7 +67,7 @@ func udpProbe(ctx context.Context, l *lab.Lab, cfg probeConfig) ([]arrival, floa
 		return err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("probe sender: %w", err)
+		return run, fmt.Errorf("probe sender: %w", err)
 	}
 	defer sconn.Close()
 	_ = sconn.SetWriteBuffer(4 << 20)
@@ -115,6 +116,7 @@ func udpProbe(ctx context.Context, l *lab.Lab, cfg probeConfig) ([]arrival, floa
 	payload := make([]byte, cfg.IPLen-ipUDPHeader)
 	binary.LittleEndian.PutUint64(payload, probeMagic)
 	binary.LittleEndian.PutUint64(payload[8:], cfg.RunID)
+	sends := make([]int64, cfg.Count)
 	start := time.Now()
 	interval := float64(time.Second) / cfg.PPS
 	sent := 0
@@ -125,7 +127,8 @@ func udpProbe(ctx context.Context, l *lab.Lab, cfg probeConfig) ([]arrival, floa
 		due := min(cfg.Count, int(float64(time.Since(start))/interval)+1)
 		for ; sent < due; sent++ {
 			binary.LittleEndian.PutUint64(payload[16:], uint64(sent))
-			binary.LittleEndian.PutUint64(payload[24:], uint64(time.Now().UnixNano()))
+			sends[sent] = time.Now().UnixNano()
+			binary.LittleEndian.PutUint64(payload[24:], uint64(sends[sent]))
 			if _, err := sconn.Write(payload); err != nil && !errors.Is(err, syscall.ENOBUFS) && !errors.Is(err, syscall.ECONNREFUSED) {
 				sendErr = err
 				break
@@ -145,16 +148,23 @@ func udpProbe(ctx context.Context, l *lab.Lab, cfg probeConfig) ([]arrival, floa
 	sendDone <- sendEnd
 	rerr := <-recvDone
 	if err := errors.Join(sendErr, rerr, ctx.Err()); err != nil {
-		return nil, 0, fmt.Errorf("probe: %w", err)
+		return run, fmt.Errorf("probe: %w", err)
 	}
 	if sent != cfg.Count {
-		return nil, 0, fmt.Errorf("probe: sent %d of %d", sent, cfg.Count)
+		return run, fmt.Errorf("probe: sent %d of %d", sent, cfg.Count)
 	}
-	offered := 0.0
+	run.arrivals, run.sends = arr, sends
 	if span := sendEnd.Sub(start); span > 0 {
-		offered = float64(sent*cfg.IPLen*8) / span.Seconds()
+		run.offered = float64(sent*cfg.IPLen*8) / span.Seconds()
 	}
-	return arr, offered, nil
+	return run, nil
+}
+
+// probeRun is one probe run's raw data.
+type probeRun struct {
+	arrivals []arrival
+	sends    []int64 // send stamps by sequence number
+	offered  float64 // IP bit/s the sender achieved
 }
 
 // rxStamp finds the SCM_TIMESTAMPNS in a control message.

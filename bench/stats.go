@@ -45,7 +45,7 @@ func quantile(sorted []float64, q float64) float64 {
 type probeStats struct {
 	Sent, Received int // unique sequence numbers sent and received
 	Duplicates     int
-	Reordered      int // arrivals with a sequence number below one already seen
+	Reordered      int // arrivals ahead of an earlier-sent packet that arrived later (overtakers)
 	DelayP50       time.Duration
 	DelayP99       time.Duration
 	LossRuns       int     // maximal runs of consecutive lost sequence numbers
@@ -70,8 +70,7 @@ func analyze(arr []arrival, sent int, steadyAfter time.Duration) probeStats {
 	st := probeStats{Sent: sent}
 	seen := make([]bool, sent)
 	delays := make([]float64, 0, len(arr))
-	var maxSeq uint64
-	first := true
+	order := make([]uint64, 0, len(arr))
 	for _, a := range arr {
 		if a.seq >= uint64(sent) {
 			continue
@@ -82,15 +81,10 @@ func analyze(arr []arrival, sent int, steadyAfter time.Duration) probeStats {
 		}
 		seen[a.seq] = true
 		st.Received++
-		if !first && a.seq < maxSeq {
-			st.Reordered++
-		}
-		if first || a.seq > maxSeq {
-			maxSeq = a.seq
-		}
-		first = false
+		order = append(order, a.seq)
 		delays = append(delays, float64(a.rx-a.sent))
 	}
+	st.Reordered = overtakers(order)
 	slices.Sort(delays)
 	st.DelayP50 = time.Duration(quantile(delays, .5))
 	st.DelayP99 = time.Duration(quantile(delays, .99))

@@ -73,3 +73,50 @@ func TestGEMeanBurst(t *testing.T) {
 		t.Errorf("mean burst %.3f, want 1/r = 4", got)
 	}
 }
+
+func TestReplay(t *testing.T) {
+	sends := make([]int64, 1000)
+	for i := range sends {
+		sends[i] = int64(i) * int64(time.Millisecond)
+	}
+	s, err := spec.Parse("delay 10ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := replay(s, sends, 200, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.DelayP50 != 10*time.Millisecond || r.DelayP99 != 10*time.Millisecond || r.Reordered != 0 || r.Loss != 0 {
+		t.Errorf("delay 10ms: %+v", r)
+	}
+	// Trains of 10 packets at the same instant with ±1 ms jitter reorder;
+	// spread 1 ms apart with ±100 µs they cannot.
+	trains := make([]int64, 1000)
+	for i := range trains {
+		trains[i] = int64(i/10) * int64(10*time.Millisecond)
+	}
+	s, _ = spec.Parse("delay 10ms 1ms")
+	if r, _ := replay(s, trains, 200, 1); r.Reordered < 0.2 {
+		t.Errorf("trains with jitter: reordered %.3f, want most", r.Reordered)
+	}
+	s, _ = spec.Parse("delay 10ms 100us")
+	if r, _ := replay(s, sends, 200, 1); r.Reordered != 0 {
+		t.Errorf("1 ms spacing, ±100 µs: reordered %.3f, want 0", r.Reordered)
+	}
+	s, _ = spec.Parse("loss 10%")
+	if r, _ := replay(s, sends, 200, 1); r.Loss < 0.05 || r.Loss > 0.15 {
+		t.Errorf("loss 10%%: %.3f", r.Loss)
+	}
+}
+
+func TestOvertakers(t *testing.T) {
+	for _, c := range []struct {
+		seqs []uint64
+		want int
+	}{{[]uint64{0, 1, 2}, 0}, {[]uint64{1, 0, 2}, 1}, {[]uint64{3, 0, 1, 2}, 1}, {[]uint64{1, 2, 3, 0}, 3}} {
+		if got := overtakers(c.seqs); got != c.want {
+			t.Errorf("overtakers(%v) = %d, want %d", c.seqs, got, c.want)
+		}
+	}
+}
