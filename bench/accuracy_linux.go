@@ -140,6 +140,11 @@ func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult, run 
 	lossPct := 100 * float64(st.Sent-st.Received) / float64(st.Sent)
 	if c.netem != nil && c.netem.Loss.Kind != spec.LossNone {
 		want := 100 * engine.StationaryLoss(c.netem.Loss)
+		if c.tbf != nil {
+			// Offered above the rate, the tbf queue drops too: the
+			// model's loss counts both.
+			want = 100 * model.Loss
+		}
 		lo, hi := wilson(st.Sent-st.Received, st.Sent, z999)
 		m := measured(lbl, path, "loss", "%", want, lossPct).withInterval(100*lo, 100*hi)
 		if c.tbf == nil {
