@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,9 @@ type direction struct {
 	wall  int64 // wall-clock offset for the tap
 
 	stopping atomic.Bool
+	// classes is the direction's class set, nil for a plain spec
+	// (classes.go).
+	classes atomic.Pointer[spec.Classes]
 
 	malformed   atomic.Uint64
 	readErrors  atomic.Uint64
@@ -62,11 +66,20 @@ func (p *Proxy) newDirection(i int, dev device.Device, s *spec.Spec) (*direction
 			d.tap.Dropped(d.index, d.wallTime(release.MonotonicNow()), pk.Data, reason.String())
 		}
 	}
+	var cs *spec.Classes
+	if text := p.cfg.Specs[i]; isClassesText(text) {
+		var err error
+		if opt, cs, err = classOptions(text, opt); err != nil {
+			return nil, fmt.Errorf("%s: %w", d.iface, err)
+		}
+		s = nil
+	}
 	pl, err := engine.NewPipeline(s, opt)
 	if err != nil {
 		return nil, err
 	}
 	d.pl = pl
+	d.classes.Store(cs)
 	n := max(dev.BatchSize(), 1)
 	d.rpkts = make([]*engine.Packet, n)
 	d.rbufs = make([][]byte, n)

@@ -170,6 +170,9 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 func parseSpecs(cfg Config) ([2]*spec.Spec, error) {
 	var out [2]*spec.Spec
 	for i, s := range cfg.Specs {
+		if isClassesText(s) {
+			continue // a class set: newDirection reads it
+		}
 		parsed, err := spec.Parse(s)
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", cfg.Ifaces[i], err)
@@ -294,12 +297,29 @@ func (p *Proxy) SetSpec(iface, text string) error {
 	if len(targets) == 0 {
 		return fmt.Errorf("interface %q: not a direction of this proxy (have %s, %s)", iface, p.cfg.Ifaces[0], p.cfg.Ifaces[1])
 	}
+	if isClassesText(text) {
+		for _, d := range targets {
+			if err := d.setClasses(text); err != nil {
+				return err
+			}
+			if next, ok := d.pl.NextDeparture(); ok {
+				d.loop.Notify(next)
+			}
+		}
+		return nil
+	}
 	s, err := spec.Parse(text)
 	if err != nil {
 		return err
 	}
 	now := release.MonotonicNow()
 	for _, d := range targets {
+		if d.classes.Load() != nil {
+			if err := d.setPlain(s); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := d.pl.Swap(s, now); err != nil {
 			return err
 		}
@@ -315,7 +335,7 @@ func (p *Proxy) SetSpec(iface, text string) error {
 func (p *Proxy) Specs() map[string]string {
 	m := make(map[string]string, 2)
 	for _, d := range p.dirs {
-		m[d.iface] = d.pl.Spec().String()
+		m[d.iface] = d.specText()
 	}
 	return m
 }
@@ -327,7 +347,7 @@ func (p *Proxy) Stats() control.Stats {
 		snap := d.pl.Snapshot()
 		st.Directions = append(st.Directions, control.Direction{
 			Iface:  d.iface,
-			Spec:   d.pl.Spec().String(),
+			Spec:   d.specText(),
 			Engine: snap,
 			Device: control.DeviceCounters{
 				Malformed:   d.malformed.Load(),
