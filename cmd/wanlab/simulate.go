@@ -19,7 +19,8 @@ func init() {
 			"examples:\n" +
 			"   wanlab simulate --spec 'delay 100ms | tbf rate 50mbit burst 50kb limit 500kb'\n" +
 			"   wanlab simulate --spec 'delay 50ms 10ms distribution normal loss 1%' --pps 1000\n" +
-			"   wanlab simulate --spec 'loss gemodel 1% 10%' --packets 1000000 --json",
+			"   wanlab simulate --spec 'loss gemodel 1% 10%' --packets 1000000 --json\n" +
+			"   wanlab simulate --classes @tree.txt --flow dst=10.0.2.1,rate=60mbit --flow dst=10.0.3.1,rate=60mbit",
 		Description: "Pushes --packets IPv4/UDP packets of --size bytes (IP length, ECN-capable),\n" +
 			"evenly spaced at --pps, through the same engine `wanlab proxy` uses, on a\n" +
 			"virtual clock: no root, no network, and the same --seed gives the same result.\n" +
@@ -31,15 +32,15 @@ func init() {
 			"tc-tbf(8)); 'netem' may be omitted for the first stage.\n" +
 			"--json prints one object (fields spec, packets_in, packets_out, loss_percent,\n" +
 			"delay_ms{mean,stddev,p50,p99}, rate_bps, drops{loss,queue,oversize},\n" +
-			"duplicated, corrupted, reordered, ecn_marked, configured{...}, stages[...]).",
-		Flags: []cli.Flag{
+			"duplicated, corrupted, reordered, ecn_marked, configured{...}, stages[...])." + classesHelp,
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "spec", Usage: "impairment `SPEC` in tc netem/tbf syntax (required; '' is no impairment)"},
 			&cli.IntFlag{Name: "packets", Value: engine.DefaultSimPackets, Usage: "number of packets to send"},
 			&cli.Float64Flag{Name: "pps", Value: engine.DefaultSimPPS, Usage: "packets per second offered"},
 			&cli.IntFlag{Name: "size", Value: engine.DefaultSimSize, Usage: "packet size in bytes (IP length, 28-65535)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the stages' random generators"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the table"},
-		},
+		}, classSimFlags...),
 		Action: runSimulate,
 	})
 }
@@ -47,6 +48,9 @@ func init() {
 func runSimulate(cc *cli.Context) error {
 	if cc.NArg() != 0 {
 		return usageError(fmt.Errorf("simulate: unexpected argument %q (quote the spec and pass it with --spec)", cc.Args().First()))
+	}
+	if cc.IsSet("classes") {
+		return runSimulateClasses(cc)
 	}
 	if !cc.IsSet("spec") {
 		return usageError(errors.New("simulate: --spec is required (e.g. --spec 'delay 100ms loss 1%')"))
