@@ -38,6 +38,9 @@ func newApp() *cli.App {
 			"the sysctls that bound TCP throughput, and benchmarks of all of it.",
 		Commands:             commands,
 		EnableBashCompletion: true,
+		// tc specs never contain commas, but a repeated --impair must never be
+		// split on one either.
+		DisableSliceFlagSeparator: true,
 		ExitErrHandler:       func(*cli.Context, error) {}, // main maps errors to codes
 	}
 }
