@@ -41,7 +41,7 @@ func newApp() *cli.App {
 		// tc specs never contain commas, but a repeated --impair must never be
 		// split on one either.
 		DisableSliceFlagSeparator: true,
-		ExitErrHandler:       func(*cli.Context, error) {}, // main maps errors to codes
+		ExitErrHandler:            func(*cli.Context, error) {}, // main maps errors to codes
 	}
 }
 
