@@ -2,6 +2,7 @@ package pcapfile
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"io"
 	"runtime"
@@ -228,5 +229,16 @@ func BenchmarkNext(b *testing.B) {
 			b.Fatal(err)
 		}
 		n++
+	}
+}
+
+func TestGzipPcap(t *testing.T) {
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(pcapBytes(t, true, layers.LinkTypeRaw, []byte{0x45, 1}, []byte{0x45, 2}))
+	zw.Close()
+	frames, err := readAll(t, z.Bytes())
+	if err != nil || len(frames) != 2 || frames[1].Data[1] != 2 || frames[0].Link != decode.LinkRaw {
+		t.Fatalf("gzip'd pcap: %d frames, %v", len(frames), err)
 	}
 }
