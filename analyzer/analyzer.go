@@ -4,9 +4,11 @@
 // decimated time series for graphs, and a diagnosis of what limited each
 // transfer with advice that names the setting to change.
 //
-// Memory grows with live connections and their outstanding windows, never
-// with the number of packets: statistics are streaming (log-bucket
-// histograms for quantiles) and series are decimated (see Series).
+// Memory grows with the number of connections (about 4 kB each for their
+// results, plus bounded series for those that carried data) and with their
+// outstanding windows, never with the number of packets: statistics are
+// streaming (log-bucket histograms for quantiles) and series are decimated
+// (see Series).
 package analyzer
 
 import (
