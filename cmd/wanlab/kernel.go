@@ -27,6 +27,7 @@ func init() {
 			"examples:\n" +
 			"   wanlab kernel apply --iface eth1 'tbf rate 50mbit burst 50kb limit 500kb'\n" +
 			"   wanlab kernel apply --iface eth1 'delay 100ms | tbf rate 50mbit burst 50kb limit 500kb'\n" +
+			"   wanlab kernel apply --iface eth1 @tree.txt     (traffic classes: an htb tree)\n" +
 			"   wanlab kernel show --iface eth1 --stats\n" +
 			"   wanlab kernel clear --iface eth1",
 		Description: "The kernel cross-check: the spec the proxy runs in userspace, set up as the\n" +
@@ -37,7 +38,7 @@ func init() {
 			"tree apply replaced (recorded in /run/wanlab), or the kernel's default.\n\n" +
 			"A kind the kernel lacks is named and nothing is changed (exit 4), e.g. on a\n" +
 			"kernel without sch_netem: 'kernel has no netem qdisc (sch_netem not\n" +
-			"available): nothing changed'. Needs root or CAP_NET_ADMIN (exit 3).",
+			"available): nothing changed'. Needs root or CAP_NET_ADMIN (exit 3)." + kernelClassesHelp,
 		Subcommands: []*cli.Command{
 			{
 				Name:      "apply",
@@ -52,6 +53,9 @@ func init() {
 					text := strings.Join(cc.Args().Slice(), " ")
 					if strings.TrimSpace(text) == "" {
 						return usageError(errors.New("kernel apply: SPEC is required (e.g. 'tbf rate 50mbit burst 50kb limit 500kb'; use clear to remove)"))
+					}
+					if isClassesArg(text) {
+						return kernelApplyClasses(cc, t, text)
 					}
 					sp, err := spec.Parse(text)
 					if err != nil {
