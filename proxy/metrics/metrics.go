@@ -80,6 +80,9 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 		writeErrors, tapRecords, tapBytes, tapLost} {
 		ch <- d
 	}
+	for _, d := range htbDescs {
+		ch <- d
+	}
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -115,6 +118,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(queueBytes, e.QueueBytes, l...)
 			ch <- histogram(e.Sojourn, l)
 		}
+		collectHTB(ch, d)
 		counter(swaps, d.Engine.Swaps, d.Iface)
 		counter(malformed, d.Device.Malformed, d.Iface)
 		counter(readErrors, d.Device.ReadErrors, d.Iface)
