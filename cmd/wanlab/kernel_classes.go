@@ -46,3 +46,27 @@ func kernelApplyClasses(cc *cli.Context, t kernel.Target, text string) error {
 	fmt.Fprintf(cc.App.Writer, "%s: htb tree applied: %s\n", t.Iface, cs)
 	return nil
 }
+
+// checkClassesArg parses a class set given to the proxy (text or @FILE).
+func checkClassesArg(text string) error {
+	t, err := classesFileArg(text)
+	if err != nil {
+		return err
+	}
+	_, err = spec.ParseClassesAuto([]byte(t))
+	return err
+}
+
+// classesFileArg replaces "@FILE" by the file's contents, so `proxy set`
+// sends the tree itself rather than a path the proxy may not see.
+func classesFileArg(text string) (string, error) {
+	t := strings.TrimSpace(text)
+	if !strings.HasPrefix(t, "@") {
+		return text, nil
+	}
+	b, err := os.ReadFile(t[1:])
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}

@@ -37,6 +37,7 @@ func init() {
 			"       --impair 'ens4=delay 50ms loss 1% | tbf rate 100mbit burst 64kb limit 1mb' \\\n" +
 			"       --impair 'ens3=delay 50ms' --metrics 127.0.0.1:9464 --pcap /tmp/proxy.pcapng\n" +
 			"   wanlab proxy set 'ens4=delay 100ms | tbf rate 50mbit burst 50kb limit 500kb'\n" +
+			"   wanlab proxy --iface ens3 --iface ens4 --impair ens4=@tree.txt   # traffic classes, htb tree\n" +
 			"   wanlab proxy stats\n" +
 			"   wanlab proxy cleanup        # after a crash or kill -9",
 		Description: "Run on the router between two hosts (or inside its namespace with --netns). Every packet\n" +
@@ -151,6 +152,12 @@ func runProxy(cc *cli.Context) error {
 	}
 	// Check the specs before touching anything.
 	for i, s := range cfg.Specs {
+		if isClassesArg(s) {
+			if err := checkClassesArg(s); err != nil {
+				return usageError(fmt.Errorf("proxy: --impair for %s: %w", cfg.Ifaces[i], err))
+			}
+			continue
+		}
 		if _, err := spec.Parse(s); err != nil {
 			return usageError(fmt.Errorf("proxy: --impair for %s: %w", cfg.Ifaces[i], err))
 		}

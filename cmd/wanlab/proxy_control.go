@@ -88,6 +88,9 @@ func runProxySet(cc *cli.Context) error {
 	if err != nil {
 		return usageError(fmt.Errorf("proxy set: %w", err))
 	}
+	if spec, err = classesFileArg(spec); err != nil {
+		return usageError(fmt.Errorf("proxy set: %w", err))
+	}
 	c, err := controlClient(cc)
 	if err != nil {
 		return fmt.Errorf("proxy set: %w", err)
