@@ -71,7 +71,7 @@ func sweepTables(quick bool, m tuner.WindowModel) []sweepTable {
 	}
 	const seed004Rmem = 256 << 10
 	delay.Table = Table{Name: "delay", Title: "Seed 004: throughput against delay (5 streams, ±10 % jitter, client tcp_rmem max 256 KiB)", XLabel: "delay (ms)",
-		Model: "window/RTT: 5 × the tuner's window for tcp_rmem max 256 KiB (" + m.Describe() + ") / RTT"}
+		Model: "window/RTT: 5 × the tuner's window for tcp_rmem max 256 KiB at the payload ratio the receiver learned / RTT"}
 	for _, d := range pick([]float64{0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100}, []float64{10, 50, 100}) {
 		spec := ""
 		if d > 0 {
@@ -81,11 +81,12 @@ func sweepTables(quick bool, m tuner.WindowModel) []sweepTable {
 		delay.points = append(delay.points, sweepPoint{label: fmt.Sprintf("delay %gms", d), x: d, toClient: spec,
 			clientSysctls: map[string]string{"net.ipv4.tcp_rmem": fmt.Sprintf("4096 131072 %d", seed004Rmem)},
 			streams:       5, dur: dur(8*time.Second, 1500*time.Millisecond),
-			model: func(bulkResult) (float64, bool, string) {
+			model: func(r bulkResult) (float64, bool, string) {
 				if d == 0 {
 					return 0, false, ""
 				}
-				return 5 * float64(tuner.RateFor(m.Window(seed004Rmem), rtt)), true, ""
+				mm, note := learned(m, r)
+				return 5 * float64(tuner.RateFor(mm.Window(seed004Rmem), rtt)), true, note
 			}})
 	}
 	wmem.Table = Table{Name: "seed000", Title: "Seed 000: download speed with the server's tcp_wmem 4096 4096 4096", XLabel: "RTT (ms)",
@@ -117,12 +118,7 @@ func sweepTables(quick bool, m tuner.WindowModel) []sweepTable {
 			clientSysctls: map[string]string{"net.ipv4.tcp_rmem": c.rmem},
 			streams:       1, dur: dur(8*time.Second, 3*time.Second),
 			model: func(r bulkResult) (float64, bool, string) {
-				mm := m
-				note := "kernel default payload ratio"
-				if ratio := r.Receiver.WindowRatio(r.ReceiverEff.RcvBuf); ratio > 0 {
-					mm.PayloadRatio = ratio
-					note = fmt.Sprintf("learned payload ratio %.2f", ratio)
-				}
+				mm, note := learned(m, r)
 				pred := float64(tuner.RateFor(mm.Window(c.max), 35*time.Millisecond))
 				if r.Steady < pred/2 {
 					note += "; the path, not the window, limits this row"
@@ -240,4 +236,14 @@ func (e *env) setSysctls(client, server map[string]string) (func(), error) {
 			_ = lab.WriteSysctls(ns, kv)
 		}
 	}, nil
+}
+
+// learned is the window model with the payload/truesize ratio the
+// receiving socket learned on this path (what `tune show` cannot know).
+func learned(m tuner.WindowModel, r bulkResult) (tuner.WindowModel, string) {
+	if ratio := r.Receiver.WindowRatio(r.ReceiverEff.RcvBuf); ratio > 0 {
+		m.PayloadRatio = ratio
+		return m, fmt.Sprintf("learned payload ratio %.2f", ratio)
+	}
+	return m, "kernel default payload ratio " + fmt.Sprintf("%.2f", m.Ratio())
 }
