@@ -2,11 +2,7 @@ package experiment
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 
-	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/lab"
 )
 
@@ -16,24 +12,6 @@ import (
 // and qdisc state directories of labs that no longer exist.
 func Cleanup() ([]string, error) {
 	removed, err := lab.Cleanup()
-	ents, rerr := os.ReadDir(StateDir)
-	if rerr != nil {
-		if errors.Is(rerr, os.ErrNotExist) {
-			return removed, err
-		}
-		return removed, errors.Join(err, rerr)
-	}
-	for _, e := range ents {
-		id := e.Name()
-		if !e.IsDir() || nsrun.Exists(lab.NamePrefix+id+"-"+lab.RoleRouter) {
-			continue // a live lab's, or not ours
-		}
-		dir := filepath.Join(StateDir, id)
-		if rmErr := os.RemoveAll(dir); rmErr != nil {
-			err = errors.Join(err, fmt.Errorf("experiment state: %w", rmErr))
-			continue
-		}
-		removed = append(removed, "state "+dir)
-	}
-	return removed, err
+	dirs, derr := lab.RemoveStaleStateDirs(StateDir, "experiment")
+	return append(removed, dirs...), errors.Join(err, derr)
 }

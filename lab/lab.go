@@ -20,6 +20,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 
 	"github.com/vishvananda/netlink"
@@ -65,6 +66,13 @@ type Config struct {
 
 	// MTU of all veths; 0 keeps the kernel default (1500).
 	MTU int
+
+	// ClientLink, RouterClientLink, RouterServerLink and ServerLink name
+	// the veths (client's toward the router, the router's two, the
+	// server's); empty means "wl<id>-c", "wl<id>-rc", "wl<id>-rs" and
+	// "wl<id>-s". Each lab has its own namespaces, so fixed names ("c0",
+	// "eth0") cannot collide between labs.
+	ClientLink, RouterClientLink, RouterServerLink, ServerLink string
 
 	// Offloads to turn off on every veth. veth defaults (TSO/GSO/GRO on)
 	// make the kernel hand 64 KB super-segments to captures and to a TUN
@@ -195,7 +203,28 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.ClientNet4.Overlaps(cfg.ServerNet4) || cfg.ClientNet6.Overlaps(cfg.ServerNet6) {
 		return cfg, errors.New("lab subnets: client and server subnets overlap")
 	}
+	for _, l := range []struct {
+		name *string
+		def  string
+	}{{&cfg.ClientLink, "-c"}, {&cfg.RouterClientLink, "-rc"}, {&cfg.RouterServerLink, "-rs"}, {&cfg.ServerLink, "-s"}} {
+		if *l.name == "" {
+			*l.name = "wl" + cfg.ID + l.def
+		}
+		if !validLinkName(*l.name) {
+			return cfg, fmt.Errorf("lab link name %q: want 1-15 bytes without '/', ':' or spaces", *l.name)
+		}
+	}
+	if cfg.RouterClientLink == cfg.RouterServerLink {
+		return cfg, fmt.Errorf("lab link names: the router's two links are both %q", cfg.RouterClientLink)
+	}
 	return cfg, nil
+}
+
+// validLinkName applies the kernel's rule for interface names
+// (dev_valid_name in net/core/dev.c), minus "." and "..".
+func validLinkName(name string) bool {
+	return len(name) > 0 && len(name) < 16 && name != "." && name != ".." &&
+		!strings.ContainsAny(name, "/: \t\n")
 }
 
 func validID(id string) bool {
@@ -230,20 +259,20 @@ func newPlan(cfg Config) *Lab {
 		ID: id, cfg: cfg, done: make(chan struct{}),
 		Client: Host{
 			Role: RoleClient, NS: nsName(id, RoleClient), Handle: netns.None(),
-			Link: "wl" + id + "-c",
+			Link: cfg.ClientLink,
 			IPv4: hostAddr(cfg.ClientNet4, 2), IPv6: hostAddr(cfg.ClientNet6, 2),
 			GatewayIPv4: hostAddr(cfg.ClientNet4, 1), GatewayIPv6: hostAddr(cfg.ClientNet6, 1),
 			Net4: cfg.ClientNet4.Masked(), Net6: cfg.ClientNet6.Masked(),
 		},
 		Router: Router{
 			NS: nsName(id, RoleRouter), Handle: netns.None(),
-			ClientLink: "wl" + id + "-rc", ServerLink: "wl" + id + "-rs",
+			ClientLink: cfg.RouterClientLink, ServerLink: cfg.RouterServerLink,
 			ClientIPv4: hostAddr(cfg.ClientNet4, 1), ClientIPv6: hostAddr(cfg.ClientNet6, 1),
 			ServerIPv4: hostAddr(cfg.ServerNet4, 1), ServerIPv6: hostAddr(cfg.ServerNet6, 1),
 		},
 		Server: Host{
 			Role: RoleServer, NS: nsName(id, RoleServer), Handle: netns.None(),
-			Link: "wl" + id + "-s",
+			Link: cfg.ServerLink,
 			IPv4: hostAddr(cfg.ServerNet4, 2), IPv6: hostAddr(cfg.ServerNet6, 2),
 			GatewayIPv4: hostAddr(cfg.ServerNet4, 1), GatewayIPv6: hostAddr(cfg.ServerNet6, 1),
 			Net4: cfg.ServerNet4.Masked(), Net6: cfg.ServerNet6.Masked(),
@@ -289,9 +318,14 @@ func (l *Lab) build(ctx context.Context, cfg Config) error {
 		{l.Router.ServerLink, l.Server.Link, l.Server.Handle},
 	}
 	for _, p := range pairs {
+		// TxQLen -1: the kernel's default queue length (1000), as `ip link
+		// add` gives; netlink would otherwise send 0, and qdiscs that size
+		// their queue from it (pfifo, htb's direct queue) would hold 1-2
+		// packets.
 		veth := &netlink.Veth{
-			LinkAttrs:     netlink.LinkAttrs{Name: p.local, MTU: cfg.MTU},
+			LinkAttrs:     netlink.LinkAttrs{Name: p.local, MTU: cfg.MTU, TxQLen: -1},
 			PeerName:      p.peer,
+			PeerTxQLen:    -1,
 			PeerNamespace: netlink.NsFd(p.peerNS),
 		}
 		if err := rt.LinkAdd(veth); err != nil {

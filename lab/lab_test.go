@@ -22,26 +22,6 @@ import (
 	"github.com/wanlab/wanlab/lab"
 )
 
-// newLab builds a lab that is removed when the test ends, also when it
-// fails half-way.
-func newLab(t *testing.T, ctx context.Context, cfg lab.Config) *lab.Lab {
-	t.Helper()
-	testenv.RequireRoot(t)
-	l, err := lab.New(ctx, cfg)
-	if err != nil {
-		if errors.Is(err, os.ErrPermission) {
-			testenv.Skip(t, "cannot build a lab: %v (needs CAP_NET_ADMIN and CAP_SYS_ADMIN)", err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	return l
-}
-
 // echoOnce listens on addr inside the server and checks that a TCP
 // connection from the client reaches it through the router.
 func echoOnce(t *testing.T, l *lab.Lab, addr netip.Addr) {
@@ -141,7 +121,7 @@ func assertGone(t *testing.T, l *lab.Lab) {
 }
 
 func TestUpDown(t *testing.T) {
-	l := newLab(t, context.Background(), lab.Config{})
+	l := testenv.Lab(t, context.Background(), lab.Config{})
 	for _, name := range []string{l.Client.Link, l.Server.Link, l.Router.ClientLink, l.Router.ServerLink} {
 		if len(name) > 15 {
 			t.Errorf("link name %q longer than 15 bytes", name)
@@ -189,8 +169,8 @@ func TestUpDown(t *testing.T) {
 }
 
 func TestTwoLabsAtOnce(t *testing.T) {
-	a := newLab(t, context.Background(), lab.Config{})
-	b := newLab(t, context.Background(), lab.Config{})
+	a := testenv.Lab(t, context.Background(), lab.Config{})
+	b := testenv.Lab(t, context.Background(), lab.Config{})
 	if a.ID == b.ID || a.Router.NS == b.Router.NS || a.Client.Link == b.Client.Link {
 		t.Fatalf("labs share names: %s/%s", a.ID, b.ID)
 	}
@@ -205,7 +185,7 @@ func TestTwoLabsAtOnce(t *testing.T) {
 
 func TestSameIDRefused(t *testing.T) {
 	id := strings.TrimPrefix(testenv.UniqueName("t"), "t")
-	a := newLab(t, context.Background(), lab.Config{ID: id})
+	a := testenv.Lab(t, context.Background(), lab.Config{ID: id})
 	_, err := lab.New(context.Background(), lab.Config{ID: id})
 	if err == nil {
 		t.Fatal("second lab with the same ID built")
@@ -219,7 +199,7 @@ func TestSameIDRefused(t *testing.T) {
 
 func TestCancelTearsDown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := newLab(t, ctx, lab.Config{})
+	l := testenv.Lab(t, ctx, lab.Config{})
 	cancel()
 	select {
 	case <-l.Done():
@@ -251,7 +231,7 @@ func TestErrorRollsBack(t *testing.T) {
 }
 
 func TestSysctlsAndOffloads(t *testing.T) {
-	l := newLab(t, context.Background(), lab.Config{
+	l := testenv.Lab(t, context.Background(), lab.Config{
 		DisableTSO:    true,
 		DisableGRO:    true,
 		ClientSysctls: map[string]string{"net.ipv4.tcp_rmem": "4096 131072 1048576"},
@@ -302,8 +282,8 @@ func deadPID(t *testing.T) int {
 }
 
 func TestCleanupRemovesCrashedLabs(t *testing.T) {
-	crashed := newLab(t, context.Background(), lab.Config{})
-	live := newLab(t, context.Background(), lab.Config{})
+	crashed := testenv.Lab(t, context.Background(), lab.Config{})
+	live := testenv.Lab(t, context.Background(), lab.Config{})
 	// Make the first lab look as if its process had died: rewrite the
 	// owner in its state file.
 	path := filepath.Join(lab.DefaultStateDir, crashed.ID+".json")
@@ -365,4 +345,84 @@ func TestCleanupRemovesCrashedLabs(t *testing.T) {
 	}
 	assertGone(t, crashed)
 	echoOnce(t, live, live.Server.IPv4)
+}
+
+func TestNamedLinksAndQueueLength(t *testing.T) {
+	l := testenv.Lab(t, context.Background(), lab.Config{
+		ClientLink: "c0", RouterClientLink: "ra", RouterServerLink: "rb", ServerLink: "s0",
+	})
+	if got, want := linkNamesIn(t, &l.Router), []string{"lo", "ra", "rb"}; !slices.Equal(got, want) {
+		t.Errorf("router links = %v, want %v", got, want)
+	}
+	if l.Client.Link != "c0" || l.Server.Link != "s0" || l.Router.ClientLink != "ra" || l.Router.ServerLink != "rb" {
+		t.Errorf("lab links %q %q %q %q", l.Client.Link, l.Router.ClientLink, l.Router.ServerLink, l.Server.Link)
+	}
+	// Both ends of each veth get the kernel's default queue length, as
+	// `ip link add` gives them, not 0.
+	for _, at := range []struct {
+		h    interface{ Do(func() error) error }
+		link string
+	}{{&l.Client, "c0"}, {&l.Router, "ra"}, {&l.Router, "rb"}, {&l.Server, "s0"}} {
+		var qlen int
+		if err := at.h.Do(func() error {
+			link, err := netlink.LinkByName(at.link)
+			if err == nil {
+				qlen = link.Attrs().TxQLen
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if qlen != 1000 {
+			t.Errorf("%s txqlen %d, want 1000", at.link, qlen)
+		}
+	}
+	echoOnce(t, l, l.Server.IPv6)
+}
+
+func TestBadLinkNamesRefused(t *testing.T) {
+	for _, cfg := range []lab.Config{
+		{ClientLink: "a/b"},
+		{ServerLink: "sixteen-bytes-00"},
+		{RouterClientLink: "r", RouterServerLink: "r"},
+	} {
+		if _, err := lab.New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "link name") {
+			t.Errorf("New(%+v) = %v, want a link name error", cfg, err)
+		}
+	}
+}
+
+// A state directory whose lab is gone is removed; a live lab's, a name
+// that cannot be a lab ID and a plain file are kept.
+func TestRemoveStaleStateDirs(t *testing.T) {
+	l := testenv.Lab(t, context.Background(), lab.Config{})
+	dir := t.TempDir()
+	stale, live := filepath.Join(dir, "zz0dead"), filepath.Join(dir, l.ID)
+	notID, file := filepath.Join(dir, "Not-A-Lab"), filepath.Join(dir, "zz1file")
+	for _, d := range []string{stale, live, notID} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := lab.RemoveStaleStateDirs(dir, "bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"state " + stale}; !slices.Equal(removed, want) {
+		t.Errorf("removed %v, want %v", removed, want)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s still there", stale)
+	}
+	for _, p := range []string{live, notID, file} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s went: %v", p, err)
+		}
+	}
+	if removed, err := lab.RemoveStaleStateDirs(filepath.Join(dir, "missing"), "bench"); err != nil || removed != nil {
+		t.Errorf("missing dir: %v, %v", removed, err)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"io"
 	"net/netip"
 	"os"
@@ -23,24 +22,6 @@ import (
 	"github.com/wanlab/wanlab/lab/traffic"
 	"github.com/wanlab/wanlab/units"
 )
-
-func newLab(t *testing.T) *lab.Lab {
-	t.Helper()
-	testenv.RequireRoot(t)
-	l, err := lab.New(context.Background(), lab.Config{})
-	if err != nil {
-		if errors.Is(err, os.ErrPermission) {
-			testenv.Skip(t, "cannot build a lab: %v (needs CAP_NET_ADMIN)", err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	return l
-}
 
 func startServer(t *testing.T, l *lab.Lab) *traffic.Server {
 	t.Helper()
@@ -124,7 +105,7 @@ func readTCP(t *testing.T, path string) (pkts []packet, other int) {
 }
 
 func TestCaptureDownloadBothEnds(t *testing.T) {
-	l := newLab(t)
+	l := testenv.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l)
 	dir := t.TempDir()
 	cliPath, srvPath := filepath.Join(dir, "client.pcapng"), filepath.Join(dir, "server.pcapng")
@@ -195,7 +176,7 @@ func TestCaptureDownloadBothEnds(t *testing.T) {
 
 func TestCaptureMatchesTshark(t *testing.T) {
 	tshark := testenv.RequireCommand(t, "tshark")
-	l := newLab(t)
+	l := testenv.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l)
 	path := filepath.Join(t.TempDir(), "c.pcapng")
 	c := startCapture(t, &l.Client, path, capture.Config{})
@@ -231,7 +212,7 @@ func TestCaptureMatchesTshark(t *testing.T) {
 }
 
 func TestCaptureBoundsAndFilters(t *testing.T) {
-	l := newLab(t)
+	l := testenv.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l)
 	dir := t.TempDir()
 	bounded := startCapture(t, &l.Client, filepath.Join(dir, "b.pcapng"), capture.Config{MaxPackets: 10})
@@ -298,7 +279,7 @@ func TestCaptureBoundsAndFilters(t *testing.T) {
 }
 
 func TestStartErrorsNameTheInterface(t *testing.T) {
-	l := newLab(t)
+	l := testenv.Lab(t, context.Background(), lab.Config{})
 	_, err := capture.Start(l.Client.Handle, "nosuch0", io.Discard, capture.Config{})
 	if err == nil || !strings.Contains(err.Error(), "nosuch0") {
 		t.Errorf("Start on a missing interface = %v", err)
@@ -312,12 +293,7 @@ func TestStartErrorsNameTheInterface(t *testing.T) {
 // BenchmarkCapturedDownload measures a kernel-routed download while both
 // ends are captured, and reports the kernel's drops per run.
 func BenchmarkCapturedDownload(b *testing.B) {
-	testenv.RequireRoot(b)
-	l, err := lab.New(context.Background(), lab.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
+	l := testenv.Lab(b, context.Background(), lab.Config{})
 	srv, err := traffic.StartServer(context.Background(), l.Server.Handle, traffic.ServerConfig{Listen: netip.AddrPortFrom(l.Server.IPv4, 0)})
 	if err != nil {
 		b.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,24 +15,6 @@ import (
 	"github.com/wanlab/wanlab/tuner/sockopt"
 	"github.com/wanlab/wanlab/units"
 )
-
-func newLab(t *testing.T, cfg lab.Config) *lab.Lab {
-	t.Helper()
-	testenv.RequireRoot(t)
-	l, err := lab.New(context.Background(), cfg)
-	if err != nil {
-		if errors.Is(err, os.ErrPermission) {
-			testenv.Skip(t, "cannot build a lab: %v (needs CAP_NET_ADMIN)", err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	return l
-}
 
 func startServer(t *testing.T, l *lab.Lab, addr netip.Addr, cfg traffic.ServerConfig) *traffic.Server {
 	t.Helper()
@@ -51,7 +32,7 @@ func startServer(t *testing.T, l *lab.Lab, addr netip.Addr, cfg traffic.ServerCo
 }
 
 func TestDownloadThroughLab(t *testing.T) {
-	l := newLab(t, lab.Config{})
+	l := testenv.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{})
 	const size = 48 * units.MiB
 	var mu sync.Mutex
@@ -96,7 +77,7 @@ func TestDownloadThroughLab(t *testing.T) {
 }
 
 func TestDownloadIPv6WithSocketOptions(t *testing.T) {
-	l := newLab(t, lab.Config{})
+	l := testenv.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l, l.Server.IPv6, traffic.ServerConfig{
 		Sockopt: sockopt.Options{SndBuf: 64 * units.KiB, CC: "reno"},
 	})
@@ -119,7 +100,7 @@ func TestDownloadIPv6WithSocketOptions(t *testing.T) {
 }
 
 func TestDownloadCancelled(t *testing.T) {
-	l := newLab(t, lab.Config{})
+	l := testenv.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
 	_, err := traffic.Download(ctx, l.Client.Handle, traffic.DownloadConfig{
@@ -138,7 +119,7 @@ func TestDownloadCancelled(t *testing.T) {
 }
 
 func TestBadRequestsNamed(t *testing.T) {
-	l := newLab(t, lab.Config{})
+	l := testenv.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{})
 	_, err := traffic.RequestResponse(context.Background(), l.Client.Handle, traffic.RRConfig{
 		Server: srv.Addr(), Requests: 1, BodySize: 1 << 20,
@@ -159,7 +140,7 @@ func TestBadRequestsNamed(t *testing.T) {
 // client delays by the kernel's minimum delayed-ACK timeout (40 ms);
 // TCP_QUICKACK on the client removes the stall.
 func TestDelayedAckStall(t *testing.T) {
-	l := newLab(t, lab.Config{})
+	l := testenv.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{Nagle: true, ThinkTime: time.Millisecond})
 	// The server-side fix: TCP_NODELAY (Go's default) sends the body at once.
 	noNagle := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{ThinkTime: time.Millisecond})
@@ -214,12 +195,7 @@ func TestSummarize(t *testing.T) {
 // BenchmarkDownload measures a download through the lab's kernel-routed
 // router: the ceiling every impaired experiment is compared against.
 func BenchmarkDownload(b *testing.B) {
-	testenv.RequireRoot(b)
-	l, err := lab.New(context.Background(), lab.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
+	l := testenv.Lab(b, context.Background(), lab.Config{})
 	srv, err := traffic.StartServer(context.Background(), l.Server.Handle, traffic.ServerConfig{Listen: netip.AddrPortFrom(l.Server.IPv4, 0)})
 	if err != nil {
 		b.Fatal(err)
@@ -238,12 +214,7 @@ func BenchmarkDownload(b *testing.B) {
 // BenchmarkRequestResponse measures wrk-style requests per second with
 // TCP_QUICKACK (no delayed-ACK stall) over the kernel-routed lab.
 func BenchmarkRequestResponse(b *testing.B) {
-	testenv.RequireRoot(b)
-	l, err := lab.New(context.Background(), lab.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
+	l := testenv.Lab(b, context.Background(), lab.Config{})
 	srv, err := traffic.StartServer(context.Background(), l.Server.Handle, traffic.ServerConfig{Listen: netip.AddrPortFrom(l.Server.IPv4, 0)})
 	if err != nil {
 		b.Fatal(err)
