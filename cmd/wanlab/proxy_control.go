@@ -231,6 +231,9 @@ func writeProxyStats(out io.Writer, st control.Stats) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		if err := writeHTBStats(bw, d.Engine.Scheduler); err != nil {
+			return err
+		}
 		fmt.Fprintf(bw, "  device: %d malformed, %d read errors, %d write errors; %d spec replacements\n",
 			d.Device.Malformed, d.Device.ReadErrors, d.Device.WriteErrors, d.Engine.Swaps)
 	}

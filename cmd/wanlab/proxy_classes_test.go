@@ -1,0 +1,35 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/wanlab/wanlab/proxy/htb"
+)
+
+func TestWriteHTBStats(t *testing.T) {
+	st := []htb.ClassStats{{ID: "1:1", Bytes: 3 << 20, LentBytes: 1 << 20, Mode: "can_send"},
+		{ID: "1:2", Parent: "1:1", Leaf: true, Bytes: 3 << 20, BorrowedBytes: 1 << 20, QueuePackets: 5, DroppedQueue: 2, Mode: "may_borrow"}}
+	// In process and after a JSON round trip (the control API) alike.
+	b, _ := json.Marshal(st)
+	var generic any
+	json.Unmarshal(b, &generic)
+	for _, v := range []any{st, generic} {
+		var out bytes.Buffer
+		if err := writeHTBStats(&out, v); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"htb tree:", "1:2     1:1  3 MiB     1 MiB    0 B       5        2", "may_borrow"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%T: output lacks %q:\n%s", v, want, out.String())
+			}
+		}
+	}
+	var out bytes.Buffer
+	writeHTBStats(&out, nil)
+	if out.Len() != 0 {
+		t.Errorf("no tree printed %q", out.String())
+	}
+}
