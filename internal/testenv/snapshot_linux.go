@@ -60,7 +60,7 @@ func (n *Node) Snapshot(t testing.TB) string {
 			t.Fatal(err)
 		}
 		for _, r := range rules {
-			add("rule fam %d prio %d iif %q oif %q table %d src %v dst %v", fam, r.Priority, r.IifName, r.OifName, r.Table, r.Src, r.Dst)
+			add("rule fam %d %d iif %q oif %q table %d src %v dst %v", fam, r.Priority, r.IifName, r.OifName, r.Table, r.Src, r.Dst)
 		}
 	}
 	err = nsrun.Do(n.NS, func() error {
@@ -71,7 +71,7 @@ func (n *Node) Snapshot(t testing.TB) string {
 				if err != nil {
 					return err
 				}
-				add("sysctl %s = %s", strings.TrimPrefix(f, "/proc/sys/"), strings.TrimSpace(string(v)))
+				add("sysctl %s=%s", strings.TrimPrefix(f, "/proc/sys/"), strings.TrimSpace(string(v)))
 			}
 		}
 		return nil

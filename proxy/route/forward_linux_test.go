@@ -1,8 +1,10 @@
 package route
 
 import (
+	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -10,37 +12,29 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wanlab/wanlab/internal/nsrun"
+	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/lab"
 )
 
 // trio is client - router - server: client c0 <-> ra (router), router rb
-// <-> s0 server, IPv4 and IPv6 on both links.
+// <-> s0 server, IPv4 and IPv6 on both links, built by lab with the
+// router's forwarding turned off again: Apply must turn on what it needs.
 type trio struct {
-	client, server *testNS
+	client, server *lab.Host
 	router         *router
 }
 
 func newTrio(t *testing.T) *trio {
-	c, r, s := newNS(t), newNS(t), newNS(t)
-	r.veth(t, "ra", "c0", c)
-	r.veth(t, "rb", "s0", s)
-	c.addr(t, "c0", "10.92.1.2/24")
-	c.addr(t, "c0", "fd00:92:1::2/64")
-	r.addr(t, "ra", "10.92.1.1/24")
-	r.addr(t, "ra", "fd00:92:1::1/64")
-	r.addr(t, "rb", "10.92.2.1/24")
-	r.addr(t, "rb", "fd00:92:2::1/64")
-	s.addr(t, "s0", "10.92.2.2/24")
-	s.addr(t, "s0", "fd00:92:2::2/64")
-	c.defaultVia(t, "10.92.1.1")
-	c.defaultVia(t, "fd00:92:1::1")
-	s.defaultVia(t, "10.92.2.1")
-	s.defaultVia(t, "fd00:92:2::1")
-	c.waitReady(t, "c0")
-	s.waitReady(t, "s0")
-	r.waitReady(t, "ra", "rb")
-	return &trio{client: c, server: s, router: &router{testNS: r,
-		cfg: Config{Ifaces: [2]string{"ra", "rb"}, StateDir: t.TempDir(), Netns: r.name}}}
+	l := testenv.Lab(t, context.Background(), lab.Config{
+		ClientLink: "c0", RouterClientLink: "ra", RouterServerLink: "rb", ServerLink: "s0",
+		ClientNet4: netip.MustParsePrefix("10.92.1.0/24"), ServerNet4: netip.MustParsePrefix("10.92.2.0/24"),
+		ClientNet6: netip.MustParsePrefix("fd00:92:1::/64"), ServerNet6: netip.MustParsePrefix("fd00:92:2::/64"),
+		RouterSysctls: map[string]string{"net.ipv4.ip_forward": "0", "net.ipv6.conf.all.forwarding": "0"},
+	})
+	r := testenv.NodeAt(t, l.Router.NS, l.Router.Handle)
+	r.WaitSettled(t, "ra", "rb")
+	return &trio{client: &l.Client, server: &l.Server, router: &router{Node: r,
+		cfg: Config{Ifaces: [2]string{"ra", "rb"}, StateDir: t.TempDir(), Netns: l.Router.NS}}}
 }
 
 // echoTUN writes every packet read from f back into f: the smallest proxy.
@@ -59,11 +53,11 @@ func echoTUN(f *os.File, n *atomic.Int64) {
 	}
 }
 
-// listenUDP opens a UDP socket inside ns.
-func listenUDP(t *testing.T, ns *testNS, addr string) *net.UDPConn {
+// listenUDP opens a UDP socket inside h.
+func listenUDP(t *testing.T, h *lab.Host, addr string) *net.UDPConn {
 	t.Helper()
 	var c *net.UDPConn
-	err := nsrun.Do(ns.ns, func() error {
+	err := h.Do(func() error {
 		a, err := net.ResolveUDPAddr("udp", addr)
 		if err != nil {
 			return err
@@ -128,18 +122,18 @@ func testForwarding(t *testing.T, forceFwd bool) {
 	t.Cleanup(func() { useForceForwarding = true })
 	tr := newTrio(t)
 	r := tr.router
-	r.sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
-	r.sysctl(t, "net/ipv4/conf/default/rp_filter", "1")
+	r.Sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
+	r.Sysctl(t, "net/ipv4/conf/default/rp_filter", "1")
 	if forceFwd {
 		// TUNs created with IPv6 off (ra and rb have it): Apply turns it on.
-		r.sysctl(t, "net/ipv6/conf/default/disable_ipv6", "1")
+		r.Sysctl(t, "net/ipv6/conf/default/disable_ipv6", "1")
 	}
 	r.openTUNs(t)
 	var seen [2]atomic.Int64
 	for i, f := range r.tuns {
 		go echoTUN(f, &seen[i])
 	}
-	before := r.snapshot(t)
+	before := r.Snapshot(t)
 	if forceFwd && !strings.Contains(before, "sysctl net/ipv6/conf/wl-ra/disable_ipv6=1") {
 		t.Fatal("TUN created with IPv6 enabled")
 	}
@@ -164,8 +158,8 @@ func testForwarding(t *testing.T, forceFwd bool) {
 	if err := a.Undo(); err != nil {
 		t.Fatal(err)
 	}
-	if after := r.snapshot(t); after != before {
-		t.Fatalf("Undo did not restore:\n%s", diff(before, after))
+	if after := r.Snapshot(t); after != before {
+		t.Fatalf("Undo did not restore:\n%s", testenv.DiffLines(before, after))
 	}
 }
 
@@ -177,8 +171,8 @@ func testForwarding(t *testing.T, forceFwd bool) {
 func TestEverySettingIsNeeded(t *testing.T) {
 	tr := newTrio(t)
 	r := tr.router
-	r.sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
-	r.sysctl(t, "net/ipv4/conf/default/rp_filter", "1") // the TUNs start strict
+	r.Sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
+	r.Sysctl(t, "net/ipv4/conf/default/rp_filter", "1") // the TUNs start strict
 	r.openTUNs(t)
 	var seen [2]atomic.Int64
 	for i, f := range r.tuns {

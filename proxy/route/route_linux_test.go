@@ -23,26 +23,26 @@ import (
 // router is a namespace with two veth interfaces (ra, rb) whose peers are
 // in the same namespace, and the two TUNs of a proxy between ra and rb.
 type router struct {
-	*testNS
+	*testenv.Node
 	cfg  Config
 	tuns [2]*os.File
 }
 
 func newRouter(t *testing.T) *router {
-	n := newNS(t)
-	n.veth(t, "ra", "ra-peer", nil)
-	n.veth(t, "rb", "rb-peer", nil)
-	n.addr(t, "ra", "10.91.1.1/24")
-	n.addr(t, "rb", "10.91.2.1/24")
-	n.addr(t, "ra", "fd00:91:1::1/64")
-	cfg := Config{Ifaces: [2]string{"ra", "rb"}, StateDir: t.TempDir(), Netns: n.name}
-	n.waitReady(t, "ra", "rb", "ra-peer", "rb-peer")
-	return &router{testNS: n, cfg: cfg}
+	n := testenv.NewNode(t)
+	n.Veth(t, "ra", "ra-peer", nil)
+	n.Veth(t, "rb", "rb-peer", nil)
+	n.Addr(t, "ra", "10.91.1.1/24")
+	n.Addr(t, "rb", "10.91.2.1/24")
+	n.Addr(t, "ra", "fd00:91:1::1/64")
+	cfg := Config{Ifaces: [2]string{"ra", "rb"}, StateDir: t.TempDir(), Netns: n.Name}
+	n.WaitSettled(t, "ra", "rb", "ra-peer", "rb-peer")
+	return &router{Node: n, cfg: cfg}
 }
 
 func (r *router) openTUNs(t *testing.T) {
 	for i, name := range TUNNames(r.cfg.Ifaces) {
-		r.tuns[i] = r.openTUN(t, name)
+		r.tuns[i] = openTUN(t, r.Node, name)
 	}
 }
 
@@ -74,13 +74,13 @@ func TestApplyUndoRestores(t *testing.T) {
 			r := newRouter(t)
 			r.openTUNs(t)
 			if tc.strictRPF {
-				r.sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
+				r.Sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
 			}
 			// A per-interface value that conf.all.forwarding would overwrite.
-			r.sysctl(t, "net/ipv6/conf/rb-peer/forwarding", "1")
+			r.Sysctl(t, "net/ipv6/conf/rb-peer/forwarding", "1")
 			useForceForwarding = tc.forceFwd
 			t.Cleanup(func() { useForceForwarding = true })
-			before := r.snapshot(t)
+			before := r.Snapshot(t)
 
 			a, err := Apply(r.cfg)
 			if err != nil {
@@ -93,7 +93,7 @@ func TestApplyUndoRestores(t *testing.T) {
 			if st.PID != os.Getpid() || len(st.Changes) == 0 {
 				t.Fatalf("state file: pid %d, %d changes", st.PID, len(st.Changes))
 			}
-			during := r.snapshot(t)
+			during := r.Snapshot(t)
 			tables, prio := a.Tables()
 			for _, want := range []string{
 				fmt.Sprintf("rule fam 2 %d iif \"ra\" oif \"\" table %d", prio, tables[1]),
@@ -109,7 +109,7 @@ func TestApplyUndoRestores(t *testing.T) {
 				}
 			}
 			for _, p := range tc.wantSysctls {
-				if strings.Contains(before, "sysctl "+p+"=") && !strings.Contains(diff(before, during), p) {
+				if strings.Contains(before, "sysctl "+p+"=") && !strings.Contains(testenv.DiffLines(before, during), p) {
 					t.Errorf("sysctl %s not changed", p)
 				}
 			}
@@ -127,8 +127,8 @@ func TestApplyUndoRestores(t *testing.T) {
 			if err := a.Undo(); err != nil {
 				t.Fatal(err)
 			}
-			if after := r.snapshot(t); after != before {
-				t.Errorf("Undo did not restore:\n%s", diff(before, after))
+			if after := r.Snapshot(t); after != before {
+				t.Errorf("Undo did not restore:\n%s", testenv.DiffLines(before, after))
 			}
 			if _, err := os.Stat(a.StatePath()); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("state file still there: %v", err)
@@ -151,8 +151,8 @@ func TestApplyUndoRestores(t *testing.T) {
 func TestApplyRollsBackAtEveryStep(t *testing.T) {
 	r := newRouter(t)
 	r.openTUNs(t)
-	r.sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
-	before := r.snapshot(t)
+	r.Sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
+	before := r.Snapshot(t)
 	t.Cleanup(func() { beforeChange = nil })
 	injected := errors.New("injected failure")
 	for step := 0; ; step++ {
@@ -178,22 +178,22 @@ func TestApplyRollsBackAtEveryStep(t *testing.T) {
 		if !errors.Is(err, injected) || strings.Contains(err.Error(), "\n") {
 			t.Fatalf("step %d: error %q", step, err)
 		}
-		if after := r.snapshot(t); after != before {
-			t.Fatalf("failure at step %d not rolled back:\n%s", step, diff(before, after))
+		if after := r.Snapshot(t); after != before {
+			t.Fatalf("failure at step %d not rolled back:\n%s", step, testenv.DiffLines(before, after))
 		}
 		if _, err := os.Stat(r.cfg.StatePath()); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("step %d: state file left: %v", step, err)
 		}
 	}
-	if after := r.snapshot(t); after != before {
-		t.Fatalf("not restored:\n%s", diff(before, after))
+	if after := r.Snapshot(t); after != before {
+		t.Fatalf("not restored:\n%s", testenv.DiffLines(before, after))
 	}
 }
 
 func TestMissingInterface(t *testing.T) {
 	r := newRouter(t)
 	r.openTUNs(t)
-	before := r.snapshot(t)
+	before := r.Snapshot(t)
 	cfg := r.cfg
 	cfg.Ifaces[1] = "eth9"
 	cfg.TUNs = [2]string{"wl-ra", "wl-rb"}
@@ -207,15 +207,15 @@ func TestMissingInterface(t *testing.T) {
 	if _, err = Apply(cfg); err == nil || err.Error() != `TUN interface "wl-none": not found` {
 		t.Fatalf("got %v", err)
 	}
-	if after := r.snapshot(t); after != before {
-		t.Fatalf("changed:\n%s", diff(before, after))
+	if after := r.Snapshot(t); after != before {
+		t.Fatalf("changed:\n%s", testenv.DiffLines(before, after))
 	}
 }
 
 func TestNoCapNetAdmin(t *testing.T) {
 	r := newRouter(t)
 	r.openTUNs(t)
-	before := r.snapshot(t)
+	before := r.Snapshot(t)
 	errc := make(chan error, 1)
 	go func() {
 		// Capabilities are per thread: drop CAP_NET_ADMIN on this locked
@@ -243,8 +243,8 @@ func TestNoCapNetAdmin(t *testing.T) {
 		t.Errorf("multi-line error %q", err)
 	}
 	t.Logf("error: %v", err)
-	if after := r.snapshot(t); after != before {
-		t.Fatalf("changed:\n%s", diff(before, after))
+	if after := r.Snapshot(t); after != before {
+		t.Fatalf("changed:\n%s", testenv.DiffLines(before, after))
 	}
 }
 
@@ -263,15 +263,17 @@ func TestMain(m *testing.M) {
 func crashChild(arg string) int {
 	f := strings.Fields(arg)
 	cfg := Config{Ifaces: [2]string{"ra", "rb"}, Netns: f[0], StateDir: f[1]}
-	n := &testNS{name: f[0]}
-	var err error
-	if n.ns, err = netnsOpen(f[0]); err != nil {
+	ns, err := nsrun.Open(f[0])
+	if err != nil {
 		fmt.Println("error", err)
 		return 1
 	}
-	t := &testing.T{}
 	for _, name := range TUNNames(cfg.Ifaces) {
-		_ = n.openTUN(t, name) // closed by the kernel when the process is killed
+		// Closed by the kernel when the process is killed.
+		if _, err := openTUNIn(ns, name); err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
 	}
 	if _, err := Apply(cfg); err != nil {
 		fmt.Println("error", err)
@@ -283,11 +285,11 @@ func crashChild(arg string) int {
 
 func TestCleanupAfterSIGKILL(t *testing.T) {
 	r := newRouter(t)
-	r.sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
-	before := r.snapshot(t)
+	r.Sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
+	before := r.Snapshot(t)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+r.name+" "+r.cfg.StateDir)
+	cmd.Env = append(os.Environ(), childEnv+"="+r.Name+" "+r.cfg.StateDir)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -310,7 +312,7 @@ func TestCleanupAfterSIGKILL(t *testing.T) {
 	if undone, err := Cleanup(r.cfg.StateDir); err != nil || len(undone) != 0 {
 		t.Fatalf("Cleanup with a live proxy: %v %v", undone, err)
 	}
-	if r.snapshot(t) == before {
+	if r.Snapshot(t) == before {
 		t.Fatal("child changed nothing")
 	}
 
@@ -318,19 +320,19 @@ func TestCleanupAfterSIGKILL(t *testing.T) {
 	cmd.Wait()
 	// The TUNs vanish with the process; the rules and sysctls stay.
 	waitFor(t, func() bool {
-		_, e1 := r.nl.LinkByName("wl-ra")
-		_, e2 := r.nl.LinkByName("wl-rb")
+		_, e1 := r.NL.LinkByName("wl-ra")
+		_, e2 := r.NL.LinkByName("wl-rb")
 		return e1 != nil && e2 != nil
 	})
-	if r.snapshot(t) == before {
+	if r.Snapshot(t) == before {
 		t.Fatal("nothing left behind to clean up")
 	}
 	undone, err := Cleanup(r.cfg.StateDir)
 	if err != nil || len(undone) != 1 || undone[0] != r.cfg.StatePath() {
 		t.Fatalf("Cleanup: %v %v", undone, err)
 	}
-	if after := r.snapshot(t); after != before {
-		t.Fatalf("Cleanup did not restore:\n%s", diff(before, after))
+	if after := r.Snapshot(t); after != before {
+		t.Fatalf("Cleanup did not restore:\n%s", testenv.DiffLines(before, after))
 	}
 	if undone, err := Cleanup(r.cfg.StateDir); err != nil || len(undone) != 0 {
 		t.Fatalf("second Cleanup: %v %v", undone, err)
@@ -344,7 +346,7 @@ func TestCleanupDeadPIDStateFile(t *testing.T) {
 		t.Run(via, func(t *testing.T) {
 			r := newRouter(t)
 			r.openTUNs(t)
-			before := r.snapshot(t)
+			before := r.Snapshot(t)
 			a, err := Apply(r.cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -370,8 +372,8 @@ func TestCleanupDeadPIDStateFile(t *testing.T) {
 				}
 				l.Release()
 			}
-			if after := r.snapshot(t); after != before {
-				t.Fatalf("not restored:\n%s", diff(before, after))
+			if after := r.Snapshot(t); after != before {
+				t.Fatalf("not restored:\n%s", testenv.DiffLines(before, after))
 			}
 			if _, err := os.Stat(a.StatePath()); !errors.Is(err, os.ErrNotExist) {
 				t.Fatal("state file left")
@@ -426,11 +428,11 @@ func TestAvoidsExistingRulesAndTables(t *testing.T) {
 	r.openTUNs(t)
 	for _, fam := range []int{4, 6} {
 		rule := ruleOf(change{Family: fam, Priority: 100, Iif: "lo", Table: 4200})
-		if err := r.nl.RuleAdd(rule); err != nil {
+		if err := r.NL.RuleAdd(rule); err != nil {
 			t.Fatal(err)
 		}
 	}
-	before := r.snapshot(t)
+	before := r.Snapshot(t)
 	a, err := Apply(r.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -442,8 +444,8 @@ func TestAvoidsExistingRulesAndTables(t *testing.T) {
 	if err := a.Undo(); err != nil {
 		t.Fatal(err)
 	}
-	if after := r.snapshot(t); after != before {
-		t.Fatalf("not restored:\n%s", diff(before, after))
+	if after := r.Snapshot(t); after != before {
+		t.Fatalf("not restored:\n%s", testenv.DiffLines(before, after))
 	}
 }
 
@@ -452,18 +454,10 @@ func TestAvoidsExistingRulesAndTables(t *testing.T) {
 // rp_filter): what a proxy adds to its start and stop.
 func BenchmarkApplyUndo(b *testing.B) {
 	testenv.RequireRoot(b)
-	name, ns := testenv.NetNS(b)
-	n := &testNS{name: name, ns: ns}
-	var err error
-	if n.nl, err = netlinkHandleAt(ns); err != nil {
-		b.Fatal(err)
-	}
-	defer n.nl.Close()
-	for _, v := range [][2]string{{"ra", "ra-peer"}, {"rb", "rb-peer"}} {
-		if err := addVeth(n, v[0], v[1]); err != nil {
-			b.Fatal(err)
-		}
-	}
+	n := testenv.NewNode(b)
+	name, ns := n.Name, n.NS
+	n.Veth(b, "ra", "ra-peer", nil)
+	n.Veth(b, "rb", "rb-peer", nil)
 	cfg := Config{Ifaces: [2]string{"ra", "rb"}, StateDir: b.TempDir(), Netns: name}
 	var files []*os.File
 	for _, tn := range TUNNames(cfg.Ifaces) {
@@ -496,22 +490,22 @@ func BenchmarkApplyUndo(b *testing.B) {
 func TestCurrentNamespace(t *testing.T) {
 	r := newRouter(t)
 	r.openTUNs(t)
-	r.sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
-	before := r.snapshot(t)
+	r.Sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
+	before := r.Snapshot(t)
 	cfg := r.cfg
 	cfg.Netns = ""
 	var during string
-	err := nsrun.Do(r.ns, func() error {
+	err := nsrun.Do(r.NS, func() error {
 		a, err := Apply(cfg)
 		if err != nil {
 			return err
 		}
 		// The current namespace has a name: the files carry it, as if
 		// Netns had been given.
-		if !strings.HasSuffix(a.StatePath(), "/"+r.name+"@ra-rb.route.json") {
+		if !strings.HasSuffix(a.StatePath(), "/"+r.Name+"@ra-rb.route.json") {
 			return fmt.Errorf("state path %s", a.StatePath())
 		}
-		during = r.snapshot(t)
+		during = r.Snapshot(t)
 		// Crash: locks released, nothing undone; Cleanup from the same
 		// namespace restores.
 		a.ownLock.Release()
@@ -528,8 +522,8 @@ func TestCurrentNamespace(t *testing.T) {
 	if during == before || !strings.Contains(during, `iif "ra"`) {
 		t.Fatal("Apply in the current namespace changed nothing there")
 	}
-	if after := r.snapshot(t); after != before {
-		t.Fatalf("not restored:\n%s", diff(before, after))
+	if after := r.Snapshot(t); after != before {
+		t.Fatalf("not restored:\n%s", testenv.DiffLines(before, after))
 	}
 }
 
@@ -539,8 +533,8 @@ func TestCurrentNamespace(t *testing.T) {
 func TestCleanupRefusesOtherNamespace(t *testing.T) {
 	r := newRouter(t)
 	r.openTUNs(t)
-	r.sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
-	before := r.snapshot(t)
+	r.Sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
+	before := r.Snapshot(t)
 	a, err := Apply(r.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -567,10 +561,10 @@ func TestCleanupRefusesOtherNamespace(t *testing.T) {
 	if err == nil || len(undone) != 0 || !strings.Contains(err.Error(), "belongs to network namespace") {
 		t.Fatalf("Cleanup from another namespace: %v %v", undone, err)
 	}
-	if r.snapshot(t) == before {
+	if r.Snapshot(t) == before {
 		t.Fatal("the refused Cleanup restored the router anyway?")
 	}
-	err = nsrun.Do(r.ns, func() error {
+	err = nsrun.Do(r.NS, func() error {
 		undone, err := Cleanup(r.cfg.StateDir)
 		if err != nil || len(undone) != 1 {
 			return fmt.Errorf("Cleanup inside: %v %v", undone, err)
@@ -580,7 +574,7 @@ func TestCleanupRefusesOtherNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after := r.snapshot(t); after != before {
-		t.Fatalf("not restored:\n%s", diff(before, after))
+	if after := r.Snapshot(t); after != before {
+		t.Fatalf("not restored:\n%s", testenv.DiffLines(before, after))
 	}
 }
