@@ -53,6 +53,9 @@ func proxySetCommand() *cli.Command {
 			"   wanlab proxy set 'eth1=delay 50ms loss 1% | tbf rate 100mbit burst 64kb limit 1mb'\n" +
 			"   wanlab proxy set 'delay 20ms'          # both directions\n" +
 			"   wanlab proxy set eth1=                 # no impairment leaving through eth1\n" +
+			"   wanlab proxy set eth1=@tree.txt        # a whole class tree (htb), swapped atomically\n" +
+			"   wanlab proxy set 'eth1=class 1:2 parent 1:1 htb rate 30mbit ceil 100mbit; leaf 1:3 delay 20ms'\n" +
+			"                                          # change classes of the running tree\n" +
 			"   wanlab proxy set --control unix:/run/wanlab/eth0-eth1.sock 'eth0=loss 5%'",
 		Description: "IFACE names the egress interface, as with tc: the spec applies to packets\n" +
 			"leaving through it. Without IFACE= the spec applies to both directions. The\n" +
