@@ -1,96 +1,28 @@
 package proxy
 
 import (
-	"fmt"
+	"context"
 	"net"
+	"net/netip"
 	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
-
-	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/lab"
 )
 
-// node is one namespace of the test topology with a netlink handle into it.
-type node struct {
-	name string
-	ns   netns.NsHandle
-	nl   *netlink.Handle
-}
+// node is one host of the test topology.
+type node struct{ *testenv.Node }
 
-func newNode(t testing.TB) *node {
-	t.Helper()
-	name, ns := testenv.NetNS(t)
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
-	n := &node{name: name, ns: ns, nl: h}
-	// Addresses usable at once: no IPv6 duplicate address detection.
-	n.sysctl(t, "net/ipv6/conf/all/accept_dad", "0")
-	n.sysctl(t, "net/ipv6/conf/default/accept_dad", "0")
-	n.up(t, "lo")
-	return n
-}
+// addr adds an address to a link of n.
+func (n *node) addr(t testing.TB, link, cidr string) { n.Addr(t, link, cidr) }
 
-func (n *node) sysctl(t testing.TB, key, val string) {
-	t.Helper()
-	err := nsrun.Do(n.ns, func() error {
-		return os.WriteFile(filepath.Join("/proc/sys", key), []byte(val), 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// in runs fn inside n (sockets it opens stay there).
+func (n *node) in(t testing.TB, fn func() error) { n.Do(t, fn) }
 
-func (n *node) up(t testing.TB, link string) {
-	t.Helper()
-	l, err := n.nl.LinkByName(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.nl.LinkSetUp(l); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (n *node) addr(t testing.TB, link, cidr string) {
-	t.Helper()
-	l, err := n.nl.LinkByName(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := netlink.ParseAddr(cidr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Flags = unix.IFA_F_NODAD
-	if err := n.nl.AddrAdd(l, a); err != nil {
-		t.Fatalf("%s %s: %v", link, cidr, err)
-	}
-}
-
-func (n *node) defaultVia(t testing.TB, gw string) {
-	t.Helper()
-	ip := net.ParseIP(gw)
-	dst := &net.IPNet{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}
-	if ip.To4() == nil {
-		dst = &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
-	}
-	if err := n.nl.RouteAdd(&netlink.Route{Dst: dst, Gw: ip}); err != nil {
-		t.Fatalf("default via %s: %v", gw, err)
-	}
-}
-
-// topo is client - router - server: c0 <-> ra on 10.93.1.0/24 and
+// topo is client - router - server, a lab: c0 <-> ra on 10.93.1.0/24 and
 // fd00:93:1::/64, rb <-> s0 on 10.93.2.0/24 and fd00:93:2::/64. The router
 // forwards (kernel routing) before any proxy starts.
 type topo struct {
@@ -105,170 +37,21 @@ const (
 
 func newTopo(t testing.TB) *topo {
 	t.Helper()
-	tp := &topo{client: newNode(t), router: newNode(t), server: newNode(t)}
-	r := tp.router
-	for _, v := range []struct {
-		name, peer string
-		peerNS     *node
-	}{{"ra", "c0", tp.client}, {"rb", "s0", tp.server}} {
-		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: v.name, TxQLen: 1000}, PeerName: v.peer,
-			PeerNamespace: netlink.NsFd(int(v.peerNS.ns))}
-		if err := r.nl.LinkAdd(veth); err != nil {
-			t.Fatalf("veth %s: %v", v.name, err)
-		}
-		r.up(t, v.name)
-		v.peerNS.up(t, v.peer)
+	l := testenv.Lab(t, context.Background(), lab.Config{
+		ClientLink: "c0", RouterClientLink: "ra", RouterServerLink: "rb", ServerLink: "s0",
+		ClientNet4: netip.MustParsePrefix("10.93.1.0/24"), ServerNet4: netip.MustParsePrefix("10.93.2.0/24"),
+		ClientNet6: netip.MustParsePrefix("fd00:93:1::/64"), ServerNet6: netip.MustParsePrefix("fd00:93:2::/64"),
+	})
+	tp := &topo{
+		client: &node{testenv.NodeAt(t, l.Client.NS, l.Client.Handle)},
+		router: &node{testenv.NodeAt(t, l.Router.NS, l.Router.Handle)},
+		server: &node{testenv.NodeAt(t, l.Server.NS, l.Server.Handle)},
 	}
-	tp.client.addr(t, "c0", clientIP+"/24")
-	tp.client.addr(t, "c0", "fd00:93:1::2/64")
-	r.addr(t, "ra", "10.93.1.1/24")
-	r.addr(t, "ra", "fd00:93:1::1/64")
-	r.addr(t, "rb", "10.93.2.1/24")
-	r.addr(t, "rb", "fd00:93:2::1/64")
-	tp.server.addr(t, "s0", serverIP+"/24")
-	tp.server.addr(t, "s0", serverIP6+"/64")
-	tp.client.defaultVia(t, "10.93.1.1")
-	tp.client.defaultVia(t, "fd00:93:1::1")
-	tp.server.defaultVia(t, "10.93.2.1")
-	tp.server.defaultVia(t, "fd00:93:2::1")
-	r.sysctl(t, "net/ipv4/ip_forward", "1")
-	r.sysctl(t, "net/ipv6/conf/all/forwarding", "1")
-	for _, n := range []*node{tp.client, r, tp.server} {
-		n.settle(t)
+	// Snapshots of the router taken later must not see addrconf finish.
+	for _, n := range []*node{tp.client, tp.router, tp.server} {
+		n.WaitSettled(t)
 	}
 	return tp
-}
-
-// settle waits until no IPv6 address is tentative any more (link-local
-// ones stay tentative until the link has carrier) and every address has
-// its local route (addrconf adds it asynchronously), so dumps taken later
-// are stable.
-func (n *node) settle(t testing.TB) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !n.settled(t) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: addresses not settled after 10s", n.name)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-func (n *node) settled(t testing.TB) bool {
-	addrs, err := n.nl.AddrList(nil, netlink.FAMILY_V6)
-	if err != nil {
-		t.Fatal(err)
-	}
-	routes, err := n.nl.RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{Table: unix.RT_TABLE_LOCAL}, netlink.RT_FILTER_TABLE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	local := map[string]bool{}
-	for _, r := range routes {
-		if r.Dst != nil {
-			local[r.Dst.IP.String()] = true
-		}
-	}
-	for _, a := range addrs {
-		if a.Flags&unix.IFA_F_TENTATIVE != 0 || !local[a.IP.String()] {
-			return false
-		}
-	}
-	return true
-}
-
-// dump is a textual netlink dump of a namespace: links, addresses, routes
-// of every table and rules, each sorted, plus the sysctls a proxy touches.
-func (n *node) dump(t testing.TB) string {
-	t.Helper()
-	var b strings.Builder
-	links, err := n.nl.LinkList()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for _, l := range links {
-		a := l.Attrs()
-		lines = append(lines, fmt.Sprintf("link %d %s %s mtu %d flags %v master %d", a.Index, a.Name, l.Type(), a.MTU, a.Flags, a.MasterIndex))
-	}
-	addrs, err := n.nl.AddrList(nil, netlink.FAMILY_ALL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		lines = append(lines, fmt.Sprintf("addr %d %s flags %d scope %d", a.LinkIndex, a.IPNet, a.Flags, a.Scope))
-	}
-	routes, err := n.nl.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range routes {
-		lines = append(lines, fmt.Sprintf("route table %d dst %v gw %v dev %d src %v proto %d scope %d type %d prio %d",
-			r.Table, r.Dst, r.Gw, r.LinkIndex, r.Src, r.Protocol, r.Scope, r.Type, r.Priority))
-	}
-	rules, err := n.nl.RuleList(netlink.FAMILY_ALL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rules {
-		lines = append(lines, fmt.Sprintf("rule %d prio %d table %d iif %q oif %q src %v dst %v",
-			r.Family, r.Priority, r.Table, r.IifName, r.OifName, r.Src, r.Dst))
-	}
-	err = nsrun.Do(n.ns, func() error {
-		for _, pattern := range []string{"net/ipv4/ip_forward", "net/ipv4/conf/*/rp_filter", "net/ipv4/conf/*/forwarding",
-			"net/ipv6/conf/*/forwarding", "net/ipv4/conf/*/accept_local"} {
-			files, _ := filepath.Glob(filepath.Join("/proc/sys", pattern))
-			for _, f := range files {
-				v, err := os.ReadFile(f)
-				if err != nil {
-					return err
-				}
-				lines = append(lines, fmt.Sprintf("sysctl %s = %s", strings.TrimPrefix(f, "/proc/sys/"), strings.TrimSpace(string(v))))
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(lines)
-	for _, l := range lines {
-		b.WriteString(l)
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
-
-func diffLines(a, b string) string {
-	in := func(s string) map[string]bool {
-		m := map[string]bool{}
-		for _, l := range strings.Split(s, "\n") {
-			m[l] = true
-		}
-		return m
-	}
-	ma, mb := in(a), in(b)
-	var out []string
-	for l := range ma {
-		if !mb[l] {
-			out = append(out, "- "+l)
-		}
-	}
-	for l := range mb {
-		if !ma[l] {
-			out = append(out, "+ "+l)
-		}
-	}
-	sort.Strings(out)
-	return strings.Join(out, "\n")
-}
-
-// in runs fn inside n (sockets it opens stay there).
-func (n *node) in(t testing.TB, fn func() error) {
-	t.Helper()
-	if err := nsrun.Do(n.ns, fn); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // pinger sends ICMP echo requests from the client to dst over a raw

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/route"
 )
@@ -30,7 +31,7 @@ func startWith(t testing.TB, tp *topo, cfg Config) *Proxy {
 	t.Helper()
 	cfg.Ifaces = [2]string{"ra", "rb"}
 	cfg.Seed, cfg.HasSeed = 42, true
-	cfg.Netns = tp.router.name
+	cfg.Netns = tp.router.Name
 	cfg.StateDir = t.TempDir()
 	p, err := Start(context.Background(), cfg)
 	if err != nil {
@@ -48,7 +49,7 @@ func TestProxy(t *testing.T) {
 			tp := newTopo(t)
 			ping := newPinger(t, tp.client, serverIP)
 			base := ping.minRTT(t, 5) // kernel routing
-			before := tp.router.dump(t)
+			before := tp.router.Snapshot(t)
 
 			p := startIn(t, tp, backend, [2]string{"", "delay 30ms"})
 			t.Run("delay per direction and runtime set", func(t *testing.T) {
@@ -62,8 +63,8 @@ func TestProxy(t *testing.T) {
 			if err := p.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if after := tp.router.dump(t); after != before {
-				t.Fatalf("router differs after stop:\n%s", diffLines(before, after))
+			if after := tp.router.Snapshot(t); after != before {
+				t.Fatalf("router differs after stop:\n%s", testenv.DiffLines(before, after))
 			}
 			// Kernel routing works again.
 			if d := ping.minRTT(t, 3); d > base+20*time.Millisecond {
@@ -285,7 +286,7 @@ func tcpGoodputHooks(t testing.TB, tp *topo, server string, size int, onHalf, on
 // packets from the TUN than the engine let out.
 func testIPv6(t *testing.T, tp *topo, p *Proxy) {
 	tunRx := func() uint64 {
-		l, err := tp.router.nl.LinkByName(p.TUNs()[1])
+		l, err := tp.router.NL.LinkByName(p.TUNs()[1])
 		if err != nil || l.Attrs().Statistics == nil {
 			t.Fatalf("TUN statistics: %v", err)
 		}
@@ -365,10 +366,10 @@ func waitFor(t testing.TB, cond func() bool) {
 // restores the router exactly.
 func TestKillAndCleanup(t *testing.T) {
 	tp := newTopo(t)
-	before := tp.router.dump(t)
+	before := tp.router.Snapshot(t)
 	stateDir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChildProxy$")
-	cmd.Env = append(os.Environ(), "WANLAB_PROXY_CHILD="+tp.router.name+","+stateDir)
+	cmd.Env = append(os.Environ(), "WANLAB_PROXY_CHILD="+tp.router.Name+","+stateDir)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -397,11 +398,11 @@ func TestKillAndCleanup(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("child proxy did not start")
 	}
-	if running := tp.router.dump(t); running == before {
+	if running := tp.router.Snapshot(t); running == before {
 		t.Fatal("the running proxy changed nothing in the router")
 	}
 	// A second proxy on the same interfaces is refused, naming the pid.
-	_, err = Start(context.Background(), Config{Ifaces: [2]string{"ra", "rb"}, Netns: tp.router.name, StateDir: stateDir})
+	_, err = Start(context.Background(), Config{Ifaces: [2]string{"ra", "rb"}, Netns: tp.router.Name, StateDir: stateDir})
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprint(cmd.Process.Pid)) {
 		t.Fatalf("second proxy: err = %v, want a refusal naming pid %d", err, cmd.Process.Pid)
 	}
@@ -416,8 +417,8 @@ func TestKillAndCleanup(t *testing.T) {
 	if len(undone) != 1 {
 		t.Fatalf("cleanup undid %v, want one state file", undone)
 	}
-	if after := tp.router.dump(t); after != before {
-		t.Fatalf("router differs after SIGKILL + cleanup:\n%s", diffLines(before, after))
+	if after := tp.router.Snapshot(t); after != before {
+		t.Fatalf("router differs after SIGKILL + cleanup:\n%s", testenv.DiffLines(before, after))
 	}
 }
 
