@@ -133,7 +133,9 @@ type class struct {
 	current  *chain
 	retiring []*chain
 	totals   Counters
-	removed  bool // Replace took the class out; its chains drain unscheduled
+	removed  bool // Replace took the class out; its chains drain into successor
+	// successor is the class of the same name after a Replace (nil: none).
+	successor *class
 }
 
 // Pipeline is one direction's impairment engine. See the package comment
@@ -277,7 +279,11 @@ func (pl *Pipeline) admit(cl *class, p *Packet) {
 
 // deliver takes p out of chain c's last stage at time t.
 func (pl *Pipeline) deliver(c *chain, p *Packet, t int64) {
-	if pl.opt.Scheduler != nil && !c.class.removed {
+	if c.class.removed {
+		pl.handOver(c.class, p, t)
+		return
+	}
+	if pl.opt.Scheduler != nil {
 		if !pl.opt.Scheduler.Enqueue(c.class.index, p, t) {
 			c.class.totals.dropped(p, DropQueue)
 			pl.discard(p, DropQueue)

@@ -32,9 +32,12 @@ type Drainer interface {
 // Replace swaps the whole set of classes, their classifier and scheduler
 // at time now, atomically with respect to Enqueue and Dequeue (a new
 // class tree, issue 8). Packets still in the old classes' stages keep the
-// departures those stages give them and then leave unscheduled; packets
-// the old scheduler held leave at now. Nothing in flight is lost; packets
-// arriving after the call see only the new classes. On error the running
+// departures those stages give them; then they, and the packets the old
+// scheduler held, go to the new scheduler's class of the same name (a
+// leaf keeps its queue across a change of rates), or leave at once when
+// the new classes have none of that name. Nothing in flight is lost
+// except by a full queue of the new tree; packets arriving after the call
+// see only the new classes. On error the running
 // classes are kept.
 func (pl *Pipeline) Replace(classes []ClassSpec, cl Classifier, sched Scheduler, now int64) error {
 	if len(classes) == 0 {
@@ -55,8 +58,22 @@ func (pl *Pipeline) Replace(classes []ClassSpec, cl Classifier, sched Scheduler,
 		fresh = append(fresh, c)
 	}
 	old := pl.classes
-	if d, ok := pl.opt.Scheduler.(Drainer); ok {
-		d.Drain(func(p *Packet, ci int) { pl.leave(old[ci], p, now) })
+	byName := make(map[string]*class, len(fresh))
+	for _, c := range fresh {
+		byName[c.name] = c
+	}
+	for _, c := range old {
+		c.successor = byName[c.name]
+	}
+	oldSched := pl.opt.Scheduler
+	pl.classes = fresh
+	pl.opt.Classes = classes
+	pl.opt.Classifier = cl
+	pl.opt.Scheduler = sched
+	if d, ok := oldSched.(Drainer); ok {
+		// What the old tree held moves to the new one's class of the same
+		// name (its queue, in order), or leaves now if there is none.
+		d.Drain(func(p *Packet, ci int) { pl.handOver(old[ci], p, now) })
 	}
 	for _, c := range old {
 		c.removed = true
@@ -66,12 +83,29 @@ func (pl *Pipeline) Replace(classes []ClassSpec, cl Classifier, sched Scheduler,
 			}
 		}
 	}
-	pl.classes = fresh
-	pl.opt.Classes = classes
-	pl.opt.Classifier = cl
-	pl.opt.Scheduler = sched
 	pl.swaps++
 	return nil
+}
+
+// handOver passes p, leaving removed class c's chain (or its old
+// scheduler) at time now, to the new scheduler's class of the same name,
+// or out of the pipeline when there is none.
+func (pl *Pipeline) handOver(c *class, p *Packet, now int64) {
+	n := c.successor
+	if n == nil || pl.opt.Scheduler == nil {
+		pl.leave(c, p, now)
+		return
+	}
+	// The packet moves between classes' books: out of the old class's
+	// totals, into the new one's.
+	c.totals.QueuePackets--
+	c.totals.QueueBytes -= uint64(len(p.Data))
+	n.totals.QueuePackets++
+	n.totals.QueueBytes += uint64(len(p.Data))
+	if !pl.opt.Scheduler.Enqueue(n.index, p, now) {
+		n.totals.dropped(p, DropQueue)
+		pl.discard(p, DropQueue)
+	}
 }
 
 // dropOrphan forgets a drained chain of a removed class.
