@@ -48,12 +48,23 @@ func TestReplaceKeepsPackets(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := len(out)
+	var last int64
 	for {
 		next, ok := pl.NextDeparture()
 		if !ok {
 			break
 		}
-		got += len(pl.Dequeue(next, nil))
+		ps := pl.Dequeue(next, nil)
+		got += len(ps)
+		for _, p := range ps {
+			last = max(last, p.Depart)
+		}
+	}
+	// 1:2's waiting packets moved to the new 1:2 and leave at its 10
+	// Mbit/s (about 100 of them: over 100 ms); 1:3's and 1:4's, which
+	// have no class of their name any more, left at once.
+	if d := last - now; d < 100e6 {
+		t.Errorf("last departure %v ms after the replace: the moved queue was not shaped", float64(d)/1e6)
 	}
 	snap := pl.Snapshot()
 	if dropped := snap.Totals.Drops.Total(); uint64(got)+dropped != n || dropped != 0 {
