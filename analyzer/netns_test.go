@@ -3,11 +3,10 @@
 package analyzer
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,23 +20,25 @@ import (
 	"github.com/wanlab/wanlab/analyzer/pcapfile"
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/lab"
 	"golang.org/x/sys/unix"
 )
 
-// lab is client -- router -- server, three namespaces joined by veth
-// pairs: client 10.77.1.2 (cdev) to router 10.77.1.1 (rcdev), router
-// 10.77.2.1 (rsdev) to server 10.77.2.2 (sdev). A bottleneck qdisc goes on
-// rcdev, so a capture at the server sees the path as a real one does.
-type lab struct {
-	client, router, server   string
-	hClient, hServer         netns.NsHandle
-	cdev, rcdev, rsdev, sdev string
+// testLab is a lab (client -- router -- server namespaces); a bottleneck
+// qdisc goes on the router's link toward the client, so a capture at the
+// server sees the path as a real one does.
+type testLab struct{ *lab.Lab }
+
+func newLab(t *testing.T) testLab {
+	return testLab{testenv.Lab(t, context.Background(), lab.Config{})}
 }
 
-const (
-	serverAddr  = "10.77.2.2"
-	serverAddr6 = "fd00:77:2::2"
-)
+// bottleneck adds a root qdisc (tc arguments from the kind on) on the
+// router's link toward the client.
+func (l testLab) bottleneck(t *testing.T, qdisc ...string) {
+	t.Helper()
+	run(t, append([]string{"ip", "netns", "exec", l.Router.NS, "tc", "qdisc", "add", "dev", l.Router.ClientLink, "root"}, qdisc...)...)
+}
 
 func run(t *testing.T, args ...string) {
 	t.Helper()
@@ -46,108 +47,29 @@ func run(t *testing.T, args ...string) {
 	}
 }
 
-func newLab(t *testing.T) *lab {
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, "ip")
-	l := &lab{}
-	l.client, l.hClient = testenv.NetNS(t)
-	l.router, _ = testenv.NetNS(t)
-	l.server, l.hServer = testenv.NetNS(t)
-	l.cdev, l.rcdev = testenv.UniqueName("wc"), testenv.UniqueName("wr")
-	l.rsdev, l.sdev = testenv.UniqueName("wr"), testenv.UniqueName("ws")
-	run(t, "ip", "link", "add", l.cdev, "netns", l.client, "type", "veth", "peer", "name", l.rcdev, "netns", l.router)
-	run(t, "ip", "link", "add", l.sdev, "netns", l.server, "type", "veth", "peer", "name", l.rsdev, "netns", l.router)
-	for _, c := range [][]string{
-		{"ip", "-n", l.client, "addr", "add", "10.77.1.2/24", "dev", l.cdev},
-		{"ip", "-n", l.client, "link", "set", l.cdev, "up"},
-		{"ip", "-n", l.client, "route", "add", "default", "via", "10.77.1.1"},
-		{"ip", "-n", l.router, "addr", "add", "10.77.1.1/24", "dev", l.rcdev},
-		{"ip", "-n", l.router, "addr", "add", "10.77.2.1/24", "dev", l.rsdev},
-		{"ip", "-n", l.router, "link", "set", l.rcdev, "up"},
-		{"ip", "-n", l.router, "link", "set", l.rsdev, "up"},
-		{"ip", "-n", l.server, "addr", "add", serverAddr + "/24", "dev", l.sdev},
-		{"ip", "-n", l.server, "link", "set", l.sdev, "up"},
-		{"ip", "-n", l.server, "route", "add", "default", "via", "10.77.2.1"},
-		// IPv6 beside IPv4; nodad: usable at once.
-		{"ip", "-n", l.client, "addr", "add", "fd00:77:1::2/64", "dev", l.cdev, "nodad"},
-		{"ip", "-n", l.client, "-6", "route", "add", "default", "via", "fd00:77:1::1"},
-		{"ip", "-n", l.router, "addr", "add", "fd00:77:1::1/64", "dev", l.rcdev, "nodad"},
-		{"ip", "-n", l.router, "addr", "add", "fd00:77:2::1/64", "dev", l.rsdev, "nodad"},
-		{"ip", "-n", l.server, "addr", "add", serverAddr6 + "/64", "dev", l.sdev, "nodad"},
-		{"ip", "-n", l.server, "-6", "route", "add", "default", "via", "fd00:77:2::1"},
-	} {
-		run(t, c...)
-	}
-	nsSysctl(t, l.router, "net.ipv4.ip_forward=1")
-	nsSysctl(t, l.router, "net.ipv6.conf.all.forwarding=1")
-	return l
-}
-
 // capture starts tcpdump in ns on dev (or "any") and returns a stop
-// function that ends it and returns the file path.
+// function that ends it once the connection's two FINs are in the file
+// and returns the file path.
 func capture(t *testing.T, ns netns.NsHandle, dev string) func() string {
-	testenv.RequireCommand(t, "tcpdump")
 	path := filepath.Join(t.TempDir(), "cap.pcap")
-	// Immediate mode: packets reach the file as they come, not when a
-	// kernel ring block fills, so SIGINT loses nothing.
-	cmd := exec.Command("tcpdump", "-i", dev, "-s", "96", "--immediate-mode", "-U", "-n", "-w", path, "tcp")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Started from a thread inside ns, tcpdump is born in ns (and is our
-	// own child, so the stop signal reaches it directly).
-	if err := nsrun.Do(ns, cmd.Start); err != nil {
-		t.Fatal(err)
-	}
-	// Wait for tcpdump to say it is listening (the event, not a sleep).
-	ready := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		said := false
-		for sc.Scan() {
-			if !said && strings.Contains(sc.Text(), "listening on") {
-				said = true
-				ready <- nil
-			}
-		}
-		if !said {
-			ready <- fmt.Errorf("tcpdump exited before listening")
-		}
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("tcpdump did not start listening within 10 s")
-	}
-	stopped := false
-	stop := func() string {
-		if !stopped {
-			stopped = true
-			// The transfer is over, but tcpdump may still be writing its
-			// last packets: wait until both FINs are in the file.
-			waitForFINs(t, path, 2, 10*time.Second)
-			cmd.Process.Signal(syscall.SIGINT)
-			cmd.Wait()
-		}
+	stopDump := testenv.Tcpdump(t, ns, dev, path, "-s", "96", "tcp")
+	return func() string {
+		// The transfer is over, but tcpdump may still be writing its
+		// last packets: wait until both FINs are in the file.
+		waitForFINs(t, path, 2, 10*time.Second)
+		stopDump()
 		return path
 	}
-	t.Cleanup(func() { stop() })
-	return stop
 }
 
 // transfer sends n bytes from the server to the client (the server's
 // socket using congestion control cc if set) and returns when the client has read them all and both closed.
-func (l *lab) transfer(t *testing.T, n int64, congestion string) {
-	l.transferTo(t, serverAddr, n, congestion)
+func (l testLab) transfer(t *testing.T, n int64, congestion string) {
+	l.transferTo(t, l.Server.IPv4.String(), n, congestion)
 }
 
 // transferTo is transfer to the server address addr (IPv4 or IPv6).
-func (l *lab) transferTo(t *testing.T, addr string, n int64, congestion string) {
+func (l testLab) transferTo(t *testing.T, addr string, n int64, congestion string) {
 	t.Helper()
 	var ln net.Listener
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
@@ -163,7 +85,7 @@ func (l *lab) transferTo(t *testing.T, addr string, n int64, congestion string) 
 		}
 		return serr
 	}}
-	if err := nsrun.Do(l.hServer, func() (err error) {
+	if err := nsrun.Do(l.Server.Handle, func() (err error) {
 		ln, err = lc.Listen(context.Background(), "tcp", net.JoinHostPort(addr, "0"))
 		return err
 	}); err != nil {
@@ -190,7 +112,7 @@ func (l *lab) transferTo(t *testing.T, addr string, n int64, congestion string) 
 		served <- nil
 	}()
 	var conn net.Conn
-	if err := nsrun.Do(l.hClient, func() (err error) {
+	if err := nsrun.Do(l.Client.Handle, func() (err error) {
 		conn, err = net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
 		return err
 	}); err != nil {
@@ -239,10 +161,6 @@ func waitForFINs(t *testing.T, path string, n int, within time.Duration) {
 	}
 }
 
-func nsSysctl(t *testing.T, ns, kv string) {
-	run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", kv)
-}
-
 // TestRealCaptures records transfers between namespaces with tcpdump and
 // checks the analysis against tshark and tcptrace and the diagnosis
 // against the configured limit.
@@ -251,7 +169,7 @@ func TestRealCaptures(t *testing.T) {
 		// No bottleneck: the sender outruns the reading client, which
 		// advertises zero windows. Captured at the server, pcap, Ethernet.
 		l := newLab(t)
-		stop := capture(t, l.hServer, l.sdev)
+		stop := capture(t, l.Server.Handle, l.Server.Link)
 		l.transfer(t, 8<<20, "")
 		path := stop()
 		keep(t, path, "veth.pcap")
@@ -267,8 +185,8 @@ func TestRealCaptures(t *testing.T) {
 		// rate plateaus while RTT grows. Captured on "any" (Linux cooked
 		// v2) at the server and converted to pcapng.
 		l := newLab(t)
-		run(t, "ip", "netns", "exec", l.router, "tc", "qdisc", "add", "dev", l.rcdev, "root", "tbf", "rate", "100mbit", "burst", "32kb", "latency", "30ms")
-		stop := capture(t, l.hServer, "any")
+		l.bottleneck(t, "tbf", "rate", "100mbit", "burst", "32kb", "latency", "30ms")
+		stop := capture(t, l.Server.Handle, "any")
 		l.transfer(t, 6<<20, "cubic")
 		path := stop()
 		testenv.RequireCommand(t, "editcap")
@@ -288,9 +206,9 @@ func TestRealCaptures(t *testing.T) {
 	})
 	t.Run("ipv6-bandwidth", func(t *testing.T) {
 		l := newLab(t)
-		run(t, "ip", "netns", "exec", l.router, "tc", "qdisc", "add", "dev", l.rcdev, "root", "tbf", "rate", "200mbit", "burst", "32kb", "latency", "20ms")
-		stop := capture(t, l.hServer, l.sdev)
-		l.transferTo(t, serverAddr6, 4<<20, "cubic")
+		l.bottleneck(t, "tbf", "rate", "200mbit", "burst", "32kb", "latency", "20ms")
+		stop := capture(t, l.Server.Handle, l.Server.Link)
+		l.transferTo(t, l.Server.IPv6.String(), 4<<20, "cubic")
 		path := stop()
 		keep(t, path, "ipv6.pcap")
 		checkRealCapture(t, path)
@@ -305,7 +223,7 @@ func TestRealCaptures(t *testing.T) {
 	})
 	t.Run("delayed-ack", func(t *testing.T) {
 		l := newLab(t)
-		stop := capture(t, l.hServer, l.sdev)
+		stop := capture(t, l.Server.Handle, l.Server.Link)
 		l.requestResponse(t, 12)
 		path := stop()
 		keep(t, path, "delack.pcap")
@@ -323,8 +241,8 @@ func TestRealCaptures(t *testing.T) {
 		// A 50 Mbit/s tbf with a 20-packet queue: cubic overflows it and
 		// recovers with SACK-based fast retransmissions.
 		l := newLab(t)
-		run(t, "ip", "netns", "exec", l.router, "tc", "qdisc", "add", "dev", l.rcdev, "root", "tbf", "rate", "50mbit", "burst", "16kb", "limit", "30000")
-		stop := capture(t, l.hServer, l.sdev)
+		l.bottleneck(t, "tbf", "rate", "50mbit", "burst", "16kb", "limit", "30000")
+		stop := capture(t, l.Server.Handle, l.Server.Link)
 		l.transfer(t, 4<<20, "cubic")
 		path := stop()
 		keep(t, path, "loss.pcap")
@@ -345,11 +263,11 @@ func TestRealCaptures(t *testing.T) {
 // 1000-byte writes from a server with Nagle on (seed 003's nginx/wrk
 // shape): the second write waits for the ACK of the first, which the
 // client delays once it is in interactive (pingpong) mode.
-func (l *lab) requestResponse(t *testing.T, rounds int) {
+func (l testLab) requestResponse(t *testing.T, rounds int) {
 	t.Helper()
 	var ln net.Listener
-	if err := nsrun.Do(l.hServer, func() (err error) {
-		ln, err = net.Listen("tcp4", serverAddr+":0")
+	if err := nsrun.Do(l.Server.Handle, func() (err error) {
+		ln, err = net.Listen("tcp4", netip.AddrPortFrom(l.Server.IPv4, 0).String())
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -377,7 +295,7 @@ func (l *lab) requestResponse(t *testing.T, rounds int) {
 		served <- nil
 	}()
 	var conn net.Conn
-	if err := nsrun.Do(l.hClient, func() (err error) {
+	if err := nsrun.Do(l.Client.Handle, func() (err error) {
 		conn, err = net.DialTimeout("tcp4", ln.Addr().String(), 5*time.Second)
 		return err
 	}); err != nil {

@@ -3,14 +3,12 @@
 package report
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,16 +17,8 @@ import (
 
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/analyzer/plot"
-	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/internal/testenv"
 )
-
-func ip(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
 
 // TestReportOfARealCapture captures a transfer the way the seeds do (two
 // namespaces joined by a veth pair, the server's egress shaped by tbf,
@@ -36,60 +26,25 @@ func ip(t *testing.T, args ...string) {
 // client's side) and checks the report and the plot files made from it.
 func TestReportOfARealCapture(t *testing.T) {
 	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, "ip")
-	testenv.RequireCommand(t, "tcpdump")
-	client, hClient := testenv.NetNS(t)
-	server, hServer := testenv.NetNS(t)
-	cdev, sdev := testenv.UniqueName("vzc"), testenv.UniqueName("vzs")
-	ip(t, "link", "add", cdev, "netns", client, "type", "veth", "peer", "name", sdev, "netns", server)
-	ip(t, "-n", client, "addr", "add", "10.78.0.2/24", "dev", cdev)
-	ip(t, "-n", server, "addr", "add", "10.78.0.1/24", "dev", sdev)
-	ip(t, "-n", client, "link", "set", cdev, "up")
-	ip(t, "-n", server, "link", "set", sdev, "up")
+	client, server := testenv.NewNode(t), testenv.NewNode(t)
+	client.Veth(t, "vzc", "vzs", server)
+	client.Addr(t, "vzc", "10.78.0.2/24")
+	server.Addr(t, "vzs", "10.78.0.1/24")
 	// A 200 Mbit/s bottleneck on the data path, as the seeds' tbf.
-	if out, err := exec.Command("tc", "-n", server, "qdisc", "add", "dev", sdev, "root", "tbf",
+	if out, err := exec.Command("tc", "-n", server.Name, "qdisc", "add", "dev", "vzs", "root", "tbf",
 		"rate", "200mbit", "burst", "64kb", "latency", "20ms").CombinedOutput(); err != nil {
 		t.Logf("no tbf (%v: %s); the transfer runs at veth speed", err, bytes.TrimSpace(out))
 	}
 
 	path := filepath.Join(t.TempDir(), "client.pcap")
-	dump := exec.Command("ip", "netns", "exec", client, "tcpdump", "-i", cdev, "-s", "120", "--immediate-mode", "-U", "-n", "-w", path, "tcp")
-	stderr, err := dump.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dump.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		dump.Process.Signal(syscall.SIGINT)
-		dump.Wait()
-	})
-	listening := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "listening on") {
-				close(listening)
-				break
-			}
-		}
-		io.Copy(io.Discard, stderr)
-	}()
-	select {
-	case <-listening:
-	case <-time.After(10 * time.Second):
-		t.Fatal("tcpdump did not start listening within 10 s")
-	}
+	testenv.Tcpdump(t, client.NS, "vzc", path, "-s", "120", "tcp")
 
 	const size = 16 << 20
 	var ln net.Listener
-	if err := nsrun.Do(hServer, func() (err error) {
+	server.Do(t, func() (err error) {
 		ln, err = net.Listen("tcp4", "10.78.0.1:0")
 		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	defer ln.Close()
 	sent := make(chan error, 1)
 	go func() {
@@ -111,12 +66,10 @@ func TestReportOfARealCapture(t *testing.T) {
 		}
 		return serr
 	}}
-	if err := nsrun.Do(hClient, func() (err error) {
+	client.Do(t, func() (err error) {
 		conn, err = dialer.Dial("tcp4", ln.Addr().String())
 		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	n, err := io.Copy(io.Discard, conn)
 	conn.Close()
 	if err != nil || n != size {
