@@ -316,6 +316,8 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		byID[c.Name] = i
 	}
 	add := func(sc SimClass, leafs []int) {
+		var dsum float64
+		var dn uint64
 		for _, ci := range leafs {
 			sc.OfferedBps += float64(offered[ci]) * 8 / window
 			sc.RealizedBps += float64(realized[ci]) * 8 / window
@@ -323,10 +325,12 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 			sc.Drops.Loss += d.Loss
 			sc.Drops.Queue += d.Queue
 			sc.Drops.Oversize += d.Oversize
-			if delayN[ci] > 0 {
-				sc.DelayMeanMs = delaySum[ci] / float64(delayN[ci]) / 1e6
-			}
+			dsum += delaySum[ci]
+			dn += delayN[ci]
 			sc.QueueMax = max(sc.QueueMax, queueMax[ci])
+		}
+		if dn > 0 {
+			sc.DelayMeanMs = dsum / float64(dn) / 1e6
 		}
 		res.Result = append(res.Result, sc)
 	}
