@@ -85,7 +85,8 @@ type Loop struct {
 	once    sync.Once
 	err     error
 
-	wakeups atomic.Uint64
+	wakeups  atomic.Uint64
+	ownsProc bool // Start added a P for this loop (procs.go)
 }
 
 // Start runs a loop for q on its own locked OS thread.
@@ -100,19 +101,27 @@ func Start(q Queue, cfg Config) (*Loop, error) {
 		cfg.Clock = Monotonic{}
 	}
 	w := cfg.waiter
+	ownsProc := false
 	if w == nil {
 		var err error
 		if w, err = newTimerWaiter(cfg.Clock, cfg.Early, cfg.Realtime); err != nil {
 			return nil, err
 		}
+		// The waiter's thread keeps its P while it sleeps: give the
+		// rest of the program one more.
+		addProc()
+		ownsProc = true
 	}
-	l := &Loop{q: q, clock: cfg.Clock, w: w, done: make(chan struct{})}
+	l := &Loop{q: q, clock: cfg.Clock, w: w, done: make(chan struct{}), ownsProc: ownsProc}
 	l.armed.Store(awake)
 	started := make(chan error, 1)
 	go l.run(started)
 	if err := <-started; err != nil {
 		<-l.done
 		_ = w.close()
+		if ownsProc {
+			removeProc()
+		}
 		return nil, err
 	}
 	return l, nil
@@ -152,6 +161,9 @@ func (l *Loop) Close() error {
 		l.w.wake()
 		<-l.done
 		l.err = l.w.close()
+		if l.ownsProc {
+			removeProc()
+		}
 	})
 	return l.err
 }

@@ -6,49 +6,92 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// timerWaiter sleeps in poll(2) on a timerfd (absolute CLOCK_MONOTONIC
-// deadline, no slack: hrtimers armed through timerfd expire on time) and
-// an eventfd for wake-ups, then spins on the vDSO clock for the last
-// stretch. It runs on one OS thread locked for its lifetime, with
-// PR_SET_TIMERSLACK at 1 ns so the kernel does not coalesce its wake-ups.
-type timerWaiter struct {
+// maxBlock bounds one ppoll: the loop's thread holds its P while it
+// blocks (see pollWaiter), so a stop-the-world that could not interrupt
+// it with a signal (GODEBUG=asyncpreemptoff=1) waits at most this long.
+// Each expiry costs about a microsecond of CPU, and expiries only happen
+// within parkAhead of a deadline.
+const maxBlock = 2 * time.Millisecond
+
+// The loop's goroutine never blocks in the Go scheduler, so after 10 ms
+// on one scheduling tick the runtime's monitor (sysmon, forcePreemptNS in
+// runtime/proc.go) preempts it. For a goroutine locked to its thread that
+// means handing the P to another thread, which must be scheduled by the
+// kernel to hand it back (measured: 0.25-1 ms on this VM, an idle vCPU
+// is slow to wake). The waiter therefore goes through the scheduler
+// itself, unlocked so that its own thread picks it up again at once:
+// every yieldEvery when the next deadline leaves at least yieldRoom, and
+// after yieldForce in any case.
+const (
+	yieldEvery = 4 * time.Millisecond
+	yieldForce = 8 * time.Millisecond
+	yieldRoom  = 20 * time.Microsecond
+)
+
+// A loop with nothing queued, or whose next deadline is more than
+// parkAhead away, blocks in an ordinary system call instead, giving the P
+// back (no CPU at all while idle), and returns to the raw wait handBack
+// before the deadline: far more than the runtime needs to give it a P
+// back even when its monitor thread is slow to run.
+const (
+	parkAhead = 20 * time.Millisecond
+	handBack  = 10 * time.Millisecond
+)
+
+// pollWaiter sleeps in ppoll(2) on an eventfd with the time left to the
+// deadline (minus the spin window) as timeout, then spins on the vDSO
+// clock for the last stretch. It runs on one OS thread locked for its
+// lifetime, with PR_SET_TIMERSLACK at 1 ns (SCHED_FIFO threads have no
+// slack at all) so the kernel expires the timeout on time.
+//
+// Every system call of the wait is a raw one: the Go runtime is not told
+// that the thread blocks. With ordinary (runtime-aware) calls, the
+// scheduler's monitor may take the P away from the sleeping thread or
+// hold the goroutine's scan bit while it looks at it; the thread then
+// wakes on time but cannot run Go code until another thread has moved
+// (measured: 0.5-16 ms at 10k packets/s with SCHED_FIFO on a loaded
+// machine, the realtime thread busy-waiting for a time-shared one). A raw
+// call keeps the P, so Start adds one P per running loop (see procs.go),
+// and a stop-the-world interrupts the ppoll with its preemption signal
+// (EINTR), bounded in any case by maxBlock. Far from any deadline the
+// loop blocks the ordinary way instead (see parkAhead).
+type pollWaiter struct {
 	clock Clock
 	early int64
-	tfd   int
 	efd   int
-	fds   [2]unix.PollFd
+	fds   [1]unix.PollFd
 	buf   [8]byte
 
 	wantRT bool
 	isRT   bool
+
+	tid       int   // the thread the settings were applied to
+	lastYield int64 // clock reading at the last yield
+	moves     int   // yields that resumed on another thread
 }
 
-func newTimerWaiter(c Clock, early time.Duration, rt bool) (*timerWaiter, error) {
+func newTimerWaiter(c Clock, early time.Duration, rt bool) (*pollWaiter, error) {
 	if _, ok := c.(Monotonic); !ok {
-		return nil, errors.New("release: the timerfd waiter needs the Monotonic clock")
-	}
-	tfd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC|unix.TFD_NONBLOCK)
-	if err != nil {
-		return nil, fmt.Errorf("release: timerfd_create: %w", err)
+		return nil, errors.New("release: the ppoll waiter needs the Monotonic clock")
 	}
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		unix.Close(tfd)
 		return nil, fmt.Errorf("release: eventfd: %w", err)
 	}
-	w := &timerWaiter{clock: c, early: int64(early), tfd: tfd, efd: efd, wantRT: rt}
-	w.fds[0] = unix.PollFd{Fd: int32(tfd), Events: unix.POLLIN}
-	w.fds[1] = unix.PollFd{Fd: int32(efd), Events: unix.POLLIN}
+	w := &pollWaiter{clock: c, early: int64(early), efd: efd, wantRT: rt}
+	w.fds[0] = unix.PollFd{Fd: int32(efd), Events: unix.POLLIN}
 	return w, nil
 }
 
 // init locks the loop's goroutine to its thread for good (the thread dies
-// with it, taking the lowered slack along) and lowers the timer slack.
-func (w *timerWaiter) init() error {
+// with it, taking the lowered slack and the scheduling policy along) and
+// lowers the timer slack.
+func (w *pollWaiter) init() error {
 	runtime.LockOSThread()
 	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("release: prctl(PR_SET_TIMERSLACK): %w", err)
@@ -58,25 +101,72 @@ func (w *timerWaiter) init() error {
 		attr := unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 1}
 		w.isRT = unix.SchedSetAttr(0, &attr, 0) == nil
 	}
+	w.tid = unix.Gettid()
+	w.lastYield = w.clock.Now()
 	return nil
 }
 
-func (w *timerWaiter) realtime() bool { return w.isRT }
-
-func (w *timerWaiter) wait(deadline int64, armed *atomic.Int64) {
-	if deadline == never {
-		w.disarm()
-		w.poll()
+// yield passes through the Go scheduler so that sysmon sees a new
+// scheduling tick. Unlocked, the goroutine goes to the global run queue
+// and its own thread, looking for work right away, takes it back in a
+// microsecond or two (a locked goroutine would need another thread to
+// wake). Should another thread win the race, the settings move along:
+// slack and SCHED_FIFO on the new thread, SCHED_OTHER back on the old.
+func (w *pollWaiter) yield(now int64) {
+	runtime.UnlockOSThread()
+	runtime.Gosched()
+	runtime.LockOSThread()
+	w.lastYield = now
+	tid := unix.Gettid()
+	if tid == w.tid {
 		return
 	}
-	if sleepUntil := deadline - w.early; sleepUntil > w.clock.Now() {
-		var spec unix.ItimerSpec
-		spec.Value = unix.NsecToTimespec(sleepUntil)
-		if unix.TimerfdSettime(w.tfd, unix.TFD_TIMER_ABSTIME, &spec, nil) != nil {
-			return // cannot sleep precisely: fall back to the caller's loop
+	w.moves++
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	if w.isRT {
+		attr := unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 1}
+		_ = unix.SchedSetAttr(0, &attr, 0)
+		other := unix.SchedAttr{Policy: unix.SCHED_NORMAL}
+		_ = unix.SchedSetAttr(w.tid, &other, 0)
+	}
+	w.tid = tid
+}
+
+func (w *pollWaiter) realtime() bool { return w.isRT }
+
+func (w *pollWaiter) wait(deadline int64, armed *atomic.Int64) {
+	sleepUntil := deadline - w.early
+	for {
+		now := w.clock.Now()
+		if deadline != never && sleepUntil <= now {
+			break
 		}
-		if w.poll() {
+		if deadline == never || sleepUntil-now > int64(parkAhead) {
+			// Nothing due soon: block the runtime's way and let the P go
+			// (an idle loop then costs nothing), until handBack before
+			// the deadline, which leaves ample time to get a P back.
+			timeout := int64(-1)
+			if deadline != never {
+				timeout = sleepUntil - int64(handBack) - now
+			}
+			if w.park(timeout) {
+				return
+			}
+			if armed.Load() != deadline {
+				return
+			}
+			continue
+		}
+		if since := now - w.lastYield; since >= int64(yieldEvery) &&
+			(sleepUntil-now >= int64(yieldRoom) || since >= int64(yieldForce)) {
+			w.yield(now)
+			now = w.clock.Now()
+		}
+		if left := sleepUntil - now; left > 0 && w.poll(min(left, int64(maxBlock))) {
 			return // woken by Notify or Close
+		}
+		if armed.Load() != deadline {
+			return
 		}
 	}
 	// Spin for the last stretch; a Notify with an earlier deadline changes
@@ -85,41 +175,54 @@ func (w *timerWaiter) wait(deadline int64, armed *atomic.Int64) {
 	}
 }
 
-func (w *timerWaiter) disarm() {
-	var zero unix.ItimerSpec
-	_ = unix.TimerfdSettime(w.tfd, 0, &zero, nil)
+// park blocks in an ordinary (runtime-aware) ppoll for timeout
+// nanoseconds (negative: until woken) and reports whether the eventfd woke
+// it. The runtime may hand the P to another thread meanwhile and the loop
+// takes an idle one (there is one more, see procs.go) when it returns.
+func (w *pollWaiter) park(timeout int64) (woken bool) {
+	var ts *unix.Timespec
+	if timeout >= 0 {
+		t := unix.NsecToTimespec(timeout)
+		ts = &t
+	}
+	w.fds[0].Revents = 0
+	n, err := unix.Ppoll(w.fds[:], ts, nil)
+	if err != nil || n == 0 {
+		return false
+	}
+	_, _ = unix.Read(w.efd, w.buf[:])
+	return true
 }
 
-// poll blocks until the timer fires or the eventfd is written; it reports
-// whether the eventfd woke it. Both counters are drained.
-func (w *timerWaiter) poll() (woken bool) {
-	for {
-		w.fds[0].Revents, w.fds[1].Revents = 0, 0
-		_, err := unix.Poll(w.fds[:], -1)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return true
-		}
-		break
+// poll blocks in a raw ppoll for at most timeout nanoseconds and reports
+// whether the eventfd woke it (draining it). A timeout or a signal (EINTR)
+// returns false. It is not inlined so that every round of wait passes a
+// function prologue, the point where the runtime preempts a goroutine
+// whose ppoll its signal interrupted.
+//
+//go:noinline
+func (w *pollWaiter) poll(timeout int64) (woken bool) {
+	ts := unix.NsecToTimespec(timeout)
+	w.fds[0].Revents = 0
+	n, _, errno := unix.RawSyscall6(unix.SYS_PPOLL,
+		uintptr(unsafe.Pointer(&w.fds[0])), uintptr(len(w.fds)),
+		uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	if errno != 0 || n == 0 {
+		return false
 	}
-	if w.fds[0].Revents != 0 {
-		_, _ = unix.Read(w.tfd, w.buf[:])
-	}
-	if w.fds[1].Revents != 0 {
-		_, _ = unix.Read(w.efd, w.buf[:])
-		return true
-	}
-	return false
+	_, _, _ = unix.RawSyscall(unix.SYS_READ, uintptr(w.efd), uintptr(unsafe.Pointer(&w.buf[0])), uintptr(len(w.buf)))
+	return true
 }
 
 var one = [8]byte{1}
 
-func (w *timerWaiter) wake() {
-	_, _ = unix.Write(w.efd, one[:])
+// wake writes the eventfd with a raw call: it never blocks (the counter
+// would have to reach 2^64-1), so the runtime need not hand the caller's
+// P to anyone.
+func (w *pollWaiter) wake() {
+	_, _, _ = unix.RawSyscall(unix.SYS_WRITE, uintptr(w.efd), uintptr(unsafe.Pointer(&one[0])), uintptr(len(one)))
 }
 
-func (w *timerWaiter) close() error {
-	return errors.Join(unix.Close(w.tfd), unix.Close(w.efd))
+func (w *pollWaiter) close() error {
+	return unix.Close(w.efd)
 }
