@@ -317,6 +317,7 @@ func (pl *Pipeline) advance(now int64) {
 	if now < pl.last {
 		now = pl.last
 	}
+	at := pl.last // time of the latest event processed
 	for {
 		var bc *chain
 		bi := -1
@@ -344,9 +345,11 @@ func (pl *Pipeline) advance(now int64) {
 		}
 		if sc := pl.opt.Scheduler; sc != nil {
 			// Stage events first on ties: a packet reaching the
-			// scheduler at t competes for the slot at t.
-			if t, ok := sc.Next(); ok && max(t, pl.last) < bt && max(t, pl.last) <= now {
-				t = max(t, pl.last)
+			// scheduler at t competes for the slot at t. The scheduler
+			// never sends before the latest event processed (a packet
+			// that reached it at that time may be the one it picks).
+			if t, ok := sc.Next(); ok && max(t, at) < bt && max(t, at) <= now {
+				t = max(t, at)
 				if p, ci, ok := sc.Dequeue(t); ok {
 					pl.leave(pl.classes[ci], p, t)
 					continue
@@ -357,6 +360,7 @@ func (pl *Pipeline) advance(now int64) {
 			break
 		}
 		s := bc.stages[bi]
+		at = max(at, bt)
 		p, bypass := s.pop(bt)
 		if p == nil {
 			continue
