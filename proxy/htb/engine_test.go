@@ -123,3 +123,40 @@ func BenchmarkPipelineClasses(b *testing.B) {
 		}
 	}
 }
+
+// A packet leaves no earlier than its leaf's stages release it, even when
+// the class has tokens to spare: htb never sends a packet before it
+// reached it.
+func TestLeafDelayKept(t *testing.T) {
+	pl, err := NewPipeline(mustClasses(t, seedClasses), engine.Options{Seed: 1}, Options{Now: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := engine.NewPool(0)
+	now := int64(1e9)
+	n := 0
+	check := func(ps []*engine.Packet) {
+		for _, p := range ps {
+			if p.Depart-p.Arrival < 10e6 {
+				t.Fatalf("a 1:3 packet left %v ms after arriving; its leaf delays 10ms", float64(p.Depart-p.Arrival)/1e6)
+			}
+			n++
+			pool.Put(p)
+		}
+	}
+	for i := 0; i < 2000; i++ {
+		now += 300000 // 40 Mbit/s: below 1:3's rate, tokens to spare
+		pl.Enqueue(udp(pool, 3, 1500, now), now)
+		check(pl.Dequeue(now, nil))
+	}
+	for {
+		next, ok := pl.NextDeparture()
+		if !ok {
+			break
+		}
+		check(pl.Dequeue(next, nil))
+	}
+	if n != 2000 {
+		t.Fatalf("%d of 2000 packets left", n)
+	}
+}
