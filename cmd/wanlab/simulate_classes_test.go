@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -59,5 +62,30 @@ func TestSimulateClassesBadInput(t *testing.T) {
 		if code != 2 || !strings.Contains(out, c.want) {
 			t.Errorf("%v: exit %d, %q; want 2 and %q", c.args, code, out, c.want)
 		}
+	}
+}
+
+var updateClassesGolden = flag.Bool("update-classes", false, "rewrite testdata/simulate/classes.golden")
+
+// The text table of a class simulation: seed 004's tree, 1:4 idle, a
+// netem leaf on 1:3.
+func TestSimulateClassesGolden(t *testing.T) {
+	out, code := runWanlab(t, "simulate", "--classes", simTree+"; leaf 1:3 delay 10ms", "--flow", "dst=10.0.2.1,rate=90mbit",
+		"--flow", "dst=10.0.3.1,rate=40mbit", "--flow", "dst=10.0.9.9,rate=5mbit", "--duration", "2s")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	golden := filepath.Join("testdata", "simulate", "classes.golden")
+	if *updateClassesGolden {
+		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -run TestSimulateClassesGolden -update-classes)", err)
+	}
+	if out != string(want) {
+		t.Errorf("output differs from %s:\n--- got\n%s--- want\n%s", golden, out, want)
 	}
 }
