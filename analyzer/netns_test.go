@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +20,7 @@ import (
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/lab"
-	"golang.org/x/sys/unix"
+	"github.com/wanlab/wanlab/tuner/sockopt"
 )
 
 // testLab is a lab (client -- router -- server namespaces); a bottleneck
@@ -63,7 +62,8 @@ func capture(t *testing.T, ns netns.NsHandle, dev string) func() string {
 }
 
 // transfer sends n bytes from the server to the client (the server's
-// socket using congestion control cc if set) and returns when the client has read them all and both closed.
+// socket using congestion control congestion if set) and returns when the
+// client has read them all and both closed.
 func (l testLab) transfer(t *testing.T, n int64, congestion string) {
 	l.transferTo(t, l.Server.IPv4.String(), n, congestion)
 }
@@ -71,53 +71,18 @@ func (l testLab) transfer(t *testing.T, n int64, congestion string) {
 // transferTo is transfer to the server address addr (IPv4 or IPv6).
 func (l testLab) transferTo(t *testing.T, addr string, n int64, congestion string) {
 	t.Helper()
-	var ln net.Listener
-	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
-		if congestion == "" {
-			return nil
-		}
-		var serr error
-		err := rc.Control(func(fd uintptr) {
-			serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, congestion)
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	if err := nsrun.Do(l.Server.Handle, func() (err error) {
-		ln, err = lc.Listen(context.Background(), "tcp", net.JoinHostPort(addr, "0"))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	served := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			served <- err
-			return
-		}
-		defer c.Close()
+	lc := net.ListenConfig{Control: sockopt.Options{CC: congestion}.Control}
+	conn, served := l.connect(t, lc, "tcp", net.JoinHostPort(addr, "0"), func(c net.Conn) error {
 		buf := make([]byte, 64<<10)
 		for left := n; left > 0; {
 			k, err := c.Write(buf[:min(int64(len(buf)), left)])
 			if err != nil {
-				served <- err
-				return
+				return err
 			}
 			left -= int64(k)
 		}
-		served <- nil
-	}()
-	var conn net.Conn
-	if err := nsrun.Do(l.Client.Handle, func() (err error) {
-		conn, err = net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+		return nil
+	})
 	conn.SetDeadline(time.Now().Add(60 * time.Second))
 	got, err := io.Copy(io.Discard, conn)
 	conn.Close()
@@ -127,6 +92,39 @@ func (l testLab) transferTo(t *testing.T, addr string, n int64, congestion strin
 	if err := <-served; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// connect listens on addr in the server, dials it from the client and
+// serves the one connection with serve, which runs in its own goroutine
+// and whose result arrives on served; the server closes the connection
+// after serve and the listener when the test ends.
+func (l testLab) connect(t *testing.T, lc net.ListenConfig, network, addr string, serve func(net.Conn) error) (conn net.Conn, served <-chan error) {
+	t.Helper()
+	var ln net.Listener
+	if err := nsrun.Do(l.Server.Handle, func() (err error) {
+		ln, err = lc.Listen(context.Background(), network, addr)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	done := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		done <- serve(c)
+	}()
+	if err := nsrun.Do(l.Client.Handle, func() (err error) {
+		conn, err = net.DialTimeout(network, ln.Addr().String(), 5*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return conn, done
 }
 
 // waitForFINs polls the growing capture until it holds n FIN segments or
@@ -265,42 +263,19 @@ func TestRealCaptures(t *testing.T) {
 // client delays once it is in interactive (pingpong) mode.
 func (l testLab) requestResponse(t *testing.T, rounds int) {
 	t.Helper()
-	var ln net.Listener
-	if err := nsrun.Do(l.Server.Handle, func() (err error) {
-		ln, err = net.Listen("tcp4", netip.AddrPortFrom(l.Server.IPv4, 0).String())
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	served := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			served <- err
-			return
-		}
-		defer c.Close()
+	conn, served := l.connect(t, net.ListenConfig{}, "tcp4", netip.AddrPortFrom(l.Server.IPv4, 0).String(), func(c net.Conn) error {
 		c.(*net.TCPConn).SetNoDelay(false) // Nagle on, as nginx without tcp_nodelay
 		req := make([]byte, 100)
 		part := make([]byte, 1000)
 		for i := 0; i < rounds; i++ {
 			if _, err := io.ReadFull(c, req); err != nil {
-				served <- err
-				return
+				return err
 			}
 			c.Write(part)
 			c.Write(part)
 		}
-		served <- nil
-	}()
-	var conn net.Conn
-	if err := nsrun.Do(l.Client.Handle, func() (err error) {
-		conn, err = net.DialTimeout("tcp4", ln.Addr().String(), 5*time.Second)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+		return nil
+	})
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
 	resp := make([]byte, 2000)
 	for i := 0; i < rounds; i++ {

@@ -159,18 +159,8 @@ func benchRSSUnderDelay(b *testing.B, cfg *Config) {
 	if cfg != nil {
 		p = startWith(b, tp, *cfg)
 	}
-	var srv, cli *net.UDPConn
-	tp.server.in(b, func() (err error) {
-		srv, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(serverIP), Port: 9500})
-		return err
-	})
-	defer srv.Close()
+	srv, cli := tp.udpPair(b, "udp4", serverIP, 9500)
 	srv.SetReadBuffer(4 << 20)
-	tp.client.in(b, func() (err error) {
-		cli, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.ParseIP(serverIP), Port: 9500})
-		return err
-	})
-	defer cli.Close()
 	got := make(chan int)
 	go func() {
 		n := 0

@@ -54,6 +54,24 @@ func newTopo(t testing.TB) *topo {
 	return tp
 }
 
+// udpPair opens a UDP socket on the server at ip:port and one on the
+// client connected to it; both close when the test ends.
+func (tp *topo) udpPair(t testing.TB, network, ip string, port int) (srv, cli *net.UDPConn) {
+	t.Helper()
+	dst := &net.UDPAddr{IP: net.ParseIP(ip), Port: port}
+	tp.server.in(t, func() (err error) {
+		srv, err = net.ListenUDP(network, dst)
+		return err
+	})
+	t.Cleanup(func() { srv.Close() })
+	tp.client.in(t, func() (err error) {
+		cli, err = net.DialUDP(network, nil, dst)
+		return err
+	})
+	t.Cleanup(func() { cli.Close() })
+	return srv, cli
+}
+
 // pinger sends ICMP echo requests from the client to dst over a raw
 // socket and measures round-trip times.
 type pinger struct {

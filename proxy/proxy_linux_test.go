@@ -117,18 +117,8 @@ func testUDPLoss(t *testing.T, tp *topo, p *Proxy) {
 		t.Fatal(err)
 	}
 	defer p.SetSpec("rb", "")
-	var srv, cli *net.UDPConn
-	tp.server.in(t, func() (err error) {
-		srv, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(serverIP), Port: 9400})
-		return err
-	})
-	defer srv.Close()
+	srv, cli := tp.udpPair(t, "udp4", serverIP, 9400)
 	srv.SetReadBuffer(4 << 20)
-	tp.client.in(t, func() (err error) {
-		cli, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.ParseIP(serverIP), Port: 9400})
-		return err
-	})
-	defer cli.Close()
 	got := make(chan int)
 	go func() {
 		seen := 0
@@ -313,15 +303,7 @@ func testIPv6(t *testing.T, tp *topo, p *Proxy) {
 // reassembles them.
 func testFragments(t *testing.T, tp *topo, p *Proxy) {
 	for _, c := range []struct{ network, ip string }{{"udp4", serverIP}, {"udp6", serverIP6}} {
-		var srv, cli *net.UDPConn
-		tp.server.in(t, func() (err error) {
-			srv, err = net.ListenUDP(c.network, &net.UDPAddr{IP: net.ParseIP(c.ip), Port: 9600})
-			return err
-		})
-		tp.client.in(t, func() (err error) {
-			cli, err = net.DialUDP(c.network, nil, &net.UDPAddr{IP: net.ParseIP(c.ip), Port: 9600})
-			return err
-		})
+		srv, cli := tp.udpPair(t, c.network, c.ip, 9600)
 		in0 := p.Stats().Directions[1].Engine.Totals.PacketsIn
 		msg := make([]byte, 4000)
 		for i := range msg {

@@ -9,15 +9,14 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/analyzer/plot"
 	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/tuner/sockopt"
+	"github.com/wanlab/wanlab/units"
 )
 
 // TestReportOfARealCapture captures a transfer the way the seeds do (two
@@ -58,14 +57,7 @@ func TestReportOfARealCapture(t *testing.T) {
 		sent <- err
 	}()
 	var conn net.Conn
-	dialer := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 128<<10) })
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
+	dialer := net.Dialer{Control: sockopt.Options{RcvBuf: 128 * units.KiB}.Control}
 	client.Do(t, func() (err error) {
 		conn, err = dialer.Dial("tcp4", ln.Addr().String())
 		return err
