@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/route"
 )
@@ -63,9 +62,7 @@ func TestProxy(t *testing.T) {
 			if err := p.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if after := tp.router.Snapshot(t); after != before {
-				t.Fatalf("router differs after stop:\n%s", testenv.DiffLines(before, after))
-			}
+			tp.router.RequireSnapshot(t, before, "router differs after stop")
 			// Kernel routing works again.
 			if d := ping.minRTT(t, 3); d > base+20*time.Millisecond {
 				t.Fatalf("RTT after stop %v, before start %v", d, base)
@@ -399,9 +396,7 @@ func TestKillAndCleanup(t *testing.T) {
 	if len(undone) != 1 {
 		t.Fatalf("cleanup undid %v, want one state file", undone)
 	}
-	if after := tp.router.Snapshot(t); after != before {
-		t.Fatalf("router differs after SIGKILL + cleanup:\n%s", testenv.DiffLines(before, after))
-	}
+	tp.router.RequireSnapshot(t, before, "router differs after SIGKILL + cleanup")
 }
 
 // TestChildProxy is the child of TestKillAndCleanup: it runs a proxy until

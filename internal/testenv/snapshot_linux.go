@@ -83,6 +83,15 @@ func (n *Node) Snapshot(t testing.TB) string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
+// RequireSnapshot stops the test unless n's Snapshot equals want, naming
+// what went wrong ("not restored") and listing the lines that differ.
+func (n *Node) RequireSnapshot(t testing.TB, want, what string) {
+	t.Helper()
+	if got := n.Snapshot(t); got != want {
+		t.Fatalf("%s:\n%s", what, DiffLines(want, got))
+	}
+}
+
 // DiffLines lists the lines only in a ("- ...") and only in b ("+ ..."),
 // sorted: what changed between two snapshots.
 func DiffLines(a, b string) string {

@@ -158,9 +158,7 @@ func testForwarding(t *testing.T, forceFwd bool) {
 	if err := a.Undo(); err != nil {
 		t.Fatal(err)
 	}
-	if after := r.Snapshot(t); after != before {
-		t.Fatalf("Undo did not restore:\n%s", testenv.DiffLines(before, after))
-	}
+	r.RequireSnapshot(t, before, "Undo did not restore")
 }
 
 // TestEverySettingIsNeeded leaves out, one at a time, each forwarding and

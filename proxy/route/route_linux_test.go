@@ -178,16 +178,12 @@ func TestApplyRollsBackAtEveryStep(t *testing.T) {
 		if !errors.Is(err, injected) || strings.Contains(err.Error(), "\n") {
 			t.Fatalf("step %d: error %q", step, err)
 		}
-		if after := r.Snapshot(t); after != before {
-			t.Fatalf("failure at step %d not rolled back:\n%s", step, testenv.DiffLines(before, after))
-		}
+		r.RequireSnapshot(t, before, fmt.Sprintf("failure at step %d not rolled back", step))
 		if _, err := os.Stat(r.cfg.StatePath()); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("step %d: state file left: %v", step, err)
 		}
 	}
-	if after := r.Snapshot(t); after != before {
-		t.Fatalf("not restored:\n%s", testenv.DiffLines(before, after))
-	}
+	r.RequireSnapshot(t, before, "not restored")
 }
 
 func TestMissingInterface(t *testing.T) {
@@ -207,9 +203,7 @@ func TestMissingInterface(t *testing.T) {
 	if _, err = Apply(cfg); err == nil || err.Error() != `TUN interface "wl-none": not found` {
 		t.Fatalf("got %v", err)
 	}
-	if after := r.Snapshot(t); after != before {
-		t.Fatalf("changed:\n%s", testenv.DiffLines(before, after))
-	}
+	r.RequireSnapshot(t, before, "changed")
 }
 
 func TestNoCapNetAdmin(t *testing.T) {
@@ -243,9 +237,7 @@ func TestNoCapNetAdmin(t *testing.T) {
 		t.Errorf("multi-line error %q", err)
 	}
 	t.Logf("error: %v", err)
-	if after := r.Snapshot(t); after != before {
-		t.Fatalf("changed:\n%s", testenv.DiffLines(before, after))
-	}
+	r.RequireSnapshot(t, before, "changed")
 }
 
 // childEnv makes the test binary act as a proxy that applies its routing
@@ -331,9 +323,7 @@ func TestCleanupAfterSIGKILL(t *testing.T) {
 	if err != nil || len(undone) != 1 || undone[0] != r.cfg.StatePath() {
 		t.Fatalf("Cleanup: %v %v", undone, err)
 	}
-	if after := r.Snapshot(t); after != before {
-		t.Fatalf("Cleanup did not restore:\n%s", testenv.DiffLines(before, after))
-	}
+	r.RequireSnapshot(t, before, "Cleanup did not restore")
 	if undone, err := Cleanup(r.cfg.StateDir); err != nil || len(undone) != 0 {
 		t.Fatalf("second Cleanup: %v %v", undone, err)
 	}
@@ -372,9 +362,7 @@ func TestCleanupDeadPIDStateFile(t *testing.T) {
 				}
 				l.Release()
 			}
-			if after := r.Snapshot(t); after != before {
-				t.Fatalf("not restored:\n%s", testenv.DiffLines(before, after))
-			}
+			r.RequireSnapshot(t, before, "not restored")
 			if _, err := os.Stat(a.StatePath()); !errors.Is(err, os.ErrNotExist) {
 				t.Fatal("state file left")
 			}
@@ -444,9 +432,7 @@ func TestAvoidsExistingRulesAndTables(t *testing.T) {
 	if err := a.Undo(); err != nil {
 		t.Fatal(err)
 	}
-	if after := r.Snapshot(t); after != before {
-		t.Fatalf("not restored:\n%s", testenv.DiffLines(before, after))
-	}
+	r.RequireSnapshot(t, before, "not restored")
 }
 
 // BenchmarkApplyUndo measures setting up and tearing down the routing of
@@ -522,9 +508,7 @@ func TestCurrentNamespace(t *testing.T) {
 	if during == before || !strings.Contains(during, `iif "ra"`) {
 		t.Fatal("Apply in the current namespace changed nothing there")
 	}
-	if after := r.Snapshot(t); after != before {
-		t.Fatalf("not restored:\n%s", testenv.DiffLines(before, after))
-	}
+	r.RequireSnapshot(t, before, "not restored")
 }
 
 // TestCleanupRefusesOtherNamespace: a state made in an unnamed namespace
@@ -574,7 +558,5 @@ func TestCleanupRefusesOtherNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after := r.Snapshot(t); after != before {
-		t.Fatalf("not restored:\n%s", testenv.DiffLines(before, after))
-	}
+	r.RequireSnapshot(t, before, "not restored")
 }
