@@ -23,7 +23,7 @@ import (
 	"github.com/wanlab/wanlab/units"
 )
 
-func startServer(t *testing.T, l *lab.Lab) *traffic.Server {
+func startServer(t testing.TB, l *lab.Lab) *traffic.Server {
 	t.Helper()
 	s, err := traffic.StartServer(context.Background(), l.Server.Handle,
 		traffic.ServerConfig{Listen: netip.AddrPortFrom(l.Server.IPv4, 0)})
@@ -294,11 +294,7 @@ func TestStartErrorsNameTheInterface(t *testing.T) {
 // ends are captured, and reports the kernel's drops per run.
 func BenchmarkCapturedDownload(b *testing.B) {
 	l := testenv.Lab(b, context.Background(), lab.Config{})
-	srv, err := traffic.StartServer(context.Background(), l.Server.Handle, traffic.ServerConfig{Listen: netip.AddrPortFrom(l.Server.IPv4, 0)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startServer(b, l)
 	const size = 256 * units.MiB
 	b.SetBytes(int64(size))
 	var drops, pkts uint64

@@ -16,7 +16,7 @@ import (
 	"github.com/wanlab/wanlab/units"
 )
 
-func startServer(t *testing.T, l *lab.Lab, addr netip.Addr, cfg traffic.ServerConfig) *traffic.Server {
+func startServer(t testing.TB, l *lab.Lab, addr netip.Addr, cfg traffic.ServerConfig) *traffic.Server {
 	t.Helper()
 	cfg.Listen = netip.AddrPortFrom(addr, 0)
 	s, err := traffic.StartServer(context.Background(), l.Server.Handle, cfg)
@@ -196,11 +196,7 @@ func TestSummarize(t *testing.T) {
 // router: the ceiling every impaired experiment is compared against.
 func BenchmarkDownload(b *testing.B) {
 	l := testenv.Lab(b, context.Background(), lab.Config{})
-	srv, err := traffic.StartServer(context.Background(), l.Server.Handle, traffic.ServerConfig{Listen: netip.AddrPortFrom(l.Server.IPv4, 0)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startServer(b, l, l.Server.IPv4, traffic.ServerConfig{})
 	const size = 256 * units.MiB
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
@@ -215,11 +211,7 @@ func BenchmarkDownload(b *testing.B) {
 // TCP_QUICKACK (no delayed-ACK stall) over the kernel-routed lab.
 func BenchmarkRequestResponse(b *testing.B) {
 	l := testenv.Lab(b, context.Background(), lab.Config{})
-	srv, err := traffic.StartServer(context.Background(), l.Server.Handle, traffic.ServerConfig{Listen: netip.AddrPortFrom(l.Server.IPv4, 0)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startServer(b, l, l.Server.IPv4, traffic.ServerConfig{})
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := traffic.RequestResponse(context.Background(), l.Client.Handle, traffic.RRConfig{
