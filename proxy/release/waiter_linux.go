@@ -69,6 +69,7 @@ type pollWaiter struct {
 
 	wantRT bool
 	isRT   bool
+	orig   unix.SchedAttr // the thread's policy before init, put back on a thread the loop leaves
 
 	tid       int   // the thread the settings were applied to
 	lastYield int64 // clock reading at the last yield
@@ -88,19 +89,19 @@ func newTimerWaiter(c Clock, early time.Duration, rt bool) (*pollWaiter, error) 
 	return w, nil
 }
 
-// init locks the loop's goroutine to its thread for good (the thread dies
-// with it, taking the lowered slack and the scheduling policy along) and
-// lowers the timer slack.
+// init locks the loop's goroutine to its thread (released only for the
+// moment of a yield; when the loop ends, the runtime retires the thread
+// it is locked to, taking the lowered slack and the policy along), lowers
+// the timer slack and sets the scheduling policy.
 func (w *pollWaiter) init() error {
 	runtime.LockOSThread()
 	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("release: prctl(PR_SET_TIMERSLACK): %w", err)
 	}
-	if w.wantRT {
-		// Thread-scoped (pid 0 = this thread); EPERM leaves it SCHED_OTHER.
-		attr := unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 1}
-		w.isRT = unix.SchedSetAttr(0, &attr, 0) == nil
+	if orig, err := unix.SchedGetAttr(0, 0); err == nil {
+		w.orig = *orig
 	}
+	w.setSched()
 	w.tid = unix.Gettid()
 	w.lastYield = w.clock.Now()
 	return nil
@@ -111,7 +112,8 @@ func (w *pollWaiter) init() error {
 // and its own thread, looking for work right away, takes it back in a
 // microsecond or two (a locked goroutine would need another thread to
 // wake). Should another thread win the race, the settings move along:
-// slack and SCHED_FIFO on the new thread, SCHED_OTHER back on the old.
+// slack and SCHED_FIFO on the new thread, the original policy back on
+// the old one.
 func (w *pollWaiter) yield(now int64) {
 	runtime.UnlockOSThread()
 	runtime.Gosched()
@@ -124,15 +126,25 @@ func (w *pollWaiter) yield(now int64) {
 	w.moves++
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	if w.isRT {
-		attr := unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 1}
-		_ = unix.SchedSetAttr(0, &attr, 0)
-		other := unix.SchedAttr{Policy: unix.SCHED_NORMAL}
-		_ = unix.SchedSetAttr(w.tid, &other, 0)
+		w.setSched()
+		orig := w.orig
+		_ = unix.SchedSetAttr(w.tid, &orig, 0)
 	}
 	w.tid = tid
 }
 
-func (w *pollWaiter) realtime() bool { return w.isRT }
+// setSched puts the current thread under SCHED_FIFO priority 1 when the
+// loop asked for it and may (CAP_SYS_NICE); otherwise the thread stays
+// as it was. A short EEVDF slice (sched_attr.sched_runtime) for the
+// time-shared case was tried and measured no better under contention: the
+// spinning thread uses more than its fair share, so it is not eligible to
+// preempt anyway.
+func (w *pollWaiter) setSched() {
+	if w.wantRT {
+		attr := unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 1}
+		w.isRT = unix.SchedSetAttr(0, &attr, 0) == nil
+	}
+}
 
 func (w *pollWaiter) wait(deadline int64, armed *atomic.Int64) {
 	sleepUntil := deadline - w.early
