@@ -93,8 +93,17 @@ func compareTcptrace(t *testing.T, path string, rttSlack float64) {
 		if ours, theirs := int64(d.RetransmittedPackets+d.OutOfOrderPackets), below("rexmt data pkts")+below("outoforder pkts"); ours != theirs {
 			t.Errorf("dir %d retransmitted+out-of-order: ours %d, tcptrace rexmt+outoforder %d", i, ours, theirs)
 		}
-		if d.OutOfOrderPackets == 0 && below("outoforder pkts") == 0 && d.RetransmittedBytes != below("rexmt data bytes") {
-			t.Errorf("dir %d rexmt data bytes: ours %d, tcptrace %d", i, d.RetransmittedBytes, below("rexmt data bytes"))
+		// tcptrace's rexmt bytes are sequence space, so a retransmitted
+		// segment that carries the FIN counts one byte more than its
+		// payload (its addseg); ours are payload bytes, as Wireshark's.
+		// That happens at the end of a transfer whose last segment was
+		// retransmitted (seen on the zero-window capture).
+		if d.OutOfOrderPackets == 0 && below("outoforder pkts") == 0 {
+			if extra := below("rexmt data bytes") - d.RetransmittedBytes; extra < 0 || extra > 1 {
+				t.Errorf("dir %d rexmt data bytes: ours %d, tcptrace %d", i, d.RetransmittedBytes, below("rexmt data bytes"))
+			} else if extra == 1 {
+				t.Logf("dir %d rexmt data bytes: ours %d, tcptrace %d (a retransmitted FIN)", i, d.RetransmittedBytes, below("rexmt data bytes"))
+			}
 		}
 		for label, ours := range ints {
 			v, ok := tt[label]
