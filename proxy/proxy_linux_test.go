@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/route"
 )
@@ -141,7 +142,7 @@ func testUDPLoss(t *testing.T, tp *topo, p *Proxy) {
 			t.Fatal(err)
 		}
 		if i%100 == 99 {
-			waitFor(t, func() bool { return p.Stats().Directions[1].Engine.Totals.PacketsIn-in0 >= uint64(i+1) })
+			testenv.WaitFor(t, "the engine to see the burst", func() bool { return p.Stats().Directions[1].Engine.Totals.PacketsIn-in0 >= uint64(i+1) })
 		}
 	}
 	received := <-got
@@ -326,17 +327,6 @@ func testFragments(t *testing.T, tp *topo, p *Proxy) {
 		if in := p.Stats().Directions[1].Engine.Totals.PacketsIn - in0; in < 3 {
 			t.Fatalf("%s: %d packets crossed the engine, want the fragments (>= 3)", c.network, in)
 		}
-	}
-}
-
-func waitFor(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(200 * time.Microsecond)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/tap"
 )
@@ -38,7 +39,7 @@ func TestTapRecordsWhatTheEngineDid(t *testing.T) {
 	fa.Inject(pkt)
 	fb.Inject(pkt)
 	receive(t, fa, 5*time.Second)
-	waitFor(t, func() bool { return p.Stats().Directions[1].Engine.Totals.Drops.Loss == 1 })
+	testenv.WaitFor(t, "the tap to count the loss drop", func() bool { return p.Stats().Directions[1].Engine.Totals.Drops.Loss == 1 })
 	p.Close()
 	if err := tp.Close(); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -133,13 +132,7 @@ func (n *Node) Veth(t testing.TB, name, peer string, peerNode *Node) {
 // that a Snapshot taken next is stable.
 func (n *Node) WaitSettled(t testing.TB, links ...string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !n.settled(links) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: addresses not settled after 10s", n.Name)
-		}
-		time.Sleep(time.Millisecond) // polling interval; netlink has no "settled" event
-	}
+	WaitFor(t, n.Name+": addresses settled", func() bool { return n.settled(links) })
 }
 
 func (n *Node) settled(links []string) bool {

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -311,7 +310,7 @@ func TestCleanupAfterSIGKILL(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	// The TUNs vanish with the process; the rules and sysctls stay.
-	waitFor(t, func() bool {
+	testenv.WaitFor(t, "the TUNs to vanish", func() bool {
 		_, e1 := r.NL.LinkByName("wl-ra")
 		_, e2 := r.NL.LinkByName("wl-rb")
 		return e1 != nil && e2 != nil
@@ -395,18 +394,6 @@ func TestAcquireRefusesSecond(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Release()
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		runtime.Gosched()
-		time.Sleep(time.Millisecond) // polling interval, not a wait for an event's duration
-	}
 }
 
 // TestAvoidsExistingRulesAndTables: with a user rule at priority 100 into
