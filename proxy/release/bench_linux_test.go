@@ -78,6 +78,7 @@ func BenchmarkReleaseError(b *testing.B) {
 			if l.Realtime() != c.rt {
 				b.Skipf("SCHED_FIFO not available")
 			}
+			b.ReportAllocs()
 			cpu0, wall0 := cpuTime(), time.Now()
 			b.ResetTimer()
 			l.Notify(start)
@@ -92,8 +93,20 @@ func BenchmarkReleaseError(b *testing.B) {
 			b.ReportMetric(pct(0.99), "p99-µs")
 			b.ReportMetric(float64(q.late[len(q.late)-1])/1e3, "max-µs")
 			b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "cpu-%")
+			b.ReportMetric(loadAverage(), "load1")
 		})
 	}
+}
+
+// loadAverage is the machine's 1-minute load average, reported beside the
+// figures because they depend on it (other processes competing for the
+// CPUs).
+func loadAverage() float64 {
+	var info unix.Sysinfo_t
+	if unix.Sysinfo(&info) != nil {
+		return 0
+	}
+	return float64(info.Loads[0]) / (1 << unix.SI_LOAD_SHIFT)
 }
 
 // BenchmarkIdleCPU measures the CPU an idle loop costs (nothing queued)

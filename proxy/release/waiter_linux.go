@@ -146,6 +146,8 @@ func (w *pollWaiter) setSched() {
 	}
 }
 
+func (w *pollWaiter) realtime() bool { return w.isRT }
+
 func (w *pollWaiter) wait(deadline int64, armed *atomic.Int64) {
 	sleepUntil := deadline - w.early
 	for {

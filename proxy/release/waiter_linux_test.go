@@ -1,6 +1,7 @@
 package release
 
 import (
+	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -72,6 +73,9 @@ func TestLoopYieldsAndStopTheWorld(t *testing.T) {
 		l, err := Start(pq, Config{Realtime: rt})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if rt && !l.Realtime() && os.Geteuid() == 0 {
+			t.Fatal("Realtime: true as root, but the loop does not run under SCHED_FIFO")
 		}
 		pq.wantFIFO.Store(l.Realtime())
 		start := MonotonicNow() + int64(40*time.Millisecond)
