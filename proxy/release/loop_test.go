@@ -187,7 +187,7 @@ func (h *hookQueue) Release(now int64) {
 	}
 }
 
-// TestLoopRealClock runs the timerfd waiter: every packet leaves in order
+// TestLoopRealClock runs the ppoll waiter: every packet leaves in order
 // and never before its departure time.
 func TestLoopRealClock(t *testing.T) {
 	q := &sliceQueue{clock: Monotonic{}}
@@ -257,7 +257,7 @@ func TestCloseIdle(t *testing.T) {
 
 func TestMonotonicMatchesKernel(t *testing.T) {
 	// The calibrated clock must agree with CLOCK_MONOTONIC to within a few
-	// microseconds, or timerfd deadlines would be off by the difference.
+	// microseconds, or stamps would not compare with the kernel's.
 	if d := kernelMonotonic() - MonotonicNow(); d > int64(50*time.Microsecond) || d < -int64(50*time.Microsecond) {
 		t.Fatalf("Monotonic is %d ns off CLOCK_MONOTONIC", d)
 	}

@@ -95,7 +95,7 @@ type pollWaiter struct {
 	moves     int   // yields that resumed on another thread
 }
 
-func newTimerWaiter(c Clock, early time.Duration, rt bool) (*pollWaiter, error) {
+func newPollWaiter(c Clock, early time.Duration, rt bool) (*pollWaiter, error) {
 	if _, ok := c.(Monotonic); !ok {
 		return nil, errors.New("release: the ppoll waiter needs the Monotonic clock")
 	}

@@ -8,6 +8,6 @@ import (
 	"time"
 )
 
-func newTimerWaiter(Clock, time.Duration, bool) (waiter, error) {
+func newPollWaiter(Clock, time.Duration, bool) (waiter, error) {
 	return nil, fmt.Errorf("release: precise release loop not supported on %s", runtime.GOOS)
 }
