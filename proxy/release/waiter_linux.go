@@ -36,8 +36,9 @@ const (
 // A loop under SCHED_FIFO that spins without a break starves the
 // time-shared tasks of its CPU, and the kernel's fair server (Linux 6.12
 // and later; RT throttling before) then takes the CPU away from it for up
-// to 50 ms once a second to run them (measured: p99 39 ms, max 53 ms over
-// 5 s at 100k packets/s, where the 10 µs gap is below the spin window).
+// to 50 ms once a second to run them (measured: p99 28-32 ms, max 46-49
+// ms over 5 s at 100k packets/s, where the 10 µs gap is below the spin
+// window).
 // So the loop spins at most spinShare percent of each spinWindow; past
 // that, it sleeps until spinOffLag after each deadline and releases what
 // is due by then in one go: those packets leave late by spinOffLag plus
@@ -61,9 +62,10 @@ const (
 
 // pollWaiter sleeps in ppoll(2) on an eventfd with the time left to the
 // deadline (minus the spin window) as timeout, then spins on the vDSO
-// clock for the last stretch. It runs on one OS thread locked for its
-// lifetime, with PR_SET_TIMERSLACK at 1 ns (SCHED_FIFO threads have no
-// slack at all) so the kernel expires the timeout on time.
+// clock for the last stretch. It runs on an OS thread it is locked to
+// (see yield for the exception), with PR_SET_TIMERSLACK at 1 ns
+// (SCHED_FIFO threads have no slack at all) so the kernel expires the
+// timeout on time.
 //
 // Every system call of the wait is a raw one: the Go runtime is not told
 // that the thread blocks. With ordinary (runtime-aware) calls, the
@@ -132,7 +134,8 @@ func (w *pollWaiter) init() error {
 // microsecond or two (a locked goroutine would need another thread to
 // wake). Should another thread win the race, the settings move along:
 // slack and SCHED_FIFO on the new thread, the original policy back on
-// the old one.
+// the old one (which keeps the 1 ns slack: its timed waits are merely
+// more punctual).
 func (w *pollWaiter) yield(now int64) {
 	runtime.UnlockOSThread()
 	runtime.Gosched()
