@@ -62,14 +62,14 @@ func cpuTime() time.Duration {
 // Figures (2 vCPUs, Linux 6.18 PREEMPT_NONE, other helpers' test suites
 // and benchmarks running; load = 1-minute load average; 5 s per case):
 //
-//	                      before (e6d1644)         now
-//	                      load 3.0                 load 3.7-4.5
-//	10k pps               p50 0.23  p99 38770 µs   p50 0.18  p99 1722 µs
-//	100k pps              p50 0.12  p99 36228 µs   p50 0.12  p99 3947-44985 µs
-//	10k pps, realtime     p50 0.18  p99 25330 µs   p50 0.17  p99 58-60 µs
-//	100k pps, realtime    p50 0.10  p99 30628 µs   p50 0.10  p99 61-65 µs
-//	idle (IdleCPU)        -                        0.05 % (nothing queued),
-//	                                               0.06 % (packet 1 s ahead)
+//	                      before (e6d1644)         now (3 runs)
+//	                      load 3.0                 load 2.4-4.5
+//	10k pps               p50 0.23  p99 38770 µs   p50 0.17-0.18  p99 294-1722 µs
+//	100k pps              p50 0.12  p99 36228 µs   p50 0.11-0.12  p99 83-44985 µs
+//	10k pps, realtime     p50 0.18  p99 25330 µs   p50 0.17       p99 58-78 µs
+//	100k pps, realtime    p50 0.10  p99 30628 µs   p50 0.10-0.11  p99 61-66 µs
+//	idle (IdleCPU)        -                        0.05-0.07 % (nothing queued),
+//	                                               0.06-0.12 % (packet 1 s ahead)
 //
 // Realtime meets the target (p50 <= 20 µs, p99 <= 100 µs) at both rates;
 // without it no spin or sleep strategy can: the loop's thread shares the
