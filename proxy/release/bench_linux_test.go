@@ -62,12 +62,13 @@ func cpuTime() time.Duration {
 // Figures (2 vCPUs, Linux 6.18 PREEMPT_NONE, other helpers' test suites
 // and benchmarks running; load = 1-minute load average; 5 s per case):
 //
-//	                      before (e6d1644)         now (3 runs)
-//	                      load 3.0                 load 2.4-4.5
+//	                      before (e6d1644)         now (3-6 runs)
+//	                      load 3.0                 load 2.3-4.5
 //	10k pps               p50 0.23  p99 38770 µs   p50 0.17-0.18  p99 294-1722 µs
 //	100k pps              p50 0.12  p99 36228 µs   p50 0.11-0.12  p99 83-44985 µs
 //	10k pps, realtime     p50 0.18  p99 25330 µs   p50 0.17       p99 58-78 µs
-//	100k pps, realtime    p50 0.10  p99 30628 µs   p50 0.10-0.11  p99 61-66 µs
+//	100k pps, realtime    p50 0.10  p99 30628 µs   p50 0.10-0.11  p99 61-66 µs (5 of 6
+//	                                               runs; 423 µs in one, with a 55 ms stall)
 //	idle (IdleCPU)        -                        0.05-0.07 % (nothing queued),
 //	                                               0.06-0.12 % (packet 1 s ahead)
 //
