@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/internal/testenv"
@@ -27,29 +25,9 @@ import (
 // proxy/qdisc state directory.
 func assertTornDown(t *testing.T, id string) {
 	t.Helper()
-	if id == "" {
-		t.Fatal("no lab id")
-	}
-	for _, role := range []string{lab.RoleClient, lab.RoleRouter, lab.RoleServer} {
-		if ns := lab.NamePrefix + id + "-" + role; nsrun.Exists(ns) {
-			t.Errorf("namespace %s left behind", ns)
-			_ = nsrun.Delete(ns)
-		}
-	}
-	// Nothing was ever made in this namespace: no veth or TUN of the lab.
-	links, err := netlink.LinkList()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range links {
-		if n := l.Attrs().Name; strings.Contains(n, id) {
-			t.Errorf("link %s of lab %s in the test's namespace", n, id)
-		}
-	}
-	for _, p := range []string{filepath.Join(lab.DefaultStateDir, id+".json"), filepath.Join(StateDir, id)} {
-		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s left behind (%v)", p, err)
-		}
+	testenv.AssertLabGone(t, id)
+	if _, err := os.Stat(filepath.Join(StateDir, id)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s left behind (%v)", filepath.Join(StateDir, id), err)
 	}
 }
 

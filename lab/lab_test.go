@@ -105,21 +105,6 @@ func rootLinksWithPrefix(t *testing.T, prefix string) []string {
 	return out
 }
 
-func assertGone(t *testing.T, l *lab.Lab) {
-	t.Helper()
-	for _, ns := range []string{l.Client.NS, l.Router.NS, l.Server.NS} {
-		if nsrun.Exists(ns) {
-			t.Errorf("namespace %s still exists", ns)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(lab.DefaultStateDir, l.ID+".json")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("state file of lab %s: %v, want it removed", l.ID, err)
-	}
-	if left := rootLinksWithPrefix(t, "wl"+l.ID); len(left) > 0 {
-		t.Errorf("links left in the root namespace: %v", left)
-	}
-}
-
 func TestUpDown(t *testing.T) {
 	l := testenv.Lab(t, context.Background(), lab.Config{})
 	for _, name := range []string{l.Client.Link, l.Server.Link, l.Router.ClientLink, l.Router.ServerLink} {
@@ -162,7 +147,7 @@ func TestUpDown(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	assertGone(t, l)
+	testenv.AssertLabGone(t, l.ID)
 	if err := l.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
@@ -206,7 +191,7 @@ func TestCancelTearsDown(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("lab not torn down 10 s after its context was cancelled")
 	}
-	assertGone(t, l)
+	testenv.AssertLabGone(t, l.ID)
 }
 
 func TestErrorRollsBack(t *testing.T) {
@@ -219,15 +204,7 @@ func TestErrorRollsBack(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no_such_sysctl") {
 		t.Fatalf("New = %v, want an error naming the bad sysctl", err)
 	}
-	for _, role := range []string{lab.RoleClient, lab.RoleRouter, lab.RoleServer} {
-		if ns := lab.NamePrefix + id + "-" + role; nsrun.Exists(ns) {
-			t.Errorf("namespace %s left after a failed New", ns)
-			_ = nsrun.Delete(ns)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(lab.DefaultStateDir, id+".json")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("state file left after a failed New: %v", err)
-	}
+	testenv.AssertLabGone(t, id) // nothing left after a failed New
 }
 
 func TestSysctlsAndOffloads(t *testing.T) {
@@ -343,7 +320,7 @@ func TestCleanupRemovesCrashedLabs(t *testing.T) {
 	if nsrun.Exists(orphan) || !nsrun.Exists(other) {
 		t.Errorf("orphan exists=%v, unrelated namespace exists=%v", nsrun.Exists(orphan), nsrun.Exists(other))
 	}
-	assertGone(t, crashed)
+	testenv.AssertLabGone(t, crashed.ID)
 	echoOnce(t, live, live.Server.IPv4)
 }
 

@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/vishvananda/netlink"
+
+	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/lab"
 )
 
@@ -28,4 +33,33 @@ func Lab(t testing.TB, ctx context.Context, cfg lab.Config) *lab.Lab {
 		}
 	})
 	return l
+}
+
+// AssertLabGone reports as test errors anything of lab id still there:
+// its namespaces (which it then deletes, so one failure does not leak into
+// the next test), its state file, or a link named after it in the test's
+// own namespace, where a lab must never create one.
+func AssertLabGone(t testing.TB, id string) {
+	t.Helper()
+	if id == "" {
+		t.Fatal("no lab id")
+	}
+	for _, role := range []string{lab.RoleClient, lab.RoleRouter, lab.RoleServer} {
+		if ns := lab.NamePrefix + id + "-" + role; nsrun.Exists(ns) {
+			t.Errorf("namespace %s left behind", ns)
+			_ = nsrun.Delete(ns)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(lab.DefaultStateDir, id+".json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state file of lab %s: %v, want it removed", id, err)
+	}
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		if n := l.Attrs().Name; strings.Contains(n, id) {
+			t.Errorf("link %s of lab %s in the test's namespace", n, id)
+		}
+	}
 }
