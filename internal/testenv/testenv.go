@@ -1,7 +1,10 @@
-// Package testenv gives tests one way to ask for privileges and a fresh
-// network namespace. Without root a privileged test skips with a hint; under
-// CI (CI or WANLAB_REQUIRE_PRIVILEGED set) it fails instead, so a CI run can
-// never pass by skipping what it was meant to check.
+// Package testenv gives tests one way to ask for privileges and to build
+// what network tests stand on: a fresh namespace or Node, a lab (Lab), a
+// snapshot of a namespace's netlink state to prove it was left as it was
+// (Snapshot, DiffLines), a tcpdump capture, and a poll with a deadline
+// (WaitFor). Without root a privileged test skips with a hint; under CI (CI
+// or WANLAB_REQUIRE_PRIVILEGED set) it fails instead, so a CI run can never
+// pass by skipping what it was meant to check.
 package testenv
 
 import (
