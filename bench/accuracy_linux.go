@@ -40,7 +40,7 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 	tables := map[string]*Table{
 		"delay": {Name: "delay", Title: "Delay (one-way, UDP probes)", Model: "the spec's engine on a virtual clock fed the run's own send times"},
 		"loss":  {Name: "loss", Title: "Loss (UDP probes; realized with its 99.9 % Wilson interval)", Model: "the loss model's stationary loss; gemodel burst length from the chain"},
-		"rate":  {Name: "rate", Title: "Rate (UDP offered at 1.5 × rate, IP bytes, once the bucket is empty; TCP bulk goodput)", Model: "tbf rate; 1 ms burst bound = burst + rate × 1 ms; TCP goodput = rate × 1448/1500"},
+		"rate":  {Name: "rate", Title: "Rate (UDP offered at 1.5 × rate, IP bytes, once the bucket is empty; TCP bulk over its second half: goodput read by the receiver, and IP bytes at the receiver's link)", Model: "tbf rate; 1 ms burst bound = burst + rate × 1 ms; TCP goodput = rate × 1448/1500; TCP wire rate = rate"},
 		"other": {Name: "other", Title: "Reordering (packets that left ahead of an earlier one)", Model: "the spec's engine on a virtual clock fed the run's own send times"},
 	}
 	paths := []string{PathProxyOffload, PathProxyWater, PathKernel}
@@ -174,7 +174,9 @@ func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult, run 
 		b := measured(lbl, path, "burst 1ms", "B", bound, float64(st.Burst1ms))
 		out = append(out, b.withTarget("≤ burst+rate×1ms", b.Realized <= bound))
 		if bulk != nil {
-			out = append(out, measured(lbl, path, "tcp goodput", "Mbit/s", rate*1448/1500/1e6, bulk.Steady/1e6))
+			g := measured(lbl, path, "tcp goodput", "Mbit/s", rate*1448/1500/1e6, bulk.Steady/1e6)
+			g.Note = fmt.Sprintf("arrived unread (out of order) at the half %d kB, at the end %d kB", bulk.HeldHalf/1000, bulk.HeldEnd/1000)
+			out = append(out, g, measured(lbl, path, "tcp wire rate", "Mbit/s", rate/1e6, bulk.Wire/1e6))
 		}
 	}
 	if st.Received > 0 {

@@ -25,6 +25,20 @@ type bulkResult struct {
 	// Average is the goodput over the whole run, Steady over its second
 	// half (after slow start), both in bit/s of payload.
 	Average, Steady float64
+	// Wire is the rate over the same second half of the IP packets that
+	// reached the receiver's link (bit/s of IP bytes: what a tbf on the
+	// path shapes). Unlike Steady it does not depend on when the receiver
+	// could read: after a loss, TCP holds everything behind the hole out
+	// of order until the retransmission arrives, a whole window at a long
+	// RTT, so bytes that crossed the shaper before the half can be read
+	// after it.
+	Wire float64
+	// HeldHalf and HeldEnd estimate the payload bytes that had reached
+	// the receiver's link but were not yet read at the half and at the
+	// end (IP bytes × 1448/1500 less what was read): data held out of
+	// order behind a loss, which moves Steady by
+	// (HeldHalf-HeldEnd)/(dur/2). Retransmitted duplicates inflate them.
+	HeldHalf, HeldEnd int64
 	// Receiver and Sender are the first stream's sockets at the end.
 	Receiver, Sender       sockopt.TCPInfo
 	ReceiverEff, SenderEff sockopt.Effective
@@ -99,6 +113,15 @@ func tcpBulk(ctx context.Context, l *lab.Lab, fromServer bool, streams int, dur 
 		}
 	}
 	first := <-rconns
+	link, err := openLinkCounter(rcv)
+	if err != nil {
+		return res, fmt.Errorf("bulk receiver link: %w", err)
+	}
+	defer link.Close()
+	wireStart, err := link.IPBytes()
+	if err != nil {
+		return res, fmt.Errorf("bulk receiver link: %w", err)
+	}
 	start := time.Now()
 	end := start.Add(dur)
 	var swg sync.WaitGroup
@@ -123,9 +146,12 @@ func tcpBulk(ctx context.Context, l *lab.Lab, fromServer bool, streams int, dur 
 	defer stopCtx()
 	half := time.NewTimer(dur / 2)
 	var atHalf int64
+	var wireHalf, wireEnd uint64
+	var werr error
 	select {
 	case <-half.C:
 		atHalf = received.Load()
+		wireHalf, werr = link.IPBytes()
 	case <-ctx.Done():
 	}
 	swg.Wait()
@@ -134,6 +160,13 @@ func tcpBulk(ctx context.Context, l *lab.Lab, fromServer bool, streams int, dur 
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	wireEnd, err = link.IPBytes()
+	if err = errors.Join(werr, err); err != nil {
+		return res, fmt.Errorf("bulk receiver link: %w", err)
+	}
+	res.Wire = float64(wireEnd-wireHalf) * 8 / (elapsed - dur/2).Seconds()
+	res.HeldHalf = payloadOf(wireHalf-wireStart) - atHalf
+	res.HeldEnd = payloadOf(wireEnd-wireStart) - total
 	res.Bytes = total
 	res.Average = float64(total) * 8 / elapsed.Seconds()
 	res.Steady = float64(total-atHalf) * 8 / (elapsed - dur/2).Seconds()
@@ -272,3 +305,7 @@ func udpFlood(ctx context.Context, l *lab.Lab, payload int, dur time.Duration) (
 	}
 	return float64(got.Load()) / sendTime.Seconds(), nil
 }
+
+// payloadOf estimates the TCP payload in ipBytes of full-sized segments
+// (MSS 1448 in 1500-byte packets, the goodput model's ratio).
+func payloadOf(ipBytes uint64) int64 { return int64(ipBytes * 1448 / 1500) }
