@@ -2,11 +2,7 @@ package bench
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 
-	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/lab"
 )
 
@@ -20,24 +16,6 @@ func Cleanup() ([]string, error) {
 
 func cleanupIn(stateDir string) ([]string, error) {
 	removed, err := lab.Cleanup()
-	ents, rerr := os.ReadDir(stateDir)
-	if rerr != nil {
-		if errors.Is(rerr, os.ErrNotExist) {
-			return removed, err
-		}
-		return removed, errors.Join(err, rerr)
-	}
-	for _, e := range ents {
-		id := e.Name()
-		if !e.IsDir() || nsrun.Exists(lab.NamePrefix+id+"-"+lab.RoleRouter) {
-			continue // a live lab's, or not ours
-		}
-		dir := filepath.Join(stateDir, id)
-		if rmErr := os.RemoveAll(dir); rmErr != nil {
-			err = errors.Join(err, fmt.Errorf("bench state: %w", rmErr))
-			continue
-		}
-		removed = append(removed, "state "+dir)
-	}
-	return removed, err
+	dirs, derr := lab.RemoveStaleStateDirs(stateDir, "bench")
+	return append(removed, dirs...), errors.Join(err, derr)
 }
