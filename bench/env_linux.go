@@ -134,6 +134,15 @@ func (pp *proxyPath) Usage() (time.Duration, units.Size, string, error) {
 }
 func (pp *proxyPath) Close() error { return pp.p.Close() }
 
+// latenessTaker is what proxyPath measures beyond the path interface: how far
+// the proxy's writes toward the server ran behind their departures since
+// the previous call.
+type latenessTaker interface {
+	TakeLateness() proxy.Lateness
+}
+
+func (pp *proxyPath) TakeLateness() proxy.Lateness { return pp.p.TakeLateness()[0] }
+
 // procPath is the proxy as a child process, driven over its control API.
 type procPath struct {
 	name string

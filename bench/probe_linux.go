@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wanlab/wanlab/proxy"
+
 	"github.com/wanlab/wanlab/lab"
 )
 
@@ -165,6 +167,10 @@ type probeRun struct {
 	arrivals []arrival
 	sends    []int64 // send stamps by sequence number
 	offered  float64 // IP bit/s the sender achieved
+	// late is how far the in-process proxy's writes toward the server
+	// ran behind the engine's departures during the run (nil: not an
+	// in-process proxy).
+	late *proxy.Lateness
 }
 
 // rxStamp finds the SCM_TIMESTAMPNS in a control message.

@@ -42,6 +42,9 @@ type direction struct {
 	// (classes.go).
 	classes atomic.Pointer[spec.Classes]
 
+	// late measures how far writes ran behind departures (lateness.go).
+	late lateness
+
 	malformed   atomic.Uint64
 	readErrors  atomic.Uint64
 	writeErrors atomic.Uint64
@@ -195,8 +198,10 @@ func (d *direction) write(pkts []*engine.Packet) {
 	if _, err := d.dev.Write(d.wbufs, engine.Headroom); err != nil && !d.stopping.Load() {
 		d.writeErrors.Add(1)
 	}
+	mono := release.MonotonicNow()
+	d.late.record(mono, pkts)
 	if d.tap != nil {
-		now := d.wallTime(release.MonotonicNow())
+		now := d.wallTime(mono)
 		for _, pk := range pkts {
 			d.tap.Left(d.index, now, pk.Data)
 		}

@@ -1,0 +1,69 @@
+package proxy
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/wanlab/wanlab/proxy/engine"
+)
+
+// Lateness is how far behind the engine's departure times one
+// direction's writes ran. The engine gives every packet its departure
+// (a tbf's from its bucket); the release loop writes what is due when it
+// wakes. A loop that wakes late (its thread not scheduled, a slow write
+// on a loaded machine) writes everything due meanwhile at once: the
+// long-run rate stays exact, but the packets leave as a burst of
+// lateness × rate on top of the spec's own, which a kernel tbf (whose
+// bucket holds at most burst at a late dequeue) would not send.
+type Lateness struct {
+	Iface string
+	// Packets is the number written, Late1ms those written 1 ms or more
+	// after their departure, Max the largest delay behind a departure.
+	Packets, Late1ms uint64
+	Max              time.Duration
+}
+
+// lateness accumulates a direction's Lateness between TakeLateness
+// calls. Written by whoever holds wmu, read by TakeLateness.
+type lateness struct {
+	packets, late1ms atomic.Uint64
+	max              atomic.Int64
+}
+
+// record counts pkts, written at time now.
+func (l *lateness) record(now int64, pkts []*engine.Packet) {
+	var late uint64
+	var worst int64
+	for _, pk := range pkts {
+		d := now - pk.Depart
+		worst = max(worst, d)
+		if d >= int64(time.Millisecond) {
+			late++
+		}
+	}
+	l.packets.Add(uint64(len(pkts)))
+	if late > 0 {
+		l.late1ms.Add(late)
+	}
+	for {
+		cur := l.max.Load()
+		if worst <= cur || l.max.CompareAndSwap(cur, worst) {
+			return
+		}
+	}
+}
+
+func (l *lateness) take() (packets, late1ms uint64, worst time.Duration) {
+	return l.packets.Swap(0), l.late1ms.Swap(0), time.Duration(max(l.max.Swap(0), 0))
+}
+
+// TakeLateness returns each direction's Lateness since the previous call
+// (or the start) and starts counting again.
+func (p *Proxy) TakeLateness() [2]Lateness {
+	var out [2]Lateness
+	for i, d := range p.dirs {
+		n, late, worst := d.late.take()
+		out[i] = Lateness{Iface: d.iface, Packets: n, Late1ms: late, Max: worst}
+	}
+	return out
+}
