@@ -27,7 +27,7 @@ type bulkResult struct {
 	Average, Steady float64
 	// Wire is the rate over the same second half of the IP packets that
 	// reached the receiver's link (bit/s of IP bytes: what a tbf on the
-	// path shapes). Unlike Steady it does not depend on when the receiver
+	// path shapes), counting the first stream's segments (one stream). Unlike Steady it does not depend on when the receiver
 	// could read: after a loss, TCP holds everything behind the hole out
 	// of order until the retransmission arrives, a whole window at a long
 	// RTT, so bytes that crossed the shaper before the half can be read
@@ -118,7 +118,14 @@ func tcpBulk(ctx context.Context, l *lab.Lab, fromServer bool, streams int, dur 
 		return res, fmt.Errorf("bulk receiver link: %w", err)
 	}
 	defer link.Close()
-	wireStart, err := link.IPBytes()
+	sample := func() (w wireSample, hdr uint64, err error) {
+		w.bytes, w.packets, err = link.IPBytes()
+		if err == nil {
+			w.segs, hdr, err = dataSegsIn(first)
+		}
+		return w, hdr, err
+	}
+	wireStart, _, err := sample()
 	if err != nil {
 		return res, fmt.Errorf("bulk receiver link: %w", err)
 	}
@@ -146,12 +153,13 @@ func tcpBulk(ctx context.Context, l *lab.Lab, fromServer bool, streams int, dur 
 	defer stopCtx()
 	half := time.NewTimer(dur / 2)
 	var atHalf int64
-	var wireHalf, wireEnd uint64
+	var wireHalf, wireEnd wireSample
+	var hdr uint64
 	var werr error
 	select {
 	case <-half.C:
 		atHalf = received.Load()
-		wireHalf, werr = link.IPBytes()
+		wireHalf, _, werr = sample()
 	case <-ctx.Done():
 	}
 	swg.Wait()
@@ -160,13 +168,13 @@ func tcpBulk(ctx context.Context, l *lab.Lab, fromServer bool, streams int, dur 
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	wireEnd, err = link.IPBytes()
+	wireEnd, hdr, err = sample()
 	if err = errors.Join(werr, err); err != nil {
 		return res, fmt.Errorf("bulk receiver link: %w", err)
 	}
-	res.Wire = float64(wireEnd-wireHalf) * 8 / (elapsed - dur/2).Seconds()
-	res.HeldHalf = payloadOf(wireHalf-wireStart) - atHalf
-	res.HeldEnd = payloadOf(wireEnd-wireStart) - total
+	res.Wire = float64(wireBytes(wireHalf, wireEnd, hdr)) * 8 / (elapsed - dur/2).Seconds()
+	res.HeldHalf = payloadOf(wireBytes(wireStart, wireHalf, hdr)) - atHalf
+	res.HeldEnd = payloadOf(wireBytes(wireStart, wireEnd, hdr)) - total
 	res.Bytes = total
 	res.Average = float64(total) * 8 / elapsed.Seconds()
 	res.Steady = float64(total-atHalf) * 8 / (elapsed - dur/2).Seconds()
