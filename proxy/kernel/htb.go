@@ -175,10 +175,18 @@ func (c Clock) snapTC(rate uint64, ticks uint32) units.Size {
 	}
 	guess := int64(min(float64(ticks)/c.TickInUsec/1e6*float64(rate), math.MaxUint32))
 	span := min(int64(float64(rate)/c.TickInUsec/1e6)+2, 4096)
+	return nicestSize(guess, span, func(s int64) bool { return c.xmittime(rate, uint64(s)) == ticks })
+}
+
+// nicestSize returns the nicest size (see nicer) within span bytes of
+// guess, or at guess rounded to KiB or MiB, for which same holds: the
+// kernel keeps buckets as times, so many sizes dump alike. Without one it
+// returns guess.
+func nicestSize(guess, span int64, same func(int64) bool) units.Size {
 	var best units.Size
 	found := false
 	consider := func(s int64) {
-		if s <= 0 || s > math.MaxUint32 || c.xmittime(rate, uint64(s)) != ticks {
+		if s <= 0 || s > math.MaxUint32 || !same(s) {
 			return
 		}
 		if cand := units.Size(s); !found || nicer(cand, best) {

@@ -320,24 +320,5 @@ func (c Clock) snapSize(rs ratespec, rate64 uint64, ticks uint32) units.Size {
 	// Bytes per tick plus ATM cell slack; beyond 4096 (rates above 60
 	// Gbyte/s) only the round candidates and the guess are tried.
 	span := min(int64(float64(rate)*64/1e9)+64, 4096)
-	var best units.Size
-	found := false
-	consider := func(s int64) {
-		if s <= 0 || s > math.MaxUint32 || k.psTicks(uint32(s)) != ticks {
-			return
-		}
-		if cand := units.Size(s); !found || nicer(cand, best) {
-			best, found = cand, true
-		}
-	}
-	for _, unit := range []int64{1 << 20, 1 << 10} {
-		consider((guess + unit/2) / unit * unit)
-	}
-	for s := guess - span; s <= guess+span; s++ {
-		consider(s)
-	}
-	if !found {
-		return units.Size(max(guess, 0))
-	}
-	return best
+	return nicestSize(guess, span, func(s int64) bool { return k.psTicks(uint32(s)) == ticks })
 }
