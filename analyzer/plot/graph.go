@@ -171,18 +171,18 @@ func Graphs(c *analyzer.Connection, i int) []*Graph {
 		mk(TimeSequence, "Time-sequence (tcptrace)", seqLabel, Bytes,
 			step("receive window (ACK + rwnd)", colorRwnd, &s.ReceiveWindow),
 			step("ACK", colorAck, &s.Acks),
-			bars("SACK blocks", colorSACK, &s.SACK),
-			bars("data segments", colorSegment, &s.Segments),
-			bars("retransmissions", colorRetrans, &s.Retransmissions),
-			marks("retransmission marks", Marks, colorRetrans, &s.Retransmissions),
-			marks("duplicate ACKs", Ticks, colorDupAck, &s.DupAcks),
-			marks("zero window", Marks, colorZeroWin, &s.ZeroWindows)),
+			spread("SACK blocks", Bars, colorSACK, &s.SACK),
+			spread("data segments", Bars, colorSegment, &s.Segments),
+			spread("retransmissions", Bars, colorRetrans, &s.Retransmissions),
+			spread("retransmission marks", Marks, colorRetrans, &s.Retransmissions),
+			spread("duplicate ACKs", Ticks, colorDupAck, &s.DupAcks),
+			spread("zero window", Marks, colorZeroWin, &s.ZeroWindows)),
 		mk(Stevens, "Stevens sequence", seqLabel, Bytes,
-			dots("data segments", colorSegment, &s.Segments),
-			dots("retransmissions", colorRetrans, &s.Retransmissions)),
+			spread("data segments", Dots, colorSegment, &s.Segments),
+			spread("retransmissions", Dots, colorRetrans, &s.Retransmissions)),
 		mk(RTT, "Round-trip time", "RTT (ms)", Millis,
-			dots("RTT (Karn, ACK of a segment)", colorSegment, &s.RTT),
-			dots("RTT (TCP timestamps)", colorTSRTT, &s.TSRTT)),
+			spread("RTT (Karn, ACK of a segment)", Dots, colorSegment, &s.RTT),
+			spread("RTT (TCP timestamps)", Dots, colorTSRTT, &s.TSRTT)),
 		mk(Window, "Window scaling", "bytes", Bytes,
 			step("advertised window (peer's rwnd)", colorRwnd, &s.AdvWindow),
 			line("bytes in flight (max per bucket)", colorFlight, &s.InFlight)),
@@ -195,28 +195,6 @@ func secs(d time.Duration) float64 { return d.Seconds() }
 // mid is the middle of point k's bucket: where a bar or dot standing for
 // the bucket's samples is drawn.
 func mid(s *analyzer.Series, k int) float64 { return secs(s.Points[k].T + s.Bucket/2) }
-
-func bars(label string, c color.RGBA, s *analyzer.Series) Layer {
-	l := Layer{Label: label, Style: Bars, Color: c}
-	for k, p := range s.Points {
-		l.X = append(l.X, mid(s, k))
-		l.Lo = append(l.Lo, p.Min)
-		l.Hi = append(l.Hi, p.Max)
-	}
-	return l
-}
-
-// dots draws each bucket's lowest and highest value (for Stevens, the
-// lowest segment start and the highest segment end).
-func dots(label string, c color.RGBA, s *analyzer.Series) Layer {
-	l := Layer{Label: label, Style: Dots, Color: c}
-	for k, p := range s.Points {
-		l.X = append(l.X, mid(s, k))
-		l.Lo = append(l.Lo, p.Min)
-		l.Hi = append(l.Hi, p.Max)
-	}
-	return l
-}
 
 // step draws a value that holds between samples: each bucket contributes
 // its first value at its start and its last value at its end.
@@ -250,7 +228,10 @@ func line(label string, c color.RGBA, s *analyzer.Series) Layer {
 	return l
 }
 
-func marks(label string, st Style, c color.RGBA, s *analyzer.Series) Layer {
+// spread draws each bucket as its range, lowest to highest value, at the
+// bucket's middle: segments and SACK blocks as bars (seq to seq+len),
+// Stevens and RTT as dots, retransmissions and dup ACKs as marks.
+func spread(label string, st Style, c color.RGBA, s *analyzer.Series) Layer {
 	l := Layer{Label: label, Style: st, Color: c}
 	for k, p := range s.Points {
 		l.X = append(l.X, mid(s, k))
