@@ -52,7 +52,8 @@ func TestApplyClasses(t *testing.T) {
 		"filter src fd00::/8 dscp ef flowid 1:4; leaf 1:4 tbf rate 10mbit burst 10kb limit 100kb")
 	if err := ApplyClasses(tg, cs); err != nil {
 		if errors.Is(err, ErrNotSupported) {
-			t.Skipf("kernel lacks part of htb/tbf/u32: %v", err)
+			// CI's kernel has htb, tbf and cls_u32: there this must run.
+			testenv.Skip(t, "kernel lacks part of htb/tbf/u32: %v", err)
 		}
 		t.Fatal(err)
 	}
