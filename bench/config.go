@@ -1,5 +1,7 @@
 package bench
 
+import "github.com/wanlab/wanlab/proxy/cpulatency"
+
 // StateDir holds, per lab, the route and qdisc state files of a bench
 // run (StateDir/<lab id>/); everything they describe lives in the lab's
 // router namespace and goes with it.
@@ -22,6 +24,10 @@ type Config struct {
 	// Realtime runs the proxy's release loops under SCHED_FIFO
 	// (proxy.Config.Realtime, `wanlab proxy --realtime`).
 	Realtime bool
+	// LowLatency is the proxy's CPU wake-up latency mode
+	// (proxy.Config.LowLatency, `wanlab proxy --low-latency`); empty: the
+	// proxy's default (auto).
+	LowLatency cpulatency.Mode
 	// Progress, if set, is called before each step.
 	Progress func(done, total int, step string)
 	// Command is recorded in the report.

@@ -84,13 +84,14 @@ func (e *env) openPath(ctx context.Context, name string) (path, error) {
 			return e.startProxyProcess(ctx, name, backend)
 		}
 		p, err := proxy.Start(ctx, proxy.Config{
-			Ifaces:   [2]string{e.toServer(), e.toClient()},
-			Backend:  backend,
-			Seed:     1,
-			HasSeed:  true,
-			Netns:    e.lab.Router.NS,
-			StateDir: e.stateDir,
-			Realtime: e.cfg.Realtime,
+			Ifaces:     [2]string{e.toServer(), e.toClient()},
+			Backend:    backend,
+			Seed:       1,
+			HasSeed:    true,
+			Netns:      e.lab.Router.NS,
+			StateDir:   e.stateDir,
+			Realtime:   e.cfg.Realtime,
+			LowLatency: e.cfg.LowLatency,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
@@ -159,6 +160,9 @@ func (e *env) startProxyProcess(ctx context.Context, name, backend string) (path
 		"--netns", e.lab.Router.NS, "--control", "unix:"+sock, "--seed", "1", "--state-dir", e.stateDir)
 	if e.cfg.Realtime {
 		args = append(args, "--realtime")
+	}
+	if e.cfg.LowLatency != "" {
+		args = append(args, "--low-latency", string(e.cfg.LowLatency))
 	}
 	cmd := exec.Command(e.cfg.ProxyExec[0], args...)
 	var stderr strings.Builder

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wanlab/wanlab/proxy/cpulatency"
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/engine"
 	"github.com/wanlab/wanlab/proxy/release"
@@ -41,6 +42,9 @@ type direction struct {
 	// classes is the direction's class set, nil for a plain spec
 	// (classes.go).
 	classes atomic.Pointer[spec.Classes]
+
+	// lat, when set, is told of every batch (Config.LowLatency Auto).
+	lat *cpulatency.Adaptive
 
 	// late measures how far writes ran behind departures (lateness.go).
 	late lateness
@@ -122,6 +126,9 @@ func (d *direction) readLoop() {
 			continue
 		}
 		now := release.MonotonicNow()
+		if d.lat != nil {
+			d.lat.Touch(now)
+		}
 		d.rbatch = d.rbatch[:0]
 		for k := range n {
 			pk := d.rpkts[k]

@@ -20,6 +20,7 @@ import (
 
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/proxy/control"
+	"github.com/wanlab/wanlab/proxy/cpulatency"
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/engine"
 	"github.com/wanlab/wanlab/proxy/release"
@@ -59,12 +60,24 @@ type Config struct {
 	// sleeping and spin (release.Config.Early): 0 is the default (50 µs),
 	// negative turns spinning off.
 	ReleaseSpin time.Duration
+	// LowLatency says when the proxy asks the kernel to keep idle CPUs
+	// quick to wake (package cpulatency): "" or Auto while packets flowed
+	// within LowLatencyHold (default DefaultLowLatencyHold), On for as
+	// long as it runs, Off never. Auto quietly does without when the
+	// request cannot be made (no /dev/cpu_dma_latency, no permission);
+	// On fails Start. Only with real TUNs (not Devices).
+	LowLatency     cpulatency.Mode
+	LowLatencyHold time.Duration
 
 	// Devices, when both are set, replaces the TUNs (tests: device.Fake):
 	// nothing is opened and no routing is touched. Devices[i] carries the
 	// packets leaving through Ifaces[i].
 	Devices [2]device.Device
 }
+
+// DefaultLowLatencyHold is how long after the last packet the Auto
+// low-latency request is kept.
+const DefaultLowLatencyHold = time.Second
 
 // Proxy is a running proxy. It implements control.Backend.
 type Proxy struct {
@@ -75,6 +88,8 @@ type Proxy struct {
 	dirs    [2]*direction
 	lock    *route.Lock
 	applied *route.Applied
+	lowReq  *cpulatency.Request  // held at 0 µs for the whole run (On)
+	lowAuto *cpulatency.Adaptive // held while packets flow (Auto)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -147,7 +162,13 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 			return nil, err
 		}
 	}
+	if cfg.Devices[0] == nil || cfg.Devices[1] == nil {
+		if err := p.startLowLatency(); err != nil {
+			return nil, err
+		}
+	}
 	for _, d := range p.dirs {
+		d.lat = p.lowAuto
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
@@ -180,6 +201,49 @@ func parseSpecs(cfg Config) ([2]*spec.Spec, error) {
 		out[i] = parsed
 	}
 	return out, nil
+}
+
+// startLowLatency makes the CPU latency request Config.LowLatency asks
+// for.
+func (p *Proxy) startLowLatency() error {
+	mode := p.cfg.LowLatency
+	if mode == "" {
+		mode = cpulatency.Auto
+	}
+	if mode == cpulatency.Off {
+		return nil
+	}
+	req, err := cpulatency.Open(cpulatency.DevicePath)
+	if err != nil {
+		if mode == cpulatency.On {
+			return fmt.Errorf("low latency: %w", err)
+		}
+		return nil
+	}
+	if mode == cpulatency.On {
+		if err := req.Set(0); err != nil {
+			req.Close()
+			return fmt.Errorf("low latency: %w", err)
+		}
+		p.lowReq = req
+		return nil
+	}
+	hold := p.cfg.LowLatencyHold
+	if hold <= 0 {
+		hold = DefaultLowLatencyHold
+	}
+	p.lowReq = req
+	p.lowAuto = cpulatency.NewAdaptive(req, hold, release.MonotonicNow)
+	return nil
+}
+
+// LowLatency reports the CPU latency request: whether one is open and
+// whether it currently holds idle CPUs to 0 µs wake-ups.
+func (p *Proxy) LowLatency() (open, low bool) {
+	if p.lowReq == nil {
+		return false, false
+	}
+	return true, p.lowReq.Low()
 }
 
 // setupHost claims the interfaces and opens the TUNs in the namespace.
@@ -256,6 +320,11 @@ func (p *Proxy) teardown() error {
 			d.loop.Close()
 			d.drain()
 		}
+	}
+	if p.lowAuto != nil {
+		p.lowAuto.Close()
+	} else if p.lowReq != nil {
+		p.lowReq.Close()
 	}
 	if p.lock != nil {
 		p.lock.Release()

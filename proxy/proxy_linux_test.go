@@ -55,6 +55,14 @@ func TestProxy(t *testing.T) {
 			t.Run("delay per direction and runtime set", func(t *testing.T) {
 				testDelays(t, p, ping, base)
 			})
+			t.Run("low latency while packets flow", func(t *testing.T) {
+				// Auto (the default): the pings just now armed it and it
+				// is held for a second after the last packet.
+				ping.minRTT(t, 1)
+				if open, low := p.LowLatency(); !open || !low {
+					t.Fatalf("CPU latency request open %v, held at 0 µs %v; want both while packets flow", open, low)
+				}
+			})
 			t.Run("udp loss", func(t *testing.T) { testUDPLoss(t, tp, p) })
 			t.Run("tcp rate", func(t *testing.T) { testTCPRate(t, tp, p) })
 			t.Run("ipv6", func(t *testing.T) { testIPv6(t, tp, p) })

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/wanlab/wanlab/proxy/cpulatency"
+
 	"context"
 	"fmt"
 	"io"
@@ -22,6 +24,7 @@ func init() {
 	out := &cli.StringFlag{Name: "out", Usage: "write report.json, report.txt and report.html to `DIR` (default: a new wanlab-bench-KIND-TIME directory here)"}
 	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of the table"}
 	quick := &cli.BoolFlag{Name: "quick", Usage: "the short variant (under a minute; what CI runs)"}
+	lowLatency := &cli.StringFlag{Name: "low-latency", Value: string(cpulatency.Auto), Usage: "the proxy's CPU wake-up latency `MODE`: auto, on or off (as wanlab proxy --low-latency)"}
 	realtime := &cli.BoolFlag{Name: "realtime", Usage: "run the proxy's release loops under SCHED_FIFO (as wanlab proxy --realtime)"}
 	register(&cli.Command{
 		Name:  "bench",
@@ -63,13 +66,13 @@ func init() {
 			{
 				Name:  "forward",
 				Usage: "forwarding speed with an empty spec: kernel routing vs proxy offload vs proxy water, with proxy CPU and RSS",
-				UsageText: "wanlab bench forward [--quick] [--realtime] [--out DIR] [--json]\n\n" +
+				UsageText: "wanlab bench forward [--quick] [--realtime] [--low-latency auto|on|off] [--out DIR] [--json]\n\n" +
 					"example:\n   sudo wanlab bench forward",
 				Description: "TCP bulk with 1 and 4 streams, UDP small-packet rate and UDP round-trip latency, each through\n" +
 					"kernel routing, the proxy with the offload backend and with the water backend, in alternation\n" +
 					"(3 rounds), as absolute figures and as ratios to kernel routing. The proxy runs as a child\n" +
 					"process (this executable's `proxy` command) so its CPU time and RSS are its own.",
-				Flags:  []cli.Flag{quick, realtime, out, jsonFlag},
+				Flags:  []cli.Flag{quick, realtime, lowLatency, out, jsonFlag},
 				Action: func(cc *cli.Context) error { return runBench(cc, "forward") },
 			},
 			{
@@ -101,6 +104,13 @@ func runBench(cc *cli.Context, kind string) error {
 		return usageError(fmt.Errorf("bench %s: unexpected argument %q (flags only; see --help)", kind, cc.Args().First()))
 	}
 	cfg := bench.Config{Quick: cc.Bool("quick"), Realtime: cc.Bool("realtime"), Command: benchCommandLine(cc, kind)}
+	if cc.IsSet("low-latency") {
+		m, err := cpulatency.ParseMode(cc.String("low-latency"))
+		if err != nil {
+			return usageError(fmt.Errorf("bench %s: --low-latency: %w", kind, err))
+		}
+		cfg.LowLatency = m
+	}
 	if kind == "accuracy" && cc.String("specs") != "" {
 		name := cc.String("specs")
 		f, err := os.Open(name)

@@ -66,6 +66,7 @@ func TestProxyBadInput(t *testing.T) {
 		{[]string{"proxy", "--iface", "a", "--iface", "b", "--impair", "dela 1ms"}, `unknown keyword "dela"`},
 		{[]string{"proxy", "--iface", "a", "--iface", "b", "--impair", "c=delay 1ms"}, `"c" is not one of the interfaces`},
 		{[]string{"proxy", "--iface", "a", "--iface", "b", "--backend", "tap"}, `--backend "tap"`},
+		{[]string{"proxy", "--iface", "a", "--iface", "b", "--low-latency", "fast"}, `low-latency mode "fast"`},
 		{[]string{"proxy", "--iface", "a", "--iface", "b", "delay 1ms"}, "unexpected argument"},
 	} {
 		_, err, code := runApp(context.Background(), c.args...)
