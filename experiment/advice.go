@@ -51,7 +51,7 @@ func planTuning(l *lab.Lab, res *Result, server *analyzer.Result) (*Tuning, erro
 		}); err != nil {
 			return nil, fmt.Errorf("tuner snapshot of %s: %w", h.host.NS, err)
 		}
-		p, err := tuner.MakePlan(snap, tuner.ModelFor(snap), in)
+		p, err := tuner.MakePlan(snap, learnedModel(snap, res), in)
 		if err != nil {
 			return nil, fmt.Errorf("tuner plan: %w", err)
 		}
@@ -66,6 +66,36 @@ func planTuning(l *lab.Lab, res *Result, server *analyzer.Result) (*Tuning, erro
 	}
 	t.Rerun = rerun(res.Config, t)
 	return t, nil
+}
+
+// learnedModel is the tuner's window model of a namespace, with the
+// payload/truesize ratio the client's socket learned on this path when the
+// download was receive-window limited (the kernel's own accounting says
+// so): only then has rcv_ssthresh reached window_clamp, so that
+// rcv_ssthresh / rcvbuf is the ratio. Otherwise the kernel's default rule.
+func learnedModel(snap *tuner.Snapshot, res *Result) tuner.WindowModel {
+	m := tuner.ModelFor(snap)
+	if r := LearnedRatio(res); r > 0 {
+		m.PayloadRatio = r
+	}
+	return m
+}
+
+// LearnedRatio is the share of the client's receive buffer its socket
+// offered as window at the end of a receive-window-limited download
+// (TCP_INFO rcv_ssthresh over the effective SO_RCVBUF), 0 when the
+// download was not limited by the receive window or the ratio is out of
+// the kernel's range.
+func LearnedRatio(res *Result) float64 {
+	d := res.Download
+	if d == nil || d.Server == nil || d.Server.RwndLimitedFraction() < 0.5 {
+		return 0
+	}
+	r := d.Client.WindowRatio(d.ClientEffective.RcvBuf)
+	if r < 0.2 || r > 1 {
+		return 0
+	}
+	return r
 }
 
 // rerun is the command that repeats the experiment with the plan's

@@ -96,6 +96,9 @@ func WriteSummary(w io.Writer, r *Result) error {
 		row("peer window (snd_wnd)", c.SndWnd.Human(), srv.SndWnd.Human())
 		row("own window (rcv_wnd)", c.RcvWnd.Human(), srv.RcvWnd.Human())
 		row("socket buffers rcv/snd", d.ClientEffective.RcvBuf.Human()+" / "+d.ClientEffective.SndBuf.Human(), effBufs(d.ServerEffective))
+		if lr := LearnedRatio(r); lr > 0 {
+			row("window / rcv buffer", fmt.Sprintf("%.2f (learned; tune --window-ratio)", lr), "")
+		}
 		row("delivery rate", c.DeliveryRate.Human(), srv.DeliveryRate.Human())
 		row("retransmitted", fmt.Sprintf("%d segments", c.TotalRetrans), fmt.Sprintf("%d segments", srv.TotalRetrans))
 		row("busy / rwnd-limited", "", fmt.Sprintf("%s / %.0f %%", secs(srv.BusyTime), 100*srv.RwndLimitedFraction()))

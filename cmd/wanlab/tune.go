@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -24,6 +26,8 @@ func init() {
 	rateFlag := &cli.StringFlag{Name: "rate", Usage: "target throughput as tc writes rates, e.g. `100MBps` (bytes) or 800mbit (bits)"}
 	streamsFlag := &cli.IntFlag{Name: "streams", Value: 1, Usage: "parallel TCP connections sharing the target rate"}
 	dryRunFlag := &cli.BoolFlag{Name: "dry-run", Usage: "print what would change and write nothing"}
+	ratioFlag := &cli.StringFlag{Name: "window-ratio", Usage: "the receive window's share of the buffer on your path, `R` in (0, 1]: what the kernel learned " +
+		"from the segments' payload/truesize (TCP_INFO rcv_ssthresh / SO_RCVBUF after a transfer; wanlab experiment prints it). Default: the kernel's initial rule"}
 
 	register(&cli.Command{
 		Name:  "tune",
@@ -53,7 +57,7 @@ func init() {
 					"in flight each buffer limit allows and the rate that gives at that RTT, using the\n" +
 					"running kernel's buffer-to-window rule (tcp_adv_win_scale before Linux 6.6, the\n" +
 					"learned payload/truesize ratio, about 50 %, since).",
-				Flags:  []cli.Flag{netnsFlag, rttFlag, jsonFlag},
+				Flags:  []cli.Flag{netnsFlag, rttFlag, ratioFlag, jsonFlag},
 				Action: runTuneShow,
 			},
 			{
@@ -73,7 +77,7 @@ func init() {
 					"--from-capture analyzes a capture (as `wanlab analyze` does) and takes the RTT, the\n" +
 					"windows and the diagnosis of its largest transfer from it; without --rate it targets\n" +
 					"the rate the diagnosis predicts once the limit is lifted.",
-				Flags: []cli.Flag{rttFlag, rateFlag, streamsFlag, netnsFlag, jsonFlag,
+				Flags: []cli.Flag{rttFlag, rateFlag, streamsFlag, ratioFlag, netnsFlag, jsonFlag,
 					&cli.StringFlag{Name: "from-capture", Usage: "plan from the largest transfer in the pcap/pcapng `FILE`"}},
 				Action: runTunePlan,
 			},
@@ -92,7 +96,7 @@ func init() {
 					"the host, /run/wanlab for a namespace) before the first write, and writes the set in\n" +
 					"order; if one write fails, the keys already written get their old values back.\n" +
 					"Applying again keeps the oldest original in the backup. Needs root.",
-				Flags: []cli.Flag{rttFlag, rateFlag, streamsFlag, netnsFlag, dryRunFlag, jsonFlag,
+				Flags: []cli.Flag{rttFlag, rateFlag, streamsFlag, ratioFlag, netnsFlag, dryRunFlag, jsonFlag,
 					&cli.StringSliceFlag{Name: "set", Usage: "write `KEY=VALUE` (repeatable), e.g. net.ipv4.tcp_rmem=\"4096 131072 16777216\""}},
 				Action: runTuneApply,
 			},
@@ -149,6 +153,25 @@ func parseRTT(cc *cli.Context) (time.Duration, error) {
 	return d, nil
 }
 
+// tuneModel is the running kernel's window model, with the payload ratio
+// of --window-ratio when given.
+func tuneModel(cc *cli.Context, s *tuner.Snapshot) (tuner.WindowModel, error) {
+	m := tuner.ModelFor(s)
+	if !cc.IsSet("window-ratio") {
+		return m, nil
+	}
+	text := cc.String("window-ratio")
+	r, err := strconv.ParseFloat(strings.TrimSuffix(text, "%"), 64)
+	if err == nil && strings.HasSuffix(text, "%") {
+		r /= 100
+	}
+	if err != nil || !(r > 0 && r <= 1) {
+		return m, usageError(fmt.Errorf("--window-ratio %q: want a share in (0, 1], e.g. 0.66 or 66%%", text))
+	}
+	m.PayloadRatio = r
+	return m, nil
+}
+
 func parseRate(cc *cli.Context) (units.Rate, error) {
 	if !cc.IsSet("rate") {
 		return 0, nil
@@ -182,7 +205,11 @@ func runTuneShow(cc *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("tune show: %w", err)
 	}
-	r := tuner.NewReport(s, tuner.ModelFor(s), rtt)
+	m, err := tuneModel(cc, s)
+	if err != nil {
+		return err
+	}
+	r := tuner.NewReport(s, m, rtt)
 	if cc.Bool("json") {
 		return writeJSON(cc.App.Writer, r)
 	}
@@ -230,7 +257,11 @@ func tunePlan(cc *cli.Context, ns string, enter func(func() error) error) (tuner
 	if err != nil {
 		return tuner.Plan{}, err
 	}
-	p, err := tuner.MakePlan(s, tuner.ModelFor(s), in)
+	m, err := tuneModel(cc, s)
+	if err != nil {
+		return tuner.Plan{}, err
+	}
+	p, err := tuner.MakePlan(s, m, in)
 	if err != nil {
 		return tuner.Plan{}, usageError(err)
 	}

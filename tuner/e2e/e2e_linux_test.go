@@ -77,57 +77,68 @@ func downloadProgress(t *testing.T, cfg experiment.Config) (*experiment.Result, 
 
 func mbps(r units.Rate) float64 { return r.BytesPerSecond() / 1e6 }
 
-// Seed 001 scaled to the lab: 35 ms, the client's tcp_rmem max 1 MiB.
-// The tuner's model, fed the payload/truesize ratio the kernel learned on
-// this path (read back from the client's socket, about 0.66 here),
-// predicts window = ratio × 1 MiB and rate = window / RTT, which bounds
-// both the steady rate (second half of the bytes) and the average.
-// `tune show` cannot know the path's ratio and assumes the kernel's
-// default 0.5, which here under-predicts by 5-20 %; the test logs it.
+// Seed 001 scaled to the lab: 35 ms, the client's tcp_rmem max 1 MiB,
+// cubic as in the seeds. The tuner's model, fed the payload/truesize
+// ratio the kernel learned on this path (read back from the client's
+// socket, about 0.66 here; `wanlab tune show --rtt 35ms --window-ratio
+// 0.66` prints the same), predicts window = ratio × 1 MiB and rate =
+// window / RTT. That is a ceiling: the steady rate (second half of the
+// bytes) must be within 15 % below it and never above it by more than
+// the measurement's noise. A loaded machine only lowers the rate (the
+// receiving application drains its buffer late, and the window it
+// advertises is what it has not read yet), so up to three runs are made
+// and one must be within 15 %. The kernel's default ratio (0.5, what
+// `tune show` assumes without --window-ratio) under-predicts here.
 func TestEndToEndSeed001ReceiveWindowPrediction(t *testing.T) {
 	const rtt = 35 * time.Millisecond
 	_, m := hostModel(t)
-	res, steady := downloadProgress(t, experiment.Config{
-		Name:          "seed001-1MiB",
-		Impair:        map[string]string{experiment.ToServer: "delay 35ms"},
-		ClientSysctls: map[string]string{"net.ipv4.tcp_rmem": "4096 131072 1048576"},
-		Size:          48 * units.MiB,
-	})
-	if rb := res.Download.ClientEffective.RcvBuf; rb != 1<<20 {
-		t.Errorf("client receive buffer autotuned to %d, want tcp_rmem max 1048576", rb)
-	}
-	ratio := res.Download.Client.WindowRatio(res.Download.ClientEffective.RcvBuf)
-	if ratio < 0.25 || ratio > 1 {
-		t.Fatalf("learned window ratio %.2f out of the kernel's range", ratio)
-	}
 	withDefault := tuner.RateFor(m.Window(1<<20), rtt)
-	m.PayloadRatio = ratio
-	predicted := tuner.RateFor(m.Window(1<<20), rtt)
-	srv := res.Download.Server
-	if srv == nil {
-		t.Fatal("no server TCP_INFO")
-	}
-	got := res.Download.Transfer
-	if steady == 0 {
-		t.Fatal("too few progress reports for a steady rate")
-	}
-	t.Logf("learned ratio %.2f: predicted %.1f MB/s; steady %.1f MB/s, average %.1f MB/s; default ratio predicts %.1f MB/s (%+.0f %% vs average); server rwnd-limited %.0f %%",
-		ratio, mbps(predicted), mbps(steady), mbps(got), mbps(withDefault), 100*(mbps(withDefault)/mbps(got)-1), 100*srv.RwndLimitedFraction())
-	// The kernel's own accounting confirms the diagnosis.
-	if f := srv.RwndLimitedFraction(); f < 0.5 {
-		t.Errorf("server rwnd-limited %.0f %% of its busy time, want most of it", 100*f)
-	}
-	// No transfer beats one window per RTT; a window-limited one gets
-	// 75-95 % of it on this lab (unloaded about 90 %: the receiver
-	// advertises the clamp minus what its application has not read yet).
-	for _, r := range []struct {
-		name string
-		v    units.Rate
-	}{{"steady", steady}, {"average", got}} {
-		if r.v > predicted*105/100 || r.v < predicted*70/100 {
-			t.Errorf("%s rate %.1f MB/s outside 70-105 %% of the predicted window/RTT %.1f MB/s", r.name, mbps(r.v), mbps(predicted))
+	var runs []string
+	for attempt := 1; attempt <= 3; attempt++ {
+		res, steady := downloadProgress(t, experiment.Config{
+			Name:          "seed001-1MiB",
+			Impair:        map[string]string{experiment.ToServer: "delay 35ms"},
+			ClientSysctls: map[string]string{"net.ipv4.tcp_rmem": "4096 131072 1048576"},
+			Client:        sockopt.Options{CC: "cubic"},
+			Server:        sockopt.Options{CC: "cubic"},
+			Size:          48 * units.MiB,
+		})
+		if rb := res.Download.ClientEffective.RcvBuf; rb != 1<<20 {
+			t.Fatalf("client receive buffer autotuned to %d, want tcp_rmem max 1048576", rb)
+		}
+		srv := res.Download.Server
+		if srv == nil {
+			t.Fatal("no server TCP_INFO")
+		}
+		// The kernel's own accounting confirms the diagnosis.
+		if f := srv.RwndLimitedFraction(); f < 0.5 {
+			t.Fatalf("server rwnd-limited %.0f %% of its busy time, want most of it", 100*f)
+		}
+		ratio := experiment.LearnedRatio(res)
+		if ratio == 0 {
+			t.Fatalf("no learned window ratio (rcv_ssthresh %d, rcvbuf %d)", res.Download.Client.RcvSsthresh, res.Download.ClientEffective.RcvBuf)
+		}
+		lm := m
+		lm.PayloadRatio = ratio
+		predicted := tuner.RateFor(lm.Window(1<<20), rtt)
+		if steady == 0 {
+			t.Fatal("too few progress reports for a steady rate")
+		}
+		got := res.Download.Transfer
+		run := fmt.Sprintf("run %d: learned ratio %.2f, predicted %.1f MB/s; steady %.1f MB/s (%+.0f %%), average %.1f MB/s; default ratio predicts %.1f MB/s (%+.0f %% vs steady); server rwnd-limited %.0f %%",
+			attempt, ratio, mbps(predicted), mbps(steady), 100*(mbps(steady)/mbps(predicted)-1), mbps(got),
+			mbps(withDefault), 100*(mbps(withDefault)/mbps(steady)-1), 100*srv.RwndLimitedFraction())
+		t.Log(run)
+		runs = append(runs, run)
+		// No transfer beats one window per round trip.
+		if steady > predicted*105/100 || got > predicted*105/100 {
+			t.Fatalf("above the window/RTT ceiling: %s", run)
+		}
+		if steady >= predicted*85/100 {
+			return
 		}
 	}
+	t.Errorf("no run within 15 %% of the prediction:\n%s", strings.Join(runs, "\n"))
 }
 
 func serverRwndLimited(res *experiment.Result) float64 {
