@@ -208,11 +208,12 @@ func TestEndToEndSeed000SendBufferFallsWithRTT(t *testing.T) {
 			}
 		}
 		// Runs are bimodal: on an idle machine, 2 of 3 runs at 100 ms ran at
-		// exactly half the ceiling (0.321 against 0.652 MB/s). Then the
-		// client's window stayed small and tcp_bound_to_half_wnd cut each
-		// skb to half of it; the tuner's model does not predict that mode
-		// yet. So every run must sit at the ceiling or at half of it, and
-		// within three runs one must reach the ceiling.
+		// half the ceiling (0.321 against 0.652 MB/s; the client's window
+		// stayed at 83 KiB instead of growing to 262 KiB). Then
+		// tcp_bound_to_half_wnd cut each skb to half of the client's window,
+		// which the tuner's ceiling names as its lower mode (oneSkbNote). So
+		// every run must sit at the ceiling or at half of it, and within
+		// three runs one must reach the ceiling.
 		var errs []string
 		for attempt := 1; attempt <= 3; attempt++ {
 			res := download(t, experiment.Config{
