@@ -28,6 +28,8 @@ type Lateness struct {
 type lateness struct {
 	packets, late1ms atomic.Uint64
 	max              atomic.Int64
+	// Totals since the start, for Stats.
+	totalPackets, totalLate1ms atomic.Uint64
 }
 
 // record counts pkts, written at time now.
@@ -42,8 +44,10 @@ func (l *lateness) record(now int64, pkts []*engine.Packet) {
 		}
 	}
 	l.packets.Add(uint64(len(pkts)))
+	l.totalPackets.Add(uint64(len(pkts)))
 	if late > 0 {
 		l.late1ms.Add(late)
+		l.totalLate1ms.Add(late)
 	}
 	for {
 		cur := l.max.Load()

@@ -237,6 +237,23 @@ func (p *Proxy) startLowLatency() error {
 	return nil
 }
 
+// lowLatencyState describes the CPU latency request for Stats.
+func (p *Proxy) lowLatencyState() string {
+	switch {
+	case p.cfg.Devices[0] != nil && p.cfg.Devices[1] != nil:
+		return "" // no host devices, nothing asked
+	case p.cfg.LowLatency == cpulatency.Off:
+		return "off"
+	case p.lowReq == nil:
+		return "unavailable"
+	case p.lowAuto == nil:
+		return "on"
+	case p.lowAuto.Armed():
+		return "auto (held)"
+	}
+	return "auto (idle)"
+}
+
 // LowLatency reports the CPU latency request: whether one is open and
 // whether it currently holds idle CPUs to 0 µs wake-ups.
 func (p *Proxy) LowLatency() (open, low bool) {
@@ -422,6 +439,8 @@ func (p *Proxy) Stats() control.Stats {
 				Malformed:   d.malformed.Load(),
 				ReadErrors:  d.readErrors.Load(),
 				WriteErrors: d.writeErrors.Load(),
+				Written:     d.late.totalPackets.Load(),
+				Late1ms:     d.late.totalLate1ms.Load(),
 			},
 		})
 	}
@@ -429,5 +448,6 @@ func (p *Proxy) Stats() control.Stats {
 		ts := p.cfg.Tap.Stats()
 		st.Tap = &ts
 	}
+	st.LowLatency = p.lowLatencyState()
 	return st
 }

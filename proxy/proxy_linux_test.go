@@ -62,6 +62,12 @@ func TestProxy(t *testing.T) {
 				if open, low := p.LowLatency(); !open || !low {
 					t.Fatalf("CPU latency request open %v, held at 0 µs %v; want both while packets flow", open, low)
 				}
+				if st := p.Stats().LowLatency; st != "auto (held)" {
+					t.Errorf("stats low_latency %q, want auto (held)", st)
+				}
+				if d := p.Stats().Directions[1].Device; d.Written == 0 {
+					t.Errorf("no packets counted as written: %+v", d)
+				}
 			})
 			t.Run("udp loss", func(t *testing.T) { testUDPLoss(t, tp, p) })
 			t.Run("tcp rate", func(t *testing.T) { testTCPRate(t, tp, p) })

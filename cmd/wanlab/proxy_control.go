@@ -239,6 +239,11 @@ func writeProxyStats(out io.Writer, st control.Stats) error {
 		}
 		fmt.Fprintf(bw, "  device: %d malformed, %d read errors, %d write errors; %d spec replacements\n",
 			d.Device.Malformed, d.Device.ReadErrors, d.Device.WriteErrors, d.Engine.Swaps)
+		fmt.Fprintf(bw, "  written: %d packets, %d of them 1 ms or more after their departure time\n",
+			d.Device.Written, d.Device.Late1ms)
+	}
+	if st.LowLatency != "" {
+		fmt.Fprintf(bw, "\nlow latency: %s\n", st.LowLatency)
 	}
 	if t := st.Tap; t != nil {
 		fmt.Fprintf(bw, "\npcap tap: %d records, %s written, %d lost (writer behind), %d lost (size limit)\n",

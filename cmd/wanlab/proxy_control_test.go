@@ -70,12 +70,13 @@ func (f *fakeProxy) Stats() control.Stats {
 		Directions: []control.Direction{
 			{Iface: "veth-a", Spec: specs["veth-a"], Engine: engine.Snapshot{Direction: "veth-a",
 				Classes: []engine.ClassSnapshot{{Name: "default"}}}},
-			{Iface: "veth-b", Spec: specs["veth-b"], Device: control.DeviceCounters{Malformed: 2},
+			{Iface: "veth-b", Spec: specs["veth-b"], Device: control.DeviceCounters{Malformed: 2, Written: 9850, Late1ms: 7},
 				Engine: engine.Snapshot{Direction: "veth-b", Totals: totals, Swaps: 1,
 					Classes: []engine.ClassSnapshot{{Name: "default", Spec: specs["veth-b"], Totals: totals,
 						Stages: []engine.StageSnapshot{{Kind: "netem", Counters: netem}, {Kind: "tbf", Counters: tbf}}}}}},
 		},
-		Tap: &tap.Stats{Records: 19750, Bytes: 30 << 20, RingFull: 12},
+		Tap:        &tap.Stats{Records: 19750, Bytes: 30 << 20, RingFull: 12},
+		LowLatency: "auto (held)",
 	}
 }
 
@@ -216,7 +217,7 @@ func TestProxyStatsJSON(t *testing.T) {
 	}
 	// The field names are a contract.
 	for _, field := range []string{`"directions"`, `"iface"`, `"spec"`, `"engine"`, `"totals"`, `"packets_in"`,
-		`"drops"`, `"loss"`, `"queue"`, `"sojourn"`, `"device"`, `"malformed"`, `"read_errors"`, `"tap"`} {
+		`"drops"`, `"loss"`, `"queue"`, `"sojourn"`, `"device"`, `"malformed"`, `"read_errors"`, `"written"`, `"late_1ms"`, `"low_latency"`, `"tap"`} {
 		if !strings.Contains(out, field) {
 			t.Errorf("stats --json lacks %s", field)
 		}

@@ -10,6 +10,9 @@ import (
 type Stats struct {
 	Directions []Direction `json:"directions"`
 	Tap        *tap.Stats  `json:"tap,omitempty"`
+	// LowLatency is the CPU wake-up latency request: "off", "unavailable",
+	// "on", "auto (held)" or "auto (idle)".
+	LowLatency string `json:"low_latency,omitempty"`
 }
 
 // Direction holds the counters of packets leaving through one interface.
@@ -26,4 +29,9 @@ type DeviceCounters struct {
 	Malformed   uint64 `json:"malformed"`    // truncated or malformed IP packets dropped
 	ReadErrors  uint64 `json:"read_errors"`  // failed reads from the TUN
 	WriteErrors uint64 `json:"write_errors"` // failed writes to the TUN
+	// Written counts packets written back to the TUN; Late1ms those
+	// written 1 ms or more after the departure the engine gave them (the
+	// release loop woke late, so they left as a burst).
+	Written uint64 `json:"written"`
+	Late1ms uint64 `json:"late_1ms"`
 }

@@ -51,6 +51,8 @@ var (
 	malformed   = desc("device_malformed_total", "Truncated or malformed IP packets read from the TUN and dropped.", ifaceLabel)
 	readErrors  = desc("device_read_errors_total", "Failed reads from the direction's TUN device.", ifaceLabel)
 	writeErrors = desc("device_write_errors_total", "Failed writes to the direction's TUN device.", ifaceLabel)
+	written     = desc("device_written_total", "Packets written back to the direction's TUN device.", ifaceLabel)
+	late1ms     = desc("device_late_1ms_total", "Packets written 1 ms or more after the departure time the engine gave them.", ifaceLabel)
 
 	tapRecords = desc("tap_records_total", "Packet records written to the pcapng tap.")
 	tapBytes   = desc("tap_bytes", "Size of the pcapng tap file so far.")
@@ -76,7 +78,7 @@ func NewCollector(src func() control.Stats) prometheus.Collector { return collec
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{packetsIn, bytesIn, packetsOut, bytesOut, drops, ecnMarked,
-		duplicated, corrupted, reordered, queuePkts, queueBytes, sojourn, swaps, malformed, readErrors,
+		duplicated, corrupted, reordered, queuePkts, queueBytes, sojourn, swaps, malformed, readErrors, written, late1ms,
 		writeErrors, tapRecords, tapBytes, tapLost} {
 		ch <- d
 	}
@@ -123,6 +125,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(malformed, d.Device.Malformed, d.Iface)
 		counter(readErrors, d.Device.ReadErrors, d.Iface)
 		counter(writeErrors, d.Device.WriteErrors, d.Iface)
+		counter(written, d.Device.Written, d.Iface)
+		counter(late1ms, d.Device.Late1ms, d.Iface)
 	}
 	if t := st.Tap; t != nil {
 		counter(tapRecords, t.Records)

@@ -35,7 +35,7 @@ func sample() control.Stats {
 				Spec:  "delay 50ms loss 1%",
 				Engine: engine.Snapshot{Direction: "veth-a", Totals: a, Swaps: 2,
 					Classes: []engine.ClassSnapshot{{Name: "default", Spec: "delay 50ms loss 1%", Totals: a}}},
-				Device: control.DeviceCounters{Malformed: 6, ReadErrors: 7, WriteErrors: 8},
+				Device: control.DeviceCounters{Malformed: 6, ReadErrors: 7, WriteErrors: 8, Written: 9800, Late1ms: 12},
 			},
 			// A snapshot without classes reports its totals as "default".
 			{Iface: "veth-b", Engine: engine.Snapshot{Totals: engine.Counters{BytesIn: 64}}},
@@ -69,6 +69,10 @@ wanlab_proxy_spec_swaps_total{iface="veth-b"} 0
 # TYPE wanlab_proxy_device_malformed_total counter
 wanlab_proxy_device_malformed_total{iface="veth-a"} 6
 wanlab_proxy_device_malformed_total{iface="veth-b"} 0
+# HELP wanlab_proxy_device_late_1ms_total Packets written 1 ms or more after the departure time the engine gave them.
+# TYPE wanlab_proxy_device_late_1ms_total counter
+wanlab_proxy_device_late_1ms_total{iface="veth-a"} 12
+wanlab_proxy_device_late_1ms_total{iface="veth-b"} 0
 # HELP wanlab_proxy_tap_lost_total Tap records not written, by reason (ring_full: the writer fell behind; over_limit: the size limit was reached).
 # TYPE wanlab_proxy_tap_lost_total counter
 wanlab_proxy_tap_lost_total{reason="over_limit"} 0
@@ -84,13 +88,13 @@ func TestCollector(t *testing.T) {
 	c := NewCollector(sample)
 	err := testutil.CollectAndCompare(c, strings.NewReader(want),
 		"wanlab_proxy_bytes_in_total", "wanlab_proxy_drops_total", "wanlab_proxy_queue_bytes",
-		"wanlab_proxy_spec_swaps_total", "wanlab_proxy_device_malformed_total", "wanlab_proxy_tap_lost_total")
+		"wanlab_proxy_spec_swaps_total", "wanlab_proxy_device_malformed_total", "wanlab_proxy_device_late_1ms_total", "wanlab_proxy_tap_lost_total")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Per direction: 10 single-valued class families + 3 drop reasons + 1
-	// histogram + 4 direction families; plus 4 tap series.
-	if n := testutil.CollectAndCount(c); n != 2*(10+3+1+4)+4 {
+	// histogram + 6 direction families; plus 4 tap series.
+	if n := testutil.CollectAndCount(c); n != 2*(10+3+1+6)+4 {
 		t.Errorf("collected %d series", n)
 	}
 	problems, err := testutil.CollectAndLint(c)

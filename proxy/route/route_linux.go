@@ -430,7 +430,40 @@ func Cleanup(stateDir string) (undone []string, err error) {
 		}
 		undone = append(undone, p)
 	}
+	if err := sweepLocks(stateDir); err != nil {
+		errs = append(errs, err)
+	}
 	return undone, errors.Join(errs...)
+}
+
+// sweepLocks removes the lock files of proxies that are gone: a lock
+// file nobody holds is taken, unlinked while held (as Release does, so a
+// proxy racing for it starts over with a new file) and closed. Held ones,
+// by a live proxy or by this process, stay.
+func sweepLocks(stateDir string) error {
+	paths, err := filepath.Glob(filepath.Join(stateDir, "*"+lockSuffix))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range paths {
+		held.Lock()
+		mine := held.m[p]
+		held.Unlock()
+		if mine {
+			continue
+		}
+		f, err := lockFile(p)
+		if err != nil {
+			if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("lock %s: %w", p, err))
+			}
+			continue
+		}
+		os.Remove(p)
+		f.Close()
+	}
+	return errors.Join(errs...)
 }
 
 // tableBase is where table numbers are searched from: above the small

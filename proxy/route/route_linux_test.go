@@ -326,6 +326,10 @@ func TestCleanupAfterSIGKILL(t *testing.T) {
 	if undone, err := Cleanup(r.cfg.StateDir); err != nil || len(undone) != 0 {
 		t.Fatalf("second Cleanup: %v %v", undone, err)
 	}
+	// The dead proxy's lock files go too.
+	if locks, _ := filepath.Glob(filepath.Join(r.cfg.StateDir, "*"+lockSuffix)); len(locks) != 0 {
+		t.Errorf("lock files left after Cleanup: %v", locks)
+	}
 }
 
 // TestCleanupDeadPIDStateFile: a state file whose proxy is gone (dead pid,
@@ -546,4 +550,29 @@ func TestCleanupRefusesOtherNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.RequireSnapshot(t, before, "not restored")
+}
+
+// TestCleanupSweepsStaleLocks: a lock file nobody holds (its proxy died
+// before writing state) is removed; one a live holder has flocked stays.
+func TestCleanupSweepsStaleLocks(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "ra-rb.ra"+lockSuffix)
+	live := filepath.Join(dir, "xa-xb.xa"+lockSuffix)
+	if err := os.WriteFile(stale, []byte("999999999\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := lockFile(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if undone, err := Cleanup(dir); err != nil || len(undone) != 0 {
+		t.Fatalf("Cleanup: %v %v", undone, err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale lock %s still there (%v)", stale, err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("held lock %s removed: %v", live, err)
+	}
 }
