@@ -55,7 +55,11 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 		for _, c := range cases {
 			cfg.progress(step, total, pname+": "+label(c.text))
 			step++
-			if err := p.Set(c.text, ""); err != nil {
+			text := c.proxyText
+			if pname == PathKernel {
+				text = c.text // the kernel's own randomness: the model cannot replay it
+			}
+			if err := p.Set(text, ""); err != nil {
 				if why := naReason(err); why != "" {
 					tables[c.table()].Rows = append(tables[c.table()].Rows, notAvailable(label(c.text), pname, why))
 					continue

@@ -85,20 +85,34 @@ func ReadSpecs(r io.Reader, name string) ([]string, error) {
 
 // accuracyCase is a spec with the traffic that measures it.
 type accuracyCase struct {
-	text  string
-	spec  *spec.Spec
+	text string
+	// proxyText is what the proxy paths apply: text with a fixed seed on
+	// every netem stage that has none, so that its random decisions are
+	// the ones spec (the same seeded stages) makes in the model's replay,
+	// whatever the proxy's seed and however many specs it ran before (a
+	// stage's default seed mixes in the pipeline's swap count).
+	proxyText string
+	spec      *spec.Spec
 	netem *spec.Netem
 	tbf   *spec.TBF
 	probe probeConfig
 	bulk  time.Duration // TCP bulk after the probes (rate cases)
 }
 
+// modelSeed seeds the netem stages of accuracy cases (proxyText).
+const modelSeed = 1
+
 func newCase(text string, quick bool) (accuracyCase, error) {
 	s, err := spec.Parse(text)
 	if err != nil {
 		return accuracyCase{}, err
 	}
-	c := accuracyCase{text: text, spec: s}
+	for i, st := range s.Stages {
+		if n, ok := st.(*spec.Netem); ok && !n.HasSeed {
+			n.Seed, n.HasSeed = modelSeed+uint64(i), true
+		}
+	}
+	c := accuracyCase{text: text, proxyText: s.String(), spec: s}
 	for _, st := range s.Stages {
 		switch st := st.(type) {
 		case *spec.Netem:
