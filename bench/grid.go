@@ -93,10 +93,10 @@ type accuracyCase struct {
 	// stage's default seed mixes in the pipeline's swap count).
 	proxyText string
 	spec      *spec.Spec
-	netem *spec.Netem
-	tbf   *spec.TBF
-	probe probeConfig
-	bulk  time.Duration // TCP bulk after the probes (rate cases)
+	netem     *spec.Netem
+	tbf       *spec.TBF
+	probe     probeConfig
+	bulk      time.Duration // TCP bulk after the probes (rate cases)
 }
 
 // modelSeed seeds the netem stages of accuracy cases (proxyText).
