@@ -112,6 +112,9 @@ type Adaptive struct {
 	last  atomic.Int64 // monotonic ns of the last Touch
 	armed atomic.Bool
 	errs  atomic.Uint64
+	// failed is set once arming fails: the hot path then stops trying
+	// (a device that refuses one write refuses the next).
+	failed atomic.Bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -130,7 +133,7 @@ func NewAdaptive(req *Request, hold time.Duration, now func() int64) *Adaptive {
 // the request if it was released.
 func (a *Adaptive) Touch(t int64) {
 	a.last.Store(t)
-	if a.armed.Load() {
+	if a.armed.Load() || a.failed.Load() {
 		return
 	}
 	a.mu.Lock()
@@ -138,6 +141,7 @@ func (a *Adaptive) Touch(t int64) {
 	if !a.armed.Load() {
 		if err := a.req.Set(0); err != nil {
 			a.errs.Add(1)
+			a.failed.Store(true)
 			return
 		}
 		a.armed.Store(true)

@@ -131,3 +131,19 @@ func TestParseMode(t *testing.T) {
 		t.Errorf("ParseMode(fast): %v, want an error naming it", err)
 	}
 }
+
+// A request whose writes fail is given up after the first failure, so
+// the per-packet Touch stays one atomic load.
+func TestAdaptiveGivesUpAfterAFailedWrite(t *testing.T) {
+	r, _ := requests(t)
+	r.f.Close() // every write fails from now on
+	a := &Adaptive{req: r, hold: int64(time.Second), now: func() int64 { return 0 }, stop: make(chan struct{}), done: make(chan struct{})}
+	go a.watch(time.Hour)
+	defer func() { close(a.stop); <-a.done }()
+	for range 3 {
+		a.Touch(0)
+	}
+	if a.Armed() || a.Errors() != 1 {
+		t.Errorf("armed %v after %d errors; want unarmed after exactly one failed write", a.Armed(), a.Errors())
+	}
+}
