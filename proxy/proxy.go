@@ -75,6 +75,10 @@ type Config struct {
 	Devices [2]device.Device
 }
 
+// onHost reports whether the proxy works on the host (TUNs, routing,
+// CPU latency request) rather than on the test devices of Devices.
+func (c Config) onHost() bool { return c.Devices[0] == nil || c.Devices[1] == nil }
+
 // DefaultLowLatencyHold is how long after the last packet the Auto
 // low-latency request is kept.
 const DefaultLowLatencyHold = time.Second
@@ -140,7 +144,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		}
 	}()
 	devs := cfg.Devices
-	if devs[0] == nil || devs[1] == nil {
+	if cfg.onHost() {
 		if devs, err = p.setupHost(); err != nil {
 			return nil, err
 		}
@@ -155,14 +159,14 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		}
 		p.dirs[i] = d
 	}
-	if cfg.Devices[0] == nil || cfg.Devices[1] == nil {
+	if cfg.onHost() {
 		rc := route.Config{Ifaces: cfg.Ifaces, TUNs: [2]string{devs[0].Name(), devs[1].Name()},
 			StateDir: cfg.StateDir, Netns: cfg.Netns}
 		if p.applied, err = route.Apply(rc); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.Devices[0] == nil || cfg.Devices[1] == nil {
+	if cfg.onHost() {
 		if err := p.startLowLatency(); err != nil {
 			return nil, err
 		}
@@ -240,8 +244,8 @@ func (p *Proxy) startLowLatency() error {
 // lowLatencyState describes the CPU latency request for Stats.
 func (p *Proxy) lowLatencyState() string {
 	switch {
-	case p.cfg.Devices[0] != nil && p.cfg.Devices[1] != nil:
-		return "" // no host devices, nothing asked
+	case !p.cfg.onHost():
+		return "" // test devices, nothing asked
 	case p.cfg.LowLatency == cpulatency.Off:
 		return "off"
 	case p.lowReq == nil:
