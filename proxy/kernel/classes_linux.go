@@ -55,15 +55,7 @@ func ApplyClasses(t Target, cs *spec.Classes) error {
 			return err
 		}
 		if err := build(ifindex, plan); err != nil {
-			if rerr := restoreTree(ifindex, cur); rerr != nil {
-				return fmt.Errorf("%w (restoring the previous qdiscs failed: %v)", err, rerr)
-			}
-			if old != nil {
-				old.save(path)
-			} else {
-				os.Remove(path)
-			}
-			return err
+			return rollback(ifindex, cur, path, old, err)
 		}
 		return nil
 	})

@@ -43,6 +43,26 @@ func loadRecord(path string) (*record, error) {
 	return &r, nil
 }
 
+// putBackRecord makes path hold old again (nothing, when there was no
+// record) after an apply that changed nothing.
+func putBackRecord(path string, old *record) {
+	if old != nil {
+		old.save(path)
+	} else {
+		os.Remove(path)
+	}
+}
+
+// rollback undoes a failed apply: the qdisc tree as it was, then the
+// record as it was. It returns cause, with the restore's failure if any.
+func rollback(ifindex int, tree []qdisc, path string, old *record, cause error) error {
+	if rerr := restoreTree(ifindex, tree); rerr != nil {
+		return fmt.Errorf("%w (restoring the previous qdiscs failed: %v)", cause, rerr)
+	}
+	putBackRecord(path, old)
+	return cause
+}
+
 func (r *record) save(path string) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
@@ -196,17 +216,7 @@ func Apply(t Target, s *spec.Spec) error {
 		if err := rec.save(path); err != nil {
 			return err
 		}
-		undo := func(cause error) error {
-			if rerr := restoreTree(ifindex, back); rerr != nil {
-				return fmt.Errorf("%w (restoring the previous qdiscs failed: %v)", cause, rerr)
-			}
-			if old != nil {
-				old.save(path)
-			} else {
-				os.Remove(path)
-			}
-			return cause
-		}
+		undo := func(cause error) error { return rollback(ifindex, back, path, old, cause) }
 		for i, q := range stages {
 			flags := unix.NLM_F_EXCL
 			if i == 0 {
@@ -219,11 +229,7 @@ func Apply(t Target, s *spec.Spec) error {
 					err = fmt.Errorf("%w (needs root or CAP_NET_ADMIN)", err)
 				}
 				if i == 0 { // the root was refused: nothing changed
-					if old != nil {
-						old.save(path)
-					} else {
-						os.Remove(path)
-					}
+					putBackRecord(path, old)
 					return err
 				}
 				return undo(err)
