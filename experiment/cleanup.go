@@ -3,15 +3,20 @@ package experiment
 import (
 	"errors"
 
+	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/tuner"
 )
 
 // Cleanup removes what crashed experiments left behind: the labs of dead
 // processes (namespaces, and with them the veths, the proxy's TUNs, rules
 // and routes and any qdiscs, which all live inside them), then the proxy
-// and qdisc state directories of labs that no longer exist.
+// and qdisc state directories of labs that no longer exist, and the
+// tuner's backups and lock files of namespaces that no longer exist.
 func Cleanup() ([]string, error) {
 	removed, err := lab.Cleanup()
 	dirs, derr := lab.RemoveStaleStateDirs(StateDir, "experiment")
-	return append(removed, dirs...), errors.Join(err, derr)
+	tunes, terr := tuner.RemoveStale("", nsrun.Exists)
+	removed = append(append(removed, dirs...), tunes...)
+	return removed, errors.Join(err, derr, terr)
 }

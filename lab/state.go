@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/internal/nsrun"
 )
 
@@ -48,7 +49,7 @@ func createState(dir string, l *Lab) (*stateFile, error) {
 		path: filepath.Join(dir, l.ID+".json"),
 	}
 	st.Start, _ = processStart(st.PID)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := hostfile.Dir(dir); err != nil {
 		return nil, fmt.Errorf("lab state dir: %w", err)
 	}
 	for _, ns := range st.Namespaces {
@@ -61,7 +62,7 @@ func createState(dir string, l *Lab) (*stateFile, error) {
 		return nil, err
 	}
 	// O_EXCL: two runs that drew the same ID must not share a state file.
-	f, err := os.OpenFile(st.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := hostfile.CreateExclusive(st.path, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("lab state: %w", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
 // Assignment is one KEY=VALUE to write.
@@ -405,23 +407,7 @@ func writeBackup(path string, b *Backup) error {
 // writeFileAtomic writes to a temporary file, syncs it and renames it over
 // path, so a crash leaves either the old or the new backup, never half.
 func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("backup dir: %w", err)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tune-backup-*")
-	if err != nil {
-		return fmt.Errorf("backup %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("backup %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := hostfile.WriteAtomic(path, data, 0o600); err != nil {
 		return fmt.Errorf("backup %s: %w", path, err)
 	}
 	return nil

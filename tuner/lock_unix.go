@@ -3,30 +3,44 @@
 package tuner
 
 import (
+	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"syscall"
 
-	"golang.org/x/sys/unix"
+	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
 // lockBackup takes an exclusive flock next to the backup file, so two
 // applies (or an apply and a revert) on one namespace never interleave
-// their reads of the previous values and their writes.
+// their reads of the previous values and their writes. Unlocking removes
+// the lock file when no backup is left to guard (after a revert, or an
+// apply that changed nothing), so lock files do not pile up.
 func lockBackup(path string) (unlock func(), err error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("backup dir: %w", err)
-	}
-	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	l, err := hostfile.LockFile(path+".lock", false)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
+	return func() {
+		_, serr := os.Lstat(path)
+		l.Unlock(errors.Is(serr, os.ErrNotExist))
+	}, nil
+}
+
+// errLocked is tryLockBackup's answer when another process holds the lock.
+var errLocked = errors.New("locked by another process")
+
+// tryLockBackup is lockBackup without waiting.
+func tryLockBackup(path string) (unlock func(), err error) {
+	l, err := hostfile.LockFile(path+".lock", true)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil, errLocked
+	}
+	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return func() {
-		unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		f.Close()
+		_, serr := os.Lstat(path)
+		l.Unlock(errors.Is(serr, os.ErrNotExist))
 	}, nil
 }

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/proxy/spec"
 )
@@ -68,14 +68,10 @@ func (r *record) save(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(path[:strings.LastIndex(path, "/")], 0o700); err != nil {
-		return fmt.Errorf("state dir: %w", err)
+	if err := hostfile.WriteAtomic(path, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("state file %s: %w", path, err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("state file: %w", err)
-	}
-	return os.Rename(tmp, path)
+	return nil
 }
 
 // inNS runs fn inside t's namespace with the interface's index.

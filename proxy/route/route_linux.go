@@ -16,6 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/internal/nsrun"
 )
 
@@ -96,7 +97,7 @@ func lockIfaces(cfg Config, ifaces []string) (*Lock, error) {
 // holder is stale: then it starts over with the file now at path.
 func lockFile(path string) (*os.File, error) {
 	for {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		f, err := hostfile.OpenLock(path)
 		if err != nil {
 			return nil, err
 		}
@@ -305,7 +306,7 @@ func (a *Applied) apply() error {
 
 	applyMu.Lock()
 	defer applyMu.Unlock()
-	gl, err := os.OpenFile(filepath.Join(cfg.StateDir, applyLockName), os.O_RDWR|os.O_CREATE, 0o600)
+	gl, err := hostfile.OpenLock(filepath.Join(cfg.StateDir, applyLockName))
 	if err != nil {
 		return fmt.Errorf("lock: %w", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
 // state is the journal written to the state file. It is rewritten (atomically,
@@ -94,23 +96,7 @@ func (st *state) save(path string) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("state file: %w", err)
-	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := hostfile.WriteAtomic(path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("state file %s: %w", path, err)
 	}
 	return nil
@@ -141,7 +127,7 @@ func stateFiles(dir string) ([]string, error) {
 }
 
 func ensureDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := hostfile.Dir(dir); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
 	return nil
