@@ -1,8 +1,7 @@
 package proxy
 
 import (
-	"fmt"
-	"os"
+	"errors"
 	"strings"
 
 	"github.com/wanlab/wanlab/proxy/engine"
@@ -11,11 +10,15 @@ import (
 	"github.com/wanlab/wanlab/proxy/spec"
 )
 
-// Traffic classes (issue 8): a direction's spec text may be a class set
+// Traffic classes: a direction's spec text may be a class set
 // (spec.IsClasses: htb/class/filter/leaf statements, tc class and filter
-// commands, or YAML), or "@FILE" naming a file holding one. The
-// direction's pipeline then classifies packets, runs each leaf's own
-// stages and shares the link through an htb tree.
+// commands, or YAML). The direction's pipeline then classifies packets,
+// runs each leaf's own stages and shares the link through an htb tree.
+//
+// The proxy never reads a file named in a spec: it runs as root and takes
+// text from its control API, so "@FILE" would let any caller make it read
+// (and echo in an error) a file the caller cannot. The command line of the
+// user who typed "@FILE" resolves it before anything reaches the proxy.
 
 // htbOverhead is what each packet is charged on top of its IP length in
 // the htb buckets: none, so class rates count IP bytes as the engine's
@@ -23,32 +26,26 @@ import (
 // the link-layer header, which a TUN packet does not have).
 const htbOverhead = 0
 
-// readClassesText resolves "@FILE".
-func readClassesText(text string) (string, error) {
-	t := strings.TrimSpace(text)
-	if !strings.HasPrefix(t, "@") {
-		return text, nil
+// ErrFileRef is matched (errors.Is) by the error for a spec that starts
+// with '@': a file reference, which the proxy does not resolve.
+var ErrFileRef = errors.New("a spec starting with '@' names a file, and the proxy reads no files for its callers: send the file's contents (the command line resolves @FILE on your side)")
+
+// refuseFileRef returns ErrFileRef for text that starts with '@'.
+func refuseFileRef(text string) error {
+	if strings.HasPrefix(strings.TrimSpace(text), "@") {
+		return ErrFileRef
 	}
-	b, err := os.ReadFile(t[1:])
-	if err != nil {
-		return "", fmt.Errorf("classes file: %w", err)
-	}
-	return string(b), nil
+	return nil
 }
 
-// isClassesText reports whether a spec text is a class set or a file.
+// isClassesText reports whether a spec text is a class set.
 func isClassesText(text string) bool {
-	t := strings.TrimSpace(text)
-	return strings.HasPrefix(t, "@") || spec.IsClasses(t)
+	return spec.IsClasses(strings.TrimSpace(text))
 }
 
 // parseClassesText reads a class set (line form, tc commands or YAML).
 func parseClassesText(text string) (*spec.Classes, error) {
-	t, err := readClassesText(text)
-	if err != nil {
-		return nil, err
-	}
-	return spec.ParseClassesAuto([]byte(t))
+	return spec.ParseClassesAuto([]byte(text))
 }
 
 // classOptions fills opt with text's classes.
@@ -65,14 +62,14 @@ func classOptions(text string, opt engine.Options) (engine.Options, *spec.Classe
 }
 
 // setClasses replaces d's classes with text: a whole set when d has none
-// or text defines a root class (or is YAML or a file), otherwise a change
+// or text defines a root class (or is YAML), otherwise a change
 // of the running set (spec.Classes.Patch). The swap is atomic
 // (engine.Pipeline.Replace).
 func (d *direction) setClasses(text string) error {
 	cur := d.classes.Load()
 	var cs *spec.Classes
 	var err error
-	whole := cur == nil || strings.HasPrefix(strings.TrimSpace(text), "@")
+	whole := cur == nil
 	if !whole {
 		if full, perr := parseClassesText(text); perr == nil && hasRoot(full) {
 			whole, cs = true, full

@@ -195,6 +195,9 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 func parseSpecs(cfg Config) ([2]*spec.Spec, error) {
 	var out [2]*spec.Spec
 	for i, s := range cfg.Specs {
+		if err := refuseFileRef(s); err != nil {
+			return out, fmt.Errorf("%s: %w", cfg.Ifaces[i], err)
+		}
 		if isClassesText(s) {
 			continue // a class set: newDirection reads it
 		}
@@ -386,6 +389,9 @@ func (p *Proxy) SetSpec(iface, text string) error {
 	}
 	if len(targets) == 0 {
 		return fmt.Errorf("interface %q: not a direction of this proxy (have %s, %s)", iface, p.cfg.Ifaces[0], p.cfg.Ifaces[1])
+	}
+	if err := refuseFileRef(text); err != nil {
+		return err
 	}
 	if isClassesText(text) {
 		for _, d := range targets {

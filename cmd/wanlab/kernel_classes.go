@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -28,13 +27,9 @@ func isClassesArg(text string) bool {
 }
 
 func kernelApplyClasses(cc *cli.Context, t kernel.Target, text string) error {
-	t0 := strings.TrimSpace(text)
-	if strings.HasPrefix(t0, "@") {
-		b, err := os.ReadFile(t0[1:])
-		if err != nil {
-			return usageError(fmt.Errorf("kernel apply: %w", err))
-		}
-		text = string(b)
+	text, err := specFileArg(text)
+	if err != nil {
+		return usageError(fmt.Errorf("kernel apply: %w", err))
 	}
 	cs, err := spec.ParseClassesAuto([]byte(text))
 	if err != nil {
@@ -49,24 +44,10 @@ func kernelApplyClasses(cc *cli.Context, t kernel.Target, text string) error {
 
 // checkClassesArg parses a class set given to the proxy (text or @FILE).
 func checkClassesArg(text string) error {
-	t, err := classesFileArg(text)
+	t, err := specFileArg(text)
 	if err != nil {
 		return err
 	}
 	_, err = spec.ParseClassesAuto([]byte(t))
 	return err
-}
-
-// classesFileArg replaces "@FILE" by the file's contents, so `proxy set`
-// sends the tree itself rather than a path the proxy may not see.
-func classesFileArg(text string) (string, error) {
-	t := strings.TrimSpace(text)
-	if !strings.HasPrefix(t, "@") {
-		return text, nil
-	}
-	b, err := os.ReadFile(t[1:])
-	if err != nil {
-		return "", err
-	}
-	return string(b), nil
 }

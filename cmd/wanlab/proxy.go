@@ -3,9 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/signal"
+	"os/user"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,9 +29,9 @@ func init() {
 		Name:  "proxy",
 		Usage: "impair the traffic a router forwards between two interfaces, in userspace",
 		UsageText: "wanlab proxy --iface A --iface B [--impair [IFACE=]SPEC]... [--backend offload|water]\n" +
-			"             [--control ADDR] [--metrics ADDR] [--pcap FILE] [--seed N] [--netns NS]\n" +
-			"wanlab proxy set [--control ADDR] [IFACE=]SPEC\n" +
-			"wanlab proxy stats [--control ADDR] [--json]\n" +
+			"             [--control ADDR] [--control-group GROUP] [--metrics ADDR] [--pcap FILE] [--seed N] [--netns NS]\n" +
+			"wanlab proxy set [--control ADDR] [--token-file FILE] [IFACE=]SPEC\n" +
+			"wanlab proxy stats [--control ADDR] [--token-file FILE] [--json]\n" +
 			"wanlab proxy cleanup\n\n" +
 			"examples:\n" +
 			"   wanlab proxy --iface ens3 --iface ens4 --impair 'delay 50ms'\n" +
@@ -50,16 +51,21 @@ func init() {
 			"Setup is netlink only and journalled in /run/wanlab before each change; SIGINT/SIGTERM\n" +
 			"restores the host exactly; after a crash or SIGKILL run `wanlab proxy cleanup`. A second\n" +
 			"proxy on the same interfaces is refused. The control API (default unix:/run/wanlab/A-B.sock)\n" +
-			"serves `wanlab proxy set` and `wanlab proxy stats`; --metrics serves Prometheus /metrics;\n" +
-			"--pcap records each packet as it entered and left the engine (drops marked).\n\n" +
+			"serves `wanlab proxy set` and `wanlab proxy stats` to root and the proxy's user (and\n" +
+			"--control-group's members): the socket checks the caller's credentials; a loopback TCP\n" +
+			"address needs the bearer token the proxy writes to /run/wanlab/A-B.token (0600). @FILE\n" +
+			"is read by the command line only, never by the running proxy. --metrics serves read-only\n" +
+			"Prometheus /metrics (loopback unless ADDR names a host); --pcap records each packet as\n" +
+			"it entered and left the engine (drops marked).\n\n" +
 			"Backends: offload (default; wireguard-go TUN with GSO/GRO and batches) or water (one\n" +
 			"packet per system call). Exit codes: 2 bad flags or spec, 3 no CAP_NET_ADMIN, 4 no TUN.",
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "iface", Usage: "an interface the proxy sits between; give exactly two"},
 			&cli.StringSliceFlag{Name: "impair", Usage: "`[IFACE=]SPEC` for traffic leaving through IFACE (both directions without IFACE=); repeatable"},
 			&cli.StringFlag{Name: "backend", Value: device.Offload, Usage: "TUN backend: offload or water"},
-			&cli.StringFlag{Name: "control", Usage: "control API address: unix:/path or 127.0.0.1:port (default unix:/run/wanlab/A-B.sock)"},
-			&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus /metrics on `ADDR` (host:port)"},
+			&cli.StringFlag{Name: "control", Usage: "control API address: unix:/path or 127.0.0.1:port (default unix:/run/wanlab/A-B.sock); TCP needs the token in /run/wanlab/A-B.token"},
+			&cli.StringFlag{Name: "control-group", Usage: "also let the members of `GROUP` (name or gid) use the control socket"},
+			&cli.StringFlag{Name: "metrics", Usage: "serve read-only Prometheus /metrics on `ADDR` (host:port; :PORT binds 127.0.0.1)"},
 			&cli.StringFlag{Name: "pcap", Usage: "write a pcapng of what entered and left the engine to `FILE`"},
 			&cli.StringFlag{Name: "pcap-limit", Value: "1gb", Usage: "stop recording when the pcapng reaches this `SIZE` (tc size syntax)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed every stage's random generator (default: random, printed)"},
@@ -98,8 +104,16 @@ func parseImpair(ifaces [2]string, values []string) ([2]string, error) {
 	for _, v := range values {
 		name, text, found := strings.Cut(v, "=")
 		if !found {
-			specs[0], specs[1] = v, v
+			t, err := specFileArg(v)
+			if err != nil {
+				return specs, fmt.Errorf("--impair %q: %w", v, err)
+			}
+			specs[0], specs[1] = t, t
 			continue
+		}
+		text, err := specFileArg(text)
+		if err != nil {
+			return specs, fmt.Errorf("--impair %q: %w", v, err)
 		}
 		name = strings.TrimSpace(name)
 		switch name {
@@ -194,25 +208,42 @@ func runProxy(cc *cli.Context) error {
 		cfg.Tap = t
 	}
 
+	addr := cc.String("control")
+	if addr == "" {
+		addr = control.DefaultAddr(cfg.StateDir, cfg.Ifaces)
+	}
+	if err := control.CheckAddr(addr); err != nil {
+		return usageError(fmt.Errorf("proxy: --control: %w", err))
+	}
+	acc, err := controlAccess(cc.String("control-group"))
+	if err != nil {
+		return usageError(fmt.Errorf("proxy: --control-group: %w", err))
+	}
+	metricsAddr := loopbackByDefault(cc.String("metrics"))
+
 	p, err := proxy.Start(ctx, cfg)
 	if err != nil {
 		return proxyError(err)
 	}
 	closers = append(closers, p.Close)
 
-	addr := cc.String("control")
-	if addr == "" {
-		addr = control.DefaultAddr(cfg.StateDir, cfg.Ifaces)
-	}
-	l, err := control.Listen(addr)
+	l, err := control.Listen(addr, acc)
 	if err != nil {
 		return fmt.Errorf("proxy: --control: %w", err)
 	}
-	srv := &http.Server{Handler: control.NewHandler(p)}
-	go srv.Serve(l)
+	srv, err := control.Serve(l, p, acc)
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("proxy: --control: %w", err)
+	}
 	closers = append(closers, srv.Close)
-	if m := cc.String("metrics"); m != "" {
-		ms, err := metrics.Serve(m, p.Stats)
+	removeCreds, err := control.WriteCredentials(cfg.StateDir, cfg.Ifaces, addr, acc.Token)
+	if err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	closers = append(closers, removeCreds)
+	if metricsAddr != "" {
+		ms, err := metrics.Serve(metricsAddr, p.Stats)
 		if err != nil {
 			return fmt.Errorf("proxy: --metrics: %w", err)
 		}
@@ -236,7 +267,7 @@ func runProxy(cc *cli.Context) error {
 	} else if cfg.LowLatency != cpulatency.Off {
 		fmt.Fprintf(w, "  low latency: unavailable (cannot open %s)\n", cpulatency.DevicePath)
 	}
-	fmt.Fprintf(w, "  control %s; stop with Ctrl-C\n", addr)
+	fmt.Fprintf(w, "  control %s (token %s); stop with Ctrl-C\n", addr, control.TokenPath(cfg.StateDir, cfg.Ifaces))
 
 	select {
 	case <-ctx.Done():
@@ -279,4 +310,41 @@ func runProxyCleanup(cc *cli.Context) error {
 		fmt.Fprintln(w, "nothing to clean up")
 	}
 	return nil
+}
+
+// controlAccess is who may use the control API: a fresh token (for
+// loopback TCP) and the optional control group (a name or a gid).
+func controlAccess(group string) (control.Access, error) {
+	tok, err := control.NewToken()
+	if err != nil {
+		return control.Access{}, err
+	}
+	acc := control.Access{Token: tok}
+	if group == "" {
+		return acc, nil
+	}
+	gid, err := strconv.Atoi(group)
+	if err != nil {
+		g, lerr := user.LookupGroup(group)
+		if lerr != nil {
+			return acc, fmt.Errorf("%q: %w", group, lerr)
+		}
+		if gid, err = strconv.Atoi(g.Gid); err != nil {
+			return acc, fmt.Errorf("%q: gid %q: %w", group, g.Gid, err)
+		}
+	}
+	if gid < 0 {
+		return acc, fmt.Errorf("%q: not a group", group)
+	}
+	acc.Group, acc.HasGroup = gid, true
+	return acc, nil
+}
+
+// loopbackByDefault turns ":PORT" into "127.0.0.1:PORT": metrics are
+// served beyond this host only when the address names a host.
+func loopbackByDefault(addr string) string {
+	if strings.HasPrefix(addr, ":") {
+		return "127.0.0.1" + addr
+	}
+	return addr
 }

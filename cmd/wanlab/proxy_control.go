@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -22,15 +23,24 @@ import (
 // elsewhere).
 var proxyControlDir = control.DefaultDir
 
-func controlFlag() cli.Flag {
-	return &cli.StringFlag{
-		Name: "control",
-		Usage: "control address of the running proxy: `unix:/path` or a loopback host:port " +
-			"(default: the one socket in " + control.DefaultDir + ", unix:" + control.DefaultDir + "/A-B.sock)",
+func controlFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{
+			Name: "control",
+			Usage: "control address of the running proxy: `unix:/path` or a loopback host:port " +
+				"(default: the one socket in " + control.DefaultDir + ", unix:" + control.DefaultDir + "/A-B.sock)",
+		},
+		&cli.StringFlag{
+			Name: "token-file",
+			Usage: "the proxy's bearer token for a TCP --control (default: the token of the proxy in " +
+				control.DefaultDir + " that listens there, " + control.DefaultDir + "/A-B.token)",
+		},
 	}
 }
 
 // controlClient dials --control, or the one proxy socket in proxyControlDir.
+// Over TCP it sends the proxy's token: --token-file, or the token file of
+// the proxy in proxyControlDir that listens on that address.
 func controlClient(cc *cli.Context) (*control.Client, error) {
 	addr := cc.String("control")
 	if addr == "" {
@@ -39,7 +49,34 @@ func controlClient(cc *cli.Context) (*control.Client, error) {
 			return nil, err
 		}
 	}
-	return control.Dial(addr), nil
+	c := control.Dial(addr)
+	var tok string
+	var err error
+	switch f := cc.String("token-file"); {
+	case f != "":
+		tok, err = control.ReadToken(f)
+	case control.IsTCP(addr):
+		tok, err = control.TokenFor(proxyControlDir, addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.WithToken(tok), nil
+}
+
+// specFileArg replaces "@FILE" by the file's contents, read by the user who
+// typed it, so that only spec text ever reaches a proxy (which reads no
+// files for its callers).
+func specFileArg(text string) (string, error) {
+	t := strings.TrimSpace(text)
+	if !strings.HasPrefix(t, "@") {
+		return text, nil
+	}
+	b, err := os.ReadFile(t[1:])
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
 }
 
 // proxySetCommand is `wanlab proxy set`, listed by the proxy command.
@@ -63,7 +100,7 @@ func proxySetCommand() *cli.Command {
 			"spec they entered under. A bad spec is rejected with the parser's message\n" +
 			"(exit status 2) and the running spec is kept. On success the command prints\n" +
 			"the canonical spec now in force for the directions it changed, as IFACE=SPEC.",
-		Flags:  []cli.Flag{controlFlag()},
+		Flags:  controlFlags(),
 		Action: runProxySet,
 	}
 }
@@ -91,7 +128,7 @@ func runProxySet(cc *cli.Context) error {
 	if err != nil {
 		return usageError(fmt.Errorf("proxy set: %w", err))
 	}
-	if spec, err = classesFileArg(spec); err != nil {
+	if spec, err = specFileArg(spec); err != nil {
 		return usageError(fmt.Errorf("proxy set: %w", err))
 	}
 	c, err := controlClient(cc)
@@ -139,10 +176,9 @@ func proxyStatsCommand() *cli.Command {
 			"the same per stage, and the TUN device's malformed-packet and error counters.\n" +
 			"--json prints the API's Stats object (GET /v1/stats): {\"directions\": [{\"iface\",\n" +
 			"\"spec\", \"engine\": {\"totals\", \"classes\": [{\"stages\"}], \"swaps\"}, \"device\"}], \"tap\"}.",
-		Flags: []cli.Flag{
-			controlFlag(),
+		Flags: append(controlFlags(),
 			&cli.BoolFlag{Name: "json", Usage: "print the counters as JSON"},
-		},
+		),
 		Action: runProxyStats,
 	}
 }

@@ -23,11 +23,15 @@ var updateGolden = flag.Bool("update", false, "rewrite golden files")
 
 // fakeProxy is a control.Backend with two directions and a tiny parser.
 type fakeProxy struct {
-	mu    sync.Mutex
-	specs map[string]string
+	mu       sync.Mutex
+	specs    map[string]string
+	lastText string // the text of the last SetSpec, as the API passed it
 }
 
 func (f *fakeProxy) SetSpec(iface, spec string) error {
+	f.mu.Lock()
+	f.lastText = spec
+	f.mu.Unlock()
 	for i, tok := range strings.Fields(spec) {
 		if tok == "dela" {
 			return fmt.Errorf("unknown keyword %q at position %d", tok, i+1)
@@ -86,7 +90,7 @@ func startFake(t *testing.T) (*fakeProxy, string) {
 	t.Helper()
 	dir := t.TempDir()
 	fake := &fakeProxy{specs: map[string]string{"veth-a": "", "veth-b": "delay 50ms"}}
-	s, err := control.Start("unix:"+filepath.Join(dir, "veth-a-veth-b.sock"), fake)
+	s, err := control.Start("unix:"+filepath.Join(dir, "veth-a-veth-b.sock"), fake, control.Access{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -153,6 +153,12 @@ func TestProxyCommand(t *testing.T) {
 	if len(st.Directions) != 2 || st.Directions[0].Spec != "delay 5ms loss 1%" {
 		t.Fatalf("stats directions %+v", st.Directions)
 	}
+	// The credential for TCP control: a token only root and the owner
+	// read, removed with the proxy (the "left behind" check below).
+	tokPath := control.TokenPath(dir, [2]string{"pa", "pb"})
+	if fi, err := os.Lstat(tokPath); err != nil || fi.Mode().Perm() != 0o600 || !fi.Mode().IsRegular() {
+		t.Fatalf("token file %s: %v, %v; want a regular 0600 file", tokPath, fi, err)
+	}
 	cancel()
 	r := <-done
 	if r.err != nil {

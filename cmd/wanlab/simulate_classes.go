@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -41,13 +40,9 @@ func runSimulateClasses(cc *cli.Context) error {
 	if cc.IsSet("spec") {
 		return usageError(errors.New("simulate: --spec and --classes exclude each other (give a leaf its spec with 'leaf ID SPEC')"))
 	}
-	text := cc.String("classes")
-	if strings.HasPrefix(strings.TrimSpace(text), "@") {
-		b, err := os.ReadFile(strings.TrimSpace(text)[1:])
-		if err != nil {
-			return usageError(fmt.Errorf("simulate: --classes: %w", err))
-		}
-		text = string(b)
+	text, err := specFileArg(cc.String("classes"))
+	if err != nil {
+		return usageError(fmt.Errorf("simulate: --classes: %w", err))
 	}
 	cs, err := spec.ParseClassesAuto([]byte(text))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 )
@@ -17,8 +18,15 @@ import (
 type Client struct {
 	addr string
 	base string // URL prefix: http://unix for sockets, http://host:port for TCP
-	http *http.Client
-	err  error // a bad address, reported by every call
+	http  *http.Client
+	token string // sent as "Authorization: Bearer" when set
+	err   error  // a bad address, reported by every call
+}
+
+// WithToken makes c send token with every request (needed over TCP).
+func (c *Client) WithToken(token string) *Client {
+	c.token = token
+	return c
 }
 
 // APIError is an answer other than 2xx. Its message is the server's
@@ -29,6 +37,11 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string { return e.Message }
+
+// Is makes a refused caller (401, 403) match os.ErrPermission.
+func (e *APIError) Is(target error) bool {
+	return target == os.ErrPermission && (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden)
+}
 
 // BadSpec reports whether err is the proxy rejecting a spec (or naming an
 // interface it does not have): the user's input was wrong.
@@ -109,6 +122,9 @@ func (c *Client) do(method, path string, body io.Reader, out any) error {
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -74,7 +74,7 @@ func TestContractWithTheProxy(t *testing.T) {
 	}
 	defer p.Close()
 	addr := "unix:" + filepath.Join(t.TempDir(), "eth-a-eth-b.sock")
-	srv, err := control.Start(addr, p)
+	srv, err := control.Start(addr, p, control.Access{})
 	if err != nil {
 		t.Fatal(err)
 	}

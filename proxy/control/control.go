@@ -9,6 +9,15 @@
 //
 // A PUT answers with the specs now in force, or 400 and {"error": "..."}
 // carrying the parser's one-line message (the running spec is kept).
+//
+// Who may use it (see Access): on a unix socket the peer process's
+// credentials (SO_PEERCRED) must be root's, the proxy's own user's or those
+// of a member of the control group; on loopback TCP every request carries
+// "Authorization: Bearer TOKEN" with the token the proxy wrote to a file
+// only root and its owner can read. A refused request changes nothing and
+// learns nothing but the refusal. The API never reads a file for a caller:
+// a body starting with '@' (a file reference on the command line) is
+// refused, and no answer quotes bytes the caller did not send.
 package control
 
 import (
@@ -16,8 +25,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -36,23 +47,40 @@ type Backend interface {
 	Stats() Stats
 }
 
-// maxSpecBytes bounds a PUT body; a spec is one line of tc arguments.
-const maxSpecBytes = 64 << 10
+// maxSpecBytes bounds a PUT body: a spec is one line of tc arguments, a
+// class tree some hundred lines.
+const maxSpecBytes = 1 << 20
+
+// Limits of one connection, so that a slow, stalled or endless client can
+// hold neither the proxy nor its memory: the request (headers and body) must
+// arrive within readTimeout, the answer leave within writeTimeout, an idle
+// keep-alive connection closes after idleTimeout, and at most maxConns
+// connections are open at once (more are closed at accept).
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	writeTimeout      = 10 * time.Second
+	idleTimeout       = 30 * time.Second
+	maxHeaderBytes    = 16 << 10
+	maxConns          = 64
+)
 
 // errorBody is the JSON of every non-2xx answer.
 type errorBody struct {
 	Error string `json:"error"`
 }
 
-// NewHandler serves the API for b.
-func NewHandler(b Backend) http.Handler {
+// NewHandler serves the API for b to the callers acc admits. Requests
+// that did not arrive on a unix socket served by Serve (whose peer
+// credentials it records) must carry acc's bearer token.
+func NewHandler(b Backend, acc Access) http.Handler {
 	h := &handler{b: b}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/specs", h.getSpecs)
 	mux.HandleFunc("PUT /v1/specs", h.putSpecs)
 	mux.HandleFunc("PUT /v1/specs/{iface}", h.putSpecs)
 	mux.HandleFunc("GET /v1/stats", h.getStats)
-	return mux
+	return &guard{acc: acc, euid: os.Geteuid(), next: mux}
 }
 
 type handler struct{ b Backend }
@@ -85,7 +113,13 @@ func (h *handler) putSpecs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "reading spec: "+err.Error())
 		return
 	}
-	if err := h.b.SetSpec(iface, strings.TrimSpace(string(body))); err != nil {
+	text := strings.TrimSpace(string(body))
+	if strings.HasPrefix(text, "@") {
+		writeError(w, http.StatusBadRequest, "a spec starting with '@' names a file, and the proxy reads no files for its callers: "+
+			"send the file's contents (wanlab proxy set IFACE=@FILE reads it on your side)")
+		return
+	}
+	if err := h.b.SetSpec(iface, text); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -123,27 +157,42 @@ type Server struct {
 	closeErr  error
 }
 
-// Start listens on addr (see Listen) and serves b.
-func Start(addr string, b Backend) (*Server, error) {
-	l, err := Listen(addr)
+// Start listens on addr (see Listen) and serves b to the callers acc
+// admits.
+func Start(addr string, b Backend, acc Access) (*Server, error) {
+	l, err := Listen(addr, acc)
 	if err != nil {
 		return nil, err
 	}
-	return Serve(l, b), nil
+	s, err := Serve(l, b, acc)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
-// Serve serves b on l until Close.
-func Serve(l net.Listener, b Backend) *Server {
+// Serve serves b on l until Close. A TCP listener needs acc.Token.
+func Serve(l net.Listener, b Backend, acc Access) (*Server, error) {
+	if _, isUnix := l.(*net.UnixListener); !isUnix && acc.Token == "" {
+		return nil, errors.New("control: a TCP control listener needs a token")
+	}
 	s := &Server{
 		srv: &http.Server{
-			Handler:           NewHandler(b),
-			ReadHeaderTimeout: 10 * time.Second,
+			Handler:           NewHandler(b, acc),
+			ReadHeaderTimeout: readHeaderTimeout,
+			ReadTimeout:       readTimeout,
+			WriteTimeout:      writeTimeout,
+			IdleTimeout:       idleTimeout,
+			MaxHeaderBytes:    maxHeaderBytes,
+			ConnContext:       withPeer,
+			ErrorLog:          log.New(io.Discard, "", 0),
 		},
-		l:    l,
+		l:    newLimitListener(l, maxConns),
 		done: make(chan error, 1),
 	}
-	go func() { s.done <- s.srv.Serve(l) }()
-	return s
+	go func() { s.done <- s.srv.Serve(s.l) }()
+	return s, nil
 }
 
 // Addr returns the listener's address.

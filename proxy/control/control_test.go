@@ -154,15 +154,16 @@ func exercise(t *testing.T, c *Client, fake *fakeBackend) {
 
 func TestAPIOverLoopbackTCP(t *testing.T) {
 	fake := newFake()
-	srv := httptest.NewServer(NewHandler(fake))
+	srv := httptest.NewServer(NewHandler(fake, Access{Token: "t0k"}))
 	defer srv.Close()
-	exercise(t, Dial(strings.TrimPrefix(srv.URL, "http://")), fake)
+	exercise(t, Dial(strings.TrimPrefix(srv.URL, "http://")).WithToken("t0k"), fake)
 
 	// Wrong methods and paths.
 	for _, tc := range []struct{ method, path string }{
 		{http.MethodPost, "/v1/specs"}, {http.MethodDelete, "/v1/specs/veth-a"}, {http.MethodPut, "/v1/stats"},
 	} {
 		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+		req.Header.Set("Authorization", "Bearer t0k")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -179,7 +180,7 @@ func TestAPIOverUnixSocket(t *testing.T) {
 	sock := filepath.Join(dir, "run", "veth-a-veth-b.sock")
 	addr := "unix:" + sock
 	fake := newFake()
-	s, err := Start(addr, fake)
+	s, err := Start(addr, fake, Access{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,13 +191,13 @@ func TestAPIOverUnixSocket(t *testing.T) {
 	if fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
 		t.Errorf("socket mode %v, want a socket with 0600", fi.Mode())
 	}
-	if di, _ := os.Stat(filepath.Dir(sock)); di.Mode().Perm() != 0o700 {
-		t.Errorf("created socket directory mode %v, want 0700", di.Mode().Perm())
+	if di, _ := os.Stat(filepath.Dir(sock)); di.Mode().Perm() != 0o711 {
+		t.Errorf("created socket directory mode %v, want 0711 (only its owner lists or writes)", di.Mode().Perm())
 	}
 	exercise(t, Dial(addr), fake)
 
 	// A second proxy on the same socket is refused, naming the live one.
-	_, err = Listen(addr)
+	_, err = Listen(addr, Access{})
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("in use by a running proxy (pid %d)", os.Getpid())) {
 		t.Fatalf("second Listen: %v", err)
 	}
@@ -229,7 +230,7 @@ func TestStaleSocketIsReplaced(t *testing.T) {
 	if _, err := os.Stat(sock); err != nil {
 		t.Fatalf("stale socket missing: %v", err)
 	}
-	l2, err := Listen("unix:" + sock)
+	l2, err := Listen("unix:"+sock, Access{})
 	if err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
@@ -251,7 +252,7 @@ func TestListenRefuses(t *testing.T) {
 		"unix:":           "empty socket path",
 		"unix:" + notSock: "exists and is not a socket",
 	} {
-		l, err := Listen(addr)
+		l, err := Listen(addr, Access{Token: "x"})
 		if err == nil {
 			l.Close()
 			t.Errorf("Listen(%q) succeeded", addr)
@@ -264,8 +265,14 @@ func TestListenRefuses(t *testing.T) {
 			t.Errorf("Dial(%q) accepted", addr)
 		}
 	}
+	if l, err := Listen("127.0.0.1:0", Access{}); err == nil || !strings.Contains(err.Error(), "needs a token") {
+		if l != nil {
+			l.Close()
+		}
+		t.Errorf("Listen on TCP without a token: %v, want refused", err)
+	}
 	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
-		l, err := Listen(addr)
+		l, err := Listen(addr, Access{Token: "x"})
 		if err != nil {
 			if strings.Contains(addr, "::1") {
 				t.Logf("no IPv6 loopback here: %v", err)
@@ -288,7 +295,7 @@ func TestFindAddr(t *testing.T) {
 	}
 	var ls []net.Listener
 	for _, n := range []string{"a-b.sock", "c-d.sock"} {
-		l, err := Listen("unix:" + filepath.Join(dir, n))
+		l, err := Listen("unix:"+filepath.Join(dir, n), Access{})
 		if err != nil {
 			t.Fatal(err)
 		}

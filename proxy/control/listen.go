@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
 // DefaultDir is where proxies put their control sockets (and the route
@@ -75,29 +77,34 @@ func parseAddr(addr string) (network, address string, err error) {
 	}
 	ip := net.ParseIP(host)
 	if ip == nil || !ip.IsLoopback() {
-		return "", "", fmt.Errorf("control address %q: %q is not a loopback address (the control API has no authentication)", addr, host)
+		return "", "", fmt.Errorf("control address %q: %q is not a loopback address (the control API serves only this host: use a unix socket or 127.0.0.1)", addr, host)
 	}
 	return "tcp", addr, nil
 }
 
-// Listen opens the control listener. A unix socket gets mode 0600 in a
-// directory created 0700 if missing; a socket left by a dead process is
-// removed, one that a live process answers on is refused (naming its pid).
-// TCP addresses must be loopback.
-func Listen(addr string) (net.Listener, error) {
+// Listen opens the control listener. A unix socket gets mode 0600 (0660
+// and acc's group with a control group) in a directory that only this user
+// can write (hostfile.Dir: created 0711 if missing, refused if others can
+// write to it); a socket left by a dead process is removed, one that a live
+// process answers on is refused (naming its pid). TCP addresses must be
+// loopback and acc must carry a token.
+func Listen(addr string, acc Access) (net.Listener, error) {
 	network, address, err := parseAddr(addr)
 	if err != nil {
 		return nil, err
 	}
 	if network == "tcp" {
+		if acc.Token == "" {
+			return nil, fmt.Errorf("control address %q: a TCP control listener needs a token", addr)
+		}
 		l, err := net.Listen("tcp", address)
 		if err != nil {
 			return nil, fmt.Errorf("control: %w", err)
 		}
 		return l, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(address), 0o700); err != nil {
-		return nil, fmt.Errorf("control: creating socket directory: %w", err)
+	if err := hostfile.Dir(filepath.Dir(address)); err != nil {
+		return nil, fmt.Errorf("control socket directory: %w", err)
 	}
 	if err := removeStale(address); err != nil {
 		return nil, err
@@ -108,7 +115,15 @@ func Listen(addr string) (net.Listener, error) {
 	}
 	// Between bind and chmod the socket carries the umask's mode; a
 	// process-wide umask change would race with other goroutines' files.
-	if err := os.Chmod(address, 0o600); err != nil {
+	mode := os.FileMode(0o600)
+	if acc.HasGroup {
+		mode = 0o660
+		if err := os.Lchown(address, -1, acc.Group); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("control socket %s: giving it to gid %d: %w", address, acc.Group, err)
+		}
+	}
+	if err := os.Chmod(address, mode); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("control: %w", err)
 	}
@@ -143,4 +158,11 @@ func removeStale(path string) error {
 		return fmt.Errorf("control: removing stale socket: %w", err)
 	}
 	return nil
+}
+
+// CheckAddr reports what is wrong with a control address without
+// listening: a malformed or non-loopback one is refused.
+func CheckAddr(addr string) error {
+	_, _, err := parseAddr(addr)
+	return err
 }
