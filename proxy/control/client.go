@@ -16,8 +16,8 @@ import (
 
 // Client talks to a proxy's control API.
 type Client struct {
-	addr string
-	base string // URL prefix: http://unix for sockets, http://host:port for TCP
+	addr  string
+	base  string // URL prefix: http://unix for sockets, http://host:port for TCP
 	http  *http.Client
 	token string // sent as "Authorization: Bearer" when set
 	err   error  // a bad address, reported by every call
