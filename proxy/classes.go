@@ -119,3 +119,26 @@ func (d *direction) specText() string {
 	}
 	return d.pl.Spec().String()
 }
+
+// specWarnings returns the warnings of d's spec in force: correlated
+// probabilities that realize far less than they say (engine.Warnings),
+// computed once per spec.
+func (d *direction) specWarnings() []string {
+	text := d.specText()
+	d.warnMu.Lock()
+	defer d.warnMu.Unlock()
+	if text == d.warnText && d.warnings != nil {
+		return d.warnings
+	}
+	var w []string
+	if cs := d.classes.Load(); cs != nil {
+		w = engine.WarningsOfClasses(cs)
+	} else {
+		w = engine.Warnings(d.pl.Spec())
+	}
+	if w == nil {
+		w = []string{}
+	}
+	d.warnText, d.warnings = text, w
+	return w
+}

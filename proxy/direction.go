@@ -53,6 +53,12 @@ type direction struct {
 	readErrors  atomic.Uint64
 	writeErrors atomic.Uint64
 
+	// warnings caches the spec's warnings (engine.Warnings) for the spec
+	// text they were computed for; warnMu guards both.
+	warnMu   sync.Mutex
+	warnText string
+	warnings []string
+
 	// Reader state, owned by readLoop.
 	rpkts  []*engine.Packet
 	rbufs  [][]byte

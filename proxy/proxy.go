@@ -436,15 +436,27 @@ func (p *Proxy) Specs() map[string]string {
 	return m
 }
 
+// Warnings maps each egress interface to the warnings of its spec in
+// force (empty when there are none): what a correlated probability really
+// realizes (engine.Warnings). The spec is applied as written.
+func (p *Proxy) Warnings() map[string][]string {
+	m := make(map[string][]string, 2)
+	for _, d := range p.dirs {
+		m[d.iface] = d.specWarnings()
+	}
+	return m
+}
+
 // Stats returns the counters of both directions.
 func (p *Proxy) Stats() control.Stats {
 	var st control.Stats
 	for _, d := range p.dirs {
 		snap := d.pl.Snapshot()
 		st.Directions = append(st.Directions, control.Direction{
-			Iface:  d.iface,
-			Spec:   d.specText(),
-			Engine: snap,
+			Iface:    d.iface,
+			Spec:     d.specText(),
+			Warnings: d.specWarnings(),
+			Engine:   snap,
 			Device: control.DeviceCounters{
 				Malformed:   d.malformed.Load(),
 				ReadErrors:  d.readErrors.Load(),

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wanlab/wanlab/proxy/engine"
 	"github.com/wanlab/wanlab/proxy/kernel"
 	"github.com/wanlab/wanlab/proxy/spec"
 )
@@ -61,6 +63,7 @@ func init() {
 					if err != nil {
 						return usageError(fmt.Errorf("kernel apply: %w", err))
 					}
+					printWarnings(cc.App.ErrWriter, engine.Warnings(sp))
 					if err := kernel.Apply(t, sp); err != nil {
 						return kernelError("apply", err)
 					}
@@ -169,4 +172,13 @@ func runKernelShow(cc *cli.Context) error {
 			st.Kind, st.Handle, st.Parent, c.Bytes, c.Packets, c.Drops, c.Overlimits, c.Requeues, c.BacklogBytes, c.BacklogPackets)
 	}
 	return nil
+}
+
+// printWarnings writes one "warning: ..." line per spec warning (what a
+// correlated netem probability really realizes); the spec was applied as
+// written.
+func printWarnings(w io.Writer, warnings []string) {
+	for _, line := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", line)
+	}
 }

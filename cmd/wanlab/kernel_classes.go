@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wanlab/wanlab/proxy/engine"
 	"github.com/wanlab/wanlab/proxy/kernel"
 	"github.com/wanlab/wanlab/proxy/spec"
 )
@@ -35,6 +36,7 @@ func kernelApplyClasses(cc *cli.Context, t kernel.Target, text string) error {
 	if err != nil {
 		return usageError(fmt.Errorf("kernel apply: %w", err))
 	}
+	printWarnings(cc.App.ErrWriter, engine.WarningsOfClasses(cs))
 	if err := kernel.ApplyClasses(t, cs); err != nil {
 		return kernelError("apply", err)
 	}

@@ -70,7 +70,13 @@ func TestKernelCommand(t *testing.T) {
 			t.Errorf("wanlab kernel %s: exit %d %q, want exit %d %q", strings.Join(c.args, " "), code, out, c.code, c.out)
 		}
 	}
-	out, code := kernelCmd(t, append([]string{"apply"}, append(target, "tbf rate 8kbit burst 2kb limit 3kb")...)...)
+	// A correlated probability that realizes far less: warned, and the
+	// spec applied as written (here the kernel may lack netem).
+	out, code := kernelCmd(t, append([]string{"apply"}, append(target, "loss 10% 50%")...)...)
+	if !strings.HasPrefix(out, "warning: loss 10% 50% realizes about 0.108%") || (code != exitOK && code != exitNoKernel) {
+		t.Errorf("kernel apply 'loss 10%% 50%%': exit %d %q, want the realized-loss warning first", code, out)
+	}
+	out, code = kernelCmd(t, append([]string{"apply"}, append(target, "tbf rate 8kbit burst 2kb limit 3kb")...)...)
 	if code != exitOK {
 		t.Fatal(out)
 	}

@@ -255,12 +255,16 @@ func runProxy(cc *cli.Context) error {
 	fmt.Fprintf(w, "wanlab proxy: %s <-> %s through %s, %s (%s backend), seed %d\n",
 		cfg.Ifaces[0], cfg.Ifaces[1], tuns[0], tuns[1], cfg.Backend, p.Seed())
 	specs := p.Specs()
+	warnings := p.Warnings()
 	for _, iface := range cfg.Ifaces {
 		s := specs[iface]
 		if s == "" {
 			s = "(none)"
 		}
 		fmt.Fprintf(w, "  leaving through %s: %s\n", iface, s)
+		for _, line := range warnings[iface] {
+			fmt.Fprintf(w, "  warning: %s: %s\n", iface, line)
+		}
 	}
 	if open, _ := p.LowLatency(); open {
 		fmt.Fprintf(w, "  low latency: %s (%s)\n", cfg.LowLatency, cpulatency.DevicePath)

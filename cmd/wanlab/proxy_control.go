@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -135,7 +136,7 @@ func runProxySet(cc *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("proxy set: %w", err)
 	}
-	specs, err := c.SetSpecs(iface, spec)
+	specs, warnings, err := c.SetSpecsWarnings(iface, spec)
 	if err != nil {
 		if control.BadSpec(err) {
 			return usageError(fmt.Errorf("proxy set: %w", err))
@@ -154,6 +155,13 @@ func runProxySet(cc *cli.Context) error {
 	for _, name := range changed {
 		if _, err := fmt.Fprintf(w, "%s=%s\n", name, specs[name]); err != nil {
 			return err
+		}
+	}
+	// Warnings go to stderr: stdout stays IFACE=SPEC lines for scripts.
+	for _, line := range warnings {
+		name, _, _ := strings.Cut(line, ": ")
+		if slices.Contains(changed, name) {
+			fmt.Fprintf(cc.App.ErrWriter, "warning: %s\n", line)
 		}
 	}
 	return nil

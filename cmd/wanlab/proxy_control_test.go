@@ -26,6 +26,13 @@ type fakeProxy struct {
 	mu       sync.Mutex
 	specs    map[string]string
 	lastText string // the text of the last SetSpec, as the API passed it
+	warn     map[string][]string
+}
+
+func (f *fakeProxy) Warnings() map[string][]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.warn
 }
 
 func (f *fakeProxy) SetSpec(iface, spec string) error {

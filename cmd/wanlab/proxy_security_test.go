@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/wanlab/wanlab/proxy/control"
 )
@@ -111,5 +116,49 @@ func TestLoopbackByDefault(t *testing.T) {
 		if got := loopbackByDefault(in); got != want {
 			t.Errorf("loopbackByDefault(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestProxySetPrintsTheProxysWarnings: the warnings the proxy returns for
+// a correlated probability go to stderr; stdout keeps IFACE=SPEC.
+func TestProxySetPrintsTheProxysWarnings(t *testing.T) {
+	fake, _ := startFake(t)
+	fake.warn = map[string][]string{"veth-a": {"loss 10% 50% realizes about 0.108%, not 10%"}, "veth-b": {"other"}}
+	var stdout, stderr bytes.Buffer
+	app := &cli.App{Name: "wanlab", Writer: &stdout, ErrWriter: &stderr, ExitErrHandler: func(*cli.Context, error) {},
+		Commands: []*cli.Command{{Name: "proxy", Subcommands: []*cli.Command{proxySetCommand()}}}}
+	if err := app.Run([]string{"wanlab", "proxy", "set", "veth-a=loss 10% 50%"}); err != nil {
+		t.Fatal(err)
+	}
+	if stdout.String() != "veth-a=loss 10% 50%\n" {
+		t.Fatalf("stdout %q", stdout.String())
+	}
+	if stderr.String() != "warning: veth-a: loss 10% 50% realizes about 0.108%, not 10%\n" {
+		t.Fatalf("stderr %q, want only the changed direction's warning", stderr.String())
+	}
+}
+
+func TestSimulateJSONWarnings(t *testing.T) {
+	out, err, code := runApp(context.Background(), "simulate", "--spec", "loss 10% 50%", "--packets", "2000", "--json")
+	if err != nil || code != 0 {
+		t.Fatalf("simulate: %v", err)
+	}
+	var res struct {
+		Warnings []string `json:"warnings"`
+		Realized []struct {
+			Param    string  `json:"param"`
+			Realized float64 `json:"realized"`
+		} `json:"realized"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "loss gemodel") ||
+		len(res.Realized) != 1 || res.Realized[0].Param != "loss" || res.Realized[0].Realized > 0.0012 {
+		t.Fatalf("simulate --json: %+v", res)
+	}
+	out, _, _ = runApp(context.Background(), "simulate", "--spec", "loss 10%", "--packets", "2000", "--json")
+	if !strings.Contains(out, `"warnings": []`) {
+		t.Fatalf("uncorrelated spec: want an empty warnings list:\n%s", out)
 	}
 }

@@ -82,13 +82,23 @@ func (c *Client) Set(iface, spec string) error {
 
 // SetSpecs is Set returning the specs in force afterwards.
 func (c *Client) SetSpecs(iface, spec string) (map[string]string, error) {
+	specs, _, err := c.SetSpecsWarnings(iface, spec)
+	return specs, err
+}
+
+// SetSpecsWarnings is SetSpecs also returning the proxy's warnings about
+// the specs in force ("IFACE: TEXT", the Wanlab-Warning headers).
+func (c *Client) SetSpecsWarnings(iface, spec string) (map[string]string, []string, error) {
 	path := "/v1/specs"
 	if iface != "" {
 		path += "/" + url.PathEscape(iface)
 	}
 	var specs map[string]string
-	err := c.do(http.MethodPut, path, strings.NewReader(spec), &specs)
-	return specs, err
+	h, err := c.doHeader(http.MethodPut, path, strings.NewReader(spec), &specs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return specs, h.Values(WarningHeader), nil
 }
 
 // Specs returns each egress interface's canonical spec.
@@ -113,12 +123,17 @@ func (c *Client) StatsJSON() ([]byte, error) {
 }
 
 func (c *Client) do(method, path string, body io.Reader, out any) error {
+	_, err := c.doHeader(method, path, body, out)
+	return err
+}
+
+func (c *Client) doHeader(method, path string, body io.Reader, out any) (http.Header, error) {
 	if c.err != nil {
-		return c.err
+		return nil, c.err
 	}
 	req, err := http.NewRequest(method, c.base+path, body)
 	if err != nil {
-		return fmt.Errorf("control %s: %w", c.addr, err)
+		return nil, fmt.Errorf("control %s: %w", c.addr, err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "text/plain; charset=utf-8")
@@ -128,25 +143,25 @@ func (c *Client) do(method, path string, body io.Reader, out any) error {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("control %s: %w", c.addr, unwrapURL(err))
+		return nil, fmt.Errorf("control %s: %w", c.addr, unwrapURL(err))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("control %s: reading answer: %w", c.addr, err)
+		return nil, fmt.Errorf("control %s: reading answer: %w", c.addr, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		var eb errorBody
 		if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
-			return &APIError{Status: resp.StatusCode, Message: eb.Error}
+			return nil, &APIError{Status: resp.StatusCode, Message: eb.Error}
 		}
-		return &APIError{Status: resp.StatusCode, Message: fmt.Sprintf("control %s: %s %s: %s",
+		return nil, &APIError{Status: resp.StatusCode, Message: fmt.Sprintf("control %s: %s %s: %s",
 			c.addr, method, path, resp.Status)}
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("control %s: decoding answer to %s %s: %w", c.addr, method, path, err)
+		return nil, fmt.Errorf("control %s: decoding answer to %s %s: %w", c.addr, method, path, err)
 	}
-	return nil
+	return resp.Header, nil
 }
 
 // unwrapURL drops url.Error's "Put \"http://unix/v1/...\":" prefix, which

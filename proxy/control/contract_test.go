@@ -127,6 +127,26 @@ func TestContractWithTheProxy(t *testing.T) {
 	if st.Tap == nil {
 		t.Fatal("stats without the tap's counters")
 	}
+	if len(st.Directions[1].Warnings) != 0 {
+		t.Fatalf("warnings for 'delay 2ms': %q", st.Directions[1].Warnings)
+	}
+
+	// A correlated loss that realizes far less: applied as written, and
+	// the answer and the stats carry the warning.
+	specs, warnings, err := c.SetSpecsWarnings("eth-b", "delay 2ms loss 10% 50%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if specs["eth-b"] != "delay 2ms loss 10% 50%" || len(warnings) != 1 ||
+		!strings.HasPrefix(warnings[0], "eth-b: loss 10% 50% realizes about 0.108%") {
+		t.Fatalf("set a correlated loss: specs %q, warnings %q", specs, warnings)
+	}
+	if st, err = c.Stats(); err != nil || len(st.Directions[1].Warnings) != 1 || len(st.Directions[0].Warnings) != 0 {
+		t.Fatalf("stats warnings after a correlated loss: %+v, %v", st.Directions, err)
+	}
+	if _, err := c.SetSpecs("eth-b", "delay 2ms"); err != nil {
+		t.Fatal(err)
+	}
 
 	exp := "# HELP wanlab_proxy_packets_out_total Packets that left the impairment engine.\n" +
 		"# TYPE wanlab_proxy_packets_out_total counter\n" +

@@ -47,6 +47,16 @@ type Backend interface {
 	Stats() Stats
 }
 
+// Warner is an optional capability of a Backend: the warnings of each
+// direction's spec in force. Answers about specs then carry one
+// "Wanlab-Warning: IFACE: TEXT" header per warning.
+type Warner interface {
+	Warnings() map[string][]string
+}
+
+// WarningHeader is the header of a spec warning.
+const WarningHeader = "Wanlab-Warning"
+
 // maxSpecBytes bounds a PUT body: a spec is one line of tc arguments, a
 // class tree some hundred lines.
 const maxSpecBytes = 1 << 20
@@ -86,8 +96,24 @@ func NewHandler(b Backend, acc Access) http.Handler {
 type handler struct{ b Backend }
 
 func (h *handler) getSpecs(w http.ResponseWriter, _ *http.Request) {
+	h.warn(w)
 	writeJSON(w, http.StatusOK, h.b.Specs())
 }
+
+// warn adds the backend's spec warnings to an answer's headers.
+func (h *handler) warn(w http.ResponseWriter) {
+	wr, ok := h.b.(Warner)
+	if !ok {
+		return
+	}
+	m := wr.Warnings()
+	for _, iface := range sortedKeys(m) {
+		for _, line := range m[iface] {
+			w.Header().Add(WarningHeader, iface+": "+line)
+		}
+	}
+}
+
 
 func (h *handler) getStats(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, h.b.Stats())
@@ -123,10 +149,11 @@ func (h *handler) putSpecs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	h.warn(w)
 	writeJSON(w, http.StatusOK, h.b.Specs())
 }
 
-func sortedKeys(m map[string]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

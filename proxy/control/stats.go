@@ -17,10 +17,13 @@ type Stats struct {
 
 // Direction holds the counters of packets leaving through one interface.
 type Direction struct {
-	Iface  string          `json:"iface"`  // egress interface
-	Spec   string          `json:"spec"`   // canonical spec in force
-	Engine engine.Snapshot `json:"engine"` // the impairment engine's counters (totals, per class and stage)
-	Device DeviceCounters  `json:"device"` // the TUN device's counters
+	Iface string `json:"iface"` // egress interface
+	Spec  string `json:"spec"`  // canonical spec in force
+	// Warnings are the spec's one-line warnings (a correlated probability
+	// that realizes far less than it says); the spec is applied as written.
+	Warnings []string        `json:"warnings,omitempty"`
+	Engine   engine.Snapshot `json:"engine"` // the impairment engine's counters (totals, per class and stage)
+	Device   DeviceCounters  `json:"device"` // the TUN device's counters
 }
 
 // DeviceCounters counts what happened at the TUN device of a direction,

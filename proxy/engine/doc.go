@@ -35,7 +35,8 @@
 //     a modulo, which in Linux leaves almost no correlation (see
 //     delayCorrelation). Loss, duplicate, corrupt and reorder correlation
 //     are the kernel's get_crandom, including its known effect of lowering
-//     the realised probability.
+//     the realised probability; realized.go computes the realised value
+//     (CorrelatedProbability) so that callers can warn about it.
 //   - A netem duplicate is never duplicated again by a second netem in the
 //     chain (the kernel's root re-enqueue could loop; Linux 6.17+ refuses
 //     such trees outright).

@@ -47,7 +47,9 @@ type SimDrops struct {
 // Expected holds what the spec predicts for the synthetic traffic.
 type Expected struct {
 	// LossPercent is the loss models' stationary loss (before any queue
-	// drops and before ECN marking).
+	// drops and before ECN marking): for a correlated random loss, the
+	// share its correlation realizes (CorrelatedProbability), as are the
+	// duplicate, corrupt and reorder percentages below.
 	LossPercent float64 `json:"loss_percent"`
 	// DelayMeanMs and DelayStddevMs are the netem delays' mean and
 	// standard deviation (distribution tables included), without queueing.
@@ -97,6 +99,15 @@ type SimResult struct {
 	// departure.
 	DurationMs float64  `json:"duration_ms"`
 	Configured Expected `json:"configured"`
+	// Realized lists the correlated netem probabilities (and delay
+	// correlations) with the value they realize in the long run
+	// (RealizedOf), and Warnings the one-line warnings for those that
+	// realize something else than they say.
+	Realized []Realized `json:"realized,omitempty"`
+	Warnings []string   `json:"warnings"`
+	// DelayLag1 is the lag-1 autocorrelation of the delays of consecutive
+	// arrivals that both left (0 when the delay does not vary).
+	DelayLag1 float64 `json:"delay_lag1"`
 	// Stages holds each stage's own counters, root first (where the drops
 	// happened, how deep each queue got).
 	Stages []SimStage `json:"stages"`
@@ -142,6 +153,10 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	const start = int64(1e9) // leave t=0 free: zero means "unstamped"
 
 	delays := make([]float64, 0, cfg.Packets)
+	bySeq := make([]float64, cfg.Packets+2) // delay of each arrival's first copy; NaN: none left
+	for i := range bySeq {
+		bySeq[i] = math.NaN()
+	}
 	seen := make([]bool, cfg.Packets+2)
 	order := make([]uint64, 0, cfg.Packets)
 	var firstDep, lastDep int64 = -1, 0
@@ -160,6 +175,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 			if p.Seq < uint64(len(seen)) && !seen[p.Seq] {
 				seen[p.Seq] = true
 				unique++
+				bySeq[p.Seq] = float64(p.Depart-p.Arrival) / 1e6
 			}
 			pool.Put(p)
 		}
@@ -210,7 +226,40 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	}
 	res.Delay = delayStats(delays)
 	res.Configured = expected(cfg.Spec, float64(cfg.Size)*8*cfg.PPS)
+	res.Realized = RealizedOf(cfg.Spec)
+	res.Warnings = Warnings(cfg.Spec)
+	if res.Warnings == nil {
+		res.Warnings = []string{}
+	}
+	res.DelayLag1 = lagOneCorrelation(bySeq)
 	return res, nil
+}
+
+// lagOneCorrelation is the lag-1 autocorrelation of v over the pairs of neighbours that
+// are both present (not NaN); 0 without variance.
+func lagOneCorrelation(v []float64) float64 {
+	var n, sx, sy, sxx, syy, sxy float64
+	for i := 1; i < len(v); i++ {
+		x, y := v[i-1], v[i]
+		if math.IsNaN(x) || math.IsNaN(y) {
+			continue
+		}
+		n++
+		sx += x
+		sy += y
+		sxx += x * x
+		syy += y * y
+		sxy += x * y
+	}
+	if n < 2 {
+		return 0
+	}
+	cov := sxy/n - sx/n*sy/n
+	vx, vy := sxx/n-sx/n*sx/n, syy/n-sy/n*sy/n
+	if vx <= 1e-18 || vy <= 1e-18 {
+		return 0
+	}
+	return math.Round(cov/math.Sqrt(vx*vy)*1e4) / 1e4
 }
 
 // udpPacket builds an IPv4/UDP packet of size bytes with ECT(0), from
@@ -296,9 +345,13 @@ func expected(s *spec.Spec, offeredBps float64) Expected {
 			if st.Jitter != 0 {
 				variance += math.Pow(float64(st.Jitter)*std/1e6, 2)
 			}
-			e.DuplicatePercent = 100 - (100-e.DuplicatePercent)*(1-st.Duplicate.Prob())
-			e.CorruptPercent = 100 - (100-e.CorruptPercent)*(1-st.Corrupt.Prob())
-			e.ReorderPercent = 100 - (100-e.ReorderPercent)*(1-st.Reorder.Prob())
+			e.DuplicatePercent = 100 - (100-e.DuplicatePercent)*(1-CorrelatedProbability(st.Duplicate.Prob(), st.DuplicateCorr.Prob()))
+			e.CorruptPercent = 100 - (100-e.CorruptPercent)*(1-CorrelatedProbability(st.Corrupt.Prob(), st.CorruptCorr.Prob()))
+			reorder := st.Reorder.Prob()
+			if st.Latency > 0 {
+				reorder = ReorderedShare(reorder, st.ReorderCorr.Prob(), st.Gap)
+			}
+			e.ReorderPercent = 100 - (100-e.ReorderPercent)*(1-reorder)
 			if st.Rate != 0 {
 				e.BottleneckBps = minRate(e.BottleneckBps, float64(st.Rate))
 			}
@@ -332,12 +385,13 @@ func minRate(a, b float64) float64 {
 }
 
 // StationaryLoss returns the long-run loss probability of a loss model:
-// P for random loss, the stationary probability of the loss states for the
+// P for random loss (what its correlation realizes, when it has one:
+// CorrelatedProbability), the stationary probability of the loss states for the
 // 4-state model, and pi_good*(1-k) + pi_bad*(1-h) for Gilbert-Elliott.
 func StationaryLoss(l spec.Loss) float64 {
 	switch l.Kind {
 	case spec.LossRandom:
-		return l.P.Prob()
+		return CorrelatedProbability(l.P.Prob(), l.Corr.Prob())
 	case spec.LossGE:
 		p, r := l.GP.Prob(), l.GR.Prob()
 		if p+r == 0 {
@@ -396,14 +450,34 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "traffic  %d packets of %d B at %g pkt/s (%s offered), seed %d, %s virtual\n\n",
 		r.Packets, r.Size, r.PPS, bps(c.OfferedBps), r.Seed,
 		time.Duration(r.DurationMs*1e6).Round(time.Millisecond))
-	fmt.Fprintf(&b, "%-14s %-30s %s\n", "", "configured", "realized")
-	row := func(name, conf, real string) { fmt.Fprintf(&b, "%-14s %-30s %s\n", name, conf, real) }
+	// A correlated probability shows what it realizes beside what it says.
+	noted := func(param string, conf string) string {
+		var notes []string
+		for _, z := range r.Realized {
+			if z.Param == param {
+				notes = append(notes, z.Note())
+			}
+		}
+		switch {
+		case len(notes) == 1 && len(r.Stages) <= 1:
+			return notes[0]
+		case len(notes) > 0:
+			return conf + "; " + strings.Join(notes, "; ")
+		}
+		return conf
+	}
+	type line struct{ name, conf, real string }
+	var lines []line
+	row := func(name, conf, real string) { lines = append(lines, line{name, conf, real}) }
 	row("packets", fmt.Sprint(r.PacketsIn), fmt.Sprintf("%d out", r.PacketsOut))
-	row("loss", pct(c.LossPercent), fmt.Sprintf("%s (dropped: loss %d, queue %d, oversize %d)",
+	row("loss", noted("loss", pct(c.LossPercent)), fmt.Sprintf("%s (dropped: loss %d, queue %d, oversize %d)",
 		pct(r.LossPercent), r.Drops.Loss, r.Drops.Queue, r.Drops.Oversize))
 	row("delay mean", ms(c.DelayMeanMs), ms(r.Delay.Mean))
 	row("delay stddev", ms(c.DelayStddevMs), ms(r.Delay.Stddev))
 	row("delay p50/p99", "", ms(r.Delay.P50)+" / "+ms(r.Delay.P99))
+	if conf := noted("delay correlation", ""); conf != "" {
+		row("delay corr", conf, fmt.Sprintf("lag-1 %.3g", r.DelayLag1))
+	}
 	if c.QueueDelayMaxMs > 0 {
 		row("tbf queueing", "<= "+ms(c.QueueDelayMaxMs), ms(math.Max(0, r.Delay.Mean-c.DelayMeanMs))+" mean")
 	}
@@ -412,16 +486,30 @@ func (r *SimResult) WriteText(w io.Writer) error {
 		rate += " (limit " + bps(c.BottleneckBps) + ")"
 	}
 	row("rate", rate, bps(r.RateBps))
-	row("duplicated", pct(c.DuplicatePercent), count(r.Duplicated, r.PacketsIn))
-	row("corrupted", pct(c.CorruptPercent), count(r.Corrupted, r.PacketsIn))
-	row("reordered", pct(c.ReorderPercent), count(r.Reordered, r.PacketsIn)+" overtook an earlier packet")
+	row("duplicated", noted("duplicate", pct(c.DuplicatePercent)), count(r.Duplicated, r.PacketsIn))
+	row("corrupted", noted("corrupt", pct(c.CorruptPercent)), count(r.Corrupted, r.PacketsIn))
+	row("reordered", noted("reorder", pct(c.ReorderPercent)), count(r.Reordered, r.PacketsIn)+" overtook an earlier packet")
 	row("ecn marked", "", count(r.ECNMarked, r.PacketsIn))
+	width := 30
+	for _, l := range lines {
+		width = max(width, len(l.conf)+1)
+	}
+	fmt.Fprintf(&b, "%-14s %-*s %s\n", "", width, "configured", "realized")
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%-14s %-*s %s\n", l.name, width, l.conf, l.real)
+	}
 	if len(r.Stages) > 1 {
 		b.WriteString("\nper stage\n")
 		for i, s := range r.Stages {
 			fmt.Fprintf(&b, "  %d %-5s in %d, out %d, dropped loss %d queue %d oversize %d, mean sojourn %s\n",
 				i+1, s.Kind, s.PacketsIn, s.PacketsOut, s.Drops.Loss, s.Drops.Queue, s.Drops.Oversize, ms(s.SojournMeanMs))
 		}
+	}
+	if len(r.Warnings) > 0 {
+		b.WriteString("\n")
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", warn)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
