@@ -114,7 +114,6 @@ func (h *handler) warn(w http.ResponseWriter) {
 	}
 }
 
-
 func (h *handler) getStats(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, h.b.Stats())
 }
