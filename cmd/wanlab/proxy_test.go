@@ -115,7 +115,7 @@ func TestProxyCommand(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err, code := runApp(ctx, "proxy", "--iface", "pa", "--iface", "pb", "--impair", "pb=delay 10ms",
+		out, err, code := runApp(ctx, "proxy", "--iface", "pa", "--iface", "pb", "--impair", "pb=delay 10ms", "--impair", "pa=loss 10% 50%",
 			"--netns", ns, "--state-dir", dir, "--control", sock, "--seed", "3", "--backend", "water",
 			"--pcap", filepath.Join(dir, "tap.pcapng"))
 		done <- result{out, err, code}
@@ -137,7 +137,7 @@ func TestProxyCommand(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if specs["pb"] != "delay 10ms" || specs["pa"] != "" {
+	if specs["pb"] != "delay 10ms" || specs["pa"] != "loss 10% 50%" {
 		t.Fatalf("specs %v", specs)
 	}
 	if err := c.Set("pa", "delay 5ms loss 1%"); err != nil {
@@ -165,7 +165,7 @@ func TestProxyCommand(t *testing.T) {
 		t.Fatalf("proxy: %v\n%s", r.err, r.out)
 	}
 	for _, want := range []string{"pa <-> pb through wl-pa, wl-pb (water backend), seed 3",
-		"leaving through pb: delay 10ms", "stopped, routing restored"} {
+		"leaving through pb: delay 10ms", "warning: pa: loss 10% 50% realizes about 0.108%", "stopped, routing restored"} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.out)
 		}
