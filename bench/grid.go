@@ -11,7 +11,7 @@ import (
 	"github.com/wanlab/wanlab/units"
 )
 
-// AccuracyGrid is the full grid of issue 7: delays with and without
+// AccuracyGrid is the full accuracy grid: delays with and without
 // jitter in every distribution, random and Gilbert-Elliott loss, tbf
 // rates with small and large buckets, and combinations (seed 002's tree
 // among them). The empty spec first measures each path's own delay.

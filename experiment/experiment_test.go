@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
@@ -255,5 +256,28 @@ func TestCheckSysctls(t *testing.T) {
 		if err := (Config{ClientSysctls: bad}).CheckSysctls(); !errors.Is(err, ErrBadSysctl) {
 			t.Errorf("CheckSysctls(%v) = %v, want ErrBadSysctl", bad, err)
 		}
+	}
+}
+
+func TestScenarioNamesAreAliases(t *testing.T) {
+	for id, name := range map[string]string{"seed000": "send-buffer", "seed001": "receive-window", "seed002": "shaped-link",
+		"seed003": "delayed-ack", "seed004": "random-loss"} {
+		if got := ScenarioName(id); got != name {
+			t.Errorf("ScenarioName(%s) = %q, want %q", id, got, name)
+		}
+		a, err := Preset(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Size != b.Size || fmt.Sprint(a.Impair) != fmt.Sprint(b.Impair) || b.Name != name || PresetAbout(name) != PresetAbout(id) {
+			t.Errorf("%s and %s differ: %+v / %+v", id, name, a, b)
+		}
+	}
+	if _, err := Preset("nonsense"); err == nil || !strings.Contains(err.Error(), "receive-window (seed001)") {
+		t.Errorf("unknown preset: %v", err)
 	}
 }

@@ -9,18 +9,21 @@ import (
 	"github.com/wanlab/wanlab/units"
 )
 
-// presetDef is one seed's setting, reduced to run in seconds.
+// presetDef is one scenario's setting, reduced to run in seconds.
 type presetDef struct {
-	about string
-	cfg   Config
+	scenario string // the name a newcomer reads; the map key is its old id
+	about    string
+	cfg      Config
 }
 
-// presets reproduce the five field notes in /work/shared/seeds (see the
-// README there). Sizes are reduced so each runs in well under a minute;
-// the trends (speed against RTT, buffer, loss) are the seeds'.
+// presets reproduce the five scenarios of docs/scenarios.md, each known
+// by its name (send-buffer, ...) and by its old id (seed000, ...). Sizes are
+// reduced so each runs in well under a minute; the trends (speed against
+// RTT, buffer, loss) are those the scenarios describe.
 var presets = map[string]presetDef{
 	"seed000": {
-		about: "server tcp_wmem pinned to 4096 and 100 ms of delay on the client's side: send-buffer limited, speed ~ wmem/RTT",
+		scenario: "send-buffer",
+		about:    "server tcp_wmem pinned to 4096 and 100 ms of delay on the client's side: send-buffer limited, speed ~ wmem/RTT",
 		cfg: Config{
 			Impair:        map[string]string{ToServer: "delay 100ms"},
 			ServerSysctls: map[string]string{"net.ipv4.tcp_wmem": "4096 4096 4096"},
@@ -28,7 +31,8 @@ var presets = map[string]presetDef{
 		},
 	},
 	"seed001": {
-		about: "35 ms round trip, client tcp_rmem max 3 MiB: receive-window limited near 1.5 MB / 35 ms ≈ 43 MB/s",
+		scenario: "receive-window",
+		about:    "35 ms round trip, client tcp_rmem max 3 MiB: receive-window limited near 1.5 MB / 35 ms ≈ 43 MB/s",
 		cfg: Config{
 			Impair:        map[string]string{ToServer: "delay 35ms"},
 			ClientSysctls: map[string]string{"net.ipv4.tcp_rmem": "4096 131072 3145728"},
@@ -36,14 +40,16 @@ var presets = map[string]presetDef{
 		},
 	},
 	"seed002": {
-		about: "netem delay 100ms with a tbf rate 50mbit burst 50kb limit 500kb child on the data path: 50 Mbit/s at 100 ms",
+		scenario: "shaped-link",
+		about:    "netem delay 100ms with a tbf rate 50mbit burst 50kb limit 500kb child on the data path: 50 Mbit/s at 100 ms",
 		cfg: Config{
 			Impair: map[string]string{ToClient: "delay 100ms | tbf rate 50mbit burst 50kb limit 500kb"},
 			Size:   32 * units.MiB,
 		},
 	},
 	"seed003": {
-		about: "wrk-style requests against a server answering in two writes with Nagle on: the client's delayed ACK adds ~40 ms",
+		scenario: "delayed-ack",
+		about:    "wrk-style requests against a server answering in two writes with Nagle on: the client's delayed ACK adds ~40 ms",
 		cfg: Config{
 			Impair:      map[string]string{ToServer: "delay 3ms", ToClient: "delay 3ms"},
 			Requests:    1000,
@@ -51,7 +57,8 @@ var presets = map[string]presetDef{
 		},
 	},
 	"seed004": {
-		about: "1 % loss on the data path at 2 ms with cubic: loss limited, near the Mathis bound MSS·1.22/(RTT·√p)",
+		scenario: "random-loss",
+		about:    "1 % loss on the data path at 2 ms with cubic: loss limited, near the Mathis bound MSS·1.22/(RTT·√p)",
 		cfg: Config{
 			Impair: map[string]string{ToClient: "loss 1%", ToServer: "delay 2ms"},
 			Size:   32 * units.MiB,
@@ -65,19 +72,46 @@ const seedCC = "cubic"
 // Presets lists the preset names in order.
 func Presets() []string { return slices.Sorted(maps.Keys(presets)) }
 
-// PresetAbout describes a preset in one line.
-func PresetAbout(name string) string { return presets[name].about }
+// PresetAbout describes a preset (by id or scenario name) in one line.
+func PresetAbout(name string) string { return presets[presetID(name)].about }
 
-// Preset returns a preset's configuration (a copy the caller may change).
+// ScenarioName is the scenario name of a preset id ("receive-window" for
+// "seed001"); names pass through.
+func ScenarioName(name string) string {
+	if p, ok := presets[presetID(name)]; ok {
+		return p.scenario
+	}
+	return name
+}
+
+// presetID returns the id of a preset named by id or scenario name.
+func presetID(name string) string {
+	if _, ok := presets[name]; ok {
+		return name
+	}
+	for id, p := range presets {
+		if p.scenario == name {
+			return id
+		}
+	}
+	return name
+}
+
+// Preset returns a preset's configuration (a copy the caller may change),
+// by scenario name or id; the configuration keeps the name it was asked by.
 func Preset(name string) (Config, error) {
-	p, ok := presets[name]
+	p, ok := presets[presetID(name)]
 	if !ok {
-		return Config{}, fmt.Errorf("preset %q: want one of %s", name, strings.Join(Presets(), ", "))
+		var names []string
+		for _, id := range Presets() {
+			names = append(names, presets[id].scenario+" ("+id+")")
+		}
+		return Config{}, fmt.Errorf("preset %q: want one of %s", name, strings.Join(names, ", "))
 	}
 	c := p.cfg
 	c.Name = name
-	// The seeds' kernels ran cubic; this machine may default to bbr, which
-	// ignores random loss and would hide seed 004's trend.
+	// The scenarios' kernels ran cubic; this machine may default to bbr,
+	// which ignores random loss and would hide random-loss's trend.
 	c.Client.CC, c.Server.CC = seedCC, seedCC
 	c.Impair = maps.Clone(c.Impair)
 	c.ClientSysctls = maps.Clone(c.ClientSysctls)

@@ -21,7 +21,7 @@ import (
 )
 
 func init() {
-	out := &cli.StringFlag{Name: "out", Usage: "write report.json, report.txt and report.html to `DIR` (default: a new wanlab-bench-KIND-TIME directory here)"}
+	out := &cli.StringFlag{Name: "out", Usage: "write report.json, report.txt and report.html to `DIR` (default: a new wanlab-bench-KIND-TIME directory in the temporary directory, $TMPDIR or /tmp)"}
 	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of the table"}
 	quick := &cli.BoolFlag{Name: "quick", Usage: "the short variant (under a minute; what CI runs)"}
 	lowLatency := &cli.StringFlag{Name: "low-latency", Value: string(cpulatency.Auto), Usage: "the proxy's CPU wake-up latency `MODE`: auto, on or off (as wanlab proxy --low-latency)"}
@@ -138,9 +138,14 @@ func runBench(cc *cli.Context, kind string) error {
 	}
 	outDir := cc.String("out")
 	if outDir == "" {
-		outDir = fmt.Sprintf("wanlab-bench-%s-%s", kind, time.Now().UTC().Format("20060102-150405"))
-	}
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		// Never into the working directory (a checkout, say): a new
+		// directory of the temporary one, named after the run.
+		d, err := os.MkdirTemp("", fmt.Sprintf("wanlab-bench-%s-%s-", kind, time.Now().UTC().Format("20060102-150405")))
+		if err != nil {
+			return fmt.Errorf("bench %s: report directory: %w", kind, err)
+		}
+		outDir = d
+	} else if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return usageError(fmt.Errorf("bench %s: --out: %w", kind, err))
 	}
 	ctx, stop := signal.NotifyContext(cc.Context, os.Interrupt, syscall.SIGTERM)

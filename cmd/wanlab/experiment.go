@@ -51,11 +51,11 @@ func init() {
 			"Directions: to-client is what the router sends toward the client (the download's\n" +
 			"data), to-server what it sends toward the server (requests, ACKs). Specs use tc's\n" +
 			"netem/tbf syntax, stages joined by '|'. --delay RTT adds the round trip on the\n" +
-			"to-server side (as the seeds' netem on the client), --loss P and --rate RATE act on\n" +
+			"to-server side (as netem on the client in the scenarios), --loss P and --rate RATE act on\n" +
 			"the data (to-client). Impairment flags replace the preset's impairment.\n\n" +
 			"Presets:\n" + presetHelp(),
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "preset", Usage: "start from a seed's setting: " + strings.Join(experiment.Presets(), ", ") + " (default seed001)"},
+			&cli.StringFlag{Name: "preset", Usage: "start from a scenario (docs/scenarios.md) by name or id: " + presetNames() + " (default receive-window, seed001)"},
 			&cli.StringSliceFlag{Name: "impair", Usage: "`[to-client=|to-server=]SPEC` in tc netem/tbf syntax (repeatable; no direction: both)"},
 			&cli.StringFlag{Name: "delay", Usage: "add `RTT` of delay (netem on the to-server side)"},
 			&cli.StringFlag{Name: "loss", Usage: "lose `P` percent of the data (netem loss on the to-client side)"},
@@ -93,9 +93,17 @@ func init() {
 func presetHelp() string {
 	var b strings.Builder
 	for _, p := range experiment.Presets() {
-		fmt.Fprintf(&b, "   %s  %s\n", p, experiment.PresetAbout(p))
+		fmt.Fprintf(&b, "   %-15s %s  %s\n", experiment.ScenarioName(p), p, experiment.PresetAbout(p))
 	}
 	return b.String()
+}
+
+func presetNames() string {
+	var names []string
+	for _, p := range experiment.Presets() {
+		names = append(names, experiment.ScenarioName(p)+" ("+p+")")
+	}
+	return strings.Join(names, ", ")
 }
 
 // experimentConfig turns the flags into a Config; every error is a usage

@@ -13,7 +13,7 @@ import (
 	"github.com/wanlab/wanlab/proxy/spec"
 )
 
-// classSimFlags are simulate's traffic-class flags (issue 8).
+// classSimFlags are simulate's traffic-class flags.
 var classSimFlags = []cli.Flag{
 	&cli.StringFlag{Name: "classes", Usage: "traffic classes `TEXT` (htb/class/filter/leaf statements separated by ';', tc class/filter commands, or YAML) or @FILE; runs --flow traffic through them instead of --spec"},
 	&cli.GenericFlag{Name: "flow", Value: &flowList{}, Usage: "with --classes: a synthetic `FLOW` dst=ADDR,rate=RATE[,src=ADDR][,proto=udp|tcp][,sport=N][,dport=N][,dscp=N][,size=B][,start=T][,stop=T] (repeat the flag for more)"},

@@ -43,7 +43,7 @@ func benchPipeline(b *testing.B, s string, pps float64, size int) {
 	}
 }
 
-// BenchmarkPipeline is issue 2's cost target: at most 300 ns and no
+// BenchmarkPipeline is the engine's cost target: at most 300 ns and no
 // allocation per packet for the seeds' kind of spec at 1 Gbit/s.
 func BenchmarkPipeline(b *testing.B) {
 	benchPipeline(b, "delay 50ms loss 1% | tbf rate 1gbit burst 64kb limit 1mb", 80000, 1500)

@@ -96,8 +96,8 @@ type Options struct {
 	// block or call the pipeline) with each packet the engine discards,
 	// before the packet goes back to its pool. It must not keep p.
 	OnDrop func(p *Packet, reason DropReason)
-	// Classes, if non-empty, makes the pipeline a set of traffic classes
-	// (issue 8): Classifier picks a class per packet, each class runs its
+	// Classes, if non-empty, makes the pipeline a set of traffic classes:
+	// Classifier picks a class per packet, each class runs its
 	// own chain, and their outputs merge in departure order. Without
 	// Classes the pipeline has one class, "default", running the spec
 	// given to NewPipeline.

@@ -31,7 +31,7 @@ type Drainer interface {
 
 // Replace swaps the whole set of classes, their classifier and scheduler
 // at time now, atomically with respect to Enqueue and Dequeue (a new
-// class tree, issue 8). Packets still in the old classes' stages keep the
+// class tree). Packets still in the old classes' stages keep the
 // departures those stages give them; then they, and the packets the old
 // scheduler held, go to the new scheduler's class of the same name (a
 // leaf keeps its queue across a change of rates), or leave at once when

@@ -11,7 +11,7 @@ import (
 	"github.com/wanlab/wanlab/proxy/spec"
 )
 
-// Traffic classes (issue 8) as the kernel's own tree: an htb root qdisc,
+// Traffic classes as the kernel's own tree: an htb root qdisc,
 // one htb class per class, a netem/tbf chain under each leaf that has a
 // spec, and a u32 filter per match, as "tc qdisc add ... root handle 1:
 // htb default N", "tc class add ... htb rate R ceil C", "tc qdisc add ...

@@ -7,7 +7,7 @@ import (
 	"github.com/wanlab/wanlab/proxy/htb"
 )
 
-// The htb tree's own counters (issue 8), per class of the tree, inner
+// The htb tree's own counters, per class of the tree, inner
 // classes included (their bytes are their leaves').
 var (
 	htbSentBytes     = desc("htb_sent_bytes_total", "IP bytes sent by an htb class (inner classes count their leaves').", ifaceLabel, classLabel)

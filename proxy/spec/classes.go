@@ -13,7 +13,7 @@ import (
 	"github.com/wanlab/wanlab/units"
 )
 
-// Classes is one direction's traffic classes (issue 8): filters sort
+// Classes is one direction's traffic classes: filters sort
 // packets into classes, each class runs its own stage pipeline, and an
 // optional htb tree shares a rate among them. Written line by line in tc's
 // vocabulary:
