@@ -59,7 +59,7 @@ func startProxy(ctx context.Context, l *lab.Lab, cfg Config, specs map[string]*s
 	}
 	pc := proxy.Config{
 		Ifaces:   pi.ifaces,
-		Specs:    [2]string{specs[ToClient].String(), specs[ToServer].String()},
+		Specs:    [2]spec.Impairment{spec.PipelineImpairment(specs[ToClient]), spec.PipelineImpairment(specs[ToServer])},
 		Backend:  cfg.Backend,
 		Seed:     uint64(cfg.Seed),
 		HasSeed:  cfg.Seed != 0,

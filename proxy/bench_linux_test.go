@@ -146,8 +146,8 @@ func BenchmarkRSSUnderDelay(b *testing.B) {
 	}{
 		{"kernel", nil},
 		{"spec=none", &Config{}},
-		{"spec=delay100ms/spin=50µs", &Config{Specs: [2]string{"", "delay 100ms limit 100000"}}},
-		{"spec=delay100ms/spin=off", &Config{Specs: [2]string{"", "delay 100ms limit 100000"}, ReleaseSpin: -1}},
+		{"spec=delay100ms/spin=50µs", &Config{Specs: mustSpecs(b, [2]string{"", "delay 100ms limit 100000"})}},
+		{"spec=delay100ms/spin=off", &Config{Specs: mustSpecs(b, [2]string{"", "delay 100ms limit 100000"}), ReleaseSpin: -1}},
 	} {
 		b.Run(c.name, func(b *testing.B) { benchRSSUnderDelay(b, c.cfg) })
 	}

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"strings"
 
 	"github.com/wanlab/wanlab/proxy/engine"
@@ -26,18 +25,6 @@ import (
 // the link-layer header, which a TUN packet does not have).
 const htbOverhead = 0
 
-// ErrFileRef is matched (errors.Is) by the error for a spec that starts
-// with '@': a file reference, which the proxy does not resolve.
-var ErrFileRef = errors.New("a spec starting with '@' names a file, and the proxy reads no files for its callers: send the file's contents (the command line resolves @FILE on your side)")
-
-// refuseFileRef returns ErrFileRef for text that starts with '@'.
-func refuseFileRef(text string) error {
-	if strings.HasPrefix(strings.TrimSpace(text), "@") {
-		return ErrFileRef
-	}
-	return nil
-}
-
 // isClassesText reports whether a spec text is a class set.
 func isClassesText(text string) bool {
 	return spec.IsClasses(strings.TrimSpace(text))
@@ -48,17 +35,13 @@ func parseClassesText(text string) (*spec.Classes, error) {
 	return spec.ParseClassesAuto([]byte(text))
 }
 
-// classOptions fills opt with text's classes.
-func classOptions(text string, opt engine.Options) (engine.Options, *spec.Classes, error) {
-	cs, err := parseClassesText(text)
-	if err != nil {
-		return opt, nil, err
-	}
+// classOptions fills opt with the classes of cs.
+func classOptions(cs *spec.Classes, opt engine.Options) (engine.Options, error) {
 	s, err := htb.NewSetup(cs, htb.Options{Overhead: htbOverhead, Now: release.MonotonicNow()})
 	if err != nil {
-		return opt, nil, err
+		return opt, err
 	}
-	return s.Options(opt), cs, nil
+	return s.Options(opt), nil
 }
 
 // setClasses replaces d's classes with text: a whole set when d has none

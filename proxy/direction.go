@@ -71,7 +71,7 @@ type direction struct {
 	wbufs [][]byte
 }
 
-func (p *Proxy) newDirection(i int, dev device.Device, s *spec.Spec) (*direction, error) {
+func (p *Proxy) newDirection(i int, dev device.Device, im spec.Impairment) (*direction, error) {
 	d := &direction{index: i, iface: p.cfg.Ifaces[i], dev: dev, pool: p.pool, tap: p.cfg.Tap, wall: p.wallOffset}
 	opt := engine.Options{Direction: d.iface, Seed: p.seed + uint64(i)}
 	if d.tap != nil {
@@ -79,17 +79,16 @@ func (p *Proxy) newDirection(i int, dev device.Device, s *spec.Spec) (*direction
 			d.tap.Dropped(d.index, d.wallTime(release.MonotonicNow()), pk.Data, reason.String())
 		}
 	}
-	var cs *spec.Classes
-	if text := p.cfg.Specs[i]; isClassesText(text) {
+	cs := im.Classes
+	if cs != nil {
 		var err error
-		if opt, cs, err = classOptions(text, opt); err != nil {
+		if opt, err = classOptions(cs, opt); err != nil {
 			return nil, fmt.Errorf("%s: %w", d.iface, err)
 		}
-		s = nil
 	}
-	pl, err := engine.NewPipeline(s, opt)
+	pl, err := engine.NewPipeline(im.Pipeline, opt)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", d.iface, err)
 	}
 	d.pl = pl
 	d.classes.Store(cs)

@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,9 +34,10 @@ import (
 type Config struct {
 	// Ifaces are the two interfaces A and B the proxy sits between.
 	Ifaces [2]string
-	// Specs[i] is the impairment for packets leaving through Ifaces[i]
-	// (tc netem/tbf syntax, stages joined by "|"); "" means none.
-	Specs [2]string
+	// Specs[i] is the impairment for packets leaving through Ifaces[i],
+	// parsed where it entered (spec.ParseImpairment); the zero value means
+	// none.
+	Specs [2]spec.Impairment
 	// Backend is device.Offload (default) or device.Water.
 	Backend string
 	// Seed seeds every stage's PRNG (direction i of the proxy uses Seed+i,
@@ -125,10 +127,6 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	if cfg.StateDir == "" {
 		cfg.StateDir = route.DefaultStateDir
 	}
-	specs, err := parseSpecs(cfg)
-	if err != nil {
-		return nil, err
-	}
 	p := &Proxy{cfg: cfg, done: make(chan struct{}), seed: cfg.Seed}
 	if !cfg.HasSeed {
 		var b [8]byte
@@ -144,6 +142,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		}
 	}()
 	devs := cfg.Devices
+	var err error
 	if cfg.onHost() {
 		if devs, err = p.setupHost(); err != nil {
 			return nil, err
@@ -153,7 +152,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	mtu := max(devs[0].MTU(), devs[1].MTU(), 1280)
 	p.pool = engine.NewPool(engine.Headroom + mtu)
 	for i := range 2 {
-		d, err := p.newDirection(i, devs[i], specs[i])
+		d, err := p.newDirection(i, devs[i], cfg.Specs[i])
 		if err != nil {
 			return nil, err
 		}
@@ -190,24 +189,6 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		}()
 	}
 	return p, nil
-}
-
-func parseSpecs(cfg Config) ([2]*spec.Spec, error) {
-	var out [2]*spec.Spec
-	for i, s := range cfg.Specs {
-		if err := refuseFileRef(s); err != nil {
-			return out, fmt.Errorf("%s: %w", cfg.Ifaces[i], err)
-		}
-		if isClassesText(s) {
-			continue // a class set: newDirection reads it
-		}
-		parsed, err := spec.Parse(s)
-		if err != nil {
-			return out, fmt.Errorf("%s: %w", cfg.Ifaces[i], err)
-		}
-		out[i] = parsed
-	}
-	return out, nil
 }
 
 // startLowLatency makes the CPU latency request Config.LowLatency asks
@@ -390,8 +371,8 @@ func (p *Proxy) SetSpec(iface, text string) error {
 	if len(targets) == 0 {
 		return fmt.Errorf("interface %q: not a direction of this proxy (have %s, %s)", iface, p.cfg.Ifaces[0], p.cfg.Ifaces[1])
 	}
-	if err := refuseFileRef(text); err != nil {
-		return err
+	if strings.HasPrefix(strings.TrimSpace(text), "@") {
+		return spec.ErrFileRef
 	}
 	if isClassesText(text) {
 		for _, d := range targets {

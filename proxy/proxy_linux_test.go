@@ -22,7 +22,7 @@ import (
 // startIn runs a proxy between ra and rb in the topology's router.
 func startIn(t testing.TB, tp *topo, backend string, specs [2]string) *Proxy {
 	t.Helper()
-	return startWith(t, tp, Config{Backend: backend, Specs: specs})
+	return startWith(t, tp, Config{Backend: backend, Specs: mustSpecs(t, specs)})
 }
 
 // startWith completes cfg with the topology's interfaces, namespace, a
@@ -412,7 +412,7 @@ func TestChildProxy(t *testing.T) {
 	}
 	ns, stateDir, _ := strings.Cut(env, ",")
 	_, err := Start(context.Background(), Config{
-		Ifaces: [2]string{"ra", "rb"}, Specs: [2]string{"delay 1ms", "delay 1ms"},
+		Ifaces: [2]string{"ra", "rb"}, Specs: mustSpecs(t, [2]string{"delay 1ms", "delay 1ms"}),
 		Netns: ns, StateDir: stateDir,
 	})
 	if err != nil {

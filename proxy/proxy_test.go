@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wanlab/wanlab/proxy/device"
+	"github.com/wanlab/wanlab/proxy/spec"
 )
 
 // fakeProxy runs a proxy over two fake devices.
@@ -17,7 +18,7 @@ func fakeProxy(t *testing.T, specs [2]string) (*Proxy, [2]*device.Fake) {
 	fb := device.NewFake("fb", 1500, 8, 256)
 	p, err := Start(context.Background(), Config{
 		Ifaces:  [2]string{"eth-a", "eth-b"},
-		Specs:   specs,
+		Specs:   mustSpecs(t, specs),
 		Seed:    1,
 		HasSeed: true,
 		Devices: [2]device.Device{fa, fb},
@@ -155,10 +156,27 @@ func TestSetSpecKeepsInFlight(t *testing.T) {
 	}
 }
 
+// mustSpecs parses a test's two spec texts, as the command line does.
+func mustSpecs(t testing.TB, texts [2]string) [2]spec.Impairment {
+	t.Helper()
+	var out [2]spec.Impairment
+	for i, text := range texts {
+		im, err := spec.ParseImpairment(text)
+		if err != nil {
+			t.Fatalf("spec %q: %v", text, err)
+		}
+		out[i] = im
+	}
+	return out
+}
+
+// TestBadStartSpec: a typed spec that does not validate (built in code,
+// not parsed) is refused by Start, naming the direction.
 func TestBadStartSpec(t *testing.T) {
+	bad := &spec.Spec{Stages: []spec.Stage{&spec.Netem{Loss: spec.Loss{Kind: spec.LossRandom, P: 120}}}}
 	_, err := Start(context.Background(), Config{
 		Ifaces:  [2]string{"a", "b"},
-		Specs:   [2]string{"", "loss 120%"},
+		Specs:   [2]spec.Impairment{{}, spec.PipelineImpairment(bad)},
 		Devices: [2]device.Device{device.NewFake("fa", 1500, 1, 1), device.NewFake("fb", 1500, 1, 1)},
 	})
 	if err == nil || !strings.Contains(err.Error(), "b:") {

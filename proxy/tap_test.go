@@ -28,7 +28,7 @@ func TestTapRecordsWhatTheEngineDid(t *testing.T) {
 	fb := device.NewFake("fb", 1500, 8, 16)
 	p, err := Start(context.Background(), Config{
 		Ifaces:  [2]string{"eth-a", "eth-b"},
-		Specs:   [2]string{"delay 1ms", "loss 100%"},
+		Specs:   mustSpecs(t, [2]string{"delay 1ms", "loss 100%"}),
 		Devices: [2]device.Device{fa, fb},
 		Tap:     tp,
 	})

@@ -52,7 +52,7 @@ func TestExperimentUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--preset", "seed9"}, `preset "seed9": want one of seed000`},
+		{[]string{"--preset", "seed9"}, `preset "seed9": want one of send-buffer (seed000)`},
 		{[]string{"--impair", "to-moon=delay 1ms"}, `direction "to-moon"`},
 		{[]string{"--impair", "to-client=dela 1ms"}, `dela`},
 		{[]string{"--delay", "5parsecs"}, `--delay "5parsecs"`},

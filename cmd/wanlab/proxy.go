@@ -138,11 +138,16 @@ func proxyConfig(cc *cli.Context) (proxy.Config, error) {
 		return cfg, usageError(fmt.Errorf("proxy: need --iface twice with two different interfaces, got %d (%s)", len(ifaces), strings.Join(ifaces, ", ")))
 	}
 	cfg.Ifaces = [2]string{ifaces[0], ifaces[1]}
-	specs, err := parseImpair(cfg.Ifaces, cc.StringSlice("impair"))
+	texts, err := parseImpair(cfg.Ifaces, cc.StringSlice("impair"))
 	if err != nil {
 		return cfg, usageError(err)
 	}
-	cfg.Specs = specs
+	// Parsed here, once, before anything touches the host.
+	for i, text := range texts {
+		if cfg.Specs[i], err = spec.ParseImpairment(text); err != nil {
+			return cfg, usageError(fmt.Errorf("proxy: --impair for %s: %w", cfg.Ifaces[i], err))
+		}
+	}
 	cfg.Backend = cc.String("backend")
 	if cfg.Backend != device.Offload && cfg.Backend != device.Water {
 		return cfg, usageError(fmt.Errorf("proxy: --backend %q: want offload or water", cfg.Backend))
@@ -168,18 +173,6 @@ func runProxy(cc *cli.Context) error {
 	cfg, err := proxyConfig(cc)
 	if err != nil {
 		return err
-	}
-	// Check the specs before touching anything.
-	for i, s := range cfg.Specs {
-		if isClassesArg(s) {
-			if err := checkClassesArg(s); err != nil {
-				return usageError(fmt.Errorf("proxy: --impair for %s: %w", cfg.Ifaces[i], err))
-			}
-			continue
-		}
-		if _, err := spec.Parse(s); err != nil {
-			return usageError(fmt.Errorf("proxy: --impair for %s: %w", cfg.Ifaces[i], err))
-		}
 	}
 	limit, err := units.ParseSize(cc.String("pcap-limit"))
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/wanlab/wanlab/proxy/control"
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/metrics"
+	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/proxy/tap"
 )
 
@@ -66,7 +67,7 @@ func TestContractWithTheProxy(t *testing.T) {
 	fa := device.NewFake("fa", 1500, 8, 256)
 	fb := device.NewFake("fb", 1500, 8, 256)
 	p, err := proxy.Start(context.Background(), proxy.Config{
-		Ifaces: ifaces, Specs: [2]string{"", "delay 1ms"}, Seed: 1, HasSeed: true,
+		Ifaces: ifaces, Specs: [2]spec.Impairment{{}, spec.PipelineImpairment(spec.MustParse("delay 1ms"))}, Seed: 1, HasSeed: true,
 		Devices: [2]device.Device{fa, fb}, Tap: tp,
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/traffic"
 	"github.com/wanlab/wanlab/proxy"
+	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/proxy/tap"
 	"github.com/wanlab/wanlab/units"
 )
@@ -57,7 +58,7 @@ func BenchmarkForwardingTap(b *testing.B) {
 		{"spec=tbf1gbit/tap=snap128", "tbf rate 1gbit burst 256kb limit 4mb", true, 128},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			cfg := proxy.Config{Ifaces: ifaces, Specs: [2]string{bc.spec, bc.spec}, Netns: l.Router.NS,
+			cfg := proxy.Config{Ifaces: ifaces, Specs: [2]spec.Impairment{spec.PipelineImpairment(spec.MustParse(bc.spec)), spec.PipelineImpairment(spec.MustParse(bc.spec))}, Netns: l.Router.NS,
 				StateDir: b.TempDir()}
 			var tp *tap.Tap
 			if bc.tap {
