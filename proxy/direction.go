@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wanlab/wanlab/proxy/cpulatency"
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/engine"
 	"github.com/wanlab/wanlab/proxy/release"
@@ -43,8 +42,8 @@ type direction struct {
 	// (classes.go).
 	classes atomic.Pointer[spec.Classes]
 
-	// lat, when set, is told of every batch (Config.LowLatency Auto).
-	lat *cpulatency.Adaptive
+	// lat, when set, is told of every batch (Options.Activity).
+	lat interface{ Touch(now int64) }
 
 	// late measures how far writes ran behind departures (lateness.go).
 	late lateness
@@ -71,8 +70,8 @@ type direction struct {
 	wbufs [][]byte
 }
 
-func (p *Proxy) newDirection(i int, dev device.Device, im spec.Impairment) (*direction, error) {
-	d := &direction{index: i, iface: p.cfg.Ifaces[i], dev: dev, pool: p.pool, tap: p.cfg.Tap, wall: p.wallOffset}
+func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (*direction, error) {
+	d := &direction{index: i, iface: p.opt.Ifaces[i], dev: dev, pool: p.pool, tap: p.opt.Tap, wall: p.wallOffset}
 	opt := engine.Options{Direction: d.iface, Seed: p.seed + uint64(i)}
 	if d.tap != nil {
 		opt.OnDrop = func(pk *engine.Packet, reason engine.DropReason) {
@@ -103,7 +102,7 @@ func (p *Proxy) newDirection(i int, dev device.Device, im spec.Impairment) (*dir
 	}
 	d.out = make([]*engine.Packet, 0, 1024)
 	d.wbufs = make([][]byte, 0, n)
-	loop, err := release.Start(d, release.Config{Realtime: p.cfg.Realtime, Early: p.cfg.ReleaseSpin})
+	loop, err := release.Start(d, release.Config{Realtime: p.opt.Realtime, Early: p.opt.ReleaseSpin})
 	if err != nil {
 		return nil, err
 	}

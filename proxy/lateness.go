@@ -63,7 +63,7 @@ func (l *lateness) take() (packets, late1ms uint64, worst time.Duration) {
 
 // TakeLateness returns each direction's Lateness since the previous call
 // (or the start) and starts counting again.
-func (p *Proxy) TakeLateness() [2]Lateness {
+func (p *Forwarder) TakeLateness() [2]Lateness {
 	var out [2]Lateness
 	for i, d := range p.dirs {
 		n, late, worst := d.late.take()

@@ -2,17 +2,20 @@
 // interfaces of a router host it steers forwarded packets through a TUN
 // device per direction, impairs them with the engine pipeline of the
 // interface they will leave through, and writes each back at its departure
-// time. Start runs it in-process; the wanlab proxy command is a thin shell
-// over it.
+// time.
+//
+// It is two layers. Forwarder (New) is the pure forwarder: it takes two
+// devices and moves packets; tests run it over fakes. Proxy (Start) is the
+// host layer around it: it claims the interfaces, opens the TUNs, routes
+// forwarded traffic through them and holds the CPU latency request, and
+// undoes all of it on Close. The wanlab proxy command is a thin shell over
+// Start.
 package proxy
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,14 +26,13 @@ import (
 	"github.com/wanlab/wanlab/proxy/control"
 	"github.com/wanlab/wanlab/proxy/cpulatency"
 	"github.com/wanlab/wanlab/proxy/device"
-	"github.com/wanlab/wanlab/proxy/engine"
 	"github.com/wanlab/wanlab/proxy/release"
 	"github.com/wanlab/wanlab/proxy/route"
 	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/proxy/tap"
 )
 
-// Config describes one proxy.
+// Config describes one proxy on the host.
 type Config struct {
 	// Ifaces are the two interfaces A and B the proxy sits between.
 	Ifaces [2]string
@@ -40,9 +42,7 @@ type Config struct {
 	Specs [2]spec.Impairment
 	// Backend is device.Offload (default) or device.Water.
 	Backend string
-	// Seed seeds every stage's PRNG (direction i of the proxy uses Seed+i,
-	// the engine derives each stage's seed from it). Zero with HasSeed
-	// false picks a random seed, reported by Proxy.Seed.
+	// Seed and HasSeed: see Options.
 	Seed    uint64
 	HasSeed bool
 	// Netns is the named network namespace the interfaces live in ("" =
@@ -51,47 +51,30 @@ type Config struct {
 	// StateDir holds the route state and lock files (default
 	// route.DefaultStateDir).
 	StateDir string
-	// Tap, when set, records every packet entering and leaving the engine
-	// (and those it drops). The caller creates it with tap.New using
-	// Ifaces as interface names and closes it after the proxy.
-	Tap *tap.Tap
-	// Realtime runs the release loops under SCHED_FIFO (see
-	// release.Config.Realtime) when the process may.
-	Realtime bool
-	// ReleaseSpin is how long before a departure the release loops stop
-	// sleeping and spin (release.Config.Early): 0 is the default (50 µs),
-	// negative turns spinning off.
+	// Tap, Realtime and ReleaseSpin: see Options.
+	Tap         *tap.Tap
+	Realtime    bool
 	ReleaseSpin time.Duration
 	// LowLatency says when the proxy asks the kernel to keep idle CPUs
 	// quick to wake (package cpulatency): "" or Auto while packets flowed
 	// within LowLatencyHold (default DefaultLowLatencyHold), On for as
 	// long as it runs, Off never. Auto quietly does without when the
 	// request cannot be made (no /dev/cpu_dma_latency, no permission);
-	// On fails Start. Only with real TUNs (not Devices).
+	// On fails Start.
 	LowLatency     cpulatency.Mode
 	LowLatencyHold time.Duration
-
-	// Devices, when both are set, replaces the TUNs (tests: device.Fake):
-	// nothing is opened and no routing is touched. Devices[i] carries the
-	// packets leaving through Ifaces[i].
-	Devices [2]device.Device
 }
-
-// onHost reports whether the proxy works on the host (TUNs, routing,
-// CPU latency request) rather than on the test devices of Devices.
-func (c Config) onHost() bool { return c.Devices[0] == nil || c.Devices[1] == nil }
 
 // DefaultLowLatencyHold is how long after the last packet the Auto
 // low-latency request is kept.
 const DefaultLowLatencyHold = time.Second
 
-// Proxy is a running proxy. It implements control.Backend.
+// Proxy is a running proxy on the host: a Forwarder over two TUNs, with
+// the routing and the locks that put them between the interfaces. It
+// implements control.Backend.
 type Proxy struct {
+	*Forwarder
 	cfg     Config
-	seed    uint64
-	pool    *engine.Pool
-	devs    [2]device.Device // the devices, opened or given
-	dirs    [2]*direction
 	lock    *route.Lock
 	applied *route.Applied
 	lowReq  *cpulatency.Request  // held at 0 µs for the whole run (On)
@@ -100,11 +83,6 @@ type Proxy struct {
 	closeOnce sync.Once
 	closeErr  error
 	done      chan struct{}
-	wg        sync.WaitGroup
-
-	// wallOffset turns release.MonotonicNow stamps into wall-clock time
-	// for the tap.
-	wallOffset int64
 }
 
 var _ control.Backend = (*Proxy)(nil)
@@ -113,10 +91,10 @@ var _ control.Backend = (*Proxy)(nil)
 var ErrInterfaceNotFound = errors.New("not found")
 
 // Start sets the proxy up and starts forwarding: it claims the interfaces,
-// opens one TUN per direction (inside the namespace), routes forwarded
-// traffic through them and starts a reader and a release loop per
-// direction. On any error everything done so far is undone and a one-line
-// error returned. Cancelling ctx closes the proxy.
+// opens one TUN per direction (inside the namespace), starts the forwarder
+// on them and routes forwarded traffic through them. On any error
+// everything done so far is undone and a one-line error returned.
+// Cancelling ctx closes the proxy.
 func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	if cfg.Ifaces[0] == "" || cfg.Ifaces[1] == "" || cfg.Ifaces[0] == cfg.Ifaces[1] {
 		return nil, fmt.Errorf("proxy: need two different interfaces, got %q and %q", cfg.Ifaces[0], cfg.Ifaces[1])
@@ -127,56 +105,36 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	if cfg.StateDir == "" {
 		cfg.StateDir = route.DefaultStateDir
 	}
-	p := &Proxy{cfg: cfg, done: make(chan struct{}), seed: cfg.Seed}
-	if !cfg.HasSeed {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		p.seed = binary.LittleEndian.Uint64(b[:])
-	}
-	p.wallOffset = time.Now().UnixNano() - release.MonotonicNow()
-
+	p := &Proxy{cfg: cfg, done: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
 			p.teardown()
 		}
 	}()
-	devs := cfg.Devices
-	var err error
-	if cfg.onHost() {
-		if devs, err = p.setupHost(); err != nil {
-			return nil, err
-		}
+	devs, err := p.setupHost()
+	if err != nil {
+		return nil, err
 	}
-	p.devs = devs
-	mtu := max(devs[0].MTU(), devs[1].MTU(), 1280)
-	p.pool = engine.NewPool(engine.Headroom + mtu)
-	for i := range 2 {
-		d, err := p.newDirection(i, devs[i], cfg.Specs[i])
-		if err != nil {
-			return nil, err
+	if err := p.startLowLatency(); err != nil {
+		for _, d := range devs {
+			d.Close()
 		}
-		p.dirs[i] = d
+		return nil, err
 	}
-	if cfg.onHost() {
-		rc := route.Config{Ifaces: cfg.Ifaces, TUNs: [2]string{devs[0].Name(), devs[1].Name()},
-			StateDir: cfg.StateDir, Netns: cfg.Netns}
-		if p.applied, err = route.Apply(rc); err != nil {
-			return nil, err
-		}
+	opt := Options{Ifaces: cfg.Ifaces, Specs: cfg.Specs, Seed: cfg.Seed, HasSeed: cfg.HasSeed,
+		Tap: cfg.Tap, Realtime: cfg.Realtime, ReleaseSpin: cfg.ReleaseSpin}
+	if p.lowAuto != nil {
+		opt.Activity = p.lowAuto
 	}
-	if cfg.onHost() {
-		if err := p.startLowLatency(); err != nil {
-			return nil, err
-		}
+	// The forwarder is not tied to ctx: Close undoes the routing first.
+	if p.Forwarder, err = New(context.Background(), devs, opt); err != nil {
+		return nil, err
 	}
-	for _, d := range p.dirs {
-		d.lat = p.lowAuto
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			d.readLoop()
-		}()
+	rc := route.Config{Ifaces: cfg.Ifaces, TUNs: [2]string{devs[0].Name(), devs[1].Name()},
+		StateDir: cfg.StateDir, Netns: cfg.Netns}
+	if p.applied, err = route.Apply(rc); err != nil {
+		return nil, err
 	}
 	ok = true
 	if ctx.Done() != nil {
@@ -189,6 +147,14 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		}()
 	}
 	return p, nil
+}
+
+// Stats returns the forwarder's counters and the CPU latency request's
+// state.
+func (p *Proxy) Stats() control.Stats {
+	st := p.Forwarder.Stats()
+	st.LowLatency = p.lowLatencyState()
+	return st
 }
 
 // startLowLatency makes the CPU latency request Config.LowLatency asks
@@ -228,8 +194,6 @@ func (p *Proxy) startLowLatency() error {
 // lowLatencyState describes the CPU latency request for Stats.
 func (p *Proxy) lowLatencyState() string {
 	switch {
-	case !p.cfg.onHost():
-		return "" // test devices, nothing asked
 	case p.cfg.LowLatency == cpulatency.Off:
 		return "off"
 	case p.lowReq == nil:
@@ -300,8 +264,8 @@ func (p *Proxy) setupHost() ([2]device.Device, error) {
 }
 
 // teardown undoes whatever Start got done, in reverse: routing first, so
-// the kernel forwards again at once, then the devices (ending the readers),
-// then the release loops.
+// the kernel forwards again at once, then the forwarder (closing the
+// TUNs), the CPU latency request and the interfaces' locks.
 func (p *Proxy) teardown() error {
 	var errs []error
 	if p.applied != nil {
@@ -309,22 +273,8 @@ func (p *Proxy) teardown() error {
 			errs = append(errs, fmt.Errorf("undo routing: %w", err))
 		}
 	}
-	for _, d := range p.dirs {
-		if d != nil {
-			d.stopping.Store(true)
-		}
-	}
-	for _, d := range p.devs {
-		if d != nil {
-			d.Close()
-		}
-	}
-	p.wg.Wait()
-	for _, d := range p.dirs {
-		if d != nil {
-			d.loop.Close()
-			d.drain()
-		}
+	if p.Forwarder != nil {
+		p.Forwarder.Close()
 	}
 	if p.lowAuto != nil {
 		p.lowAuto.Close()
@@ -350,107 +300,3 @@ func (p *Proxy) Close() error {
 
 // Done is closed once the proxy has stopped.
 func (p *Proxy) Done() <-chan struct{} { return p.done }
-
-// Seed returns the seed in use (random unless Config.HasSeed).
-func (p *Proxy) Seed() uint64 { return p.seed }
-
-// TUNs returns the names of the devices of the two directions.
-func (p *Proxy) TUNs() [2]string { return [2]string{p.dirs[0].dev.Name(), p.dirs[1].dev.Name()} }
-
-// SetSpec replaces the spec of the direction leaving through iface, or of
-// both when iface is "". A spec that does not parse returns the parser's
-// error unchanged and the running spec stays. Packets already inside keep
-// the departure times the old spec gave them (engine.Pipeline.Swap).
-func (p *Proxy) SetSpec(iface, text string) error {
-	var targets []*direction
-	for _, d := range p.dirs {
-		if iface == "" || iface == d.iface {
-			targets = append(targets, d)
-		}
-	}
-	if len(targets) == 0 {
-		return fmt.Errorf("interface %q: not a direction of this proxy (have %s, %s)", iface, p.cfg.Ifaces[0], p.cfg.Ifaces[1])
-	}
-	if strings.HasPrefix(strings.TrimSpace(text), "@") {
-		return spec.ErrFileRef
-	}
-	if isClassesText(text) {
-		for _, d := range targets {
-			if err := d.setClasses(text); err != nil {
-				return err
-			}
-			if next, ok := d.pl.NextDeparture(); ok {
-				d.loop.Notify(next)
-			}
-		}
-		return nil
-	}
-	s, err := spec.Parse(text)
-	if err != nil {
-		return err
-	}
-	now := release.MonotonicNow()
-	for _, d := range targets {
-		if d.classes.Load() != nil {
-			if err := d.setPlain(s); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := d.pl.Swap(s, now); err != nil {
-			return err
-		}
-		// A new spec may release earlier than the old one: wake the loop.
-		if next, ok := d.pl.NextDeparture(); ok {
-			d.loop.Notify(next)
-		}
-	}
-	return nil
-}
-
-// Specs maps each egress interface to its canonical spec.
-func (p *Proxy) Specs() map[string]string {
-	m := make(map[string]string, 2)
-	for _, d := range p.dirs {
-		m[d.iface] = d.specText()
-	}
-	return m
-}
-
-// Warnings maps each egress interface to the warnings of its spec in
-// force (empty when there are none): what a correlated probability really
-// realizes (engine.Warnings). The spec is applied as written.
-func (p *Proxy) Warnings() map[string][]string {
-	m := make(map[string][]string, 2)
-	for _, d := range p.dirs {
-		m[d.iface] = d.specWarnings()
-	}
-	return m
-}
-
-// Stats returns the counters of both directions.
-func (p *Proxy) Stats() control.Stats {
-	var st control.Stats
-	for _, d := range p.dirs {
-		snap := d.pl.Snapshot()
-		st.Directions = append(st.Directions, control.Direction{
-			Iface:    d.iface,
-			Spec:     d.specText(),
-			Warnings: d.specWarnings(),
-			Engine:   snap,
-			Device: control.DeviceCounters{
-				Malformed:   d.malformed.Load(),
-				ReadErrors:  d.readErrors.Load(),
-				WriteErrors: d.writeErrors.Load(),
-				Written:     d.late.totalPackets.Load(),
-				Late1ms:     d.late.totalLate1ms.Load(),
-			},
-		})
-	}
-	if p.cfg.Tap != nil {
-		ts := p.cfg.Tap.Stats()
-		st.Tap = &ts
-	}
-	st.LowLatency = p.lowLatencyState()
-	return st
-}

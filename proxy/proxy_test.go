@@ -11,17 +11,16 @@ import (
 	"github.com/wanlab/wanlab/proxy/spec"
 )
 
-// fakeProxy runs a proxy over two fake devices.
-func fakeProxy(t *testing.T, specs [2]string) (*Proxy, [2]*device.Fake) {
+// fakeProxy runs the forwarder over two fake devices.
+func fakeProxy(t *testing.T, specs [2]string) (*Forwarder, [2]*device.Fake) {
 	t.Helper()
 	fa := device.NewFake("fa", 1500, 8, 256)
 	fb := device.NewFake("fb", 1500, 8, 256)
-	p, err := Start(context.Background(), Config{
+	p, err := New(context.Background(), [2]device.Device{fa, fb}, Options{
 		Ifaces:  [2]string{"eth-a", "eth-b"},
 		Specs:   mustSpecs(t, specs),
 		Seed:    1,
 		HasSeed: true,
-		Devices: [2]device.Device{fa, fb},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -171,13 +170,12 @@ func mustSpecs(t testing.TB, texts [2]string) [2]spec.Impairment {
 }
 
 // TestBadStartSpec: a typed spec that does not validate (built in code,
-// not parsed) is refused by Start, naming the direction.
+// not parsed) is refused by New, naming the direction.
 func TestBadStartSpec(t *testing.T) {
 	bad := &spec.Spec{Stages: []spec.Stage{&spec.Netem{Loss: spec.Loss{Kind: spec.LossRandom, P: 120}}}}
-	_, err := Start(context.Background(), Config{
-		Ifaces:  [2]string{"a", "b"},
-		Specs:   [2]spec.Impairment{{}, spec.PipelineImpairment(bad)},
-		Devices: [2]device.Device{device.NewFake("fa", 1500, 1, 1), device.NewFake("fb", 1500, 1, 1)},
+	_, err := New(context.Background(), [2]device.Device{device.NewFake("fa", 1500, 1, 1), device.NewFake("fb", 1500, 1, 1)}, Options{
+		Ifaces: [2]string{"a", "b"},
+		Specs:  [2]spec.Impairment{{}, spec.PipelineImpairment(bad)},
 	})
 	if err == nil || !strings.Contains(err.Error(), "b:") {
 		t.Fatalf("err = %v, want the spec error naming interface b", err)

@@ -36,11 +36,10 @@ func TestLatenessCountsStalledWrites(t *testing.T) {
 	fa := &stallDevice{Fake: device.NewFake("fa", 1500, 8, 256), armed: make(chan struct{}, 1),
 		entered: make(chan struct{}), gate: make(chan struct{})}
 	fb := device.NewFake("fb", 1500, 8, 256)
-	p, err := Start(context.Background(), Config{
+	p, err := New(context.Background(), [2]device.Device{fa, fb}, Options{
 		Ifaces:  [2]string{"eth-a", "eth-b"},
 		Seed:    1,
 		HasSeed: true,
-		Devices: [2]device.Device{fa, fb},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -26,11 +26,10 @@ func TestTapRecordsWhatTheEngineDid(t *testing.T) {
 	}
 	fa := device.NewFake("fa", 1500, 8, 16)
 	fb := device.NewFake("fb", 1500, 8, 16)
-	p, err := Start(context.Background(), Config{
-		Ifaces:  [2]string{"eth-a", "eth-b"},
-		Specs:   mustSpecs(t, [2]string{"delay 1ms", "loss 100%"}),
-		Devices: [2]device.Device{fa, fb},
-		Tap:     tp,
+	p, err := New(context.Background(), [2]device.Device{fa, fb}, Options{
+		Ifaces: [2]string{"eth-a", "eth-b"},
+		Specs:  mustSpecs(t, [2]string{"delay 1ms", "loss 100%"}),
+		Tap:    tp,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -66,9 +66,9 @@ func TestContractWithTheProxy(t *testing.T) {
 	}
 	fa := device.NewFake("fa", 1500, 8, 256)
 	fb := device.NewFake("fb", 1500, 8, 256)
-	p, err := proxy.Start(context.Background(), proxy.Config{
+	p, err := proxy.New(context.Background(), [2]device.Device{fa, fb}, proxy.Options{
 		Ifaces: ifaces, Specs: [2]spec.Impairment{{}, spec.PipelineImpairment(spec.MustParse("delay 1ms"))}, Seed: 1, HasSeed: true,
-		Devices: [2]device.Device{fa, fb}, Tap: tp,
+		Tap: tp,
 	})
 	if err != nil {
 		t.Fatal(err)
