@@ -25,6 +25,9 @@ type event struct {
 	Test    string
 	Elapsed float64
 	Output  string
+	// ImportPath names the package of a build event ("build-output",
+	// "build-fail"), as "pkg [pkg.test]" for a test binary.
+	ImportPath string
 }
 
 type key struct{ pkg, test string }
@@ -63,6 +66,12 @@ func readRun(r io.Reader) (run, error) {
 		}
 		k := key{e.Package, e.Test}
 		switch e.Action {
+		case "build-output":
+			// A compile error: kept with the package, whose fail event
+			// follows.
+			pkg, _, _ := strings.Cut(e.ImportPath, " ")
+			k = key{pkg, ""}
+			fallthrough
 		case "output":
 			b := rn.output[k]
 			if b == nil {
@@ -193,7 +202,11 @@ func main() {
 			if s.fails == 0 || (k.test == "" && hasFailedTest(all, k.pkg)) {
 				continue // a package that failed only through its tests
 			}
-			fmt.Printf("\n=== %s %s: %d of %d runs failed\n", k.pkg, k.test, s.fails, s.runs)
+			name := k.test
+			if name == "" {
+				name = "(package)"
+			}
+			fmt.Printf("\n=== %s %s: %d of %d runs failed\n", k.pkg, name, s.fails, s.runs)
 			for _, o := range s.failOutput {
 				fmt.Print(o)
 			}
