@@ -20,6 +20,10 @@ type unackedQueue struct {
 	buf      []sentSegment
 	head     int
 	overflow int
+	// acked is the highest cumulative ACK applied (valid once ackSeen):
+	// everything below it has been acknowledged already.
+	acked   int64
+	ackSeen bool
 }
 
 const maxUnacked = 1 << 16
@@ -30,7 +34,26 @@ func (q *unackedQueue) items() []sentSegment { return q.buf[q.head:] }
 
 // sent records a transmission of [start,end) at time t. It returns whether
 // the range overlapped a segment still waiting for its ACK.
+//
+// A resend of bytes already acknowledged (a SYN repeated after the
+// SYN-ACK, a spurious retransmission) finds an emptied queue and is
+// recorded like a first transmission, as Wireshark's ack_rtt times it;
+// but its range went out before, so an ACK of it is ambiguous and gives
+// no Karn sample (tcptrace takes none either).
 func (q *unackedQueue) sent(start, end, t int64) (overlapped bool) {
+	overlapped = q.record(start, end, t)
+	if q.ackSeen && start < q.acked {
+		items := q.items()
+		for i := len(items) - 1; i >= 0 && items[i].end > start; i-- {
+			if items[i].start < end {
+				items[i].retrans = true
+			}
+		}
+	}
+	return overlapped
+}
+
+func (q *unackedQueue) record(start, end, t int64) (overlapped bool) {
 	items := q.items()
 	n := len(items)
 	if n == 0 || start >= items[n-1].end {
@@ -102,6 +125,9 @@ type ackResult struct {
 // ack applies a cumulative acknowledgement up to ack.
 func (q *unackedQueue) ack(ack int64) ackResult {
 	var r ackResult
+	if !q.ackSeen || ack > q.acked {
+		q.acked, q.ackSeen = ack, true
+	}
 	for q.len() > 0 {
 		s := &q.buf[q.head]
 		if s.end <= ack {

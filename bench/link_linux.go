@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -72,7 +73,11 @@ func dataSegsIn(c *net.TCPConn) (segs uint64, hdr uint64, err error) {
 const tcpiOptTimestamps = 1
 
 // wireSample is the receiver's link and socket counters at one instant.
-type wireSample struct{ bytes, packets, segs uint64 }
+type wireSample struct {
+	bytes, packets, segs uint64
+	// before and after bracket the reads.
+	before, after time.Time
+}
 
 // wireBytes is the on-wire IP bytes of the receiver's TCP data between
 // two samples: the link's IP bytes plus the headers of the segments that

@@ -118,11 +118,19 @@ func tcpBulk(ctx context.Context, l *lab.Lab, fromServer bool, streams int, dur 
 		return res, fmt.Errorf("bulk receiver link: %w", err)
 	}
 	defer link.Close()
+	// A sample carries the times just before and just after its reads:
+	// a rate over the second half divides by the span from the half
+	// sample's start to the end sample's end, never by the planned dur/2,
+	// so a timer that fires late or a reader descheduled between its
+	// reads on a busy machine can only lower it, never raise it above
+	// what the path let through.
 	sample := func() (w wireSample, hdr uint64, err error) {
+		w.before = time.Now()
 		w.bytes, w.packets, err = link.IPBytes()
 		if err == nil {
 			w.segs, hdr, err = dataSegsIn(first)
 		}
+		w.after = time.Now()
 		return w, hdr, err
 	}
 	wireStart, _, err := sample()
@@ -156,8 +164,10 @@ func tcpBulk(ctx context.Context, l *lab.Lab, fromServer bool, streams int, dur 
 	var wireHalf, wireEnd wireSample
 	var hdr uint64
 	var werr error
+	halfAt := start.Add(dur / 2)
 	select {
 	case <-half.C:
+		halfAt = time.Now()
 		atHalf = received.Load()
 		wireHalf, _, werr = sample()
 	case <-ctx.Done():
@@ -172,12 +182,12 @@ func tcpBulk(ctx context.Context, l *lab.Lab, fromServer bool, streams int, dur 
 	if err = errors.Join(werr, err); err != nil {
 		return res, fmt.Errorf("bulk receiver link: %w", err)
 	}
-	res.Wire = float64(wireBytes(wireHalf, wireEnd, hdr)) * 8 / (elapsed - dur/2).Seconds()
+	res.Wire = float64(wireBytes(wireHalf, wireEnd, hdr)) * 8 / wireEnd.after.Sub(wireHalf.before).Seconds()
 	res.HeldHalf = payloadOf(wireBytes(wireStart, wireHalf, hdr)) - atHalf
 	res.HeldEnd = payloadOf(wireBytes(wireStart, wireEnd, hdr)) - total
 	res.Bytes = total
 	res.Average = float64(total) * 8 / elapsed.Seconds()
-	res.Steady = float64(total-atHalf) * 8 / (elapsed - dur/2).Seconds()
+	res.Steady = float64(total-atHalf) * 8 / (start.Add(elapsed).Sub(halfAt)).Seconds()
 	res.Sender, _ = sockopt.Info(sconns[0])
 	res.SenderEff, _ = sockopt.Read(sconns[0])
 	res.Receiver, _ = sockopt.Info(first)

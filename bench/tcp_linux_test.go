@@ -42,6 +42,11 @@ func TestBulkWireRateThroughProxy(t *testing.T) {
 	}
 	t.Logf("goodput %.2f Mbit/s, wire %.2f Mbit/s, held at the half %d B, at the end %d B",
 		r.Steady/1e6, r.Wire/1e6, r.HeldHalf, r.HeldEnd)
+	// The bound is the tbf's: rate over the span plus one burst (50 kB
+	// in at least 1.5 s at 6.25 MB/s: 0.53 %), so 1 %. The span is timed
+	// around the counter reads (tcpBulk), so a loaded machine's late
+	// timer or slow reader lowers the figure instead of raising it; the
+	// lower bound only says the path carried the transfer at all.
 	if r.Wire > rate*1.01 || r.Wire < rate/2 {
 		t.Errorf("IP bytes at the receiver's link: %.3f Mbit/s over the second half, want ≤ 50.5 (the tbf rate) and well above 0", r.Wire/1e6)
 	}

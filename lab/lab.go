@@ -22,6 +22,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -365,6 +366,58 @@ func (l *Lab) build(ctx context.Context, cfg Config) error {
 	}{{l.Client.NS, cfg.ClientSysctls}, {l.Router.NS, cfg.RouterSysctls}, {l.Server.NS, cfg.ServerSysctls}} {
 		if err := WriteSysctls(s.ns, s.kv); err != nil {
 			return err
+		}
+	}
+	return l.waitLinksUp(ctx, rt)
+}
+
+// linkUpWithin bounds how long New waits for the link watch; it runs in
+// microseconds to milliseconds, seconds only when rtnl is held for long by
+// namespace teardowns elsewhere on the host.
+const linkUpWithin = 10 * time.Second
+
+// waitLinksUp returns once every veth of the lab is operationally up.
+// Until the kernel's link-watch work has handled a veth's carrier-on, its
+// transmit queue stays on noop_qdisc, which drops every packet (the
+// activation in dev_activate, net/sched/sch_generic.c, waits for carrier,
+// and the end brought up first had none). A first ARP reply or SYN-ACK
+// lost that way costs the caller a one-second retransmission. Reading a
+// link with RTM_GETLINK runs its pending link-watch event (rtnl_getlink
+// calls linkwatch_sync_dev, net/core/rtnetlink.c), so the first poll
+// normally settles it; on kernels without that the poll waits for the
+// work itself.
+func (l *Lab) waitLinksUp(ctx context.Context, rt *netlink.Handle) error {
+	links := []struct {
+		ns   netns.NsHandle
+		name string
+	}{{l.Router.Handle, l.Router.ClientLink}, {l.Router.Handle, l.Router.ServerLink},
+		{l.Client.Handle, l.Client.Link}, {l.Server.Handle, l.Server.Link}}
+	deadline := time.Now().Add(linkUpWithin)
+	for _, lk := range links {
+		nh := rt
+		if lk.ns != l.Router.Handle {
+			h, err := netlink.NewHandleAt(lk.ns)
+			if err != nil {
+				return fmt.Errorf("netlink for %s: %w", lk.name, err)
+			}
+			defer h.Close()
+			nh = h
+		}
+		for {
+			link, err := nh.LinkByName(lk.name)
+			if err != nil {
+				return fmt.Errorf("link %s: %w", lk.name, err)
+			}
+			if link.Attrs().OperState == netlink.OperUp {
+				break
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("link %s: operational state %s %v after it was set up, want up", lk.name, link.Attrs().OperState, linkUpWithin)
+			}
+			time.Sleep(time.Millisecond) // polling interval: netlink has no "link watch done" event
 		}
 	}
 	return nil

@@ -322,17 +322,15 @@ func testFragments(t *testing.T, tp *topo, p *Proxy) {
 			msg[i] = byte(i)
 		}
 		buf := make([]byte, 8000)
-		var n int
-		var err error
-		for range 3 { // the first may be lost while neighbours resolve
-			if _, err = cli.Write(msg); err != nil {
-				t.Fatal(err)
-			}
-			srv.SetReadDeadline(time.Now().Add(2 * time.Second))
-			if n, err = srv.Read(buf); err == nil {
-				break
-			}
+		// One datagram, no resend: the lab's links are up before the test
+		// starts (lab.New) and neighbour resolution queues packets instead
+		// of dropping them, so a datagram that is lost was lost by the
+		// path under test. The deadline only bounds a failing run.
+		if _, err := cli.Write(msg); err != nil {
+			t.Fatal(err)
 		}
+		srv.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, err := srv.Read(buf)
 		cli.Close()
 		srv.Close()
 		if err != nil || n != len(msg) || buf[3999] != byte(3999%256) {

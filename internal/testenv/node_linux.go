@@ -109,8 +109,12 @@ func (n *Node) DefaultVia(t testing.TB, gw string) {
 }
 
 // Veth adds a veth pair, name in n and peer in peerNode (nil: n as well),
-// and sets both ends up. Both get the kernel's default queue length, as
-// `ip link add` gives them.
+// sets both ends up and waits until both are operationally up. Both get
+// the kernel's default queue length, as `ip link add` gives them. Until
+// the link watch has seen the carrier of the end set up first, that end
+// transmits into noop_qdisc, which drops everything (see lab.New); the
+// wait makes a test's first packet arrive instead of costing it a
+// retransmission, or a loss in what it counts.
 func (n *Node) Veth(t testing.TB, name, peer string, peerNode *Node) {
 	t.Helper()
 	v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, TxQLen: -1}, PeerName: peer, PeerTxQLen: -1}
@@ -124,6 +128,15 @@ func (n *Node) Veth(t testing.TB, name, peer string, peerNode *Node) {
 	}
 	n.Up(t, name)
 	peerNode.Up(t, peer)
+	for _, end := range []struct {
+		node *Node
+		link string
+	}{{n, name}, {peerNode, peer}} {
+		WaitFor(t, end.node.Name+": "+end.link+" operationally up", func() bool {
+			l, err := end.node.NL.LinkByName(end.link)
+			return err == nil && l.Attrs().OperState == netlink.OperUp
+		})
+	}
 }
 
 // WaitSettled waits until every address of n is no longer tentative and

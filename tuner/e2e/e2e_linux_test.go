@@ -196,6 +196,16 @@ func TestEndToEndPlanReachesTarget(t *testing.T) {
 // Seed 000 scaled to the lab: the server's tcp_wmem pinned to 4096. The
 // rate falls as 1/RTT; the tuner's one-skb-per-RTT ceiling predicts the
 // steady rate and bounds the average.
+//
+// The client's receive buffer starts at 1 MiB (tcp_rmem default) instead
+// of the kernel's 128 KiB. With 128 KiB the runs were bimodal: in some the
+// client's window stayed under twice the 64 KiB skb, tcp_bound_to_half_wnd
+// halved every skb and the rate was half the ceiling (the tuner names that
+// mode, oneSkbNote), in others the window grew and the rate reached it;
+// which one depended on how promptly the client read, so a loaded machine
+// gave only half-mode runs. A 1 MiB window from the start keeps the
+// receiver out of the way on every run, and the test checks what it is
+// about: the sender's buffer.
 func TestEndToEndSeed000SendBufferFallsWithRTT(t *testing.T) {
 	s, m := hostModel(t)
 	s.TCPWmem = tuner.Triple{Min: 4096, Default: 4096, Max: 4096}
@@ -207,62 +217,53 @@ func TestEndToEndSeed000SendBufferFallsWithRTT(t *testing.T) {
 				ceiling = c.Rate
 			}
 		}
-		// Runs are bimodal: on an idle machine, 2 of 3 runs at 100 ms ran at
-		// half the ceiling (0.321 against 0.652 MB/s; the client's window
-		// stayed at 83 KiB instead of growing to 262 KiB). Then
-		// tcp_bound_to_half_wnd cut each skb to half of the client's window,
-		// which the tuner's ceiling names as its lower mode (oneSkbNote). So
-		// every run must sit at the ceiling or at half of it, and within
-		// three runs one must reach the ceiling.
-		var errs []string
+		// The ceiling bounds every run. Reaching it is checked on up to
+		// three runs: a loaded machine only lowers the rate (the server's
+		// writer wakes late after each ACK, and the delay adds to every
+		// one-skb round trip: 1.5 ms is 15 % at 10 ms).
+		var runs []string
 		for attempt := 1; attempt <= 3; attempt++ {
 			res := download(t, experiment.Config{
 				Name:          "seed000",
 				Impair:        map[string]string{experiment.ToServer: "delay " + units.FormatDuration(rtt)},
 				ServerSysctls: map[string]string{"net.ipv4.tcp_wmem": "4096 4096 4096"},
+				ClientSysctls: map[string]string{"net.ipv4.tcp_rmem": "4096 1048576 6291456"},
 				Size:          2 * units.MiB,
 			})
 			got := res.Download.Transfer
-			// The average includes a ramp: until the client advertises a big
-			// window, tcp_bound_to_half_wnd caps each skb at half of it. In the
-			// steady state one 64 KiB write goes out per round trip, which the
+			// The average includes the ramp of slow start; in the steady
+			// state one 64 KiB skb goes out per round trip, which the
 			// server's last delivery-rate sample measures.
 			srv := res.Download.Server
 			if srv == nil {
 				t.Fatal("no server TCP_INFO")
 			}
-			// The ratio below compares steady rates: a 2 MiB average is mostly
-			// the ramp at 200 ms, so averages divide by far less than 2.
 			rates[rtt] = srv.DeliveryRate
-			t.Logf("%v, run %d: ceiling %.3f MB/s; average %.3f MB/s, steady (delivery rate) %.3f MB/s; sndbuf-limited %.0f %%",
+			run := fmt.Sprintf("%v, run %d: ceiling %.3f MB/s; average %.3f MB/s, steady (delivery rate) %.3f MB/s; sndbuf-limited %.0f %%",
 				rtt, attempt, mbps(ceiling), mbps(got), mbps(srv.DeliveryRate), 100*srv.SndbufLimitedFraction())
+			t.Log(run)
+			runs = append(runs, run)
 			if got > ceiling*11/10 {
 				t.Fatalf("%v: measured %.3f MB/s above the predicted ceiling %.3f MB/s", rtt, mbps(got), mbps(ceiling))
 			}
 			// Two estimates of the steady rate, each biased its own way: the
 			// server's last delivery-rate sample is one sample (seen +23 % at
 			// 10 ms once in ten runs), the transfer average carries the ramp
-			// (−18 % at 200 ms). The prediction must match at least one within
-			// 15 %; a sender not bounded by its buffer is far above both.
-			near := func(want units.Rate) bool {
-				return math.Abs(mbps(srv.DeliveryRate)/mbps(want)-1) <= 0.15 || math.Abs(mbps(got)/mbps(want)-1) <= 0.15
-			}
-			if near(ceiling) {
-				errs = nil
+			// (−6 to −13 % here). The prediction must match at least one
+			// within 15 %; a sender not bounded by its buffer is far above
+			// both.
+			if math.Abs(mbps(srv.DeliveryRate)/mbps(ceiling)-1) <= 0.15 || math.Abs(mbps(got)/mbps(ceiling)-1) <= 0.15 {
+				runs = nil
 				break
 			}
-			if !near(ceiling / 2) {
-				t.Errorf("%v, run %d: steady %.3f MB/s, average %.3f MB/s: neither at the predicted %.3f MB/s nor at half of it",
-					rtt, attempt, mbps(srv.DeliveryRate), mbps(got), mbps(ceiling))
-			}
-			errs = append(errs, fmt.Sprintf("run %d: steady %.3f MB/s, average %.3f MB/s (half mode)",
-				attempt, mbps(srv.DeliveryRate), mbps(got)))
 		}
-		if errs != nil {
-			t.Errorf("%v: no run reached the predicted %.3f MB/s (steady or average within 15 %%): %s",
-				rtt, mbps(ceiling), strings.Join(errs, "; "))
+		if runs != nil {
+			t.Errorf("%v: no run reached the predicted %.3f MB/s (steady or average within 15 %%):\n%s",
+				rtt, mbps(ceiling), strings.Join(runs, "\n"))
 		}
 	}
+	// The ratio compares steady rates: a 2 MiB average is mostly the
+	// ramp at 200 ms, so averages divide by far less than 2.
 	if r := float64(rates[100*time.Millisecond]) / float64(rates[200*time.Millisecond]); r < 1.6 || r > 2.5 {
 		t.Errorf("doubling the RTT divided the steady rate by %.2f, want about 2", r)
 	}
