@@ -243,7 +243,15 @@ func Apply(t Target, s *spec.Spec) error {
 		if err != nil {
 			return undo(err)
 		}
-		for _, q := range ch {
+		if len(ch) != len(s.Stages) {
+			return undo(fmt.Errorf("kernel holds %d stages after apply, want %d", len(ch), len(s.Stages)))
+		}
+		for i, q := range ch {
+			if n, ok := s.Stages[i].(*spec.Netem); ok {
+				if err := checkKept(i+1, n, q.Options); err != nil {
+					return undo(err)
+				}
+			}
 			rec.Dumped = append(rec.Dumped, q.Options)
 		}
 		return rec.save(path)
