@@ -153,14 +153,19 @@ func runVMRun(cc *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg.Netns, cfg.Tap = cc.String("netns"), cc.String("tap")
-	if (cfg.Netns == "") != (cfg.Tap == "") {
+	if (cc.String("netns") == "") != (cc.String("tap") == "") {
 		return usageError(errors.New("vm run: --netns and --tap go together"))
 	}
-	if a := cc.String("addr"); a != "" {
-		if cfg.GuestAddr, err = netip.ParsePrefix(a); err != nil {
-			return usageError(fmt.Errorf("vm run: --addr %q: %w", a, err))
+	if cc.String("tap") != "" {
+		nic := vm.NIC{Tap: cc.String("tap")}
+		if a := cc.String("addr"); a != "" {
+			if nic.Addr, err = netip.ParsePrefix(a); err != nil {
+				return usageError(fmt.Errorf("vm run: --addr %q: %w", a, err))
+			}
 		}
+		cfg.Netns, cfg.NICs = cc.String("netns"), []vm.NIC{nic}
+	} else if cc.String("addr") != "" {
+		return usageError(errors.New("vm run: --addr needs --netns and --tap"))
 	}
 	ctx, stop := signal.NotifyContext(cc.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -148,32 +148,36 @@ func powerOff() {
 	os.Exit(1)
 }
 
-// setupGuestNetwork brings lo and eth0 up and configures the address and
-// gateway the host put on the kernel command line.
+// setupGuestNetwork brings lo and every ethN up and configures the
+// addresses ("wanlab.eth0=10.0.0.2/24") and gateway the host put on the
+// kernel command line.
 func setupGuestNetwork() error {
 	cmdline, _ := os.ReadFile("/proc/cmdline")
 	var errs []error
-	for _, name := range []string{"lo", "eth0"} {
-		l, err := netlink.LinkByName(name)
-		if err == nil {
-			err = netlink.LinkSetUp(l)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s up: %w", name, err))
+	links, err := netlink.LinkList()
+	if err != nil {
+		return err
+	}
+	for _, l := range links {
+		if n := l.Attrs().Name; n == "lo" || strings.HasPrefix(n, "eth") {
+			if err := netlink.LinkSetUp(l); err != nil {
+				errs = append(errs, fmt.Errorf("%s up: %w", n, err))
+			}
 		}
 	}
 	for _, kv := range strings.Fields(string(cmdline)) {
 		k, val, _ := strings.Cut(kv, "=")
-		switch k {
-		case "wanlab.addr":
+		switch {
+		case strings.HasPrefix(k, "wanlab.eth"):
+			link := strings.TrimPrefix(k, "wanlab.")
 			p, err := netip.ParsePrefix(val)
 			if err == nil {
-				err = addAddr("eth0", p)
+				err = addAddr(link, p)
 			}
 			if err != nil {
-				errs = append(errs, fmt.Errorf("eth0 address %s: %w", val, err))
+				errs = append(errs, fmt.Errorf("%s address %s: %w", link, val, err))
 			}
-		case "wanlab.gw":
+		case k == "wanlab.gw":
 			gw, err := netip.ParseAddr(val)
 			if err == nil {
 				err = addDefaultRoute("eth0", gw)

@@ -27,7 +27,7 @@ type stateFile struct {
 	Created     time.Time `json:"created"`
 	Accel       Accel     `json:"accel"`
 	Netns       string    `json:"netns,omitempty"`
-	Tap         string    `json:"tap,omitempty"`
+	Taps        []string  `json:"taps,omitempty"`
 	ControlSock string    `json:"control_socket"`
 
 	dir string

@@ -103,20 +103,28 @@ type Config struct {
 	MemoryMB int
 	// Accel chooses KVM or emulation; AccelAuto probes.
 	Accel Accel
-	// Netns and Tap put the NIC on a new TAP device named Tap in the
-	// named namespace Netns, which the caller owns and configures; the
-	// TAP lives as long as the VM. Both empty: a NIC connected to nothing.
-	Netns, Tap string
-	// GuestAddr, when valid, is configured on the guest's eth0, with a
-	// default route via Gateway when that is valid.
-	GuestAddr netip.Prefix
-	Gateway   netip.Addr
+	// Netns is the named namespace, which the caller owns and configures,
+	// where the TAP device of each NIC is created; the TAPs live as long
+	// as the VM.
+	Netns string
+	// NICs are the guest's eth0, eth1, ... in order. None: one eth0
+	// connected to nothing.
+	NICs []NIC
+	// Gateway, when valid, is the guest's default route (via eth0).
+	Gateway netip.Addr
 	// BootTimeout bounds the boot up to the agent's hello; 0 means 90 s
 	// (emulation on a loaded machine is slow).
 	BootTimeout time.Duration
 	// StateDir is where the VM records itself; empty means
 	// DefaultStateDir, the one directory Cleanup reads.
 	StateDir string
+}
+
+// NIC is a virtio-net NIC of the guest on a TAP device named Tap in
+// Config.Netns, with Addr (when valid) configured on the guest's side.
+type NIC struct {
+	Tap  string
+	Addr netip.Prefix
 }
 
 // Result is what a command run inside the VM did.

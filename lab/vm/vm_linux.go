@@ -65,8 +65,13 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir
 	}
-	if (cfg.Netns == "") != (cfg.Tap == "") {
-		return nil, errors.New("vm: a TAP needs both a namespace and a name")
+	if cfg.Netns == "" && len(cfg.NICs) > 0 {
+		return nil, errors.New("vm: TAP devices need a namespace (Config.Netns)")
+	}
+	for i, n := range cfg.NICs {
+		if n.Tap == "" || len(n.Tap) > 15 {
+			return nil, fmt.Errorf("vm: NIC %d: TAP name %q: want 1-15 bytes", i, n.Tap)
+		}
 	}
 	p, err := LoadPrepared(cfg.CacheDir)
 	if err != nil {
@@ -111,20 +116,24 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 		return nil, fmt.Errorf("vm %s: control socket: %w", v.ID, err)
 	}
 	defer ln.Close()
-	var tap *os.File
-	if cfg.Tap != "" {
-		if tap, err = openTap(cfg.Netns, cfg.Tap); err != nil {
+	var taps []*os.File
+	defer func() {
+		for _, f := range taps {
+			f.Close() // qemu holds its own copies
+		}
+	}()
+	for _, n := range cfg.NICs {
+		f, err := openTap(cfg.Netns, n.Tap)
+		if err != nil {
 			return nil, fmt.Errorf("vm %s: %w", v.ID, err)
 		}
-		defer tap.Close() // qemu holds its own copy
+		taps = append(taps, f)
 	}
-	args := qemuArgs(p, cfg, accel, initrd, v.state.ControlSock, filepath.Join(v.state.dir, "console.log"), tap != nil)
+	args := qemuArgs(p, cfg, accel, initrd, v.state.ControlSock, filepath.Join(v.state.dir, "console.log"))
 	v.cmd = exec.Command(qemuBinary, args...)
 	var stderr bytes.Buffer
 	v.cmd.Stderr = &lockedBuffer{b: &stderr}
-	if tap != nil {
-		v.cmd.ExtraFiles = []*os.File{tap} // fd 3
-	}
+	v.cmd.ExtraFiles = taps // fds 3, 4, ...
 	// Its own process group, so Ctrl-C reaches the owner, which stops the
 	// VM in order; SIGKILL when the owner dies without doing so.
 	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -182,16 +191,21 @@ func (v *VM) createState() error {
 		return fmt.Errorf("vm state: %w", err)
 	}
 	st := &stateFile{ID: v.ID, PID: os.Getpid(), Created: time.Now().UTC(), Accel: v.Accel,
-		Netns: v.cfg.Netns, Tap: v.cfg.Tap, ControlSock: filepath.Join(dir, "ctl.sock"), dir: dir}
+		Netns: v.cfg.Netns, ControlSock: filepath.Join(dir, "ctl.sock"), dir: dir}
+	for _, n := range v.cfg.NICs {
+		st.Taps = append(st.Taps, n.Tap)
+	}
 	st.Start, _ = lab.ProcessStart(st.PID)
 	v.state = st
 	return st.save()
 }
 
-func qemuArgs(p *Prepared, cfg Config, accel Accel, initrd, sock, console string, tap bool) []string {
+func qemuArgs(p *Prepared, cfg Config, accel Accel, initrd, sock, console string) []string {
 	cmdline := []string{"console=ttyS0", "quiet", "panic=-1", "rdinit=/init"}
-	if cfg.GuestAddr.IsValid() {
-		cmdline = append(cmdline, "wanlab.addr="+cfg.GuestAddr.String())
+	for i, n := range cfg.NICs {
+		if n.Addr.IsValid() {
+			cmdline = append(cmdline, fmt.Sprintf("wanlab.eth%d=%s", i, n.Addr))
+		}
 	}
 	if cfg.Gateway.IsValid() {
 		cmdline = append(cmdline, "wanlab.gw="+cfg.Gateway.String())
@@ -205,12 +219,14 @@ func qemuArgs(p *Prepared, cfg Config, accel Accel, initrd, sock, console string
 		"-device", "virtserialport,bus=vs0.0,chardev=ctl,name=" + controlPortName,
 	}
 	args = append(args, accelArgs(accel)...)
-	if tap {
-		args = append(args, "-netdev", "tap,id=n0,fd=3")
-	} else {
-		args = append(args, "-netdev", "hubport,id=n0,hubid=0")
+	if len(cfg.NICs) == 0 {
+		return append(args, "-netdev", "hubport,id=n0,hubid=0", "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:57:4c:00")
 	}
-	return append(args, "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:57:4c:01")
+	for i := range cfg.NICs {
+		args = append(args, "-netdev", fmt.Sprintf("tap,id=n%d,fd=%d", i, 3+i),
+			"-device", fmt.Sprintf("virtio-net-pci,netdev=n%d,mac=52:54:00:57:4c:%02x", i, i))
+	}
+	return args
 }
 
 func accelArgs(a Accel) []string {

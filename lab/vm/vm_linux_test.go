@@ -28,8 +28,7 @@ func TestBootRunTap(t *testing.T) {
 	testenv.RequireVM(t)
 	ns, h := testenv.NetNS(t)
 	ctx := context.Background()
-	v := testenv.VM(t, ctx, vm.Config{Netns: ns, Tap: "wlvm0",
-		GuestAddr: mustPrefix("10.203.0.2/24")})
+	v := testenv.VM(t, ctx, vm.Config{Netns: ns, NICs: []vm.NIC{{Tap: "wlvm0", Addr: mustPrefix("10.203.0.2/24")}}})
 	if !strings.HasPrefix(v.Hello.Release, "6.1.0-") || !contains(v.Hello.Qdiscs, "netem") || !contains(v.Hello.Qdiscs, "fq_codel") {
 		t.Errorf("hello %+v: want a 6.1 kernel with netem and fq_codel", v.Hello)
 	}
