@@ -249,6 +249,12 @@ func testVMTrees(t *testing.T, ctx context.Context, v *vm.VM) {
 		"echo @@filter; /usr/sbin/tc filter show dev eth0",
 		fmt.Sprintf(k, "clear"),
 		"echo @@after; /usr/sbin/tc qdisc show dev eth0",
+		// A duplicating netem replacing another netem: the kernel refuses
+		// one beside another in the same tree.
+		fmt.Sprintf(k, "apply") + " 'delay 10ms'",
+		"echo @@dup; " + fmt.Sprintf(k, "apply") + " 'duplicate 1% | tbf rate 10mbit burst 10kb limit 100kb' 2>&1",
+		"echo @@duptc; /usr/sbin/tc qdisc show dev eth0",
+		fmt.Sprintf(k, "clear"),
 	}, "\n")
 	out := vmSections(t, ctx, v, script)
 	if got := strings.TrimSpace(out["apply"]); got != seed002 {
@@ -295,5 +301,9 @@ func testVMTrees(t *testing.T, ctx context.Context, v *vm.VM) {
 	}
 	if strings.Contains(out["after"], "htb") || strings.Contains(out["after"], "netem") {
 		t.Errorf("after clear: %s", out["after"])
+	}
+	if got := strings.TrimSpace(out["dup"]); got != "duplicate 1% | tbf rate 10mbit burst 10kb limit 100kb" ||
+		strings.Count(out["duptc"], "qdisc netem") != 1 {
+		t.Errorf("duplicate over delay: apply %q, tc shows\n%s", got, out["duptc"])
 	}
 }
