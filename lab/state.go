@@ -110,9 +110,12 @@ func (st *stateFile) ownerAlive() bool {
 	return st.Start == 0 || start == st.Start
 }
 
-// processStart reads a process's start time in clock ticks since boot
+// ProcessStart reads a process's start time in clock ticks since boot
 // (field 22 of /proc/PID/stat; the command name in field 2 may contain
 // spaces and parentheses, so fields are counted after its closing one).
+// A PID and its start time name one process even after the PID is reused.
+func ProcessStart(pid int) (uint64, error) { return processStart(pid) }
+
 func processStart(pid int) (uint64, error) {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {

@@ -12,17 +12,30 @@ fi
 
 # Debian packages the tests use as references (tcpdump, tshark, tcptrace)
 # and for sanity checks (ping, iperf3); chromium drives the HTML report in
-# the browser tests. Installed only when missing.
+# the browser tests; qemu and busybox-static run the reference kernel with
+# sch_netem (lab/vm). Installed only when missing.
 pkgs=()
-for want in tcpdump:tcpdump tshark:tshark tcptrace:tcptrace iperf3:iperf3 ping:iputils-ping ip:iproute2 chromium:chromium; do
+for want in tcpdump:tcpdump tshark:tshark tcptrace:tcptrace iperf3:iperf3 ping:iputils-ping ip:iproute2 chromium:chromium qemu-system-x86_64:qemu-system-x86; do
 	command -v "${want%%:*}" >/dev/null 2>&1 || pkgs+=("${want#*:}")
 done
+dpkg -s busybox-static >/dev/null 2>&1 || pkgs+=(busybox-static) # the VM's /bin/busybox must be static
 if [ ${#pkgs[@]} -gt 0 ]; then
 	echo "installing: ${pkgs[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
 fi
+
+# The reference VM: the newest linux-image-6.1.0-*-cloud-amd64 apt lists,
+# unpacked into /var/cache/wanlab/vm with its initramfs (fetched once; later
+# runs only rebuild the initramfs), and the KVM-or-emulation probe.
+if ! command -v apt-cache >/dev/null || [ -z "$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-cloud-amd64$' 2>/dev/null)" ]; then
+	apt-get update -qq
+fi
+vmbin=$(mktemp -d)
+trap 'rm -rf "$vmbin"' EXIT
+CGO_ENABLED=0 go build -trimpath -o "$vmbin/wanlab" ./cmd/wanlab
+"$vmbin/wanlab" vm prepare
 
 export WANLAB_REQUIRE_PRIVILEGED=1
 go vet ./...

@@ -50,7 +50,11 @@ func main() {
 	if err == nil {
 		os.Exit(exitOK)
 	}
-	fmt.Fprintf(os.Stderr, "wanlab: %v\n", err)
+	// An exit code without a message (vm run passing on its command's)
+	// prints nothing.
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintf(os.Stderr, "wanlab: %s\n", msg)
+	}
 	os.Exit(exitCode(err))
 }
 

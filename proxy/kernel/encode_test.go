@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -229,4 +230,40 @@ func mustParseStage(t *testing.T, s string) spec.Stage {
 		t.Fatal(err)
 	}
 	return sp.Stages[0]
+}
+
+// TestCheckKept: a stage the kernel holds as sent passes (distribution
+// tables aside, which no dump has); a dropped seed is named.
+func TestCheckKept(t *testing.T) {
+	enc := func(s string) []byte {
+		b, err := EncodeNetem(mustNetem(t, s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if err := checkKept(1, mustNetem(t, "delay 20ms 5ms distribution pareto"), enc("delay 20ms 5ms")); err != nil {
+		t.Errorf("a missing table counted as a change: %v", err)
+	}
+	if err := checkKept(1, mustNetem(t, "slot distribution normal 2ms 1ms packets 4"), enc("slot distribution normal 2ms 1ms packets 4")); err != nil {
+		t.Errorf("slot distribution: %v", err)
+	}
+	err := checkKept(2, mustNetem(t, "loss 1% seed 42"), enc("loss 1%"))
+	var ie *IgnoredError
+	if !errors.As(err, &ie) || ie.What != "seed 42" || ie.Stage != 2 || !errors.Is(err, ErrNotSupported) {
+		t.Errorf("dropped seed: %v", err)
+	}
+	err = checkKept(1, mustNetem(t, "loss 1% seed 42"), enc("loss 2%"))
+	if !errors.As(err, &ie) || ie.What != "" || ie.Kept != "netem loss 2%" {
+		t.Errorf("changed loss: %v", err)
+	}
+}
+
+func mustNetem(t *testing.T, s string) *spec.Netem {
+	t.Helper()
+	sp, err := spec.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sp.Stages[0].(*spec.Netem)
 }

@@ -213,6 +213,17 @@ func Apply(t Target, s *spec.Spec) error {
 			return err
 		}
 		undo := func(cause error) error { return rollback(ifindex, back, path, old, cause) }
+		// Kernels with the duplication fix of sch_netem (6.1.y stable
+		// and later) refuse a duplicating netem while any other netem is
+		// in the device's tree, the root it would replace included:
+		// take the old tree down first.
+		cleared := false
+		if duplicates(s) && hasNetem(cur) {
+			if err := deleteRoot(ifindex); err != nil {
+				return undo(err)
+			}
+			cleared = true
+		}
 		for i, q := range stages {
 			flags := unix.NLM_F_EXCL
 			if i == 0 {
@@ -224,7 +235,7 @@ func Apply(t Target, s *spec.Spec) error {
 				} else if errors.Is(err, unix.EPERM) {
 					err = fmt.Errorf("%w (needs root or CAP_NET_ADMIN)", err)
 				}
-				if i == 0 { // the root was refused: nothing changed
+				if i == 0 && !cleared { // the root was refused: nothing changed
 					putBackRecord(path, old)
 					return err
 				}
@@ -239,11 +250,38 @@ func Apply(t Target, s *spec.Spec) error {
 		if err != nil {
 			return undo(err)
 		}
-		for _, q := range ch {
+		if len(ch) != len(s.Stages) {
+			return undo(fmt.Errorf("kernel holds %d stages after apply, want %d", len(ch), len(s.Stages)))
+		}
+		for i, q := range ch {
+			if n, ok := s.Stages[i].(*spec.Netem); ok {
+				if err := checkKept(i+1, n, q.Options); err != nil {
+					return undo(err)
+				}
+			}
 			rec.Dumped = append(rec.Dumped, q.Options)
 		}
 		return rec.save(path)
 	})
+}
+
+// duplicates reports whether a stage of s duplicates packets.
+func duplicates(s *spec.Spec) bool {
+	for _, st := range s.Stages {
+		if n, ok := st.(*spec.Netem); ok && n.Duplicate > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func hasNetem(tree []qdisc) bool {
+	for _, q := range tree {
+		if q.Kind == "netem" && !q.Class {
+			return true
+		}
+	}
+	return false
 }
 
 // ours reports whether the chain on the device is the one rec applied.

@@ -297,3 +297,56 @@ func DecodeNetem(b []byte) (n *spec.Netem, err error) {
 	}
 	return n, nil
 }
+
+// IgnoredError says the kernel took a netem stage but does not hold all of
+// it: an attribute its sch_netem predates is dropped without an error
+// (netem parses its options leniently), e.g. the seed before Linux 6.6.
+type IgnoredError struct {
+	Stage      int    // 1-based position in the spec
+	What       string // what was lost, "seed 42"; "" when more than one field differs
+	Sent, Kept string // the stage as sent and as the kernel dumps it
+}
+
+func (e *IgnoredError) Error() string {
+	if e.What != "" {
+		return fmt.Sprintf("kernel ignored netem %s of stage %d (this sch_netem does not know it; the seed needs Linux 6.6): nothing changed", e.What, e.Stage)
+	}
+	return fmt.Sprintf("kernel holds netem stage %d as %q, not %q: nothing changed", e.Stage, e.Kept, e.Sent)
+}
+
+// Unwrap lets callers test errors.Is(err, ErrNotSupported).
+func (e *IgnoredError) Unwrap() error { return ErrNotSupported }
+
+// checkKept compares a netem stage with what the kernel dumps back after
+// taking it. Distribution tables are never dumped, so they are left out of
+// the comparison.
+func checkKept(stage int, sent *spec.Netem, dumped []byte) error {
+	got, err := DecodeNetem(dumped)
+	if err != nil {
+		return err
+	}
+	got, want := withoutTables(got), withoutTables(sent)
+	if got.String() == want.String() {
+		return nil
+	}
+	e := &IgnoredError{Stage: stage, Sent: want.String(), Kept: got.String()}
+	if sent.HasSeed && !got.HasSeed {
+		if got.HasSeed, got.Seed = true, sent.Seed; got.String() == want.String() {
+			e.What = fmt.Sprintf("seed %d", sent.Seed)
+		}
+	}
+	return e
+}
+
+// withoutTables returns n as a dump reads it back: delay and slot
+// distributions uniform.
+func withoutTables(n *spec.Netem) *spec.Netem {
+	c := *n
+	c.Dist = spec.DistUniform
+	if n.Slot != nil {
+		s := *n.Slot
+		s.Dist = spec.DistUniform
+		c.Slot = &s
+	}
+	return &c
+}

@@ -1,0 +1,246 @@
+package vm
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// guestEnv is the environment of every command the agent runs. iproute2's
+// directory comes first so that "tc" and "ip" are never busybox's.
+var guestEnv = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "TERM=dumb"}
+
+// Agent is the guest side, run as `wanlab vm agent` by the initramfs's
+// /init (so as PID 1): it brings the network up, says hello on the control
+// port and runs the commands the host sends until told to power off.
+func Agent() error {
+	port, err := findControlPort(10 * time.Second)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(port, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	if err := setupGuestNetwork(); err != nil {
+		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
+	}
+	h := guestHello()
+	b, _ := json.Marshal(h)
+	w := &frameWriter{w: f}
+	if err := w.write(frameHello, b); err != nil {
+		return fmt.Errorf("agent: hello: %w", err)
+	}
+	r := bufio.NewReader(f)
+	for {
+		fr, err := readFrame(r)
+		if err != nil {
+			// The host went away or the stream broke: nothing more can
+			// be asked, so stop the VM.
+			fmt.Fprintf(os.Stderr, "agent: control port: %v\n", err)
+			powerOff()
+		}
+		switch fr.typ {
+		case frameRun:
+			var req runRequest
+			x := runExit{Code: -1}
+			if err := json.Unmarshal(fr.payload, &req); err != nil || len(req.Argv) == 0 {
+				x.Error = fmt.Sprintf("bad run request: %v", err)
+			} else {
+				x = runCommand(w, req.Argv)
+			}
+			b, _ := json.Marshal(x)
+			if err := w.write(frameExit, b); err != nil {
+				powerOff()
+			}
+		case framePowerOff:
+			powerOff()
+		}
+	}
+}
+
+// findControlPort waits for the virtio-serial port named controlPortName
+// and returns its device node.
+func findControlPort(within time.Duration) (string, error) {
+	deadline := time.Now().Add(within)
+	for {
+		names, _ := filepath.Glob("/sys/class/virtio-ports/*/name")
+		for _, n := range names {
+			b, err := os.ReadFile(n)
+			if err == nil && strings.TrimSpace(string(b)) == controlPortName {
+				dev := "/dev/" + filepath.Base(filepath.Dir(n))
+				if _, err := os.Stat(dev); err == nil {
+					return dev, nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("agent: no virtio-serial port %q after %v", controlPortName, within)
+		}
+		time.Sleep(20 * time.Millisecond) // devtmpfs has no event to wait on here
+	}
+}
+
+type frameWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (fw *frameWriter) write(typ byte, b []byte) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return writeFrame(fw.w, typ, b)
+}
+
+// streamWriter sends what a command writes as frames of one type.
+type streamWriter struct {
+	fw  *frameWriter
+	typ byte
+}
+
+func (s streamWriter) Write(p []byte) (int, error) {
+	for off := 0; off < len(p); off += maxFrame {
+		end := min(off+maxFrame, len(p))
+		if err := s.fw.write(s.typ, p[off:end]); err != nil {
+			return off, err
+		}
+	}
+	return len(p), nil
+}
+
+func runCommand(w *frameWriter, argv []string) runExit {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = guestEnv
+	cmd.Dir = "/root"
+	cmd.Stdout = streamWriter{w, frameStdout}
+	cmd.Stderr = streamWriter{w, frameStderr}
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			if ws, ok := ee.Sys().(interface{ Signal() unix.Signal }); ok && ee.ExitCode() < 0 {
+				return runExit{Code: 128 + int(ws.Signal())}
+			}
+			return runExit{Code: ee.ExitCode()}
+		}
+		return runExit{Code: -1, Error: err.Error()}
+	}
+	return runExit{Code: 0}
+}
+
+func powerOff() {
+	unix.Sync()
+	unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+	os.Exit(1)
+}
+
+// setupGuestNetwork brings lo and every ethN up and configures the
+// addresses ("wanlab.eth0=10.0.0.2/24") and gateway the host put on the
+// kernel command line.
+func setupGuestNetwork() error {
+	cmdline, _ := os.ReadFile("/proc/cmdline")
+	var errs []error
+	links, err := netlink.LinkList()
+	if err != nil {
+		return err
+	}
+	for _, l := range links {
+		if n := l.Attrs().Name; n == "lo" || strings.HasPrefix(n, "eth") {
+			if err := netlink.LinkSetUp(l); err != nil {
+				errs = append(errs, fmt.Errorf("%s up: %w", n, err))
+			}
+		}
+	}
+	for _, kv := range strings.Fields(string(cmdline)) {
+		k, val, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "wanlab.eth"):
+			link := strings.TrimPrefix(k, "wanlab.")
+			p, err := netip.ParsePrefix(val)
+			if err == nil {
+				err = addAddr(link, p)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s address %s: %w", link, val, err))
+			}
+		case k == "wanlab.gw":
+			gw, err := netip.ParseAddr(val)
+			if err == nil {
+				err = addDefaultRoute("eth0", gw)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("default route via %s: %w", val, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func addAddr(link string, p netip.Prefix) error {
+	l, err := netlink.LinkByName(link)
+	if err != nil {
+		return err
+	}
+	return netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}})
+}
+
+func addDefaultRoute(link string, gw netip.Addr) error {
+	l, err := netlink.LinkByName(link)
+	if err != nil {
+		return err
+	}
+	return netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: gw.AsSlice()})
+}
+
+// coreQdiscs are part of the scheduler core (sch_generic.c, sch_fifo.c,
+// sch_mq.c), not modules.
+var coreQdiscs = []string{"bfifo", "mq", "noqueue", "pfifo", "pfifo_fast", "pfifo_head_drop"}
+
+func guestHello() Hello {
+	var uts unix.Utsname
+	unix.Uname(&uts)
+	h := Hello{Release: unix.ByteSliceToString(uts.Release[:])}
+	if b, err := os.ReadFile("/proc/uptime"); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) > 0 {
+			h.Uptime, _ = strconv.ParseFloat(f[0], 64)
+		}
+	}
+	seen := map[string]bool{}
+	for _, q := range coreQdiscs {
+		seen[q] = true
+	}
+	if b, err := os.ReadFile("/lib/modules/" + h.Release + "/modules.builtin"); err == nil {
+		for _, l := range strings.Fields(string(b)) {
+			if n := modName(l); strings.HasPrefix(n, "sch_") {
+				seen[strings.TrimPrefix(n, "sch_")] = true
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/modules"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if n, _, _ := strings.Cut(l, " "); strings.HasPrefix(n, "sch_") {
+				seen[strings.TrimPrefix(n, "sch_")] = true
+			}
+		}
+	}
+	for q := range seen {
+		h.Qdiscs = append(h.Qdiscs, q)
+	}
+	sort.Strings(h.Qdiscs)
+	return h
+}

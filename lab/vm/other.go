@@ -1,0 +1,40 @@
+//go:build !linux
+
+package vm
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// VM is a running guest; on this system none can be booted.
+type VM struct {
+	ID       string
+	Accel    Accel
+	BootTime time.Duration
+	Hello    Hello
+}
+
+// Prepare is not supported on this system.
+func Prepare(context.Context, string, io.Writer) (*Prepared, error) { return nil, ErrNotSupported }
+
+// Boot is not supported on this system.
+func Boot(context.Context, Config) (*VM, error) { return nil, ErrNotSupported }
+
+// ProbeAccel is not supported on this system.
+func ProbeAccel(context.Context, string) (Accel, string, error) { return "", "", ErrNotSupported }
+
+// Agent is not supported on this system.
+func Agent() error { return ErrNotSupported }
+
+// Run is not supported on this system.
+func (v *VM) Run(context.Context, ...string) (Result, error) { return Result{}, ErrNotSupported }
+
+// Stream is not supported on this system.
+func (v *VM) Stream(context.Context, io.Writer, io.Writer, ...string) (int, error) {
+	return -1, ErrNotSupported
+}
+
+// Close does nothing on this system.
+func (v *VM) Close() error { return nil }

@@ -1,0 +1,119 @@
+package vm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/wanlab/wanlab/lab"
+)
+
+// stateFile is what a VM records before qemu starts (and again with
+// qemu's PID once it runs): enough for Cleanup, in another process after a
+// crash, to tell a dead owner from a live one and to stop its qemu.
+type stateFile struct {
+	ID          string    `json:"id"`
+	PID         int       `json:"pid"`
+	Start       uint64    `json:"pid_start_ticks"`
+	QemuPID     int       `json:"qemu_pid,omitempty"`
+	QemuStart   uint64    `json:"qemu_start_ticks,omitempty"`
+	Created     time.Time `json:"created"`
+	Accel       Accel     `json:"accel"`
+	Netns       string    `json:"netns,omitempty"`
+	Taps        []string  `json:"taps,omitempty"`
+	ControlSock string    `json:"control_socket"`
+
+	dir string
+}
+
+// idPattern matches the directory names Boot gives VMs.
+var idPattern = regexp.MustCompile(`^[0-9a-f]{6}$`)
+
+func (st *stateFile) path() string { return filepath.Join(st.dir, "state.json") }
+
+func (st *stateFile) save() error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(st.path(), append(b, '\n')); err != nil {
+		return fmt.Errorf("vm state: %w", err)
+	}
+	return nil
+}
+
+func readState(dir string) (*stateFile, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		return nil, err
+	}
+	st := &stateFile{dir: dir}
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, fmt.Errorf("vm state %s: %w", dir, err)
+	}
+	return st, nil
+}
+
+func alive(pid int, start uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	s, err := lab.ProcessStart(pid)
+	return err == nil && (start == 0 || s == start)
+}
+
+// Cleanup stops the qemu of every VM whose owning process is gone and
+// removes its state directory; VMs of running processes are left alone. A
+// state directory without a state file (a crash between the two) counts as
+// dead once it is a minute old. It returns what it removed.
+func Cleanup() ([]string, error) { return cleanupIn(DefaultStateDir) }
+
+func cleanupIn(stateDir string) ([]string, error) {
+	ents, err := os.ReadDir(stateDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("vm cleanup: %w", err)
+	}
+	var removed []string
+	var errs []error
+	for _, e := range ents {
+		if !e.IsDir() || !idPattern.MatchString(e.Name()) {
+			continue
+		}
+		dir := filepath.Join(stateDir, e.Name())
+		st, err := readState(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			if info, ierr := e.Info(); ierr != nil || time.Since(info.ModTime()) < time.Minute {
+				continue // being created
+			}
+		} else if err != nil {
+			errs = append(errs, err)
+			continue
+		} else if alive(st.PID, st.Start) {
+			continue
+		}
+		if st != nil && alive(st.QemuPID, st.QemuStart) {
+			if err := syscall.Kill(st.QemuPID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				errs = append(errs, fmt.Errorf("vm %s: kill qemu %d: %w", e.Name(), st.QemuPID, err))
+				continue
+			}
+			removed = append(removed, fmt.Sprintf("qemu %d of vm %s", st.QemuPID, e.Name()))
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("vm cleanup: %w", err))
+			continue
+		}
+		removed = append(removed, "state "+dir)
+	}
+	sort.Strings(removed)
+	return removed, errors.Join(errs...)
+}

@@ -1,0 +1,191 @@
+package vm_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/wanlab/wanlab/internal/nsrun"
+	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/lab/vm"
+)
+
+// TestBootRunTap boots one VM with its NIC on a TAP in a fresh namespace
+// and checks commands, output, exit codes and the network.
+func TestBootRunTap(t *testing.T) {
+	testenv.RequireVM(t)
+	ns, h := testenv.NetNS(t)
+	ctx := context.Background()
+	v := testenv.VM(t, ctx, vm.Config{Netns: ns, NICs: []vm.NIC{{Tap: "wlvm0", Addr: mustPrefix("10.203.0.2/24")}}})
+	if !strings.HasPrefix(v.Hello.Release, "6.1.0-") || !contains(v.Hello.Qdiscs, "netem") || !contains(v.Hello.Qdiscs, "fq_codel") {
+		t.Errorf("hello %+v: want a 6.1 kernel with netem and fq_codel", v.Hello)
+	}
+	if st, err := os.Stat(filepath.Join(v.StateDir(), "state.json")); err != nil || st.Size() == 0 {
+		t.Errorf("state file: %v", err)
+	}
+
+	r, err := v.Run(ctx, "sh", "-c", "echo out; echo err >&2; exit 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Stdout) != "out\n" || string(r.Stderr) != "err\n" || r.ExitCode != 3 {
+		t.Errorf("sh: stdout %q stderr %q exit %d; want out, err, 3", r.Stdout, r.Stderr, r.ExitCode)
+	}
+	if _, err := v.Run(ctx, "/no/such/command"); err == nil {
+		t.Error("a missing command ran")
+	}
+	r, err = v.Run(ctx, "sh", "-c", "kill -9 $$")
+	if err != nil || r.ExitCode != 128+9 {
+		t.Errorf("killed shell: exit %d, %v; want 137", r.ExitCode, err)
+	}
+	// wanlab is on the PATH, and a command run by name finds iproute2's
+	// tc, not busybox's (inside "sh -c" busybox's applets come first).
+	r, err = v.Run(ctx, "sh", "-c", "command -v wanlab")
+	if err != nil || string(r.Stdout) != "/bin/wanlab\n" {
+		t.Errorf("wanlab on the PATH: %q %q %v", r.Stdout, r.Stderr, err)
+	}
+	r, err = v.Run(ctx, "tc", "-V")
+	if err != nil || r.ExitCode != 0 || !strings.Contains(string(r.Stdout), "iproute2") {
+		t.Errorf("tc -V: %q %q %v", r.Stdout, r.Stderr, err)
+	}
+
+	err = nsrun.Do(h, func() error {
+		l, err := netlink.LinkByName("wlvm0")
+		if err != nil {
+			return err
+		}
+		return netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(10, 203, 0, 1), Mask: net.CIDRMask(24, 32)}})
+	})
+	if err != nil {
+		t.Fatalf("address on the TAP: %v", err)
+	}
+	r, err = v.Run(ctx, "ping", "-c", "3", "-W", "10", "10.203.0.1")
+	if err != nil || r.ExitCode != 0 {
+		t.Errorf("ping from the guest to the TAP: exit %d %v\n%s%s", r.ExitCode, err, r.Stdout, r.Stderr)
+	}
+
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-v.Exited():
+	default:
+		t.Error("qemu still runs after Close")
+	}
+	if _, err := os.Stat(v.StateDir()); !os.IsNotExist(err) {
+		t.Errorf("state dir after Close: %v", err)
+	}
+	testenv.WaitFor(t, "the TAP to go with qemu", func() bool {
+		gone := false
+		nsrun.Do(h, func() error {
+			_, err := netlink.LinkByName("wlvm0")
+			gone = err != nil
+			return nil
+		})
+		return gone
+	})
+}
+
+// TestKilledOwnerLeavesNothingCleanupMisses boots a VM from a child
+// process, kills that process with SIGKILL, and checks that its qemu dies
+// with it and that Cleanup removes the state it left.
+func TestKilledOwnerLeavesNothingCleanupMisses(t *testing.T) {
+	testenv.RequireVM(t)
+	bin := testenv.StaticWanlab(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperVMOwner$")
+	cmd.Env = append(os.Environ(), "WANLAB_VM_OWNER_HELPER="+bin)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var dir string
+	var qemu int
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	timeout := time.After(3 * time.Minute)
+	for dir == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("helper ended before booting a VM")
+			}
+			if f := strings.Fields(l); len(f) == 4 && f[0] == "VM" {
+				dir, qemu = f[1], atoi(f[3])
+			}
+		case <-timeout:
+			t.Fatal("helper booted no VM within 3 minutes")
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	testenv.WaitFor(t, "qemu to die with its owner", func() bool { return syscall.Kill(qemu, 0) != nil })
+	if _, err := os.Stat(filepath.Join(dir, "state.json")); err != nil {
+		t.Fatalf("state of the killed owner's VM: %v; want it left for Cleanup", err)
+	}
+	removed, err := vm.Cleanup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !contains(removed, "state "+dir) {
+		t.Errorf("Cleanup removed %q, not the state %s", removed, dir)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("state dir after Cleanup: %v", err)
+	}
+}
+
+// TestHelperVMOwner is the child of the test above: it boots a VM, prints
+// its state dir and qemu's PID, and waits to be killed.
+func TestHelperVMOwner(t *testing.T) {
+	bin := os.Getenv("WANLAB_VM_OWNER_HELPER")
+	if bin == "" {
+		t.Skip("helper process of TestKilledOwnerLeavesNothingCleanupMisses")
+	}
+	v, err := vm.Boot(context.Background(), vm.Config{Binary: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("VM %s QEMU %d\n", v.StateDir(), v.QemuPID())
+	select {}
+}
+
+func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
