@@ -537,7 +537,7 @@ func delayedAckStalls(lone, rtt *histogram) (int, float64) {
 		if cnt == 0 {
 			continue
 		}
-		v := histValue(i)
+		v := histValue(lone.lo + i)
 		if v >= float64(floor) && v <= float64(rtt.min+500_000) {
 			n += int(cnt)
 			total += float64(cnt) * (v - float64(rtt.min)) / 1e3
@@ -546,6 +546,7 @@ func delayedAckStalls(lone, rtt *histogram) (int, float64) {
 	return n, total
 }
 
+// finishIdle decides where the capture was taken for this direction and
 // turns the recorded gaps into idle time.
 func finishIdle(c *Connection, d *dirAnalysis, st *DirectionStats) {
 	hs := float64(c.hsRTT) / 1e3 // µs
@@ -568,7 +569,7 @@ func finishIdle(c *Connection, d *dirAnalysis, st *DirectionStats) {
 		pthresh := max(1000, path/4)
 		var pause float64
 		for i, n := range d.pauses.counts {
-			if v := histValue(i); n > 0 && v > pthresh {
+			if v := histValue(d.pauses.lo + i); n > 0 && v > pthresh {
 				pause += float64(n) * v / 1e3
 			}
 		}
@@ -586,7 +587,7 @@ func finishIdle(c *Connection, d *dirAnalysis, st *DirectionStats) {
 		if n == 0 {
 			continue
 		}
-		v := histValue(i)
+		v := histValue(d.gaps.lo + i)
 		if v > thresh {
 			st.IdleGaps += int(n)
 			st.IdleTotalMs += float64(n) * (v - base) / 1e3

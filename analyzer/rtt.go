@@ -146,5 +146,3 @@ func (r *tsRing) lookup(v uint32) (int64, bool) {
 	}
 	return 0, false
 }
-
-// finishIdle decides where the capture was taken for this direction and
