@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -148,40 +149,8 @@ func TestCompareWithTcptrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("capture: %d packets, %d MB, %v of traffic", res.Frames, fi.Size()>>20, res.End.Sub(res.Start))
-	bin := filepath.Join(dir, "wanlab")
-	build := exec.Command("go", "build", "-o", bin, "github.com/wanlab/wanlab/cmd/wanlab")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	// Peak RSS comes from /usr/bin/time: a child forked from this (large)
-	// test process would report the test's own RSS as its high-water mark.
-	testenv.RequireCommand(t, "/usr/bin/time")
-	type runStats struct {
-		wall, cpu time.Duration
-		rssKB     int64
-	}
-	run := func(name string, args ...string) runStats {
-		best := runStats{wall: 1 << 62, cpu: 1 << 62}
-		for i := 0; i < 5; i++ {
-			cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%e %U %S %M", name}, args...)...)
-			cmd.Stdout = io.Discard
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("%s: %v\n%s", name, err, stderr.String())
-			}
-			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
-			var wall, user, sys float64
-			var kb int64
-			if _, err := fmt.Sscanf(lines[len(lines)-1], "%f %f %f %d", &wall, &user, &sys, &kb); err != nil {
-				t.Fatalf("/usr/bin/time output %q: %v", stderr.String(), err)
-			}
-			best.wall = min(best.wall, time.Duration(wall*1e3)*time.Millisecond)
-			best.cpu = min(best.cpu, time.Duration((user+sys)*1e3)*time.Millisecond)
-			best.rssKB = max(best.rssKB, kb)
-		}
-		return best
-	}
+	bin := buildWanlab(t, dir)
+	run := func(name string, args ...string) runStats { return timeCommand(t, name, args...) }
 	w := run(bin, "analyze", "--format", "csv", path)
 	tc := run("tcptrace", "-lr", "-n", path)
 	t.Logf("wanlab analyze --format csv: wall %v, cpu %v, peak RSS %.1f MB (best of 5)", w.wall, w.cpu, float64(w.rssKB)/1024)
@@ -195,5 +164,99 @@ func TestCompareWithTcptrace(t *testing.T) {
 	}
 	if wt > tt {
 		t.Errorf("wanlab %v slower than tcptrace %v", wt, tt)
+	}
+}
+
+// runStats are the best wall and CPU time and the peak RSS of five runs.
+type runStats struct {
+	wall, cpu time.Duration
+	rssKB     int64
+}
+
+// timeCommand runs a command five times under /usr/bin/time. Peak RSS
+// comes from /usr/bin/time: a child forked from this (large) test process
+// would report the test's own RSS as its high-water mark.
+func timeCommand(t *testing.T, name string, args ...string) runStats {
+	t.Helper()
+	testenv.RequireCommand(t, "/usr/bin/time")
+	best := runStats{wall: 1 << 62, cpu: 1 << 62}
+	for i := 0; i < 5; i++ {
+		cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%e %U %S %M", name}, args...)...)
+		cmd.Stdout = io.Discard
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, stderr.String())
+		}
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		var wall, user, sys float64
+		var kb int64
+		if _, err := fmt.Sscanf(lines[len(lines)-1], "%f %f %f %d", &wall, &user, &sys, &kb); err != nil {
+			t.Fatalf("/usr/bin/time output %q: %v", stderr.String(), err)
+		}
+		best.wall = min(best.wall, time.Duration(wall*1e3)*time.Millisecond)
+		best.cpu = min(best.cpu, time.Duration((user+sys)*1e3)*time.Millisecond)
+		best.rssKB = max(best.rssKB, kb)
+	}
+	return best
+}
+
+// buildWanlab builds the wanlab binary into dir.
+func buildWanlab(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "wanlab")
+	build := exec.Command("go", "build", "-o", bin, "github.com/wanlab/wanlab/cmd/wanlab")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestCompareManyWithTcptrace builds captures of 20,000 and 200,000 short
+// HTTP-like connections (about 250 open at a time) and runs `wanlab
+// analyze --format json` and `tcptrace -n` on each side by side, reporting
+// wall time, CPU time and peak RSS. Like TestCompareWithTcptrace it runs
+// only with WANLAB_BENCH_COMPARE=1; WANLAB_BENCH_CONNS replaces the list
+// of connection counts (comma-separated):
+//
+//	WANLAB_BENCH_COMPARE=1 go test ./analyzer -run TestCompareManyWithTcptrace -v
+func TestCompareManyWithTcptrace(t *testing.T) {
+	if os.Getenv("WANLAB_BENCH_COMPARE") == "" {
+		t.Skip("set WANLAB_BENCH_COMPARE=1 to run the tcptrace comparison")
+	}
+	testenv.RequireCommand(t, "tcptrace")
+	dir := t.TempDir()
+	bin := buildWanlab(t, dir)
+	counts := "20000,200000"
+	if v := os.Getenv("WANLAB_BENCH_CONNS"); v != "" {
+		counts = v
+	}
+	for _, c := range strings.Split(counts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			t.Fatalf("WANLAB_BENCH_CONNS: %q is not a connection count", c)
+		}
+		path := filepath.Join(dir, fmt.Sprintf("many-%d.pcap", n))
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := synth.WriteMany(f, synth.ManyConfig{Conns: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		fi, _ := os.Stat(path)
+		w := timeCommand(t, bin, "analyze", "--format", "json", path)
+		tc := timeCommand(t, "tcptrace", "-n", path)
+		t.Logf("%d connections, %d packets, %.1f MB:", n, tr.Packets, float64(fi.Size())/(1<<20))
+		t.Logf("  wanlab analyze --format json: wall %v, cpu %v, peak RSS %.1f MB (best of 5)", w.wall, w.cpu, float64(w.rssKB)/1024)
+		t.Logf("  tcptrace -n:                  wall %v, cpu %v, peak RSS %.1f MB (best of 5)", tc.wall, tc.cpu, float64(tc.rssKB)/1024)
+		if limit := int64(64<<10) + int64(n)*2; w.rssKB > limit {
+			t.Errorf("%d connections: peak RSS %.1f MB > 64 MB + 2 KB per connection (%.1f MB)", n, float64(w.rssKB)/1024, float64(limit)/1024)
+		}
+		if w.cpu > tc.cpu {
+			t.Errorf("%d connections: wanlab %v slower than tcptrace %v", n, w.cpu, tc.cpu)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package analyzer
 
 import (
 	"net/netip"
-	"sort"
 	"time"
 
 	"github.com/wanlab/wanlab/analyzer/decode"
@@ -152,147 +151,15 @@ type DirectionStats struct {
 	RTTTrackOverflow   int     `json:"rtt_untracked_segments,omitempty"`
 }
 
-// DirectionSeries are the decimated graph series of one direction's data.
-// Sequence values are unwrapped byte offsets from the ISN (relative
-// sequence numbers, as Wireshark shows them), so they never wrap.
-type DirectionSeries struct {
-	Segments        Series // tcptrace/Stevens: Min = lowest segment start, Max = highest segment end
-	Retransmissions Series // retransmitted segments, same layout
-	Acks            Series // the peer's cumulative ACK
-	ReceiveWindow   Series // ACK + the peer's advertised window (the rwnd line)
-	SACK            Series // SACK blocks: Min = left edge, Max = right edge
-	DupAcks         Series // ACK value of each duplicate ACK (ticks)
-	ZeroWindows     Series // ACK value where the peer advertised a zero window
-	RTT             Series // Karn RTT samples, ms
-	TSRTT           Series // timestamp RTT samples, ms
-	AdvWindow       Series // the peer's advertised window, bytes
-	InFlight        Series // bytes in flight after each data segment
-	Throughput      Series // data bytes sent per bucket (Sum)
-	Goodput         Series // new (unique) bytes sent per bucket (Sum)
-
-	// Samples first gather in one 100 µs accumulator per series (plain
-	// field updates on the per-packet path); a full accumulator becomes
-	// one point of its series when time moves past it.
-	pend     [numSeries]acc
-	pendEnd  time.Duration
-	pendT    time.Duration
-	pendStep time.Duration // the narrowest bucket among the series
-	ptrs     [numSeries]*Series
-}
-
-// Series indexes, in the order of All.
-const (
-	sSegments = iota
-	sRetransmissions
-	sAcks
-	sReceiveWindow
-	sSACK
-	sDupAcks
-	sZeroWindows
-	sRTT
-	sTSRTT
-	sAdvWindow
-	sInFlight
-	sThroughput
-	sGoodput
-	numSeries
-)
-
-// acc accumulates the samples of one series within one initial bucket.
-type acc struct {
-	n                        int
-	first, lo, hi, last, sum float64
-}
-
-func (a *acc) add(lo, hi float64) {
-	if a.n == 0 {
-		a.first, a.lo, a.hi = lo, lo, hi
-	} else {
-		a.lo = min(a.lo, lo)
-		a.hi = max(a.hi, hi)
-	}
-	a.last = hi
-	a.sum += lo
-	a.n++
-}
-
-// roll flushes the accumulators if t is past their bucket.
-// The accumulators span the narrowest bucket any non-empty series has
-// reached, so a long transfer flushes rarely.
-func (s *DirectionSeries) roll(t time.Duration) {
-	if t < s.pendEnd {
-		return
-	}
-	s.flush()
-	if s.pendStep == 0 {
-		s.pendStep = initialBucket
-	}
-	s.pendT = t - t%s.pendStep
-	s.pendEnd = s.pendT + s.pendStep
-}
-
-func (s *DirectionSeries) flush() {
-	step := time.Duration(0)
-	for i := range s.pend {
-		a := &s.pend[i]
-		sr := s.ptrs[i]
-		if a.n > 0 {
-			sr.addPoint(Point{T: s.pendT, First: a.first, Min: a.lo, Max: a.hi, Last: a.last, Sum: a.sum, N: a.n})
-			*a = acc{}
-		}
-		if len(sr.Points) > 0 && (step == 0 || sr.Bucket < step) {
-			step = sr.Bucket
-		}
-	}
-	if step == 0 {
-		step = initialBucket
-	}
-	s.pendStep = step
-}
-
-func newDirSeries(n int) *DirectionSeries {
-	s := &DirectionSeries{
-		Segments:        newSeries("segments", "bytes", n),
-		Retransmissions: newSeries("retransmissions", "bytes", n),
-		Acks:            newSeries("ack", "bytes", n),
-		ReceiveWindow:   newSeries("rwnd", "bytes", n),
-		SACK:            newSeries("sack", "bytes", n),
-		DupAcks:         newSeries("dup_ack", "bytes", n),
-		ZeroWindows:     newSeries("zero_window", "bytes", n),
-		RTT:             newSeries("rtt", "ms", n),
-		TSRTT:           newSeries("ts_rtt", "ms", n),
-		AdvWindow:       newSeries("adv_window", "bytes", n),
-		InFlight:        newSeries("in_flight", "bytes", n),
-		Throughput:      newSeries("throughput", "bytes/bucket", n),
-		Goodput:         newSeries("goodput", "bytes/bucket", n),
-	}
-	copy(s.ptrs[:], s.All())
-	return s
-}
-
-// All lists the series in a fixed order (CSV columns, plots).
-func (s *DirectionSeries) All() []*Series {
-	return []*Series{&s.Segments, &s.Retransmissions, &s.Acks, &s.ReceiveWindow, &s.SACK, &s.DupAcks,
-		&s.ZeroWindows, &s.RTT, &s.TSRTT, &s.AdvWindow, &s.InFlight, &s.Throughput, &s.Goodput}
-}
-
 // dirAnalysis is everything tracked for one direction.
 type dirAnalysis struct {
 	st     seqState
 	stats  DirectionStats
 	series *DirectionSeries
-	q      unackedQueue
-	ts     tsRing
-	rtt    histogram // Karn samples, µs
-	tsrtt  histogram // timestamp samples, µs
-	// echortt: receiver's TSval to the first new data echoing it, µs
-	echortt  histogram
-	echoSeen bool
-	lastEcho uint32
-	flight   histogram // bytes in flight per data segment
-	lone     histogram // ACK delay of lone segments, µs (delayed-ACK detector)
-	gaps     histogram // time from "all acknowledged" to the next new data, µs
-	pauses   histogram // time between consecutive data segments, µs
+	rttSampler
+	flight histogram // bytes in flight per data segment
+	gaps   histogram // time from "all acknowledged" to the next new data, µs
+	pauses histogram // time between consecutive data segments, µs
 
 	firstData, lastData int64 // times of first and last data segment
 	lastDataAcked       int64 // time the last byte of data was acknowledged
@@ -302,7 +169,6 @@ type dirAnalysis struct {
 	minWin, maxWin      int64
 	peerMaxWin          int64
 	finSeen             bool
-	lastRetrans         int64 // time of the latest retransmission
 }
 
 // ser returns the direction's series, creating them at time t.
@@ -314,78 +180,10 @@ func (d *dirAnalysis) ser(maxPoints int, t int64) *DirectionSeries {
 	return d.series
 }
 
-// seqState mirrors the per-flow fields of Wireshark's tcp_analyze_seq_info
-// plus unwrapped sequence bookkeeping.
-type seqState struct {
-	synSeen bool
-	isn     uint32
-	mss     uint16
-	wscale  int8 // offered shift, -1: none
-	sackOK  bool
-	tsOK    bool
-	// shift applied to this side's window field: -1 unknown (a SYN was
-	// not seen: raw values are used, as Wireshark does), otherwise the
-	// kernel's rule: the offered shift if both SYNs offered one, else 0.
-	shift int8
-
-	baseSet bool
-	base    uint32
-	hiEnd   int64 // highest sequence end sent, unwrapped, relative to base
-	// holes are ranges below hiEnd the capture has not shown yet (lost
-	// before the capture point, or still to arrive reordered), so that
-	// unique bytes count them when they come. Bounded: the oldest hole is
-	// forgotten first.
-	holes []seqRange
-
-	nextseq         uint32
-	nextseqValid    bool
-	nextseqTime     int64
-	maxSeqToBeAcked uint32
-	maxSeqValid     bool
-	window          uint32 // scaled when the shift is known
-	windowValid     bool
-	lastAck         uint32
-	lastAckTime     int64
-	ackSeen         bool
-	dupAckNum       int
-	lastSegFlags    PacketFlags
-}
-
-func (s *seqState) init() {
-	*s = seqState{wscale: -1, shift: -1}
-}
-
-// rel unwraps a sequence number of this direction into a byte offset
-// from the base (wrap-safe: valid within ±2 GB of the highest sent).
-func (s *seqState) rel(seq uint32) int64 {
-	cur := s.base + uint32(s.hiEnd)
-	return s.hiEnd + int64(int32(seq-cur))
-}
-
-// synFin is the sequence space SYN and FIN occupy beyond the payload.
-func synFin(flags uint8) uint32 {
-	if flags&(fSYN|fFIN) != 0 {
-		return 1
-	}
-	return 0
-}
-
-// Wrap-safe comparisons of 32-bit sequence numbers (RFC 1982 style).
-func seqGT(a, b uint32) bool { return int32(a-b) > 0 }
-func seqLT(a, b uint32) bool { return int32(a-b) < 0 }
-func seqLE(a, b uint32) bool { return int32(a-b) <= 0 }
-
-const (
-	fSYN = decode.FlagSYN
-	fFIN = decode.FlagFIN
-	fRST = decode.FlagRST
-	fACK = decode.FlagACK
-)
-
 // process analyzes packet p travelling in direction dir at time t (ns from
-// the capture start). The sequence analysis follows
-// tcp_analyze_sequence_number in Wireshark's epan/dissectors/packet-tcp.c
-// check by check, so that the per-packet flags agree with tshark's.
+// the capture start): the handshake, the flag classifier (Wireshark's
+// rules, see classify), the sequence tracker, the RTT sampler and the
+// series recorder, in that order.
 func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 	fwd, rev := &c.dirs[dir], &c.dirs[1-dir]
 	fs, rs := &fwd.st, &rev.st
@@ -396,11 +194,58 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 	if rev.series != nil {
 		rev.series.roll(time.Duration(t))
 	}
-	flags := p.Flags
-	seq, ack := p.Seq, p.Ack
-	seglen := uint32(p.PayloadLen)
-	sfr := flags&(fSYN|fFIN|fRST) != 0
+	sg := c.handshake(fwd, rev, p, t)
+	fwd.countPacket(p, &sg)
+	setBases(fs, rs, &sg)
 
+	fl := classify(fs, rs, &sg, c.firstRTT)
+	fwd.countFlags(fl, sg.len)
+
+	span := fs.sent(&sg, fl)
+	if sg.occupiesSeq() {
+		if fl&ZeroWindowProbe == 0 {
+			fwd.q.sent(span.start, span.end, t)
+		}
+		if sg.len > 0 {
+			fwd.dataSent(a, span, &sg, fl)
+		}
+	}
+	if fl&AnyRetransmission != 0 {
+		fwd.lastRetrans = t
+	}
+	if p.HasTimestamp {
+		fwd.timestampSent(&rev.rttSampler, p, &sg, fl)
+	}
+	ackAdvanced := fs.received(&sg, fl)
+	fwd.windowAdvertised(&sg)
+
+	info := &a.info
+	info.AckRTT, info.KarnRTT, info.InFlight = -1, -1, -1
+	if sg.flags&fACK != 0 && rs.baseSet {
+		rev.ackArrived(a, p, &sg, fl, ackAdvanced, info)
+	}
+	if sg.len > 0 && rs.ackSeen {
+		fwd.inFlight(rs, info)
+	}
+	if sg.flags&fRST != 0 {
+		c.release() // nothing more to acknowledge
+	}
+
+	if a.opts.OnPacket != nil {
+		info.Frame = a.res.Frames
+		info.Conn = c
+		info.Dir = dir
+		info.Flags = fl
+		info.PayloadLen = int(sg.len)
+		a.opts.OnPacket(info)
+	}
+}
+
+// handshake records SYN options, the handshake RTTs and the connection's
+// end, and returns the segment with its window scaled.
+func (c *Connection) handshake(fwd, rev *dirAnalysis, p *decode.Packet, t int64) segment {
+	fs, rs := &fwd.st, &rev.st
+	flags := p.Flags
 	if flags&fSYN != 0 {
 		if flags&fACK == 0 {
 			// Wireshark's ts_mru_syn: the latest SYN (not SYN-ACK); the
@@ -410,7 +255,7 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 				c.synT = t + 1
 			}
 		}
-		fs.synSeen, fs.isn = true, seq
+		fs.synSeen, fs.isn = true, p.Seq
 		fs.mss, fs.wscale, fs.sackOK, fs.tsOK = p.MSS, p.WScale, p.SACKPermitted, p.HasTimestamp
 		if rs.synSeen {
 			// Both SYNs seen: RFC 7323 2.2, scaling only if both offered it.
@@ -429,220 +274,47 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 	}
 	if flags&fRST != 0 {
 		c.rst = true
-		defer c.release() // nothing more to acknowledge
 	}
 	if flags&fFIN != 0 {
 		fwd.finSeen = true
 	}
-
 	window := uint32(p.Window)
 	if flags&fSYN == 0 && fs.shift > 0 {
 		window <<= uint(fs.shift) // never applied to SYN segments (RFC 7323 2.2)
 	}
+	return segment{seq: p.Seq, ack: p.Ack, len: uint32(p.PayloadLen), flags: flags, window: window, t: t}
+}
 
-	st := &fwd.stats
+// countPacket counts the packet by kind.
+func (d *dirAnalysis) countPacket(p *decode.Packet, sg *segment) {
+	st := &d.stats
 	st.Packets++
-	if seglen > 0 {
-		st.MaxSegmentBytes = max(st.MaxSegmentBytes, int(seglen))
+	if sg.len > 0 {
+		st.MaxSegmentBytes = max(st.MaxSegmentBytes, int(sg.len))
 		st.DataPackets++
-		st.DataBytes += int64(seglen)
-	} else if flags&fACK != 0 && !sfr {
+		st.DataBytes += int64(sg.len)
+	} else if sg.flags&fACK != 0 && !sg.sfr() {
 		st.PureAcks++
 	}
 	if p.NSACK > 0 {
 		st.SACKPackets++
 	}
+}
 
-	if !fs.baseSet {
-		fs.baseSet = true
-		fs.base = seq - 1
-		if flags&fSYN != 0 {
-			fs.base = seq
+// countFlags counts the packet's Wireshark flags.
+func (d *dirAnalysis) countFlags(fl PacketFlags, seglen uint32) {
+	st := &d.stats
+	if fl&AnyRetransmission != 0 {
+		st.RetransmittedPackets++
+		st.RetransmittedBytes += int64(seglen)
+		if fl&FastRetransmission != 0 {
+			st.FastRetransmissions++
+		}
+		if fl&SpuriousRetransmission != 0 {
+			st.SpuriousRetransmissions++
 		}
 	}
-	if !rs.baseSet && flags&fACK != 0 {
-		rs.baseSet = true
-		rs.base = ack - 1
-	}
-
-	var fl PacketFlags
-	// ZERO WINDOW PROBE: one byte at the next expected sequence number
-	// into a zero window.
-	if seglen == 1 && fs.nextseqValid && seq == fs.nextseq && rs.windowValid && rs.window == 0 {
-		fl |= ZeroWindowProbe
-		goto finishedFwd
-	}
-	// ZERO WINDOW
-	if window == 0 && !sfr {
-		fl |= ZeroWindow
-	}
-	// LOST SEGMENT: beyond the next expected sequence number.
-	if fs.nextseqValid && seqGT(seq, fs.nextseq) && flags&fRST == 0 {
-		fl |= LostSegment
-	}
-	// KEEP ALIVE: 0 or 1 byte starting one before the next expected.
-	if seglen <= 1 && fs.nextseqValid && seq == fs.nextseq-1 && !sfr {
-		fl |= KeepAlive
-	}
-	// WINDOW UPDATE
-	if seglen == 0 && window != 0 && fs.windowValid && window != fs.window && seq == fs.nextseq && ack == fs.lastAck && !sfr {
-		fl |= WindowUpdate
-	}
-	// WINDOW FULL: data up to the right edge of the peer's window (only
-	// when the peer's scale is known).
-	if seglen > 0 && rs.shift >= 0 && rs.windowValid && rs.ackSeen && seq+seglen == rs.lastAck+rs.window && !sfr {
-		fl |= WindowFull
-	}
-	// KEEP ALIVE ACK
-	if seglen == 0 && window != 0 && fs.windowValid && window == fs.window && seq == fs.nextseq && ack == fs.lastAck && rs.lastSegFlags&KeepAlive != 0 && !sfr {
-		fl |= KeepAliveAck
-		goto finishedFwd
-	}
-	// ZERO WINDOW PROBE ACK
-	if seglen == 0 && window == 0 && fs.windowValid && window == fs.window && seq == fs.nextseq && ack == fs.lastAck && rs.lastSegFlags&ZeroWindowProbe != 0 && !sfr {
-		fl |= ZeroWindowProbeAck
-		goto finishedFwd
-	}
-	// DUPLICATE ACK
-	if seglen == 0 && window != 0 && fs.windowValid && window == fs.window && seq == fs.nextseq && ack == fs.lastAck && !sfr {
-		fs.dupAckNum++
-		fl |= DupAck
-	}
-
-finishedFwd:
-	if ack != fs.lastAck {
-		fs.dupAckNum = 0
-	}
-	// ACKED UNSEEN: acknowledges data the capture never showed.
-	if rs.maxSeqValid && seqGT(ack, rs.maxSeqToBeAcked) && flags&fACK != 0 {
-		fl |= AckedUnseen
-		rs.maxSeqToBeAcked = rs.nextseq
-	}
-	// RETRANSMISSION / FAST RETRANSMISSION / OUT-OF-ORDER / SPURIOUS
-	if (seglen > 0 || flags&(fSYN|fFIN) != 0) && fs.nextseqValid && seqLT(seq, fs.nextseq) && fl&KeepAlive == 0 {
-		oooThresh := int64(3 * time.Millisecond)
-		if c.firstRTT != 0 {
-			oooThresh = c.firstRTT
-		}
-		switch {
-		case rs.dupAckNum >= 2 && rs.lastAck == seq && t-rs.lastAckTime < int64(20*time.Millisecond):
-			fl |= FastRetransmission
-		case seglen > 0 && rs.ackSeen && seqLE(seq+seglen, rs.lastAck):
-			// Wireshark 4.0 tests for spurious retransmission before
-			// out-of-order (tshark 4.0.17 marks such a segment spurious).
-			fl |= SpuriousRetransmission
-		case t-fs.nextseqTime < oooThresh && fs.nextseq != seq+seglen+synFin(flags):
-			// (SYN and FIN count one sequence number: a repeated SYN is a
-			// retransmission, as tshark 4.0 shows it.)
-			fl |= OutOfOrder
-		default:
-			fl |= Retransmission
-		}
-	}
-
-	{
-		nextseq := seq + seglen
-		if flags&(fSYN|fFIN) != 0 {
-			nextseq++
-		}
-		// Sequence bookkeeping for series, unique bytes and RTT.
-		var newBytes int64
-		if seglen > 0 || flags&(fSYN|fFIN) != 0 {
-			start := fs.rel(seq)
-			end := start + int64(nextseq-seq)
-			if start < fs.hiEnd {
-				newBytes = fs.fillHoles(start, min(end, fs.hiEnd))
-			}
-			if end > fs.hiEnd {
-				if start > fs.hiEnd {
-					fs.addHole(fs.hiEnd, start)
-				}
-				newBytes += end - max(start, fs.hiEnd)
-				fs.hiEnd = end
-			}
-			if flags&fSYN != 0 || flags&fFIN != 0 {
-				newBytes = min(newBytes, int64(seglen))
-			}
-			if fl&ZeroWindowProbe == 0 {
-				fwd.q.sent(start, end, t)
-			}
-			if seglen > 0 {
-				fwd.ser(a.opts.MaxPoints, t)
-				if fl&AnyRetransmission != 0 {
-					fwd.series.pend[sRetransmissions].add(float64(start), float64(end))
-				} else {
-					fwd.series.pend[sSegments].add(float64(start), float64(end))
-				}
-				fwd.series.pend[sThroughput].add(float64(seglen), float64(seglen))
-				if newBytes > 0 {
-					fwd.series.pend[sGoodput].add(float64(newBytes), float64(newBytes))
-				}
-				st.UniqueBytes += newBytes
-				if fwd.firstData == 0 && st.DataPackets == 1 {
-					fwd.firstData = t
-				}
-				// Gap after everything outstanding was acknowledged: judged
-				// against the path RTT at the end (see finishIdle).
-				if fwd.allAcked && fl&AnyRetransmission == 0 && st.DataPackets > 1 {
-					fwd.gaps.add(uint64((t - max(fwd.allAckedAt, fwd.lastData)) / 1000))
-				}
-				if st.DataPackets > 1 {
-					fwd.pauses.add(uint64((t - fwd.lastData) / 1000))
-				}
-				fwd.allAcked = false
-				fwd.lastData = t
-			}
-		}
-		if p.HasTimestamp {
-			// Every TSval's first sending time: data segments' for the
-			// timestamp RTT, pure ACKs' for the echo RTT below.
-			fwd.ts.sent(p.TSVal, t)
-			// Echo RTT, the receiver's view (Linux's tcp_rcv_rtt_measure_ts):
-			// new data that echoes a TSval of the receiver's first comes
-			// one round trip after the receiver sent that value.
-			if seglen > 0 && fl&(AnyRetransmission|OutOfOrder) == 0 && flags&fACK != 0 &&
-				(!fwd.echoSeen || p.TSEcr != fwd.lastEcho) {
-				fwd.echoSeen, fwd.lastEcho = true, p.TSEcr
-				if sent, ok := rev.ts.lookup(p.TSEcr); ok {
-					fwd.echortt.add(uint64((t - sent) / 1000))
-				}
-			}
-		}
-		if fl&AnyRetransmission != 0 {
-			fwd.lastRetrans = t
-			st.RetransmittedPackets++
-			st.RetransmittedBytes += int64(seglen)
-			if fl&FastRetransmission != 0 {
-				st.FastRetransmissions++
-			}
-			if fl&SpuriousRetransmission != 0 {
-				st.SpuriousRetransmissions++
-			}
-		}
-
-		if seqGT(nextseq, fs.nextseq) || !fs.nextseqValid {
-			if fl&ZeroWindowProbe == 0 {
-				fs.nextseq, fs.nextseqTime, fs.nextseqValid = nextseq, t, true
-			}
-		}
-		if seq == fs.maxSeqToBeAcked || !fs.maxSeqValid {
-			if fl&ZeroWindowProbe == 0 {
-				fs.maxSeqToBeAcked, fs.maxSeqValid = fs.nextseq, true
-			}
-		}
-	}
-	ackAdvanced := !fs.ackSeen || seqGT(ack, fs.lastAck)
-	fs.window, fs.windowValid = window, true
-	if flags&fACK != 0 {
-		fs.lastAck, fs.lastAckTime, fs.ackSeen = ack, t, true
-	} else {
-		fs.lastAck, fs.lastAckTime = ack, t
-	}
-	fs.lastSegFlags = fl
-
-	// Counters.
-	switch {
-	case fl&OutOfOrder != 0:
+	if fl&OutOfOrder != 0 {
 		st.OutOfOrderPackets++
 	}
 	if fl&LostSegment != 0 {
@@ -653,7 +325,7 @@ finishedFwd:
 	}
 	if fl&DupAck != 0 {
 		st.DupAcks++
-		if fs.dupAckNum == 3 {
+		if d.st.dupAckNum == 3 {
 			st.TripleDupAcks++
 		}
 	}
@@ -669,105 +341,100 @@ finishedFwd:
 	if fl&KeepAlive != 0 {
 		st.KeepAlives++
 	}
+}
 
-	// Window this endpoint advertises (bounds the peer's flight).
-	if flags&fSYN == 0 {
-		w := int64(window)
-		if w > fwd.maxWin {
-			fwd.maxWin = w
-		}
-		// Zero windows are counted apart and, as in tcptrace, do not
-		// make the minimum.
-		if w > 0 && (fwd.minWin == 0 || w < fwd.minWin) {
-			fwd.minWin = w
+// dataSent records a data segment: series, unique bytes, idle gaps and
+// pauses between data segments.
+func (d *dirAnalysis) dataSent(a *Analyzer, span seqSpan, sg *segment, fl PacketFlags) {
+	st, t := &d.stats, sg.t
+	d.ser(a.opts.MaxPoints, t).recordSegment(span, sg.len, fl&AnyRetransmission != 0)
+	st.UniqueBytes += span.newBytes
+	if d.firstData == 0 && st.DataPackets == 1 {
+		d.firstData = t
+	}
+	// Gap after everything outstanding was acknowledged: judged against
+	// the path RTT at the end (see finishIdle).
+	if d.allAcked && fl&AnyRetransmission == 0 && st.DataPackets > 1 {
+		d.gaps.add(uint64((t - max(d.allAckedAt, d.lastData)) / 1000))
+	}
+	if st.DataPackets > 1 {
+		d.pauses.add(uint64((t - d.lastData) / 1000))
+	}
+	d.allAcked = false
+	d.lastData = t
+}
+
+// windowAdvertised tracks the window this endpoint advertises (it bounds
+// the peer's flight).
+func (d *dirAnalysis) windowAdvertised(sg *segment) {
+	if sg.flags&fSYN != 0 {
+		return
+	}
+	w := int64(sg.window)
+	d.maxWin = max(d.maxWin, w)
+	// Zero windows are counted apart and, as in tcptrace, do not make
+	// the minimum.
+	if w > 0 && (d.minWin == 0 || w < d.minWin) {
+		d.minWin = w
+	}
+}
+
+// ackArrived applies the ACK a packet of the peer carries to this
+// direction's data: series, RTT samples and the end of the transfer.
+func (d *dirAnalysis) ackArrived(a *Analyzer, p *decode.Packet, sg *segment, fl PacketFlags, ackAdvanced bool, info *PacketInfo) {
+	relAck := d.st.rel(sg.ack)
+	t := sg.t
+	// Series of a direction start with its first data segment; ACKs of a
+	// direction without data (SYN-only, pure ACK streams) go to a scratch
+	// accumulator that is never kept.
+	ser := d.series
+	if ser == nil {
+		ser = &a.scratch
+	}
+	ser.recordAck(relAck, int64(sg.window), sg.flags&fSYN == 0, fl)
+	if sg.flags&fSYN == 0 {
+		d.peerMaxWin = max(d.peerMaxWin, int64(sg.window))
+	}
+	for i := 0; i < p.NSACK; i++ {
+		b := p.SACK[i]
+		ser.recordSACK(d.st.rel(b.Left), d.st.rel(b.Right))
+	}
+	s, kind := d.acked(relAck, t)
+	if s.matched {
+		info.AckRTT = time.Duration(t - s.sent)
+		switch kind {
+		case ackKarn:
+			info.KarnRTT = info.AckRTT
+			ser.recordRTT(t - s.sent)
+		case ackPostLoss:
+			d.stats.PostLossAcks++
 		}
 	}
-
-	// This packet's ACK acknowledges the reverse direction's data.
-	info := &a.info
-	info.AckRTT, info.KarnRTT, info.InFlight = -1, -1, -1
-	if flags&fACK != 0 && rs.baseSet {
-		relAck := rs.rel(ack)
-		// Series of a direction start with its first data segment; ACKs of
-		// a direction without data (SYN-only, pure ACK streams) go to a
-		// scratch accumulator that is never kept.
-		rser := rev.series
-		if rser == nil {
-			rser = &a.scratch
-		}
-		rser.pend[sAcks].add(float64(relAck), float64(relAck))
-		if flags&fSYN == 0 {
-			rser.pend[sReceiveWindow].add(float64(relAck+int64(window)), float64(relAck+int64(window)))
-			rser.pend[sAdvWindow].add(float64(window), float64(window))
-			rev.peerMaxWin = max(rev.peerMaxWin, int64(window))
-		}
-		if fl&DupAck != 0 {
-			rser.pend[sDupAcks].add(float64(relAck), float64(relAck))
-		}
-		if fl&ZeroWindow != 0 {
-			rser.pend[sZeroWindows].add(float64(relAck), float64(relAck))
-		}
-		for i := 0; i < p.NSACK; i++ {
-			b := p.SACK[i]
-			rser.pend[sSACK].add(float64(rs.rel(b.Left)), float64(rs.rel(b.Right)))
-		}
-		had := rev.q.len()
-		r := rev.q.ack(relAck)
-		if r.matched {
-			d := t - r.sent
-			info.AckRTT = time.Duration(d)
-			if r.retrans {
-				// Karn: ambiguous, no sample.
-			} else if r.sent < rev.lastRetrans {
-				// Sent before a retransmission the ACK waited for: the delay
-				// includes loss recovery (tcptrace's "post-loss acks").
-				rev.stats.PostLossAcks++
-			} else {
-				info.KarnRTT = time.Duration(d)
-				us := uint64(d / 1000)
-				rev.rtt.add(us)
-				rser.pend[sRTT].add(float64(d)/1e6, float64(d)/1e6)
-				if r.empty && had == 1 && r.acked == 1 {
-					rev.lone.add(us)
-				}
-			}
-		}
-		if r.acked > 0 && rev.stats.DataPackets > 0 {
-			rev.lastDataAcked = t
-		}
-		if r.empty && !rev.allAcked {
-			rev.allAcked, rev.allAckedAt = true, t
-		}
-		if p.HasTimestamp && ackAdvanced && r.acked > 0 {
-			if sent, ok := rev.ts.lookup(p.TSEcr); ok {
-				d := t - sent
-				rev.tsrtt.add(uint64(d / 1000))
-				rser.pend[sTSRTT].add(float64(d)/1e6, float64(d)/1e6)
-			}
+	if s.acked > 0 && d.stats.DataPackets > 0 {
+		d.lastDataAcked = t
+	}
+	if s.empty && !d.allAcked {
+		d.allAcked, d.allAckedAt = true, t
+	}
+	if p.HasTimestamp && ackAdvanced && s.acked > 0 {
+		if rtt, ok := d.timestampEchoed(p.TSEcr, t); ok {
+			ser.recordTSRTT(rtt)
 		}
 	}
+}
 
-	// Bytes in flight of this direction after this packet.
-	if seglen > 0 && rs.ackSeen {
-		inflight := int64(int32(fs.nextseq - rs.lastAck))
-		if inflight >= 0 {
-			info.InFlight = inflight
-			fwd.flight.add(uint64(inflight))
-			fwd.series.pend[sInFlight].add(float64(inflight), float64(inflight))
-			st.MaxInFlightBytes = max(st.MaxInFlightBytes, inflight)
-			if rs.windowValid && rs.window > 0 && float64(inflight) >= 0.9*float64(rs.window) {
-				fwd.windowLimited++
-			}
-		}
+// inFlight records this direction's bytes in flight after a data segment.
+func (d *dirAnalysis) inFlight(rs *seqState, info *PacketInfo) {
+	inflight := int64(int32(d.st.nextseq - rs.lastAck))
+	if inflight < 0 {
+		return
 	}
-
-	if a.opts.OnPacket != nil {
-		info.Frame = a.res.Frames
-		info.Conn = c
-		info.Dir = dir
-		info.Flags = fl
-		info.PayloadLen = int(seglen)
-		a.opts.OnPacket(info)
+	info.InFlight = inflight
+	d.flight.add(uint64(inflight))
+	d.series.recordInFlight(inflight)
+	d.stats.MaxInFlightBytes = max(d.stats.MaxInFlightBytes, inflight)
+	if rs.windowValid && rs.window > 0 && float64(inflight) >= 0.9*float64(rs.window) {
+		d.windowLimited++
 	}
 }
 
@@ -870,80 +537,13 @@ func delayedAckStalls(lone, rtt *histogram) (int, float64) {
 		if cnt == 0 {
 			continue
 		}
-		v := histValue(i)
+		v := histValue(lone.lo + i)
 		if v >= float64(floor) && v <= float64(rtt.min+500_000) {
 			n += int(cnt)
 			total += float64(cnt) * (v - float64(rtt.min)) / 1e3
 		}
 	}
 	return n, total
-}
-
-// tsRing remembers when each TSval was first sent, for timestamp RTT
-// samples. TSvals only grow, so the ring stays sorted.
-type tsRing struct {
-	vals  []uint32 // allocated on first use, tsRingMin entries, doubling
-	times []int64
-	n     int  // total ever stored
-	grow  bool // a lookup missed a value older than the ring holds
-}
-
-// The ring starts small (most connections need a few entries) and doubles,
-// up to tsRingMax, when an echo refers to a value it has already dropped:
-// a standing queue of Q seconds needs about Q*1000 entries at 1 ms ticks.
-const (
-	tsRingMin = 64
-	tsRingMax = 16384
-)
-
-func (r *tsRing) sent(v uint32, t int64) {
-	if r.vals == nil {
-		r.vals, r.times = make([]uint32, tsRingMin), make([]int64, tsRingMin)
-	}
-	if r.n > 0 {
-		last := r.vals[(r.n-1)%len(r.vals)]
-		if !seqGT(v, last) {
-			return
-		}
-	}
-	if r.grow && len(r.vals) < tsRingMax {
-		r.grow = false
-		k := min(r.n, len(r.vals))
-		vals, times := make([]uint32, 2*len(r.vals)), make([]int64, 2*len(r.vals))
-		for i := 0; i < k; i++ {
-			j := (r.n - k + i) % len(r.vals)
-			vals[i], times[i] = r.vals[j], r.times[j]
-		}
-		r.vals, r.times, r.n = vals, times, k
-	}
-	r.vals[r.n%len(r.vals)] = v
-	r.times[r.n%len(r.times)] = t
-	r.n++
-}
-
-func (r *tsRing) lookup(v uint32) (int64, bool) {
-	k := min(r.n, len(r.vals))
-	if k == 0 {
-		return 0, false
-	}
-	// The echoed value is almost always one of the newest.
-	for i := 1; i <= min(k, 4); i++ {
-		j := (r.n - i) % len(r.vals)
-		if r.vals[j] == v {
-			return r.times[j], true
-		}
-	}
-	// Binary search over the k newest entries, oldest first.
-	i := sort.Search(k, func(i int) bool {
-		return !seqLT(r.vals[(r.n-k+i)%len(r.vals)], v)
-	})
-	if i < k && r.vals[(r.n-k+i)%len(r.vals)] == v {
-		return r.times[(r.n-k+i)%len(r.times)], true
-	}
-	if i == 0 && k == len(r.vals) {
-		r.grow = true // older than the oldest kept
-	}
-	return 0, false
 }
 
 // finishIdle decides where the capture was taken for this direction and
@@ -969,7 +569,7 @@ func finishIdle(c *Connection, d *dirAnalysis, st *DirectionStats) {
 		pthresh := max(1000, path/4)
 		var pause float64
 		for i, n := range d.pauses.counts {
-			if v := histValue(i); n > 0 && v > pthresh {
+			if v := histValue(d.pauses.lo + i); n > 0 && v > pthresh {
 				pause += float64(n) * v / 1e3
 			}
 		}
@@ -987,54 +587,11 @@ func finishIdle(c *Connection, d *dirAnalysis, st *DirectionStats) {
 		if n == 0 {
 			continue
 		}
-		v := histValue(i)
+		v := histValue(d.gaps.lo + i)
 		if v > thresh {
 			st.IdleGaps += int(n)
 			st.IdleTotalMs += float64(n) * (v - base) / 1e3
 			st.IdleMaxMs = max(st.IdleMaxMs, (v-base)/1e3)
 		}
 	}
-}
-
-type seqRange struct{ start, end int64 }
-
-const maxHoles = 64
-
-func (s *seqState) addHole(start, end int64) {
-	if len(s.holes) >= maxHoles {
-		copy(s.holes, s.holes[1:])
-		s.holes = s.holes[:len(s.holes)-1]
-	}
-	s.holes = append(s.holes, seqRange{start, end})
-}
-
-// fillHoles removes [start,end) from the holes and returns how many of
-// those bytes were in holes (never seen before).
-func (s *seqState) fillHoles(start, end int64) int64 {
-	var n int64
-	for i := 0; i < len(s.holes); i++ {
-		h := s.holes[i]
-		lo, hi := max(h.start, start), min(h.end, end)
-		if lo >= hi {
-			continue
-		}
-		n += hi - lo
-		switch {
-		case lo == h.start && hi == h.end:
-			s.holes = append(s.holes[:i], s.holes[i+1:]...)
-			i--
-		case lo == h.start:
-			s.holes[i].start = hi
-		case hi == h.end:
-			s.holes[i].end = lo
-		default:
-			s.holes[i].end = lo
-			if len(s.holes) < maxHoles {
-				s.holes = append(s.holes, seqRange{})
-				copy(s.holes[i+2:], s.holes[i+1:])
-				s.holes[i+1] = seqRange{hi, h.end}
-			}
-		}
-	}
-	return n
 }

@@ -9,10 +9,12 @@ import (
 // (microseconds, bytes) with bounded memory: log-linear buckets with 64
 // sub-buckets per power of two (values below 64 are exact), so any quantile
 // it reports is within 1.6 % of a true sample value. Memory grows with the
-// logarithm of the largest sample, never with the number of samples; buckets
-// are allocated on first use so that short connections stay small.
+// logarithm of the spread of the samples, never with their number: only
+// the buckets between the lowest and the highest used are allocated, on
+// first use, so that short connections stay small.
 type histogram struct {
-	counts   []uint32
+	counts   []uint32 // counts[i] is bucket lo+i
+	lo       int
 	n        uint64
 	sum      float64
 	sumSq    float64
@@ -44,13 +46,10 @@ func histValue(i int) float64 {
 
 func (h *histogram) add(v uint64) {
 	i := histIndex(v)
-	if i >= len(h.counts) {
-		grow := max(i+1, 2*len(h.counts), 64)
-		c := make([]uint32, grow)
-		copy(c, h.counts)
-		h.counts = c
+	if i < h.lo || i >= h.lo+len(h.counts) {
+		h.grow(i)
 	}
-	h.counts[i]++
+	h.counts[i-h.lo]++
 	if h.n == 0 || v < h.min {
 		h.min = v
 	}
@@ -61,6 +60,26 @@ func (h *histogram) add(v uint64) {
 	f := float64(v)
 	h.sum += f
 	h.sumSq += f * f
+}
+
+// grow widens the allocated buckets to cover bucket i, with slack on the
+// side it grew so that a drifting distribution reallocates rarely.
+func (h *histogram) grow(i int) {
+	if len(h.counts) == 0 {
+		h.lo = max(0, i-2)
+		h.counts = make([]uint32, 8)
+		return
+	}
+	slack := max(8, len(h.counts)/2)
+	lo, hi := h.lo, h.lo+len(h.counts)
+	if i < lo {
+		lo = max(0, i-slack)
+	} else {
+		hi = i + 1 + slack
+	}
+	c := make([]uint32, hi-lo)
+	copy(c[h.lo-lo:], h.counts)
+	h.counts, h.lo = c, lo
 }
 
 func (h *histogram) mean() float64 {
@@ -97,7 +116,7 @@ func (h *histogram) quantile(q float64) float64 {
 	for i, c := range h.counts {
 		seen += uint64(c)
 		if seen >= rank {
-			v := histValue(i)
+			v := histValue(h.lo + i)
 			return math.Min(math.Max(v, float64(h.min)), float64(h.max))
 		}
 	}
@@ -110,7 +129,7 @@ func (h *histogram) fractionAtLeast(v uint64) float64 {
 		return 0
 	}
 	var c uint64
-	for i := histIndex(v); i < len(h.counts); i++ {
+	for i := max(histIndex(v)-h.lo, 0); i < len(h.counts); i++ {
 		c += uint64(h.counts[i])
 	}
 	return float64(c) / float64(h.n)

@@ -148,3 +148,170 @@ func (s *Series) Rate(i int, end time.Duration) float64 {
 	}
 	return p.Sum / w.Seconds()
 }
+
+// DirectionSeries are the decimated graph series of one direction's data.
+// Sequence values are unwrapped byte offsets from the ISN (relative
+// sequence numbers, as Wireshark shows them), so they never wrap.
+type DirectionSeries struct {
+	Segments        Series // tcptrace/Stevens: Min = lowest segment start, Max = highest segment end
+	Retransmissions Series // retransmitted segments, same layout
+	Acks            Series // the peer's cumulative ACK
+	ReceiveWindow   Series // ACK + the peer's advertised window (the rwnd line)
+	SACK            Series // SACK blocks: Min = left edge, Max = right edge
+	DupAcks         Series // ACK value of each duplicate ACK (ticks)
+	ZeroWindows     Series // ACK value where the peer advertised a zero window
+	RTT             Series // Karn RTT samples, ms
+	TSRTT           Series // timestamp RTT samples, ms
+	AdvWindow       Series // the peer's advertised window, bytes
+	InFlight        Series // bytes in flight after each data segment
+	Throughput      Series // data bytes sent per bucket (Sum)
+	Goodput         Series // new (unique) bytes sent per bucket (Sum)
+
+	// Samples first gather in one 100 µs accumulator per series (plain
+	// field updates on the per-packet path); a full accumulator becomes
+	// one point of its series when time moves past it.
+	pend     [numSeries]acc
+	pendEnd  time.Duration
+	pendT    time.Duration
+	pendStep time.Duration // the narrowest bucket among the series
+	ptrs     [numSeries]*Series
+}
+
+// Series indexes, in the order of All.
+const (
+	sSegments = iota
+	sRetransmissions
+	sAcks
+	sReceiveWindow
+	sSACK
+	sDupAcks
+	sZeroWindows
+	sRTT
+	sTSRTT
+	sAdvWindow
+	sInFlight
+	sThroughput
+	sGoodput
+	numSeries
+)
+
+// acc accumulates the samples of one series within one initial bucket.
+type acc struct {
+	n                        int
+	first, lo, hi, last, sum float64
+}
+
+func (a *acc) add(lo, hi float64) {
+	if a.n == 0 {
+		a.first, a.lo, a.hi = lo, lo, hi
+	} else {
+		a.lo = min(a.lo, lo)
+		a.hi = max(a.hi, hi)
+	}
+	a.last = hi
+	a.sum += lo
+	a.n++
+}
+
+// roll flushes the accumulators if t is past their bucket.
+// The accumulators span the narrowest bucket any non-empty series has
+// reached, so a long transfer flushes rarely.
+func (s *DirectionSeries) roll(t time.Duration) {
+	if t < s.pendEnd {
+		return
+	}
+	s.flush()
+	if s.pendStep == 0 {
+		s.pendStep = initialBucket
+	}
+	s.pendT = t - t%s.pendStep
+	s.pendEnd = s.pendT + s.pendStep
+}
+
+func (s *DirectionSeries) flush() {
+	step := time.Duration(0)
+	for i := range s.pend {
+		a := &s.pend[i]
+		sr := s.ptrs[i]
+		if a.n > 0 {
+			sr.addPoint(Point{T: s.pendT, First: a.first, Min: a.lo, Max: a.hi, Last: a.last, Sum: a.sum, N: a.n})
+			*a = acc{}
+		}
+		if len(sr.Points) > 0 && (step == 0 || sr.Bucket < step) {
+			step = sr.Bucket
+		}
+	}
+	if step == 0 {
+		step = initialBucket
+	}
+	s.pendStep = step
+}
+
+func newDirSeries(n int) *DirectionSeries {
+	s := &DirectionSeries{
+		Segments:        newSeries("segments", "bytes", n),
+		Retransmissions: newSeries("retransmissions", "bytes", n),
+		Acks:            newSeries("ack", "bytes", n),
+		ReceiveWindow:   newSeries("rwnd", "bytes", n),
+		SACK:            newSeries("sack", "bytes", n),
+		DupAcks:         newSeries("dup_ack", "bytes", n),
+		ZeroWindows:     newSeries("zero_window", "bytes", n),
+		RTT:             newSeries("rtt", "ms", n),
+		TSRTT:           newSeries("ts_rtt", "ms", n),
+		AdvWindow:       newSeries("adv_window", "bytes", n),
+		InFlight:        newSeries("in_flight", "bytes", n),
+		Throughput:      newSeries("throughput", "bytes/bucket", n),
+		Goodput:         newSeries("goodput", "bytes/bucket", n),
+	}
+	copy(s.ptrs[:], s.All())
+	return s
+}
+
+// All lists the series in a fixed order (CSV columns, plots).
+func (s *DirectionSeries) All() []*Series {
+	return []*Series{&s.Segments, &s.Retransmissions, &s.Acks, &s.ReceiveWindow, &s.SACK, &s.DupAcks,
+		&s.ZeroWindows, &s.RTT, &s.TSRTT, &s.AdvWindow, &s.InFlight, &s.Throughput, &s.Goodput}
+}
+
+// recordSegment records a data segment's sequence range and bytes.
+func (s *DirectionSeries) recordSegment(span seqSpan, seglen uint32, retrans bool) {
+	if retrans {
+		s.pend[sRetransmissions].add(float64(span.start), float64(span.end))
+	} else {
+		s.pend[sSegments].add(float64(span.start), float64(span.end))
+	}
+	s.pend[sThroughput].add(float64(seglen), float64(seglen))
+	if span.newBytes > 0 {
+		s.pend[sGoodput].add(float64(span.newBytes), float64(span.newBytes))
+	}
+}
+
+// recordAck records the peer's cumulative ACK and, unless it came on a
+// SYN, the window it advertised.
+func (s *DirectionSeries) recordAck(relAck, window int64, hasWindow bool, fl PacketFlags) {
+	s.pend[sAcks].add(float64(relAck), float64(relAck))
+	if hasWindow {
+		s.pend[sReceiveWindow].add(float64(relAck+window), float64(relAck+window))
+		s.pend[sAdvWindow].add(float64(window), float64(window))
+	}
+	if fl&DupAck != 0 {
+		s.pend[sDupAcks].add(float64(relAck), float64(relAck))
+	}
+	if fl&ZeroWindow != 0 {
+		s.pend[sZeroWindows].add(float64(relAck), float64(relAck))
+	}
+}
+
+// recordSACK records one SACK block.
+func (s *DirectionSeries) recordSACK(left, right int64) {
+	s.pend[sSACK].add(float64(left), float64(right))
+}
+
+// recordRTT records a Karn RTT sample of d ns.
+func (s *DirectionSeries) recordRTT(d int64) { s.pend[sRTT].add(float64(d)/1e6, float64(d)/1e6) }
+
+// recordTSRTT records a timestamp RTT sample of d ns.
+func (s *DirectionSeries) recordTSRTT(d int64) { s.pend[sTSRTT].add(float64(d)/1e6, float64(d)/1e6) }
+
+// recordInFlight records the bytes in flight after a data segment.
+func (s *DirectionSeries) recordInFlight(v int64) { s.pend[sInFlight].add(float64(v), float64(v)) }

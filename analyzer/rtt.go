@@ -1,0 +1,148 @@
+package analyzer
+
+import (
+	"sort"
+
+	"github.com/wanlab/wanlab/analyzer/decode"
+)
+
+// rttSampler takes one direction's RTT samples: Karn's rule over the
+// unacknowledged segments (tcptrace's rtt_ackin, with its post-loss ACKs
+// set apart), TCP timestamp echoes, and the echo RTT the receiver sees.
+type rttSampler struct {
+	q       unackedQueue
+	ts      tsRing
+	rtt     histogram // Karn samples, µs
+	tsrtt   histogram // timestamp samples, µs
+	echortt histogram // receiver's TSval to the first new data echoing it, µs
+	lone    histogram // ACK delay of lone segments, µs (delayed-ACK detector)
+
+	echoSeen    bool
+	lastEcho    uint32
+	lastRetrans int64 // time of the latest retransmission
+}
+
+// ackKind says what the ACK of a matched segment gives the sampler.
+type ackKind uint8
+
+const (
+	ackAmbiguous ackKind = iota // the segment was retransmitted (Karn: no sample)
+	ackKarn                     // a Karn sample
+	ackPostLoss                 // sent before a retransmission the ACK waited for
+)
+
+// acked applies a cumulative ACK (relative sequence relAck) at time t.
+// When a segment ends exactly at the ACK (r.matched), kind says whether
+// its delay t-r.sent is a sample: the delay of a segment sent before a
+// later retransmission includes loss recovery (tcptrace's "post-loss
+// acks").
+func (s *rttSampler) acked(relAck, t int64) (r ackResult, kind ackKind) {
+	had := s.q.len()
+	r = s.q.ack(relAck)
+	if !r.matched || r.retrans {
+		return r, ackAmbiguous
+	}
+	if r.sent < s.lastRetrans {
+		return r, ackPostLoss
+	}
+	us := uint64((t - r.sent) / 1000)
+	s.rtt.add(us)
+	if r.empty && had == 1 && r.acked == 1 {
+		s.lone.add(us)
+	}
+	return r, ackKarn
+}
+
+// timestampEchoed takes a timestamp RTT sample from an ACK echoing tsecr
+// at time t.
+func (r *rttSampler) timestampEchoed(tsecr uint32, t int64) (int64, bool) {
+	sent, ok := r.ts.lookup(tsecr)
+	if !ok {
+		return 0, false
+	}
+	r.tsrtt.add(uint64((t - sent) / 1000))
+	return t - sent, true
+}
+
+// timestampSent notes the first sending time of every TSval (data
+// segments' for the timestamp RTT, pure ACKs' for the peer's echo RTT)
+// and takes an echo RTT sample, the receiver's view (Linux's
+// tcp_rcv_rtt_measure_ts): new data that echoes a TSval of the peer's
+// first comes one round trip after the peer sent that value.
+func (r *rttSampler) timestampSent(peer *rttSampler, p *decode.Packet, sg *segment, fl PacketFlags) {
+	r.ts.sent(p.TSVal, sg.t)
+	if sg.len > 0 && fl&(AnyRetransmission|OutOfOrder) == 0 && sg.flags&fACK != 0 &&
+		(!r.echoSeen || p.TSEcr != r.lastEcho) {
+		r.echoSeen, r.lastEcho = true, p.TSEcr
+		if sent, ok := peer.ts.lookup(p.TSEcr); ok {
+			r.echortt.add(uint64((sg.t - sent) / 1000))
+		}
+	}
+}
+
+// tsRing remembers when each TSval was first sent, for timestamp RTT
+// samples. TSvals only grow, so the ring stays sorted.
+type tsRing struct {
+	vals  []uint32 // allocated on first use, tsRingMin entries, doubling
+	times []int64
+	n     int  // total ever stored
+	grow  bool // a lookup missed a value older than the ring holds
+}
+
+// The ring starts small (most connections need a few entries) and doubles,
+// up to tsRingMax, when an echo refers to a value it has already dropped:
+// a standing queue of Q seconds needs about Q*1000 entries at 1 ms ticks.
+const (
+	tsRingMin = 64
+	tsRingMax = 16384
+)
+
+func (r *tsRing) sent(v uint32, t int64) {
+	if r.vals == nil {
+		r.vals, r.times = make([]uint32, tsRingMin), make([]int64, tsRingMin)
+	}
+	if r.n > 0 {
+		last := r.vals[(r.n-1)%len(r.vals)]
+		if !seqGT(v, last) {
+			return
+		}
+	}
+	if r.grow && len(r.vals) < tsRingMax {
+		r.grow = false
+		k := min(r.n, len(r.vals))
+		vals, times := make([]uint32, 2*len(r.vals)), make([]int64, 2*len(r.vals))
+		for i := 0; i < k; i++ {
+			j := (r.n - k + i) % len(r.vals)
+			vals[i], times[i] = r.vals[j], r.times[j]
+		}
+		r.vals, r.times, r.n = vals, times, k
+	}
+	r.vals[r.n%len(r.vals)] = v
+	r.times[r.n%len(r.times)] = t
+	r.n++
+}
+
+func (r *tsRing) lookup(v uint32) (int64, bool) {
+	k := min(r.n, len(r.vals))
+	if k == 0 {
+		return 0, false
+	}
+	// The echoed value is almost always one of the newest.
+	for i := 1; i <= min(k, 4); i++ {
+		j := (r.n - i) % len(r.vals)
+		if r.vals[j] == v {
+			return r.times[j], true
+		}
+	}
+	// Binary search over the k newest entries, oldest first.
+	i := sort.Search(k, func(i int) bool {
+		return !seqLT(r.vals[(r.n-k+i)%len(r.vals)], v)
+	})
+	if i < k && r.vals[(r.n-k+i)%len(r.vals)] == v {
+		return r.times[(r.n-k+i)%len(r.times)], true
+	}
+	if i == 0 && k == len(r.vals) {
+		r.grow = true // older than the oldest kept
+	}
+	return 0, false
+}
