@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/host"
+
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
@@ -87,8 +89,9 @@ type Proxy struct {
 
 var _ control.Backend = (*Proxy)(nil)
 
-// ErrInterfaceNotFound is wrapped by errors about a missing interface.
-var ErrInterfaceNotFound = errors.New("not found")
+// ErrInterfaceNotFound is matched by errors about a missing interface
+// (host's one such error).
+var ErrInterfaceNotFound = host.ErrNotFound
 
 // Start sets the proxy up and starts forwarding: it claims the interfaces,
 // opens one TUN per direction (inside the namespace), starts the forwarder
@@ -235,7 +238,7 @@ func (p *Proxy) setupHost() ([2]device.Device, error) {
 			if err != nil {
 				var nf netlink.LinkNotFoundError
 				if errors.As(err, &nf) {
-					return fmt.Errorf("interface %q: %w", name, ErrInterfaceNotFound)
+					return &host.NotFoundError{Iface: name}
 				}
 				return fmt.Errorf("interface %q: %w", name, err)
 			}

@@ -115,21 +115,13 @@ func kernelTarget(cc *cli.Context, verb string) (kernel.Target, error) {
 	return kernel.Target{Iface: cc.String("iface"), Netns: cc.String("netns"), StateDir: cc.String("state-dir")}, nil
 }
 
-// kernelError maps the kernel package's errors to exit codes: a missing
-// qdisc kind is ErrNoKernelSupport (4), a missing interface a usage error.
+// kernelError names the subcommand in a kernel package error (exitCode
+// maps it: a missing qdisc kind is 4, a missing interface 2).
 func kernelError(verb string, err error) error {
 	if err == nil {
 		return nil
 	}
-	err = fmt.Errorf("kernel %s: %w", verb, err)
-	var ni *kernel.NoInterfaceError
-	switch {
-	case errors.Is(err, kernel.ErrNotSupported):
-		return &kindError{err: err, kind: ErrNoKernelSupport}
-	case errors.As(err, &ni):
-		return usageError(err)
-	}
-	return err
+	return fmt.Errorf("kernel %s: %w", verb, err)
 }
 
 func runKernelShow(cc *cli.Context) error {

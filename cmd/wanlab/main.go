@@ -10,6 +10,10 @@ import (
 	"sort"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/wanlab/wanlab/internal/host"
+	"github.com/wanlab/wanlab/proxy/device"
+	"github.com/wanlab/wanlab/proxy/kernel"
 )
 
 // Exit codes. Scripts rely on them.
@@ -58,18 +62,20 @@ func main() {
 	os.Exit(exitCode(err))
 }
 
-// exitCode maps an error to the process exit status. Commands wrap their
-// errors with the sentinel kinds below; anything else is a plain failure.
+// exitCode maps an error to the process exit status, for every command in
+// one place: what the user typed or named (a bad flag, spec or file, an
+// interface that does not exist) is 2, missing privileges 3, a feature the
+// kernel lacks (a qdisc kind, the TUN driver) 4, anything else 1.
 func exitCode(err error) int {
 	var ec cli.ExitCoder
 	switch {
 	case errors.As(err, &ec):
 		return ec.ExitCode()
-	case errors.Is(err, ErrUsage):
+	case errors.Is(err, ErrUsage), errors.Is(err, host.ErrNotFound):
 		return exitUsage
 	case errors.Is(err, os.ErrPermission):
 		return exitNoPerm
-	case errors.Is(err, ErrNoKernelSupport):
+	case errors.Is(err, ErrNoKernelSupport), errors.Is(err, kernel.ErrNotSupported), errors.Is(err, device.ErrUnavailable):
 		return exitNoKernel
 	}
 	return exitFailure

@@ -279,17 +279,12 @@ func runProxy(cc *cli.Context) error {
 	return nil
 }
 
-// proxyError maps setup failures to exit codes: a missing interface is
-// the user's input (2), permissions (3) pass through, a missing TUN driver
-// is the kernel's (4).
+// proxyError names the command in a setup failure, with the privilege it
+// lacked (exitCode maps it: a missing interface 2, permissions 3, no TUN
+// driver 4).
 func proxyError(err error) error {
-	switch {
-	case errors.Is(err, os.ErrPermission):
+	if errors.Is(err, os.ErrPermission) {
 		return fmt.Errorf("proxy: %w (needs root or CAP_NET_ADMIN)", err)
-	case errors.Is(err, device.ErrUnavailable):
-		return &kindError{err: fmt.Errorf("proxy: %w", err), kind: ErrNoKernelSupport}
-	case errors.Is(err, proxy.ErrInterfaceNotFound):
-		return usageError(fmt.Errorf("proxy: %w", err))
 	}
 	return fmt.Errorf("proxy: %w", err)
 }

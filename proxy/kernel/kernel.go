@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/wanlab/wanlab/internal/host"
 )
 
 // DefaultStateDir is where Apply records what it replaced.
@@ -38,14 +40,13 @@ func (e *NoKindError) Error() string {
 // Unwrap lets callers test errors.Is(err, ErrNotSupported).
 func (e *NoKindError) Unwrap() error { return ErrNotSupported }
 
-// NoInterfaceError says the interface does not exist.
-type NoInterfaceError struct{ Iface string }
-
-func (e *NoInterfaceError) Error() string { return fmt.Sprintf("interface %q: not found", e.Iface) }
+// NoInterfaceError says the interface does not exist (host's one such
+// error: errors.Is(err, host.ErrNotFound)).
+type NoInterfaceError = host.NotFoundError
 
 func (t Target) withDefaults() (Target, error) {
-	if t.Iface == "" || len(t.Iface) > 15 || strings.ContainsAny(t.Iface, "/ \t:") {
-		return t, fmt.Errorf("interface %q: not a valid interface name", t.Iface)
+	if err := host.CheckIfaceName(t.Iface); err != nil {
+		return t, err
 	}
 	if strings.ContainsAny(t.Netns, "/@") {
 		return t, fmt.Errorf("netns %q: not a valid name", t.Netns)

@@ -161,7 +161,9 @@ func testVMCorpus(t *testing.T, ctx context.Context, v *vm.VM) {
 			key = m[1] + " " + m[2]
 			continue
 		}
-		if key != "" && line != "" {
+		// kernel apply warns (on stderr, which the VM's agent merges)
+		// about correlated probabilities; the spec is applied as written.
+		if key != "" && line != "" && !strings.HasPrefix(line, "warning: ") {
 			got[key] += line + "\n"
 		}
 	}

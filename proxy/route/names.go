@@ -6,10 +6,11 @@
 package route
 
 import (
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"strings"
+
+	hostenv "github.com/wanlab/wanlab/internal/host"
 )
 
 // DefaultStateDir is where state and lock files live unless Config says otherwise.
@@ -29,7 +30,7 @@ type Config struct {
 }
 
 // maxIfaceName is IFNAMSIZ-1: the kernel's limit on interface names.
-const maxIfaceName = 15
+const maxIfaceName = hostenv.MaxIfaceName
 
 // TUNNames returns the TUN device names the proxy uses for ifaces: "wl-"
 // followed by the interface name, or for names too long for that, its first
@@ -50,10 +51,9 @@ func tunName(iface string) string {
 	return fmt.Sprintf("wl%s~%08x", iface[:4], h.Sum32())[:maxIfaceName]
 }
 
-// NotFoundError says an interface (or TUN) does not exist.
-type NotFoundError struct{ Iface string }
-
-func (e *NotFoundError) Error() string { return fmt.Sprintf("interface %q: not found", e.Iface) }
+// NotFoundError says an interface (or TUN) does not exist (host's one
+// such error: errors.Is(err, hostenv.ErrNotFound)).
+type NotFoundError = hostenv.NotFoundError
 
 // withDefaults validates cfg and fills in defaults.
 func (cfg Config) withDefaults() (Config, error) {
@@ -82,17 +82,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
-func checkIfaceName(n string) error {
-	switch {
-	case n == "":
-		return errors.New("interface name is empty")
-	case len(n) > maxIfaceName:
-		return fmt.Errorf("interface %q: name longer than %d bytes", n, maxIfaceName)
-	case strings.ContainsAny(n, "/ \t\n:") || n == "." || n == "..":
-		return fmt.Errorf("interface %q: not a valid interface name", n)
-	}
-	return nil
-}
+func checkIfaceName(n string) error { return hostenv.CheckIfaceName(n) }
 
 // filePrefix keeps the files of proxies in different named namespaces apart.
 func (cfg Config) filePrefix() string {

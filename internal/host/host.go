@@ -1,0 +1,58 @@
+// Package host holds what every wanlab command that changes the host
+// shares: the check of an interface name, the one "interface not found"
+// error, and the error type that names the operation and the object that
+// failed. State files and locks are package hostfile's.
+package host
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// MaxIfaceName is IFNAMSIZ-1: the kernel's limit on interface names.
+const MaxIfaceName = 15
+
+// CheckIfaceName reports what is wrong with an interface name: empty,
+// longer than the kernel allows, or holding a character the kernel
+// refuses ('/', ':', white space) or "." and "..".
+func CheckIfaceName(n string) error {
+	switch {
+	case n == "":
+		return errors.New("interface name is empty")
+	case len(n) > MaxIfaceName:
+		return fmt.Errorf("interface %q: name longer than %d bytes", n, MaxIfaceName)
+	case strings.ContainsAny(n, "/ \t\n:") || n == "." || n == "..":
+		return fmt.Errorf("interface %q: not a valid interface name", n)
+	}
+	return nil
+}
+
+// ErrNotFound is matched (errors.Is) by every "interface not found" error.
+var ErrNotFound = errors.New("not found")
+
+// NotFoundError says an interface (or a TUN) does not exist.
+type NotFoundError struct{ Iface string }
+
+func (e *NotFoundError) Error() string { return fmt.Sprintf("interface %q: not found", e.Iface) }
+
+// Is makes a NotFoundError match ErrNotFound.
+func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// OpError is a failed operation on one object of the host ("apply qdisc"
+// on "eth0", "write sysctl" on "net/ipv4/ip_forward"): its text is one line,
+// "op object: cause", and it wraps the cause for errors.Is and errors.As.
+type OpError struct {
+	Op     string
+	Object string
+	Err    error
+}
+
+func (e *OpError) Error() string {
+	if e.Object == "" {
+		return e.Op + ": " + e.Err.Error()
+	}
+	return e.Op + " " + e.Object + ": " + e.Err.Error()
+}
+
+func (e *OpError) Unwrap() error { return e.Err }
