@@ -1,12 +1,12 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/nsrun"
 )
 
@@ -30,9 +30,8 @@ func WriteSysctls(ns string, kv map[string]string) error {
 		for _, k := range keys {
 			// /proc/sys/net resolves against the calling thread's
 			// namespace, which DoNamed has just entered.
-			path := filepath.Join("/proc/sys", strings.ReplaceAll(k, ".", "/"))
-			if err := os.WriteFile(path, []byte(kv[k]), 0); err != nil {
-				return fmt.Errorf("sysctl %s=%q in netns %s: %w", k, kv[k], ns, err)
+			if err := host.ProcSys.Write(k, []byte(kv[k])); err != nil {
+				return fmt.Errorf("sysctl %s=%q in netns %s: %w", k, kv[k], ns, errors.Unwrap(err))
 			}
 		}
 		return nil
@@ -43,9 +42,9 @@ func WriteSysctls(ns string, kv map[string]string) error {
 func ReadSysctl(ns, key string) (string, error) {
 	var v string
 	err := nsrun.DoNamed(ns, func() error {
-		b, err := os.ReadFile(filepath.Join("/proc/sys", strings.ReplaceAll(key, ".", "/")))
+		b, err := host.ProcSys.ReadRaw(key)
 		if err != nil {
-			return fmt.Errorf("sysctl %s in netns %s: %w", key, ns, err)
+			return fmt.Errorf("sysctl %s in netns %s: %w", key, ns, errors.Unwrap(err))
 		}
 		v = strings.TrimSpace(string(b))
 		return nil

@@ -31,3 +31,32 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("%v", op)
 	}
 }
+
+func TestSysctl(t *testing.T) {
+	dir := t.TempDir()
+	s := Sysctl{Root: dir}
+	if err := os.MkdirAll(dir+"/net/ipv4/conf/eth0.100", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/net/ipv4/tcp_rmem", []byte("4096\t131072\t6291456\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/net/ipv4/conf/eth0.100/forwarding", []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Read("net.ipv4.tcp_rmem"); err != nil || v != "4096 131072 6291456" {
+		t.Fatalf("Read = %q, %v", v, err)
+	}
+	if err := s.Write("net/ipv4/conf/eth0.100/forwarding", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := s.ReadRaw("net/ipv4/conf/eth0.100/forwarding"); string(b) != "1" {
+		t.Fatalf("a path with a dot in a name: %q", b)
+	}
+	if m, err := s.Glob("net/ipv4/conf/*/forwarding"); err != nil || len(m) != 1 || m[0] != "net/ipv4/conf/eth0.100/forwarding" {
+		t.Fatalf("Glob = %v, %v", m, err)
+	}
+	if s.Exists("net.core.default_qdisc") {
+		t.Fatal("a missing key exists")
+	}
+}

@@ -2,12 +2,8 @@ package kernel
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/wanlab/wanlab/internal/nsrun"
+	"github.com/wanlab/wanlab/internal/host"
 )
 
 // resolve gives a Target with Netns "" the name of the namespace the
@@ -18,21 +14,10 @@ func (t Target) resolve() Target {
 	if t.Netns != "" || t.anon != "" {
 		return t
 	}
-	var cur unix.Stat_t
-	if unix.Stat("/proc/thread-self/ns/net", &cur) != nil {
-		return t
-	}
-	entries, _ := os.ReadDir(nsrun.Dir)
-	for _, e := range entries {
-		var st unix.Stat_t
-		if unix.Stat(filepath.Join(nsrun.Dir, e.Name()), &st) == nil && st.Ino == cur.Ino {
-			t.Netns = e.Name()
-			return t
-		}
-	}
-	var own unix.Stat_t
-	if unix.Stat("/proc/self/ns/net", &own) == nil && own.Ino != cur.Ino {
-		t.anon = fmt.Sprintf("netns%d", cur.Ino)
+	id := host.CurrentNetns()
+	t.Netns = id.Name
+	if id.Inode != 0 {
+		t.anon = fmt.Sprintf("netns%d", id.Inode)
 	}
 	return t
 }

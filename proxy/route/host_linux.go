@@ -5,25 +5,25 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	hostenv "github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/nsrun"
 )
 
 // host is one network namespace as seen through netlink and /proc/sys.
 type host struct {
-	nl      *netlink.Handle
-	ns      netns.NsHandle // netns.None() = the current namespace
-	sysRoot string         // /proc/sys; a field so the namespace is the only thing that varies
+	nl  *netlink.Handle
+	ns  netns.NsHandle // netns.None() = the current namespace
+	sys hostenv.Sysctl // /proc/sys; a field so the namespace is the only thing that varies
 }
 
 func openHost(name string) (*host, error) {
-	h := &host{ns: netns.None(), sysRoot: "/proc/sys"}
+	h := &host{ns: netns.None(), sys: hostenv.ProcSys}
 	var err error
 	if name == "" {
 		h.nl, err = netlink.NewHandle(unix.NETLINK_ROUTE)
@@ -53,7 +53,7 @@ func (h *host) close() {
 func (h *host) readSysctl(p string) (string, error) {
 	var v string
 	err := nsrun.Do(h.ns, func() error {
-		b, err := os.ReadFile(filepath.Join(h.sysRoot, p))
+		b, err := os.ReadFile(h.sys.Path(p))
 		v = strings.TrimSpace(string(b))
 		return err
 	})
@@ -65,7 +65,7 @@ func (h *host) readSysctl(p string) (string, error) {
 
 func (h *host) writeSysctl(p, v string) error {
 	err := nsrun.Do(h.ns, func() error {
-		f, err := os.OpenFile(filepath.Join(h.sysRoot, p), os.O_WRONLY, 0)
+		f, err := os.OpenFile(h.sys.Path(p), os.O_WRONLY, 0)
 		if err != nil {
 			return err
 		}
@@ -85,11 +85,8 @@ func (h *host) writeSysctl(p, v string) error {
 func (h *host) sysctlGlob(pattern string) ([]string, error) {
 	var out []string
 	err := nsrun.Do(h.ns, func() error {
-		m, err := filepath.Glob(filepath.Join(h.sysRoot, pattern))
-		for _, p := range m {
-			r, _ := filepath.Rel(h.sysRoot, p)
-			out = append(out, r)
-		}
+		var err error
+		out, err = h.sys.Glob(pattern)
 		return err
 	})
 	return out, err

@@ -2,12 +2,8 @@ package route
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/wanlab/wanlab/internal/nsrun"
+	hostenv "github.com/wanlab/wanlab/internal/host"
 )
 
 // resolveNetns gives a Config with Netns "" the name of the namespace the
@@ -19,39 +15,14 @@ func resolveNetns(cfg Config) Config {
 	if cfg.Netns != "" || cfg.anonNetns != 0 {
 		return cfg
 	}
-	cur, err := nsInode("/proc/thread-self/ns/net")
-	if err != nil {
-		return cfg
-	}
-	entries, _ := os.ReadDir(nsrun.Dir)
-	for _, e := range entries {
-		if ino, err := nsInode(filepath.Join(nsrun.Dir, e.Name())); err == nil && ino == cur {
-			cfg.Netns = e.Name()
-			return cfg
-		}
-	}
-	if own, err := nsInode("/proc/self/ns/net"); err == nil && own != cur {
-		cfg.anonNetns = cur
-	}
+	id := hostenv.CurrentNetns()
+	cfg.Netns, cfg.anonNetns = id.Name, id.Inode
 	return cfg
-}
-
-func nsInode(path string) (uint64, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return 0, err
-	}
-	return st.Ino, nil
 }
 
 // targetInode is the inode of the namespace a state refers to, as seen
 // from here: the named one, or the calling thread's.
-func targetInode(netns string) (uint64, error) {
-	if netns != "" {
-		return nsInode(filepath.Join(nsrun.Dir, netns))
-	}
-	return nsInode("/proc/thread-self/ns/net")
-}
+func targetInode(netns string) (uint64, error) { return hostenv.NetnsInode(netns) }
 
 // checkNetns refuses to undo a state in a namespace other than the one it
 // was made in (its sysctls would be written to the wrong host).
