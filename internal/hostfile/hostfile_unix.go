@@ -70,3 +70,6 @@ func (l *Lock) Unlock(remove bool) error {
 	l.f = nil
 	return err
 }
+
+// File is the open lock file, for writing the holder's pid into it.
+func (l *Lock) File() *os.File { return l.f }

@@ -117,10 +117,9 @@ func TestForwardingThroughTUNs(t *testing.T) {
 }
 
 func testForwarding(t *testing.T, forceFwd bool) {
-	useForceForwarding = forceFwd
-	t.Cleanup(func() { useForceForwarding = true })
 	tr := newTrio(t)
 	r := tr.router
+	r.cfg.hooks.noForceForwarding = !forceFwd
 	r.Sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
 	r.Sysctl(t, "net/ipv4/conf/default/rp_filter", "1")
 	if forceFwd {
@@ -175,7 +174,6 @@ func TestEverySettingIsNeeded(t *testing.T) {
 	for i, f := range r.tuns {
 		go echoTUN(f, &seen[i])
 	}
-	t.Cleanup(func() { skipChange = nil })
 	a, err := Apply(r.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -194,8 +192,9 @@ func TestEverySettingIsNeeded(t *testing.T) {
 	}
 	port := 7100
 	for _, leave := range needed {
-		skipChange = func(c change) bool { return c.Path == leave.Path }
-		a, err := Apply(r.cfg)
+		cfg := r.cfg
+		cfg.hooks.skipChange = func(c change) bool { return c.Path == leave.Path }
+		a, err := Apply(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,6 +27,22 @@ type Config struct {
 	// that namespace is neither the host's nor a named one (found by Apply):
 	// it keeps the files of proxies in different namespaces apart.
 	anonNetns uint64
+
+	// hooks are the tests' handles on Apply; the zero value is production.
+	hooks applyHooks
+}
+
+// applyHooks let a test fail, leave out or vary Apply's changes.
+type applyHooks struct {
+	// beforeChange runs after a change is journalled and before it is
+	// made; an error makes Apply fail there.
+	beforeChange func(c change) error
+	// skipChange leaves a planned change out: the test that shows each
+	// setting is needed.
+	skipChange func(c change) bool
+	// noForceForwarding takes the path of kernels before 6.17 (no
+	// per-interface IPv6 force_forwarding).
+	noForceForwarding bool
 }
 
 // maxIfaceName is IFNAMSIZ-1: the kernel's limit on interface names.

@@ -25,7 +25,7 @@ import (
 // so a lock that can be taken proves its previous owner is gone.
 type Lock struct {
 	paths []string
-	files []*os.File
+	locks []*hostfile.Lock
 }
 
 // held records the lock files this process holds, so that Apply knows when
@@ -71,7 +71,7 @@ func lockIfaces(cfg Config, ifaces []string) (*Lock, error) {
 			l.Release()
 			return nil, lockedError(fmt.Sprintf("interface %q is already used by a proxy in this process (pid %d)", iface, os.Getpid()))
 		}
-		f, err := lockFile(p)
+		lk, err := hostfile.LockFile(p, true)
 		if err != nil {
 			l.Release()
 			if errors.Is(err, unix.EWOULDBLOCK) {
@@ -81,37 +81,16 @@ func lockIfaces(cfg Config, ifaces []string) (*Lock, error) {
 			}
 			return nil, fmt.Errorf("lock %s: %w", p, err)
 		}
+		f := lk.File()
 		f.Truncate(0)
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 		held.Lock()
 		held.m[p] = true
 		held.Unlock()
 		l.paths = append(l.paths, p)
-		l.files = append(l.files, f)
+		l.locks = append(l.locks, lk)
 	}
 	return l, nil
-}
-
-// lockFile opens and flocks path. Release unlinks lock files while holding
-// them, so a file that was locked after being unlinked by its previous
-// holder is stale: then it starts over with the file now at path.
-func lockFile(path string) (*os.File, error) {
-	for {
-		f, err := hostfile.OpenLock(path)
-		if err != nil {
-			return nil, err
-		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			f.Close()
-			return nil, err
-		}
-		var held, now unix.Stat_t
-		if unix.Fstat(int(f.Fd()), &held) == nil && unix.Stat(path, &now) == nil &&
-			held.Dev == now.Dev && held.Ino == now.Ino {
-			return f, nil
-		}
-		f.Close()
-	}
 }
 
 // Release gives the interfaces up and removes their lock files. It does
@@ -122,12 +101,11 @@ func (l *Lock) Release() error {
 	}
 	held.Lock()
 	defer held.Unlock()
-	for i, f := range l.files {
+	for i, lk := range l.locks {
 		delete(held.m, l.paths[i])
-		os.Remove(l.paths[i]) // while still locked: see lockFile
-		f.Close()             // closing the last descriptor drops the flock
+		lk.Unlock(true) // unlinked while still locked: see hostfile.LockFile
 	}
-	l.files, l.paths = nil, nil
+	l.locks, l.paths = nil, nil
 	return nil
 }
 
@@ -236,17 +214,6 @@ func (a *Applied) Tables() (tables [2]int, priority int) {
 // StatePath is the file that records what Apply changed.
 func (a *Applied) StatePath() string { return a.path }
 
-// beforeChange, when set by a test, runs after a change is journalled and
-// before it is made; an error makes Apply fail there.
-var beforeChange func(c change) error
-
-// useForceForwarding lets tests take the path of kernels before 6.17.
-var useForceForwarding = true
-
-// skipChange, when set by a test, leaves a planned change out: the test
-// that shows each setting is needed.
-var skipChange func(c change) bool
-
 // applyMu serialises table and priority selection between proxies of this
 // process; the flock on applyLockName does so between processes.
 var applyMu sync.Mutex
@@ -323,7 +290,7 @@ func (a *Applied) apply() error {
 	if err != nil {
 		return err
 	}
-	if skipChange != nil {
+	if skipChange := cfg.hooks.skipChange; skipChange != nil {
 		var kept []change
 		for _, c := range plan {
 			if !skipChange(c) {
@@ -341,8 +308,8 @@ func (a *Applied) apply() error {
 	for _, c := range plan {
 		a.st.Changes = append(a.st.Changes, c)
 		err := a.st.save(a.path)
-		if err == nil && beforeChange != nil {
-			err = beforeChange(c)
+		if err == nil && cfg.hooks.beforeChange != nil {
+			err = cfg.hooks.beforeChange(c)
 		}
 		if err == nil {
 			err = h.do(c)
@@ -454,15 +421,14 @@ func sweepLocks(stateDir string) error {
 		if mine {
 			continue
 		}
-		f, err := lockFile(p)
+		lk, err := hostfile.LockFile(p, true)
 		if err != nil {
 			if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("lock %s: %w", p, err))
 			}
 			continue
 		}
-		os.Remove(p)
-		f.Close()
+		lk.Unlock(true) // a stale lock: nobody held it
 	}
 	return errors.Join(errs...)
 }
@@ -655,7 +621,7 @@ func planChanges(h *host, cfg Config, links [4]netlink.Link, tables [2]int, prio
 				plan = append(plan, change{Kind: kindAddrGenMode, Link: n, PrevMode: &prev, Mode: &none})
 			}
 		}
-		if _, ferr := h.readSysctl("net/ipv6/conf/" + a + "/force_forwarding"); ferr == nil && useForceForwarding {
+		if _, ferr := h.readSysctl("net/ipv6/conf/" + a + "/force_forwarding"); ferr == nil && !cfg.hooks.noForceForwarding {
 			for _, n := range all4 {
 				set("net/ipv6/conf/"+n+"/force_forwarding", "1")
 			}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/wanlab/wanlab/internal/hostfile"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/wanlab/wanlab/internal/nsrun"
@@ -77,8 +79,7 @@ func TestApplyUndoRestores(t *testing.T) {
 			}
 			// A per-interface value that conf.all.forwarding would overwrite.
 			r.Sysctl(t, "net/ipv6/conf/rb-peer/forwarding", "1")
-			useForceForwarding = tc.forceFwd
-			t.Cleanup(func() { useForceForwarding = true })
+			r.cfg.hooks.noForceForwarding = !tc.forceFwd
 			before := r.Snapshot(t)
 
 			a, err := Apply(r.cfg)
@@ -152,18 +153,18 @@ func TestApplyRollsBackAtEveryStep(t *testing.T) {
 	r.openTUNs(t)
 	r.Sysctl(t, "net/ipv4/conf/all/rp_filter", "1")
 	before := r.Snapshot(t)
-	t.Cleanup(func() { beforeChange = nil })
 	injected := errors.New("injected failure")
 	for step := 0; ; step++ {
 		n := 0
-		beforeChange = func(c change) error {
+		cfg := r.cfg
+		cfg.hooks.beforeChange = func(c change) error {
 			if n == step {
 				return fmt.Errorf("%s: %w", c, injected)
 			}
 			n++
 			return nil
 		}
-		a, err := Apply(r.cfg)
+		a, err := Apply(cfg)
 		if err == nil {
 			// step is past the last change: every failure point was tried.
 			if step < 8 {
@@ -561,11 +562,11 @@ func TestCleanupSweepsStaleLocks(t *testing.T) {
 	if err := os.WriteFile(stale, []byte("999999999\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f, err := lockFile(live)
+	lk, err := hostfile.LockFile(live, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer lk.Unlock(false)
 	if undone, err := Cleanup(dir); err != nil || len(undone) != 0 {
 		t.Fatalf("Cleanup: %v %v", undone, err)
 	}
