@@ -1,11 +1,14 @@
 package bench
 
-import "github.com/wanlab/wanlab/proxy/cpulatency"
+import (
+	"github.com/wanlab/wanlab/internal/host"
+	"github.com/wanlab/wanlab/proxy/cpulatency"
+)
 
 // StateDir holds, per lab, the route and qdisc state files of a bench
 // run (StateDir/<lab id>/); everything they describe lives in the lab's
 // router namespace and goes with it.
-const StateDir = "/run/wanlab/bench"
+const StateDir = host.RunDir + "/bench"
 
 // Config is shared by the three benches.
 type Config struct {

@@ -12,9 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/wanlab/wanlab/proxy"
-
 	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/proxy"
 )
 
 // Probe payload: magic, run id, sequence number, send time (ns, realtime).

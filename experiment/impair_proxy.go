@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/proxy"
 	"github.com/wanlab/wanlab/proxy/spec"
@@ -19,7 +20,7 @@ import (
 // kernel qdiscs an experiment set up (StateDir/<lab id>/). Everything they
 // describe lives inside the lab's router namespace, so removing the lab
 // removes it; Cleanup then removes the directory.
-const StateDir = "/run/wanlab/experiment"
+const StateDir = host.RunDir + "/experiment"
 
 // tapLimit bounds the proxy's own capture.
 const tapLimit = 256 * units.MiB

@@ -13,12 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/internal/nsrun"
 )
 
 // DefaultStateDir holds one state file per live lab.
-const DefaultStateDir = "/run/wanlab/lab"
+const DefaultStateDir = host.RunDir + "/lab"
 
 // stateFile is what a lab records about itself before creating anything:
 // enough for Cleanup, run by another process after a crash, to find every

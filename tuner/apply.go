@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
@@ -70,9 +71,9 @@ var ErrNoBackup = errors.New("no backup to revert")
 func (t *Tuner) BackupPath() string {
 	dir := t.BackupDir
 	if dir == "" {
-		dir = "/var/lib/wanlab"
+		dir = host.LibDir
 		if t.Netns != "" {
-			dir = "/run/wanlab"
+			dir = host.RunDir
 		}
 	}
 	name := "tune-backup.json"

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/wanlab/wanlab/internal/host"
 )
 
 const (
@@ -21,7 +23,7 @@ const (
 // It returns the paths removed.
 func RemoveStale(dir string, exists func(netns string) bool) ([]string, error) {
 	if dir == "" {
-		dir = "/run/wanlab"
+		dir = host.RunDir
 	}
 	matches, err := filepath.Glob(filepath.Join(dir, netnsBackupPrefix+"*"))
 	if err != nil {

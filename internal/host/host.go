@@ -56,3 +56,15 @@ func (e *OpError) Error() string {
 }
 
 func (e *OpError) Unwrap() error { return e.Err }
+
+// The host directories of every wanlab command, in one place. RunDir holds
+// what lasts as long as the processes that made it (state journals, locks,
+// sockets, credentials; a reboot empties it), each command in its own
+// subdirectory or by its own file names; LibDir what must outlive a reboot
+// (the tuner's backup of host sysctls); CacheDir what is fetched once (the
+// reference VM's kernel).
+const (
+	RunDir   = "/run/wanlab"
+	LibDir   = "/var/lib/wanlab"
+	CacheDir = "/var/cache/wanlab"
+)

@@ -20,14 +20,16 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/wanlab/wanlab/internal/host"
 )
 
 // DefaultCacheDir holds the unpacked kernel package and the initramfs.
-const DefaultCacheDir = "/var/cache/wanlab/vm"
+const DefaultCacheDir = host.CacheDir + "/vm"
 
 // DefaultStateDir holds one directory per live VM: its state file, control
 // socket, console log and boot initramfs.
-const DefaultStateDir = "/run/wanlab/vm"
+const DefaultStateDir = host.RunDir + "/vm"
 
 // KernelPackagePattern is the Debian package family Prepare picks the
 // newest of.

@@ -11,12 +11,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
 // DefaultDir is where proxies put their control sockets (and the route
 // package its state files).
-const DefaultDir = "/run/wanlab"
+const DefaultDir = host.RunDir
 
 const unixPrefix = "unix:"
 

@@ -16,7 +16,7 @@ import (
 )
 
 // DefaultStateDir is where Apply records what it replaced.
-const DefaultStateDir = "/run/wanlab"
+const DefaultStateDir = host.RunDir
 
 // Target names the interface to configure.
 type Target struct {

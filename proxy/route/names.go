@@ -14,7 +14,7 @@ import (
 )
 
 // DefaultStateDir is where state and lock files live unless Config says otherwise.
-const DefaultStateDir = "/run/wanlab"
+const DefaultStateDir = hostenv.RunDir
 
 // Config says which interfaces to steer and where the TUNs are.
 type Config struct {
