@@ -95,28 +95,23 @@ func init() {
 	})
 }
 
-// parseImpair turns --impair values into one spec per interface. A value
-// is "IFACE=SPEC" when the text before the first '=' names one of the
-// interfaces (tc specs never contain '='), else a SPEC for both. Later
-// values override earlier ones for the same direction.
+// parseImpair turns --impair values into one spec text per interface, with
+// @FILE read here. A value is "IFACE=SPEC" (spec.SplitDirectional), IFACE
+// one of the interfaces, or a SPEC for both. Later values override earlier
+// ones for the same direction.
 func parseImpair(ifaces [2]string, values []string) ([2]string, error) {
 	var specs [2]string
 	for _, v := range values {
-		name, text, found := strings.Cut(v, "=")
-		if !found {
-			t, err := specFileArg(v)
-			if err != nil {
-				return specs, fmt.Errorf("--impair %q: %w", v, err)
-			}
-			specs[0], specs[1] = t, t
-			continue
-		}
-		text, err := specFileArg(text)
+		name, text, err := spec.SplitDirectional(v)
 		if err != nil {
 			return specs, fmt.Errorf("--impair %q: %w", v, err)
 		}
-		name = strings.TrimSpace(name)
+		if text, err = specFileArg(text); err != nil {
+			return specs, fmt.Errorf("--impair %q: %w", v, err)
+		}
 		switch name {
+		case "":
+			specs[0], specs[1] = text, text
 		case ifaces[0]:
 			specs[0] = text
 		case ifaces[1]:

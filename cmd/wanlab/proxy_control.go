@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/wanlab/wanlab/proxy/spec"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/wanlab/wanlab/proxy/control"
@@ -106,18 +108,10 @@ func proxySetCommand() *cli.Command {
 	}
 }
 
-// splitIfaceSpec splits "[IFACE=]SPEC". tc's netem and tbf grammars have no
-// '=', so an '=' can only end an interface name.
-func splitIfaceSpec(arg string) (iface, spec string, err error) {
-	before, after, found := strings.Cut(arg, "=")
-	if !found {
-		return "", strings.TrimSpace(arg), nil
-	}
-	iface = strings.TrimSpace(before)
-	if iface == "" || strings.ContainsAny(iface, " \t/|") || len(iface) > 15 {
-		return "", "", fmt.Errorf("%q before '=' is not an interface name", before)
-	}
-	return iface, strings.TrimSpace(after), nil
+// splitIfaceSpec splits "[IFACE=]SPEC" (spec.SplitDirectional).
+func splitIfaceSpec(arg string) (iface, text string, err error) {
+	iface, text, err = spec.SplitDirectional(arg)
+	return iface, strings.TrimSpace(text), err
 }
 
 func runProxySet(cc *cli.Context) error {

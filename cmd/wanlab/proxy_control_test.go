@@ -160,7 +160,7 @@ func TestProxySet(t *testing.T) {
 		t.Fatalf("unknown interface: exit %d, %v", code, err)
 	}
 	_, code, err = runProxyCmd("set", "my iface=delay 1ms")
-	if code != exitUsage || err == nil || !strings.Contains(err.Error(), "not an interface name") {
+	if code != exitUsage || err == nil || !strings.Contains(err.Error(), "bad interface name \"my iface\"") {
 		t.Fatalf("bad interface name: exit %d, %v", code, err)
 	}
 	_, code, err = runProxyCmd("set")

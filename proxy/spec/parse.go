@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -190,18 +191,31 @@ func stripTCCommand(toks []token, index int) ([]token, error) {
 	return nil, &ParseError{Pos: last.pos, Token: last.text, Msg: "tc command: missing the qdisc kind (netem or tbf)"}
 }
 
-// ParseDirectional parses the proxy's "[IFACE=]SPEC" form. IFACE is what
-// precedes the first "=" when that part has no white space (an interface
-// name, or "to-client"/"to-server" in the lab); it is "" otherwise. Error
-// positions count the tokens of SPEC, after the "=".
-func ParseDirectional(s string) (iface string, spec *Spec, err error) {
-	if i := strings.IndexByte(s, '='); i >= 0 && !strings.ContainsFunc(s[:i], unicode.IsSpace) {
-		iface, s = s[:i], s[i+1:]
-		if iface == "" || strings.Contains(iface, "|") {
-			return "", nil, &ParseError{Pos: 1, Token: iface + "=", Msg: fmt.Sprintf("bad interface name %q before \"=\"", iface)}
-		}
+// SplitDirectional splits the "[IFACE=]TEXT" form every command takes
+// (proxy --impair, proxy set, the experiment's directions). tc's netem,
+// tbf, htb and class grammars have no '=', so an '=' can only end the
+// name: IFACE is what precedes the first one, trimmed, and must be a valid
+// interface name (or a lab direction, "to-client"); it is "" without '='.
+func SplitDirectional(s string) (iface, text string, err error) {
+	before, after, found := strings.Cut(s, "=")
+	if !found {
+		return "", s, nil
 	}
-	spec, err = Parse(s)
+	iface = strings.TrimSpace(before)
+	if iface == "" || strings.Contains(iface, "|") || host.CheckIfaceName(iface) != nil {
+		return "", "", &ParseError{Pos: 1, Token: before + "=", Msg: fmt.Sprintf("bad interface name %q before \"=\"", iface)}
+	}
+	return iface, after, nil
+}
+
+// ParseDirectional parses "[IFACE=]SPEC" (SplitDirectional) with SPEC a
+// pipeline. Error positions count the tokens of SPEC, after the "=".
+func ParseDirectional(s string) (iface string, spec *Spec, err error) {
+	iface, text, err := SplitDirectional(s)
+	if err != nil {
+		return "", nil, err
+	}
+	spec, err = Parse(text)
 	if err != nil {
 		return "", nil, err
 	}

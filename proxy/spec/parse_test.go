@@ -501,6 +501,8 @@ func TestParseDirectional(t *testing.T) {
 		{"", "", "", ""},
 		{"eth0=dela 1ms", "", "", `unknown keyword "dela" at position 1`},
 		{"=delay 1ms", "", "", `bad interface name "" before "=" at position 1`},
+		{"my iface=delay 1ms", "", "", `bad interface name "my iface" before "=" at position 1`},
+		{" eth1 =delay 1ms", "eth1", "delay 1ms", ""},
 	} {
 		iface, sp, err := ParseDirectional(tc.in)
 		if tc.err != "" {
