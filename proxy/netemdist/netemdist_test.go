@@ -45,4 +45,3 @@ func TestDistTablesMatchIproute2(t *testing.T) {
 		t.Error("uniform must have no table (the kernel's built-in default)")
 	}
 }
-
