@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
-	"strconv"
-	"strings"
 
 	"github.com/wanlab/wanlab/proxy/classify"
 	"github.com/wanlab/wanlab/proxy/spec"
@@ -34,19 +32,10 @@ type classPlan struct {
 	major uint32
 }
 
+// parseHandle is spec.ParseHandle as the kernel's 32-bit value.
 func parseHandle(id string) (uint32, error) {
-	maj, min, _ := strings.Cut(id, ":")
-	a, err := strconv.ParseUint(maj, 16, 16)
-	if err != nil {
-		return 0, fmt.Errorf("class id %q", id)
-	}
-	b := uint64(0)
-	if min != "" {
-		if b, err = strconv.ParseUint(min, 16, 16); err != nil {
-			return 0, fmt.Errorf("class id %q", id)
-		}
-	}
-	return uint32(a)<<16 | uint32(b), nil
+	h, err := spec.ParseHandle(id)
+	return uint32(h), err
 }
 
 // planClasses encodes cs. Everything that cannot be expressed is an error

@@ -113,28 +113,56 @@ func (c *Classes) Leaves() []string {
 	return out
 }
 
-// NormalizeClassID returns a class id as tc prints it ("1:a" for "1:0A";
-// "1:" for the qdisc itself).
-func NormalizeClassID(s string) (string, error) {
+// Handle is a tc handle or class id, MAJOR:MINOR in 16 bits each, as the
+// kernel keeps it (TC_H_MAKE). It is the one class-handle type: the class
+// statements, the htb tree and the kernel encoder all parse ids with
+// ParseHandle.
+type Handle uint32
+
+// MakeHandle builds MAJOR:MINOR.
+func MakeHandle(major, minor uint16) Handle { return Handle(uint32(major)<<16 | uint32(minor)) }
+
+// Major and Minor are the handle's halves.
+func (h Handle) Major() uint16 { return uint16(h >> 16) }
+func (h Handle) Minor() uint16 { return uint16(h) }
+
+// String prints the handle as tc does: lower-case hex, "1:a"; "1:" for the
+// qdisc itself (minor 0).
+func (h Handle) String() string {
+	if h.Minor() == 0 {
+		return fmt.Sprintf("%x:", h.Major())
+	}
+	return fmt.Sprintf("%x:%x", h.Major(), h.Minor())
+}
+
+// ParseHandle reads MAJOR:MINOR in hex ("1:10", "1:0A", "1:" for the
+// qdisc).
+func ParseHandle(s string) (Handle, error) {
 	maj, min, ok := strings.Cut(s, ":")
 	if !ok || maj == "" {
-		return "", fmt.Errorf("class id %q: want MAJOR:MINOR in hex (e.g. 1:10)", s)
+		return 0, fmt.Errorf("class id %q: want MAJOR:MINOR in hex (e.g. 1:10)", s)
 	}
 	a, err := strconv.ParseUint(maj, 16, 16)
 	if err != nil {
-		return "", fmt.Errorf("class id %q: bad major number", s)
+		return 0, fmt.Errorf("class id %q: bad major number", s)
 	}
-	if min == "" {
-		return fmt.Sprintf("%x:", a), nil
+	var b uint64
+	if min != "" {
+		if b, err = strconv.ParseUint(min, 16, 16); err != nil {
+			return 0, fmt.Errorf("class id %q: bad minor number", s)
+		}
 	}
-	b, err := strconv.ParseUint(min, 16, 16)
+	return MakeHandle(uint16(a), uint16(b)), nil
+}
+
+// NormalizeClassID returns a class id as tc prints it ("1:a" for "1:0A";
+// "1:" for the qdisc itself).
+func NormalizeClassID(s string) (string, error) {
+	h, err := ParseHandle(s)
 	if err != nil {
-		return "", fmt.Errorf("class id %q: bad minor number", s)
+		return "", err
 	}
-	if b == 0 {
-		return fmt.Sprintf("%x:", a), nil
-	}
-	return fmt.Sprintf("%x:%x", a, b), nil
+	return h.String(), nil
 }
 
 // statement is one statement's tokens (positions count within it) and

@@ -32,3 +32,20 @@ func TestParseImpairment(t *testing.T) {
 		t.Error("a bad spec parsed")
 	}
 }
+
+func TestHandle(t *testing.T) {
+	for in, want := range map[string]string{"1:10": "1:10", "1:0A": "1:a", "1:": "1:", "1:0": "1:", "ffff:ffff": "ffff:ffff"} {
+		h, err := ParseHandle(in)
+		if err != nil || h.String() != want {
+			t.Errorf("ParseHandle(%q) = %v, %v; want %s", in, h, err, want)
+		}
+	}
+	if h := MakeHandle(1, 0x10); h.Major() != 1 || h.Minor() != 0x10 || uint32(h) != 0x10010 {
+		t.Errorf("MakeHandle: %#x", uint32(h))
+	}
+	for _, bad := range []string{"", "1", ":1", "x:1", "1:x", "10000:1"} {
+		if _, err := ParseHandle(bad); err == nil {
+			t.Errorf("ParseHandle(%q) accepted", bad)
+		}
+	}
+}
