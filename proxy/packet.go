@@ -1,37 +1,20 @@
 package proxy
 
-import "encoding/binary"
+import "github.com/wanlab/wanlab/internal/header"
 
-// ipLength checks that p starts with a well-formed IPv4 or IPv6 header and
-// returns the packet's length as its header states it (bytes after that
-// are padding to be trimmed). ok is false for anything truncated or
-// malformed: such packets are counted and dropped, never forwarded.
+// ipLength checks that p starts with a well-formed IPv4 or IPv6 header
+// (header.StatedLength, ParseIP's checks) and returns the packet's length as its header states it
+// (bytes after that are padding to be trimmed). ok is false for anything
+// truncated or malformed, and for a header that states no length (an IPv4
+// total length of 0, an IPv6 jumbogram): no TUN of ours hands over such
+// super-packets (the offload backend splits GSO, the MTU is below 64 KiB),
+// so they are counted and dropped, never forwarded. The capture analyzer,
+// which sees them at a TSO sender, reads the same header the same way and
+// takes the frame's length instead.
 func ipLength(p []byte) (n int, ok bool) {
-	if len(p) < 1 {
+	n, err := header.StatedLength(p)
+	if err != nil || n == 0 || n > len(p) {
 		return 0, false
 	}
-	switch p[0] >> 4 {
-	case 4:
-		if len(p) < 20 {
-			return 0, false
-		}
-		ihl := int(p[0]&0x0f) * 4
-		total := int(binary.BigEndian.Uint16(p[2:4]))
-		if ihl < 20 || total < ihl || total > len(p) {
-			return 0, false
-		}
-		return total, true
-	case 6:
-		if len(p) < 40 {
-			return 0, false
-		}
-		total := 40 + int(binary.BigEndian.Uint16(p[4:6]))
-		// Payload length 0 with more data is a jumbogram, which no TUN of
-		// ours produces (MTU < 64 KiB).
-		if total > len(p) || (total == 40 && len(p) > 40 && p[6] == 0) {
-			return 0, false
-		}
-		return total, true
-	}
-	return 0, false
+	return n, true
 }

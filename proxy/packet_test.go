@@ -59,6 +59,10 @@ func TestIPLength(t *testing.T) {
 		{"ipv4 ihl beyond total", append([]byte{0x4f}, good4[1:]...), 0, false},
 		{"ipv6 truncated header", good6[:39], 0, false},
 		{"ipv6 truncated payload", good6[:len(good6)-1], 0, false},
+		// A header that states no length (a TSO/BIG TCP super-packet, a
+		// jumbogram) parses, as the analyzer needs, but is never forwarded.
+		{"ipv4 total length 0", append(append([]byte{}, good4[:2]...), append([]byte{0, 0}, good4[4:]...)...), 0, false},
+		{"ipv6 payload length 0 with data", append(append([]byte{}, good6[:4]...), append([]byte{0, 0}, good6[6:]...)...), 0, false},
 	} {
 		n, ok := ipLength(c.pkt)
 		if ok != c.ok || (ok && n != c.n) {
@@ -83,4 +87,22 @@ func FuzzIPLength(f *testing.F) {
 			t.Fatalf("accepted version %d packet of length %d", v, n)
 		}
 	})
+}
+
+// BenchmarkIPLength is the reader's per-packet header check.
+func BenchmarkIPLength(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		pkt  []byte
+	}{{"ipv4", ipv4(6, make([]byte, 1460), 0, false)}, {"ipv6", ipv6(6, make([]byte, 1440))}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(c.pkt)))
+			for range b.N {
+				if _, ok := ipLength(c.pkt); !ok {
+					b.Fatal("rejected")
+				}
+			}
+		})
+	}
 }

@@ -72,6 +72,14 @@ func TestIsTCP(t *testing.T) {
 			HwAddressSize: 6, ProtAddressSize: 4, SourceHwAddress: make([]byte, 6), SourceProtAddress: make([]byte, 4),
 			DstHwAddress: make([]byte, 6), DstProtAddress: make([]byte, 4)}), false},
 		{"short", []byte{1, 2, 3}, false},
+		// A later fragment carries no TCP header, whatever its protocol
+		// field says (the analyzer could not read one); the first does.
+		{"ipv4 tcp later fragment", frame(t, false, &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: layers.IPProtocolTCP,
+			FragOffset: 185, SrcIP: []byte{10, 0, 0, 1}, DstIP: []byte{10, 0, 0, 2}}, gopacket.Payload(make([]byte, 40))), false},
+		{"ipv4 tcp first fragment", frame(t, false, &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: layers.IPProtocolTCP,
+			Flags: layers.IPv4MoreFragments, SrcIP: []byte{10, 0, 0, 1}, DstIP: []byte{10, 0, 0, 2}}, tcp(t, v4)), true},
+		{"ipv6 tcp later fragment", frame(t, false, ip6(layers.IPProtocolIPv6Fragment),
+			gopacket.Payload([]byte{byte(layers.IPProtocolTCP), 0, 0x05, 0xc8, 0, 0, 0, 1}), gopacket.Payload(make([]byte, 40))), false},
 	}
 	for _, c := range cases {
 		if got := IsTCP(c.b); got != c.want {

@@ -6,10 +6,11 @@
 package classify
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"strings"
+
+	iphdr "github.com/wanlab/wanlab/internal/header"
 )
 
 // PortRange is an inclusive range of ports; the zero value matches any.
@@ -99,78 +100,17 @@ type header struct {
 	isV6, isV4 bool
 }
 
-// decode reads an IPv4 or IPv6 header (and the first 4 bytes of TCP, UDP,
-// SCTP or UDP-Lite for ports) without allocating.
+// decode reads an IPv4 or IPv6 header (and the ports of TCP, UDP, SCTP or
+// UDP-Lite) without allocating, through the one header decoder.
 func decode(b []byte) (h header) {
-	if len(b) < 1 {
+	ip, err := iphdr.ParseIP(b)
+	if err != nil {
 		return h
 	}
-	var off int
-	switch b[0] >> 4 {
-	case 4:
-		if len(b) < 20 {
-			return h
-		}
-		ihl := int(b[0]&0x0f) * 4
-		if ihl < 20 || len(b) < ihl {
-			return h
-		}
-		h.dscp = b[1] >> 2
-		h.proto = b[9]
-		h.src = netip.AddrFrom4([4]byte(b[12:16]))
-		h.dst = netip.AddrFrom4([4]byte(b[16:20]))
-		h.ok, h.isV4 = true, true
-		if binary.BigEndian.Uint16(b[6:8])&0x1fff != 0 {
-			return h // a later fragment: no transport header
-		}
-		off = ihl
-	case 6:
-		if len(b) < 40 {
-			return h
-		}
-		h.dscp = (b[0]&0x0f)<<2 | b[1]>>6
-		h.src = netip.AddrFrom16([16]byte(b[8:24]))
-		h.dst = netip.AddrFrom16([16]byte(b[24:40]))
-		h.ok, h.isV6 = true, true
-		next := b[6]
-		off = 40
-		// Skip extension headers (hop-by-hop, routing, destination
-		// options, fragment), at most a few.
-		for k := 0; k < 8; k++ {
-			switch next {
-			case 0, 43, 60:
-				if len(b) < off+8 {
-					h.proto = next
-					return h
-				}
-				next, off = b[off], off+8*(int(b[off+1])+1)
-				continue
-			case 44:
-				if len(b) < off+8 {
-					h.proto = next
-					return h
-				}
-				frag := binary.BigEndian.Uint16(b[off+2:off+4]) &^ 7
-				next, off = b[off], off+8
-				if frag != 0 {
-					h.proto = next
-					return h
-				}
-				continue
-			}
-			break
-		}
-		h.proto = next
-	default:
-		return h
-	}
-	switch h.proto {
-	case 6, 17, 132, 136:
-		if len(b) >= off+4 {
-			h.sport = binary.BigEndian.Uint16(b[off:])
-			h.dport = binary.BigEndian.Uint16(b[off+2:])
-			h.hasPorts = true
-		}
+	h.dscp, h.proto, h.src, h.dst = ip.DSCP, ip.Proto, ip.Src, ip.Dst
+	h.ok, h.isV4, h.isV6 = true, ip.Version == 4, ip.Version == 6
+	if iphdr.HasPorts(ip.Proto) && ip.TransportOK && len(b) >= ip.HeaderLen {
+		h.sport, h.dport, h.hasPorts = iphdr.Ports(b[ip.HeaderLen:])
 	}
 	return h
 }
