@@ -453,7 +453,8 @@ func linkSettled(nh *netlink.Handle, name string) (string, error) {
 		}
 		linkLocal = linkLocal || a.IP.IsLinkLocalUnicast()
 	}
-	if !linkLocal {
+	if !linkLocal && len(addrs) > 0 {
+		// (No IPv6 address at all: a sysctl of the config turned IPv6 off.)
 		return "no IPv6 link-local address", nil
 	}
 	return "", nil

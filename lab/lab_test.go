@@ -259,6 +259,13 @@ func exchange(t *testing.T, l *lab.Lab, addr netip.Addr) (client, server uint32)
 	return retrans(c), <-served
 }
 
+// TestIPv6OffBuilds: a config that turns IPv6 off on a host (no link-local
+// address will ever come) still builds, and IPv4 routes.
+func TestIPv6OffBuilds(t *testing.T) {
+	l := testenv.Lab(t, context.Background(), lab.Config{ClientSysctls: map[string]string{"net.ipv6.conf.all.disable_ipv6": "1"}})
+	echoOnce(t, l, l.Server.IPv4)
+}
+
 func TestTwoLabsAtOnce(t *testing.T) {
 	a := testenv.Lab(t, context.Background(), lab.Config{})
 	b := testenv.Lab(t, context.Background(), lab.Config{})
