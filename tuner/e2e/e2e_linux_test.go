@@ -172,10 +172,11 @@ func serverRwndLimited(res *experiment.Result) float64 {
 // changes to each side, download. What the plan changes is the window, so
 // that is what is checked on every run: the client's largest advertised
 // window (on the server's capture) holds the target's bytes per round
-// trip. The rate only has to show the window was used: a loaded machine
-// lowers it (the receiving application drains late; seed 001 saw −47 %), so the
-// bound is half the target, still above the 3.7 MB/s the unplanned
-// buffer allows.
+// trip. The rate only has to show the window was used: it must beat the
+// 3.7 MB/s the unplanned buffer allows, which no transfer through that
+// window could. How near the target it gets depends on the machine (the
+// receiving application drains late on a loaded one; seed 001 saw
+// −47 %), which is a bench's figure.
 func TestEndToEndPlanReachesTarget(t *testing.T) {
 	const rtt = 35 * time.Millisecond
 	target := 80 * units.Mbit // 10 MB/s
@@ -222,8 +223,8 @@ func TestEndToEndPlanReachesTarget(t *testing.T) {
 	if maxWin < need {
 		t.Errorf("client advertised at most %d B with the plan's settings, below the %d B the %.1f MB/s target needs per %v", maxWin, need, mbps(target), rtt)
 	}
-	if got < target/2 {
-		t.Errorf("measured %.1f MB/s with the plan's settings, below half the %.1f MB/s target", mbps(got), mbps(target))
+	if got <= p.Current {
+		t.Errorf("measured %.1f MB/s with the plan's settings, no more than the %.1f MB/s the unplanned buffer allows", mbps(got), mbps(p.Current))
 	}
 }
 
