@@ -371,28 +371,38 @@ func (l *Lab) build(ctx context.Context, cfg Config) error {
 	return l.waitLinksUp(ctx, rt)
 }
 
-// linkUpWithin bounds how long New waits for the link watch; it runs in
-// microseconds to milliseconds, seconds only when rtnl is held for long by
-// namespace teardowns elsewhere on the host.
-const linkUpWithin = 10 * time.Second
+// settleWithin bounds how long New waits for the kernel's asynchronous
+// link set-up; it takes microseconds to milliseconds, seconds only when
+// rtnl is held for long by namespace teardowns elsewhere on the host.
+const settleWithin = 10 * time.Second
 
-// waitLinksUp returns once every veth of the lab is operationally up.
-// Until the kernel's link-watch work has handled a veth's carrier-on, its
-// transmit queue stays on noop_qdisc, which drops every packet (the
-// activation in dev_activate, net/sched/sch_generic.c, waits for carrier,
-// and the end brought up first had none). A first ARP reply or SYN-ACK
-// lost that way costs the caller a one-second retransmission. Reading a
-// link with RTM_GETLINK runs its pending link-watch event (rtnl_getlink
-// calls linkwatch_sync_dev, net/core/rtnetlink.c), so the first poll
-// normally settles it; on kernels without that the poll waits for the
-// work itself.
+// waitLinksUp returns once every veth of the lab is operationally up and
+// its IPv6 addresses, a link-local one among them, are no longer
+// tentative. Both happen after New's netlink calls return, and until then
+// the first packets are lost and cost the caller a one-second
+// retransmission:
+//
+//   - Until the link watch has handled a veth's carrier-on, its transmit
+//     queue stays on noop_qdisc, which drops every packet (dev_activate in
+//     net/sched/sch_generic.c waits for carrier, which the end brought up
+//     first did not have): the first ARP reply or SYN-ACK. Reading a link
+//     with RTM_GETLINK runs its pending link-watch event (rtnl_getlink
+//     calls linkwatch_sync_dev, net/core/rtnetlink.c), so the first poll
+//     normally settles it; on kernels without that the poll waits for the
+//     work itself.
+//   - Until the addrconf work has run for an address (even one without
+//     DAD, addrconf_dad_begin in net/ipv6/addrconf.c), the host has not
+//     joined its solicited-node multicast group and ignores the neighbour
+//     solicitations for it: the first IPv6 packet waits for the next
+//     solicitation, a second later. The work clears the tentative flag
+//     after the join.
 func (l *Lab) waitLinksUp(ctx context.Context, rt *netlink.Handle) error {
 	links := []struct {
 		ns   netns.NsHandle
 		name string
 	}{{l.Router.Handle, l.Router.ClientLink}, {l.Router.Handle, l.Router.ServerLink},
 		{l.Client.Handle, l.Client.Link}, {l.Server.Handle, l.Server.Link}}
-	deadline := time.Now().Add(linkUpWithin)
+	deadline := time.Now().Add(settleWithin)
 	for _, lk := range links {
 		nh := rt
 		if lk.ns != l.Router.Handle {
@@ -404,24 +414,54 @@ func (l *Lab) waitLinksUp(ctx context.Context, rt *netlink.Handle) error {
 			nh = h
 		}
 		for {
-			link, err := nh.LinkByName(lk.name)
+			why, err := linkSettled(nh, lk.name)
 			if err != nil {
-				return fmt.Errorf("link %s: %w", lk.name, err)
+				return err
 			}
-			if link.Attrs().OperState == netlink.OperUp {
+			if why == "" {
 				break
 			}
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("link %s: operational state %s %v after it was set up, want up", lk.name, link.Attrs().OperState, linkUpWithin)
+				return fmt.Errorf("link %s: %s %v after it was set up", lk.name, why, settleWithin)
 			}
-			time.Sleep(time.Millisecond) // polling interval: netlink has no "link watch done" event
+			time.Sleep(time.Millisecond) // polling interval: netlink has no "settled" event
 		}
 	}
 	return nil
 }
+
+// linkSettled reports what the link still lacks ("" once settled).
+func linkSettled(nh *netlink.Handle, name string) (string, error) {
+	link, err := nh.LinkByName(name)
+	if err != nil {
+		return "", fmt.Errorf("link %s: %w", name, err)
+	}
+	if st := link.Attrs().OperState; st != netlink.OperUp {
+		return fmt.Sprintf("operational state %s", st), nil
+	}
+	addrs, err := nh.AddrList(link, familyV6)
+	if err != nil {
+		return "", fmt.Errorf("link %s: addresses: %w", name, err)
+	}
+	linkLocal := false
+	for _, a := range addrs {
+		if a.Flags&ifaFTentative != 0 {
+			return fmt.Sprintf("address %s tentative", a.IPNet), nil
+		}
+		linkLocal = linkLocal || a.IP.IsLinkLocalUnicast()
+	}
+	if !linkLocal && len(addrs) > 0 {
+		// (No IPv6 address at all: a sysctl of the config turned IPv6 off.)
+		return "no IPv6 link-local address", nil
+	}
+	return "", nil
+}
+
+// ifaFTentative is IFA_F_TENTATIVE of include/uapi/linux/if_addr.h.
+const ifaFTentative = 0x40
 
 // nodad makes IPv6 addresses usable at once instead of after duplicate
 // address detection (about a second), which nobody else on a veth could

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/internal/testenv"
@@ -151,6 +152,118 @@ func TestUpDown(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
+}
+
+// TestFirstPacketsArrive checks that a lab is ready when New returns:
+// every veth is operationally up, and the first TCP exchange over IPv4
+// and over IPv6 (neighbour resolution, handshake, echo) drops no packet
+// on the way and needs no retransmission on either side. A veth still on
+// noop_qdisc when New returned dropped the first ARP reply or SYN-ACK
+// (counted in its tx_dropped) and the handshake was resent a second
+// later. (What the kernel itself sent while New brought the links up,
+// multicast reports, may be counted as dropped before the exchange; only
+// the exchange's count matters.)
+func TestFirstPacketsArrive(t *testing.T) {
+	l := testenv.Lab(t, context.Background(), lab.Config{})
+	type end struct {
+		host interface{ Do(func() error) error }
+		link string
+	}
+	ends := []end{{&l.Client, l.Client.Link}, {&l.Router, l.Router.ClientLink}, {&l.Router, l.Router.ServerLink}, {&l.Server, l.Server.Link}}
+	dropped := func(e end) (n uint64, up bool) {
+		if err := e.host.Do(func() error {
+			link, err := netlink.LinkByName(e.link)
+			if err == nil {
+				n, up = link.Attrs().Statistics.TxDropped, link.Attrs().OperState == netlink.OperUp
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n, up
+	}
+	before := make([]uint64, len(ends))
+	for i, e := range ends {
+		var up bool
+		if before[i], up = dropped(e); !up {
+			t.Errorf("%s not operationally up right after New", e.link)
+		}
+	}
+	for _, addr := range []netip.Addr{l.Server.IPv4, l.Server.IPv6} {
+		client, server := exchange(t, l, addr)
+		if client != 0 || server != 0 {
+			t.Errorf("first exchange with %s: %d retransmissions by the client, %d by the server, want none", addr, client, server)
+		}
+	}
+	for i, e := range ends {
+		if n, _ := dropped(e); n != before[i] {
+			t.Errorf("%s dropped %d packets of the first exchanges", e.link, n-before[i])
+		}
+	}
+}
+
+// exchange connects from the client to addr on the server, has a message
+// echoed and returns both sockets' retransmission counts (TCP_INFO
+// tcpi_total_retrans, the SYN and SYN-ACK included).
+func exchange(t *testing.T, l *lab.Lab, addr netip.Addr) (client, server uint32) {
+	t.Helper()
+	retrans := func(c net.Conn) uint32 {
+		rc, err := c.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info *unix.TCPInfo
+		var serr error
+		if err := rc.Control(func(fd uintptr) { info, serr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil || serr != nil {
+			t.Fatal(errors.Join(err, serr))
+		}
+		return info.Total_retrans
+	}
+	var ln net.Listener
+	if err := l.Server.Do(func() (err error) {
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan uint32, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			served <- 0
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 64)
+		n, _ := c.Read(buf)
+		c.Write(buf[:n])
+		served <- retrans(c)
+	}()
+	var c net.Conn
+	if err := l.Client.Do(func() (err error) {
+		c, err = net.DialTimeout("tcp", ln.Addr().String(), 10*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	msg := []byte("first exchange")
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, len(msg))); err != nil {
+		t.Fatalf("echo via %s: %v", addr, err)
+	}
+	return retrans(c), <-served
+}
+
+// TestIPv6OffBuilds: a config that turns IPv6 off on a host (no link-local
+// address will ever come) still builds, and IPv4 routes.
+func TestIPv6OffBuilds(t *testing.T) {
+	l := testenv.Lab(t, context.Background(), lab.Config{ClientSysctls: map[string]string{"net.ipv6.conf.all.disable_ipv6": "1"}})
+	echoOnce(t, l, l.Server.IPv4)
 }
 
 func TestTwoLabsAtOnce(t *testing.T) {

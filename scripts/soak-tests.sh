@@ -71,6 +71,7 @@ git -C "$clone" checkout -q --detach "$head"
 echo "soak: $runs run(s) of scripts/test.sh at $(git -C "$clone" log -1 --format='%h %s') in $clone"
 
 if $load; then
+	command -v taskset >/dev/null || { echo "scripts/soak-tests.sh: --load needs taskset (util-linux)" >&2; exit 3; }
 	# One core busy with user time, as a background compile would be; the
 	# tests run on what is left. Its own process, killed by PID at exit.
 	taskset -c 0 sh -c 'while :; do :; done' &

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 
 	"github.com/vishvananda/netns"
 )
@@ -57,6 +58,15 @@ func Open(name string) (netns.NsHandle, error) {
 // an error, so Delete is safe in cleanup paths.
 func Delete(name string) error {
 	err := netns.DeleteNamed(name)
+	if errors.Is(err, syscall.EINVAL) && Exists(name) {
+		// The file is there but is no mount point where this process
+		// looks: Dir was mounted over after the namespace was bound to
+		// it. The first `ip netns add` on a host bind-mounts Dir onto
+		// itself, which hides every namespace bound below it (they stay
+		// alive, out of reach by name, until that mount goes).
+		return fmt.Errorf("netns %s: delete: %w (%s is not a mount point here: was %s mounted over, e.g. by a first `ip netns add`, while it existed?)",
+			name, err, filepath.Join(Dir, name), Dir)
+	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("netns %s: delete: %w", name, err)
 	}
