@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/lab/vm"
 	"github.com/wanlab/wanlab/proxy/engine"
 	"github.com/wanlab/wanlab/proxy/spec"
 )
@@ -21,6 +22,9 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 		texts = AccuracyGrid()
 		if cfg.Quick {
 			texts = QuickAccuracyGrid()
+		}
+		if cfg.Kernel {
+			texts = append(texts, KernelVMGrid(cfg.Quick)...)
 		}
 	}
 	cases := make([]accuracyCase, len(texts))
@@ -41,23 +45,43 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 		"delay": {Name: "delay", Title: "Delay (one-way, UDP probes)", Model: "the spec's engine on a virtual clock fed the run's own send times"},
 		"loss":  {Name: "loss", Title: "Loss (UDP probes; realized with its 99.9 % Wilson interval)", Model: "the loss model's stationary loss; gemodel burst length from the chain"},
 		"rate":  {Name: "rate", Title: "Rate (UDP offered at 1.5 × rate, IP bytes, once the bucket is empty; TCP bulk over its second half: goodput read by the receiver, and IP bytes at the receiver's link)", Model: "tbf rate; 1 ms burst bound = burst + rate × 1 ms; TCP goodput = rate × 1448/1500; TCP wire rate = rate"},
-		"other": {Name: "other", Title: "Reordering (packets that left ahead of an earlier one)", Model: "the spec's engine on a virtual clock fed the run's own send times"},
+		"other": {Name: "other", Title: "Reordering (packets that left ahead of an earlier one) and duplication (with its 99.9 % Wilson interval)", Model: "the spec's engine on a virtual clock fed the run's own send times"},
 	}
 	paths := []string{PathProxyOffload, PathProxyWater, PathKernel}
+	if cfg.Kernel && cfg.KernelVM != VMOff {
+		paths = append(paths, PathKernelVM)
+	}
 	total := len(paths) * len(cases)
 	step := 0
 	var runID uint64 = uint64(began.UnixNano())
 	for _, pname := range paths {
-		p, err := e.openPath(ctx, pname)
-		if err != nil {
+		var p path
+		var base *vmBaseline
+		if pname == PathKernelVM {
+			if cfg.KernelVM != VMOn && !lacksNetem(tables) {
+				rep.Notes = append(rep.Notes, "kernel-vm: not run, the host's kernel has netem (--kernel-vm on runs it anyway)")
+				continue
+			}
+			cfg.progress(step, total, pname+": booting the reference VM")
+			vp, err := e.openKernelVM(ctx)
+			if err != nil {
+				return nil, err
+			}
+			p, pname, base = vp, vp.Name(), &vmBaseline{}
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the spec as qdiscs of the reference VM (Linux %s under %s, booted in %.1f s): client traffic toward the server is routed through the VM and impaired on its egress", pname, vp.v.Hello.Release, vmAccelWords(vp.v.Accel), vp.v.BootTime.Seconds()))
+		} else if p, err = e.openPath(ctx, pname); err != nil {
 			return nil, err
 		}
 		for _, c := range cases {
 			cfg.progress(step, total, pname+": "+label(c.text))
 			step++
 			text := c.proxyText
-			if pname == PathKernel {
+			if pname == PathKernel || base != nil {
 				text = c.text // the kernel's own randomness: the model cannot replay it
+			}
+			if base != nil && c.netem == nil && c.text != "" {
+				tables[c.table()].Rows = append(tables[c.table()].Rows, notAvailable(label(c.text), pname, "n/a: no netem; the host's kernel runs it (kernel rows)"))
+				continue
 			}
 			if err := p.Set(text, ""); err != nil {
 				if why := naReason(err); why != "" {
@@ -92,10 +116,29 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 				}
 				bulk = &b
 			}
-			ms, err := c.measure(pname, st, bulk, run)
+			if base != nil && c.text == "" {
+				base.p50, base.spread, base.ok = st.DelayP50, st.DelayP99-st.DelayP50, true
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s timing noise (empty spec): one-way delay p50 %.0f µs, p99 %.0f µs; its delay rows subtract the p50 and are within target when |err| ≤ p99 − p50 = %.0f µs",
+					pname, us(st.DelayP50), us(st.DelayP99), us(base.spread)))
+			}
+			ms, err := c.measure(pname, st, bulk, run, base)
 			if err != nil {
 				p.Close()
 				return nil, err
+			}
+			if vp, ok := p.(*kernelVMPath); ok && c.netem != nil && c.netem.Loss.Kind != spec.LossNone && c.tbf == nil {
+				q, err := vp.qdiscCounters()
+				if err != nil {
+					p.Close()
+					return nil, err
+				}
+				seen := int(q.Packets) + int(q.Drops)
+				lo, hi := wilson(int(q.Drops), seen, z999)
+				want := 100 * engine.StationaryLoss(c.netem.Loss)
+				m := measured(label(c.text), pname, "loss at the VM's netem", "%", want, 100*float64(q.Drops)/float64(max(seen, 1))).
+					withInterval(100*lo, 100*hi).withTarget("in 99.9 % CI", want >= 100*lo && want <= 100*hi)
+				m.Note = fmt.Sprintf("the qdisc's own counters: %d dropped of %d it saw", q.Drops, seen)
+				ms = append(ms, m)
 			}
 			for _, m := range ms {
 				t := tables[m.Metric]
@@ -127,8 +170,50 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, rep.finish(began, load)
 }
 
+// vmBaseline is the reference VM path's own delay, measured with the empty
+// spec: its p50 is subtracted from the path's delays, and p99 − p50 is the
+// timing noise its delay rows are judged against.
+type vmBaseline struct {
+	p50, spread time.Duration
+	ok          bool
+}
+
+// lacksNetem reports whether the host kernel's rows so far say it has no
+// netem.
+func lacksNetem(tables map[string]*Table) bool {
+	for _, t := range tables {
+		for _, m := range t.Rows {
+			if m.Path == PathKernel && strings.Contains(m.NA, "netem") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func vmAccelWords(a vm.Accel) string {
+	if a == vm.AccelKVM {
+		return "KVM"
+	}
+	return "emulation (TCG)"
+}
+
+func us(d time.Duration) float64 { return float64(d) / 1e3 }
+
+// KernelVMGrid is what the accuracy bench adds with Config.Kernel: the
+// netem features the reference VM's kernel can set beside the proxy's.
+func KernelVMGrid(quick bool) []string {
+	if quick {
+		return []string{"duplicate 2%", "delay 10ms reorder 25% 50% gap 5"}
+	}
+	return []string{"loss state 1% 10% 5% 80% 1%", "duplicate 2%", "duplicate 5% 25%", "corrupt 1%",
+		"delay 10ms reorder 25% 50% gap 5", "delay 10ms reorder 10%", "rate 2mbit",
+		"slot 1ms 5ms", "slot distribution normal 5ms 1ms"}
+}
+
 // measure turns a probe run into measurements against the spec's model.
-func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult, run probeRun) ([]Measurement, error) {
+// base, for the reference VM's path, is its own delay to take off.
+func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult, run probeRun, base *vmBaseline) ([]Measurement, error) {
 	offered := run.offered
 	lbl := label(c.text)
 	if st.Received == 0 {
@@ -139,11 +224,22 @@ func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult, run 
 		return nil, fmt.Errorf("%s: model: %w", lbl, err)
 	}
 	var out []Measurement
-	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
 	if c.tbf == nil || (c.netem != nil && c.netem.Latency > 0) {
-		p50 := measured(lbl, path, "delay p50", "µs", us(model.DelayP50), us(st.DelayP50))
-		p99 := measured(lbl, path, "delay p99", "µs", us(model.DelayP99), us(st.DelayP99))
-		if c.tbf == nil {
+		d50, d99 := st.DelayP50, st.DelayP99
+		if base != nil && base.ok && c.text != "" {
+			d50, d99 = d50-base.p50, d99-base.p50
+		}
+		p50 := measured(lbl, path, "delay p50", "µs", us(model.DelayP50), us(d50))
+		p99 := measured(lbl, path, "delay p99", "µs", us(model.DelayP99), us(d99))
+		switch {
+		case base != nil && c.text == "":
+			p50.Note, p99.Note = "the VM's own delay", "the VM's own delay"
+		case base != nil && base.ok:
+			noise := us(base.spread)
+			t := fmt.Sprintf("|err| ≤ VM noise %.0fµs", noise)
+			p50 = p50.withTarget(t, math.Abs(p50.Error) <= noise)
+			p99 = p99.withTarget(t, math.Abs(p99.Error) <= noise)
+		case c.tbf == nil && base == nil:
 			p50 = p50.withTarget("|err| ≤ 20µs", math.Abs(p50.Error) <= 20)
 			p99 = p99.withTarget("|err| ≤ 100µs", math.Abs(p99.Error) <= 100)
 		}
@@ -168,8 +264,22 @@ func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult, run 
 		}
 	} else if c.tbf == nil {
 		lo, hi := wilson(st.Sent-st.Received, st.Sent, z999)
-		out = append(out, measured(lbl, path, "loss", "%", 0, lossPct).withInterval(100*lo, 100*hi).
-			withTarget("in 99.9 % CI", lo == 0))
+		want := 0.0
+		m := measured(lbl, path, "loss", "%", want, lossPct)
+		if c.netem != nil && c.netem.Corrupt > 0 {
+			// A probe with a flipped bit fails the IP or UDP checksum and
+			// is dropped by the receiver's kernel.
+			want = float64(c.netem.Corrupt)
+			m = measured(lbl, path, "loss (corrupted)", "%", want, lossPct)
+			m.Note = "corrupted probes fail the checksum at the receiver"
+		}
+		out = append(out, m.withInterval(100*lo, 100*hi).withTarget("in 99.9 % CI", want >= 100*lo && want <= 100*hi))
+	}
+	if c.netem != nil && c.netem.Duplicate > 0 && st.Received > 0 {
+		lo, hi := wilson(st.Duplicates, st.Received, z999)
+		want := float64(c.netem.Duplicate)
+		out = append(out, measured(lbl, path, "duplicated", "%", want, 100*float64(st.Duplicates)/float64(st.Received)).
+			withInterval(100*lo, 100*hi).withTarget("in 99.9 % CI", want >= 100*lo && want <= 100*hi))
 	}
 	if c.tbf != nil {
 		rate := float64(c.tbf.Rate)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/lab/vm"
 )
 
 // checkReport asserts a quick run is complete: every table has rows,
@@ -42,22 +43,39 @@ func checkReport(t *testing.T, r *Report, tables ...string) {
 	t.Logf("%s took %v\n%s", r.Bench, r.Duration, txt.String())
 }
 
+// TestQuickAccuracy runs `wanlab bench accuracy --quick --kernel`: the
+// proxy's backends, the host's kernel and, for the netem it lacks, the
+// reference VM's kernel (under CI always; elsewhere when the VM is
+// prepared), within the 3 minutes CI allows it.
 func TestQuickAccuracy(t *testing.T) {
 	testenv.RequireRoot(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	withVM := testenv.Strict()
+	if _, err := vm.LoadPrepared(""); err == nil {
+		withVM = true
+	}
+	cfg := Config{Quick: true}
+	if withVM {
+		testenv.RequireVM(t)
+		cfg.Kernel, cfg.KernelVM, cfg.VMBinary = true, VMAuto, testenv.StaticWanlab(t)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	r, err := Accuracy(ctx, Config{Quick: true})
+	start := time.Now()
+	r, err := Accuracy(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkReport(t, r, "delay", "loss", "rate")
+	if d := time.Since(start); d > 3*time.Minute {
+		t.Errorf("quick accuracy took %v, want under 3 minutes", d)
+	}
+	checkReport(t, r, "delay", "loss", "rate", "other")
 	paths := map[string]bool{}
-	var na int
+	vmRows := map[string]bool{}
 	for _, tb := range r.Tables {
 		for _, m := range tb.Rows {
 			paths[m.Path] = true
-			if m.NA != "" {
-				na++
+			if strings.HasPrefix(m.Path, PathKernelVM+"/") && m.NA == "" {
+				vmRows[m.Label+" "+m.Metric] = true
 			}
 		}
 	}
@@ -66,6 +84,38 @@ func TestQuickAccuracy(t *testing.T) {
 			t.Errorf("no rows for path %s", p)
 		}
 	}
+	if !withVM || !lacksNetemHere(r) {
+		return
+	}
+	for _, want := range []string{
+		"(none) delay p99", // the VM's timing noise
+		"delay 10ms 1ms distribution normal delay p50", "delay 10ms 1ms distribution normal delay p99",
+		"loss gemodel 1% 30% loss", "loss gemodel 1% 30% loss at the VM's netem", "duplicate 2% duplicated", "delay 10ms reorder 25% 50% gap 5 reordered",
+	} {
+		if !vmRows[want] {
+			t.Errorf("no kernel-vm row %q", want)
+		}
+	}
+	noise := false
+	for _, n := range r.Notes {
+		noise = noise || strings.Contains(n, "timing noise (empty spec)")
+	}
+	if !noise {
+		t.Error("the VM's timing noise is not in the notes")
+	}
+}
+
+// lacksNetemHere reports whether the run found no netem in the host's
+// kernel (so the VM path had to run).
+func lacksNetemHere(r *Report) bool {
+	for _, tb := range r.Tables {
+		for _, m := range tb.Rows {
+			if m.Path == PathKernel && strings.Contains(m.NA, "netem") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func TestQuickForward(t *testing.T) {

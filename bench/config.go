@@ -17,8 +17,18 @@ type Config struct {
 	// Specs replaces the accuracy grid (one spec per entry).
 	Specs []string
 	// Kernel makes the sweep run the specs as kernel qdiscs instead of
-	// through the userspace proxy.
+	// through the userspace proxy; in the accuracy bench it adds the
+	// reference VM's kernel (KernelVM) and the netem cases only it can
+	// run here (duplicate, corrupt, reorder with gap, netem rate, slot,
+	// the 4-state loss model).
 	Kernel bool
+	// KernelVM chooses when the accuracy bench runs the kernel path in the
+	// reference VM (lab/vm): VMAuto where the host's kernel has no netem,
+	// VMOn always, VMOff never.
+	KernelVM VMMode
+	// VMBinary is the static wanlab executable the VM runs; empty means
+	// this process's own.
+	VMBinary string
 	// ProxyExec, when set, runs the proxy as a child process, this
 	// command line followed by the `wanlab proxy` flags (the CLI passes
 	// its own executable and "proxy"), so its CPU time and memory can be
@@ -42,3 +52,12 @@ func (c Config) progress(done, total int, step string) {
 		c.Progress(done, total, step)
 	}
 }
+
+// VMMode is Config.KernelVM.
+type VMMode string
+
+const (
+	VMAuto VMMode = "auto"
+	VMOn   VMMode = "on"
+	VMOff  VMMode = "off"
+)

@@ -22,6 +22,10 @@ const (
 	PathProxyOffload = "proxy-offload" // userspace proxy, offload backend
 	PathProxyWater   = "proxy-water"   // userspace proxy, water backend
 	PathKernel       = "kernel"        // the same spec as qdiscs on the router's veths
+	// PathKernelVM is the same spec as qdiscs of the reference VM's kernel
+	// (lab/vm), for what the host's kernel lacks; the report names it with
+	// the accelerator: "kernel-vm/tcg" or "kernel-vm/kvm".
+	PathKernelVM = "kernel-vm"
 )
 
 // Report is the result of one bench run. The JSON field names are a

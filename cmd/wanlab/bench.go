@@ -29,7 +29,7 @@ func init() {
 	register(&cli.Command{
 		Name:  "bench",
 		Usage: "measure wanlab's shaping accuracy and forwarding speed against the kernel, and the seeds' tables against their models",
-		UsageText: "wanlab bench accuracy [--quick] [--realtime] [--specs FILE] [--out DIR] [--json]\n" +
+		UsageText: "wanlab bench accuracy [--quick] [--realtime] [--kernel [--kernel-vm auto|on|off]] [--specs FILE] [--out DIR] [--json]\n" +
 			"wanlab bench forward [--quick] [--realtime] [--out DIR] [--json]\n" +
 			"wanlab bench sweep [--quick] [--realtime] [--kernel] [--out DIR] [--json]\n" +
 			"wanlab bench cleanup\n\n" +
@@ -49,9 +49,10 @@ func init() {
 			{
 				Name:  "accuracy",
 				Usage: "configured against realized delay, loss, rate and reordering: proxy (each backend) and kernel qdiscs",
-				UsageText: "wanlab bench accuracy [--quick] [--realtime] [--specs FILE] [--out DIR] [--json]\n\n" +
+				UsageText: "wanlab bench accuracy [--quick] [--realtime] [--kernel [--kernel-vm auto|on|off]] [--specs FILE] [--out DIR] [--json]\n\n" +
 					"examples:\n" +
 					"   sudo wanlab bench accuracy --quick\n" +
+					"   sudo wanlab bench accuracy --quick --kernel    (netem rows from the reference VM: wanlab vm prepare first)\n" +
 					"   printf 'delay 20ms 2ms distribution normal\\ntbf rate 50mbit burst 50kb limit 500kb\\n' > specs.txt\n" +
 					"   sudo wanlab bench accuracy --specs specs.txt",
 				Description: "For every spec of the grid (delay 1/10/100 ms with and without jitter in each distribution,\n" +
@@ -59,8 +60,18 @@ func init() {
 					"timestamped UDP probes from client to server (one-way delay from the same clock; kernel receive\n" +
 					"stamps) and, for rates, a TCP bulk transfer, through the proxy with the offload and the water\n" +
 					"backend and through the same spec as kernel qdiscs on the router's veth. Kernel rows say\n" +
-					"\"n/a: kernel has no netem\" where the kernel lacks the qdisc. --specs FILE: one spec per line.",
-				Flags:  []cli.Flag{quick, realtime, &cli.StringFlag{Name: "specs", Usage: "measure the specs in `FILE` (one per line, # comments) instead of the grid"}, out, jsonFlag},
+					"\"n/a: kernel has no netem\" where the kernel lacks the qdisc. --specs FILE: one spec per line.\n\n" +
+					"--kernel adds the kernel path of the reference VM (wanlab vm run; prepared by wanlab vm prepare)\n" +
+					"where this host's kernel has no netem (--kernel-vm auto; on: always; off: never), and the netem\n" +
+					"cases only it can run here (duplicate, corrupt, reorder with gap, netem rate, slot, loss state).\n" +
+					"The client's traffic toward the server is routed through the VM, which impairs it on its egress;\n" +
+					"the path is named kernel-vm/tcg (emulation) or kernel-vm/kvm. Its own delay, measured with the\n" +
+					"empty spec, is printed as its timing noise and subtracted from its delay rows. This wanlab binary\n" +
+					"runs inside the VM, so it must be static (CGO_ENABLED=0).",
+				Flags: []cli.Flag{quick, realtime, &cli.StringFlag{Name: "specs", Usage: "measure the specs in `FILE` (one per line, # comments) instead of the grid"},
+					&cli.BoolFlag{Name: "kernel", Usage: "add the reference VM's kernel where this host's kernel lacks netem"},
+					&cli.StringFlag{Name: "kernel-vm", Value: "auto", Usage: "with --kernel: run the kernel path in the VM `auto` (where the host has no netem), on or off"},
+					out, jsonFlag},
 				Action: func(cc *cli.Context) error { return runBench(cc, "accuracy") },
 			},
 			{
@@ -104,6 +115,15 @@ func runBench(cc *cli.Context, kind string) error {
 		return usageError(fmt.Errorf("bench %s: unexpected argument %q (flags only; see --help)", kind, cc.Args().First()))
 	}
 	cfg := bench.Config{Quick: cc.Bool("quick"), Realtime: cc.Bool("realtime"), Command: benchCommandLine(cc, kind)}
+	if kind == "accuracy" {
+		cfg.Kernel = cc.Bool("kernel")
+		switch m := bench.VMMode(cc.String("kernel-vm")); m {
+		case bench.VMAuto, bench.VMOn, bench.VMOff:
+			cfg.KernelVM = m
+		default:
+			return usageError(fmt.Errorf("bench accuracy: --kernel-vm %q: want auto, on or off", m))
+		}
+	}
 	if cc.IsSet("low-latency") {
 		m, err := cpulatency.ParseMode(cc.String("low-latency"))
 		if err != nil {

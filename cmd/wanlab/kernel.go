@@ -40,7 +40,10 @@ func init() {
 			"tree apply replaced (recorded in /run/wanlab), or the kernel's default.\n\n" +
 			"A kind the kernel lacks is named and nothing is changed (exit 4), e.g. on a\n" +
 			"kernel without sch_netem: 'kernel has no netem qdisc (sch_netem not\n" +
-			"available): nothing changed'. Needs root or CAP_NET_ADMIN (exit 3)." + kernelClassesHelp,
+			"available): nothing changed'. So is a netem stage the kernel takes but keeps only in\n" +
+			"part (apply reads it back), e.g. the seed, which sch_netem knows from Linux 6.6 on:\n" +
+			"'kernel ignored netem seed 42 of stage 1 (...): nothing changed'. Needs root or\n" +
+			"CAP_NET_ADMIN (exit 3)." + kernelClassesHelp,
 		Subcommands: []*cli.Command{
 			{
 				Name:      "apply",

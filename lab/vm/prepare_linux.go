@@ -111,8 +111,15 @@ func newestKernelPackage(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("apt-cache search: %w", err)
 	}
+	return newestIn(string(out))
+}
+
+// newestIn picks, from apt-cache search output ("NAME - DESCRIPTION" per
+// line), the kernel package with the highest ABI number (numerically:
+// -10- is newer than -9-).
+func newestIn(out string) (string, error) {
 	best, bestN := "", -1
-	for _, line := range strings.Split(string(out), "\n") {
+	for _, line := range strings.Split(out, "\n") {
 		name, _, _ := strings.Cut(line, " ")
 		if !kernelPackageRE.MatchString(name) {
 			continue

@@ -45,8 +45,9 @@ type VM struct {
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when qemu has exited
 	exitErr  error
-	conn     net.Conn
 	mu       sync.Mutex // one command at a time on conn
+	connMu   sync.Mutex // guards conn itself: teardown may run during a command
+	conn     net.Conn
 	stop     func() bool
 	once     sync.Once
 	closeErr error
@@ -275,7 +276,9 @@ func (v *VM) awaitHello(ctx context.Context, ln *net.UnixListener, start time.Ti
 		if r.err != nil {
 			return Hello{}, fmt.Errorf("agent: %w%s", r.err, v.consoleTail())
 		}
+		v.connMu.Lock()
 		v.conn = r.conn
+		v.connMu.Unlock()
 		return r.hello, nil
 	case <-v.exited:
 		return Hello{}, fmt.Errorf("qemu exited during boot (%v): %s%s", v.exitErr, strings.TrimSpace(stderr.String()), v.consoleTail())
@@ -384,22 +387,23 @@ func (v *VM) Stream(ctx context.Context, stdout, stderr io.Writer, argv ...strin
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.conn == nil {
+	conn := v.control()
+	if conn == nil {
 		return -1, fmt.Errorf("vm %s: stopped", v.ID)
 	}
 	req, _ := json.Marshal(runRequest{Argv: argv})
-	stopDeadline := context.AfterFunc(ctx, func() { v.conn.SetDeadline(time.Now()) })
+	stopDeadline := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer func() {
 		if stopDeadline() {
 			return
 		}
-		v.conn.SetDeadline(time.Time{})
+		conn.SetDeadline(time.Time{})
 	}()
-	if err := writeFrame(v.conn, frameRun, req); err != nil {
+	if err := writeFrame(conn, frameRun, req); err != nil {
 		return -1, v.connError(ctx, err)
 	}
 	for {
-		f, err := readFrame(v.conn)
+		f, err := readFrame(conn)
 		if err != nil {
 			return -1, v.connError(ctx, err)
 		}
@@ -428,8 +432,12 @@ func (v *VM) Stream(ctx context.Context, stdout, stderr io.Writer, argv ...strin
 // is closed for good), or what happened to qemu.
 func (v *VM) connError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		v.conn.Close()
-		v.conn = nil
+		v.connMu.Lock()
+		if v.conn != nil {
+			v.conn.Close()
+			v.conn = nil
+		}
+		v.connMu.Unlock()
 		return fmt.Errorf("vm %s: %w", v.ID, ctx.Err())
 	}
 	select {
@@ -438,6 +446,13 @@ func (v *VM) connError(ctx context.Context, err error) error {
 	default:
 	}
 	return fmt.Errorf("vm %s: control channel: %w", v.ID, err)
+}
+
+// control returns the control connection, nil once it is closed.
+func (v *VM) control() net.Conn {
+	v.connMu.Lock()
+	defer v.connMu.Unlock()
+	return v.conn
 }
 
 // Exited is closed when qemu has exited.
@@ -465,7 +480,7 @@ func (v *VM) Close() error {
 func (v *VM) teardown() error {
 	if v.cmd != nil && v.cmd.Process != nil {
 		// Without the command lock: a command still running is cut off.
-		if c := v.conn; c != nil {
+		if c := v.control(); c != nil {
 			c.SetWriteDeadline(time.Now().Add(time.Second))
 			writeFrame(c, framePowerOff, nil)
 		}
@@ -475,7 +490,7 @@ func (v *VM) teardown() error {
 			v.cmd.Process.Kill()
 			<-v.exited
 		}
-		if c := v.conn; c != nil {
+		if c := v.control(); c != nil {
 			c.Close()
 		}
 	}

@@ -214,11 +214,11 @@ func Apply(t Target, s *spec.Spec) error {
 		}
 		undo := func(cause error) error { return rollback(ifindex, back, path, old, cause) }
 		// Kernels with the duplication fix of sch_netem (6.1.y stable
-		// and later) refuse a duplicating netem while any other netem is
-		// in the device's tree, the root it would replace included:
+		// and later) refuse a netem beside another in the device's tree
+		// when either duplicates, the root it would replace included:
 		// take the old tree down first.
 		cleared := false
-		if duplicates(s) && hasNetem(cur) {
+		if n, dup := netemsIn(cur); n > 0 && (dup || duplicates(s)) {
 			if err := deleteRoot(ifindex); err != nil {
 				return undo(err)
 			}
@@ -275,13 +275,18 @@ func duplicates(s *spec.Spec) bool {
 	return false
 }
 
-func hasNetem(tree []qdisc) bool {
+// netemsIn counts the netem qdiscs of tree and says whether one of them
+// duplicates.
+func netemsIn(tree []qdisc) (n int, duplicating bool) {
 	for _, q := range tree {
 		if q.Kind == "netem" && !q.Class {
-			return true
+			n++
+			if d, err := DecodeNetem(q.Options); err == nil && d.Duplicate > 0 {
+				duplicating = true
+			}
 		}
 	}
-	return false
+	return n, duplicating
 }
 
 // ours reports whether the chain on the device is the one rec applied.

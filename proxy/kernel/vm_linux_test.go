@@ -256,6 +256,7 @@ func testVMTrees(t *testing.T, ctx context.Context, v *vm.VM) {
 		fmt.Sprintf(k, "apply") + " 'delay 10ms'",
 		"echo @@dup; " + fmt.Sprintf(k, "apply") + " 'duplicate 1% | tbf rate 10mbit burst 10kb limit 100kb' 2>&1",
 		"echo @@duptc; /usr/sbin/tc qdisc show dev eth0",
+		"echo @@overdup; " + fmt.Sprintf(k, "apply") + " 'delay 5ms' 2>&1",
 		fmt.Sprintf(k, "clear"),
 	}, "\n")
 	out := vmSections(t, ctx, v, script)
@@ -307,5 +308,8 @@ func testVMTrees(t *testing.T, ctx context.Context, v *vm.VM) {
 	if got := strings.TrimSpace(out["dup"]); got != "duplicate 1% | tbf rate 10mbit burst 10kb limit 100kb" ||
 		strings.Count(out["duptc"], "qdisc netem") != 1 {
 		t.Errorf("duplicate over delay: apply %q, tc shows\n%s", got, out["duptc"])
+	}
+	if got := strings.TrimSpace(out["overdup"]); got != "delay 5ms" {
+		t.Errorf("delay over duplicate: apply %q", got)
 	}
 }
