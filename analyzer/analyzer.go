@@ -4,11 +4,12 @@
 // decimated time series for graphs, and a diagnosis of what limited each
 // transfer with advice that names the setting to change.
 //
-// Memory grows with the number of connections (about 4 kB each for their
-// results, plus bounded series for those that carried data) and with their
-// outstanding windows, never with the number of packets: statistics are
-// streaming (log-bucket histograms for quantiles) and series are decimated
-// (see Series).
+// Memory grows with the connections still open, never with the number of
+// packets: statistics are streaming (log-bucket histograms for quantiles),
+// series are decimated (see Series), and a connection that has finished
+// (closed or reset and then silent, or idle) keeps only its summary and
+// its series at reduced resolution (Options.FinishedPoints), or leaves
+// altogether through Options.OnFinish.
 package analyzer
 
 import (
@@ -36,7 +37,30 @@ type Options struct {
 	// Progress, when set, is called every 64k frames with the bytes of the
 	// file consumed so far.
 	Progress func(bytesRead int64)
+	// OnFinish, when set, receives each connection, in order of Index, as
+	// soon as it and every connection before it have finished: closed or
+	// reset and then silent for closedLinger, idle for IdleTimeout, or at
+	// the end of the capture. The Result then lists no connections, so
+	// memory stays bounded by the connections still open.
+	OnFinish func(*Connection)
+	// NoSeries: record no time series (outputs that show none); every
+	// Direction's Series is then empty.
+	NoSeries bool
+	// FinishedPoints is the point budget of each series of a connection
+	// that finished before the end of the capture (default 64): it keeps
+	// its summary and its series at that resolution. Negative drops the
+	// series of finished connections, for outputs that show none.
+	FinishedPoints int
 }
+
+// closedLinger is how long a closed or reset connection stays tracked
+// after its last packet, for retransmitted FINs and late ACKs (Linux
+// retransmits a FIN 0.2 and 0.6 s after the first at its minimum RTO).
+const closedLinger = time.Second
+
+// sweepEvery is the capture time between two searches for finished
+// connections.
+const sweepEvery = int64(250 * time.Millisecond)
 
 func (o *Options) normalize() {
 	if o.MaxPoints == 0 {
@@ -45,6 +69,9 @@ func (o *Options) normalize() {
 	o.MaxPoints = max(o.MaxPoints, 16)
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = 5 * time.Minute
+	}
+	if o.FinishedPoints == 0 {
+		o.FinishedPoints = 64
 	}
 }
 
@@ -126,6 +153,11 @@ type Analyzer struct {
 	scratch DirectionSeries
 	empty   *DirectionSeries
 	nconns  int
+	// live lists the tracked connections, unfinished lists those not yet
+	// handed to OnFinish, both in order of Index.
+	live       []*Connection
+	unfinished []*Connection
+	lastSweep  int64
 }
 
 // New returns an Analyzer.
@@ -242,9 +274,9 @@ func (a *Analyzer) Add(link decode.LinkType, data []byte, wireLen int, ts time.T
 		}
 		if c == nil || a.startsNew(c, p, t) {
 			if c != nil {
-				c.release()
+				a.retire(c) // its 4-tuple now belongs to the new connection
 			}
-			c = a.newConn(p, t)
+			c = a.newConn(k, p, t)
 			a.conns[k] = c
 			a.recent = [2]recentTuple{}
 		}
@@ -259,6 +291,74 @@ func (a *Analyzer) Add(link decode.LinkType, data []byte, wireLen int, ts time.T
 		dir = 1
 	}
 	c.process(a, dir, p, t)
+	if t-a.lastSweep >= sweepEvery {
+		a.lastSweep = t
+		a.sweep(t)
+	}
+}
+
+// sweep retires the connections that have finished by time now and hands
+// the finished ones at the head of the order to OnFinish.
+func (a *Analyzer) sweep(now int64) {
+	live := a.live[:0]
+	retired := false
+	for _, c := range a.live {
+		if !c.finished && a.hasFinished(c, now) {
+			a.retire(c)
+		}
+		if c.finished {
+			retired = true
+			continue
+		}
+		live = append(live, c)
+	}
+	clear(a.live[len(live):])
+	a.live = live
+	if retired {
+		a.recent = [2]recentTuple{}
+	}
+	a.emitFinished()
+}
+
+// hasFinished reports whether connection c is over at time now.
+func (a *Analyzer) hasFinished(c *Connection, now int64) bool {
+	quiet := time.Duration(now - c.lastT)
+	if quiet > a.opts.IdleTimeout {
+		return true
+	}
+	closed := c.rst || c.dirs[0].finSeen && c.dirs[1].finSeen
+	return closed && quiet > closedLinger
+}
+
+// retire finishes connection c before the end of the capture and keeps
+// only its summary and its reduced series.
+func (a *Analyzer) retire(c *Connection) {
+	if c.finished {
+		return
+	}
+	c.finish(a)
+	c.compact(a, a.opts.FinishedPoints)
+	if a.conns[c.key] == c {
+		delete(a.conns, c.key)
+	}
+}
+
+// emitFinished hands OnFinish the finished connections at the head of the
+// order.
+func (a *Analyzer) emitFinished() {
+	if a.opts.OnFinish == nil {
+		return
+	}
+	n := 0
+	for n < len(a.unfinished) && a.unfinished[n].finished {
+		a.opts.OnFinish(a.unfinished[n])
+		n++
+	}
+	if n > 0 {
+		rest := copy(a.unfinished, a.unfinished[n:])
+		clear(a.unfinished[rest:])
+		a.unfinished = a.unfinished[:rest]
+	}
 }
 
 // Finish completes the analysis and returns the result.
@@ -266,9 +366,13 @@ func (a *Analyzer) Finish() *Result {
 	if a.began {
 		a.res.End = time.Unix(0, a.start+a.last)
 	}
-	for _, c := range a.res.Connections {
-		c.finish(a)
+	for _, c := range a.live {
+		if !c.finished {
+			c.finish(a)
+		}
 	}
+	a.live = nil
+	a.emitFinished()
 	if a.res.TimeBackwards > 0 {
 		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames had timestamps older than the frame before; analyzed at the earlier frame's time", a.res.TimeBackwards))
 	}
@@ -335,9 +439,9 @@ func (a *Analyzer) startsNew(c *Connection, p *decode.Packet, t int64) bool {
 	return true
 }
 
-func (a *Analyzer) newConn(p *decode.Packet, t int64) *Connection {
+func (a *Analyzer) newConn(k connKey, p *decode.Packet, t int64) *Connection {
 	a.nconns++
-	c := &Connection{Index: a.nconns, firstT: t, lastT: t}
+	c := &Connection{Index: a.nconns, firstT: t, lastT: t, key: k, dirs: new([2]dirAnalysis)}
 	_, fromLow := makeKey(p)
 	src, dst := addrPort(p.IPVersion, p.Src, p.SrcPort), addrPort(p.IPVersion, p.Dst, p.DstPort)
 	// The client is whoever sent the SYN; without a handshake, the side
@@ -358,7 +462,12 @@ func (a *Analyzer) newConn(p *decode.Packet, t int64) *Connection {
 		d := &c.dirs[i]
 		d.st.init()
 	}
-	a.res.Connections = append(a.res.Connections, c)
+	a.live = append(a.live, c)
+	if a.opts.OnFinish != nil {
+		a.unfinished = append(a.unfinished, c)
+	} else {
+		a.res.Connections = append(a.res.Connections, c)
+	}
 	return c
 }
 

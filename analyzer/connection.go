@@ -33,10 +33,12 @@ type Connection struct {
 	firstRTT    int64 // Wireshark's ts_first_rtt (iRTT): latest SYN to the next pure ACK
 	mruSYN      int64
 	mruSYNSet   bool
-	synT        int64 // time of the client's SYN + 1 (0: not seen)
-	hsRTT       int64 // SYN to the ACK completing the handshake: the path RTT wherever the capture was taken
-	dirs        [2]dirAnalysis
+	synT        int64           // time of the client's SYN + 1 (0: not seen)
+	hsRTT       int64           // SYN to the ACK completing the handshake: the path RTT wherever the capture was taken
+	dirs        *[2]dirAnalysis // per-packet state; nil once the connection is retired
 	rst         bool
+	key         connKey
+	finished    bool
 }
 
 // Direction is the analysis of the data one endpoint sent, with the ACKs
@@ -171,10 +173,14 @@ type dirAnalysis struct {
 	finSeen             bool
 }
 
-// ser returns the direction's series, creating them at time t.
-func (d *dirAnalysis) ser(maxPoints int, t int64) *DirectionSeries {
+// ser returns the direction's series, creating them at time t (the
+// analyzer's scratch series when it records none).
+func (d *dirAnalysis) ser(a *Analyzer, t int64) *DirectionSeries {
 	if d.series == nil {
-		d.series = newDirSeries(maxPoints)
+		if a.opts.NoSeries {
+			return &a.scratch
+		}
+		d.series = newDirSeries(a.opts.MaxPoints)
 		d.series.roll(time.Duration(t))
 	}
 	return d.series
@@ -225,7 +231,7 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 		rev.ackArrived(a, p, &sg, fl, ackAdvanced, info)
 	}
 	if sg.len > 0 && rs.ackSeen {
-		fwd.inFlight(rs, info)
+		fwd.inFlight(a, rs, info, t)
 	}
 	if sg.flags&fRST != 0 {
 		c.release() // nothing more to acknowledge
@@ -347,7 +353,7 @@ func (d *dirAnalysis) countFlags(fl PacketFlags, seglen uint32) {
 // pauses between data segments.
 func (d *dirAnalysis) dataSent(a *Analyzer, span seqSpan, sg *segment, fl PacketFlags) {
 	st, t := &d.stats, sg.t
-	d.ser(a.opts.MaxPoints, t).recordSegment(span, sg.len, fl&AnyRetransmission != 0)
+	d.ser(a, t).recordSegment(span, sg.len, fl&AnyRetransmission != 0)
 	st.UniqueBytes += span.newBytes
 	if d.firstData == 0 && st.DataPackets == 1 {
 		d.firstData = t
@@ -424,14 +430,14 @@ func (d *dirAnalysis) ackArrived(a *Analyzer, p *decode.Packet, sg *segment, fl 
 }
 
 // inFlight records this direction's bytes in flight after a data segment.
-func (d *dirAnalysis) inFlight(rs *seqState, info *PacketInfo) {
+func (d *dirAnalysis) inFlight(a *Analyzer, rs *seqState, info *PacketInfo, t int64) {
 	inflight := int64(int32(d.st.nextseq - rs.lastAck))
 	if inflight < 0 {
 		return
 	}
 	info.InFlight = inflight
 	d.flight.add(uint64(inflight))
-	d.series.recordInFlight(inflight)
+	d.ser(a, t).recordInFlight(inflight)
 	d.stats.MaxInFlightBytes = max(d.stats.MaxInFlightBytes, inflight)
 	if rs.windowValid && rs.window > 0 && float64(inflight) >= 0.9*float64(rs.window) {
 		d.windowLimited++
@@ -441,6 +447,9 @@ func (d *dirAnalysis) inFlight(rs *seqState, info *PacketInfo) {
 // release drops per-packet tracking state of a connection whose 4-tuple
 // was reused; its statistics and series stay.
 func (c *Connection) release() {
+	if c.dirs == nil {
+		return
+	}
 	for i := range c.dirs {
 		c.dirs[i].q = unackedQueue{}
 		c.dirs[i].ts = tsRing{}
@@ -448,6 +457,7 @@ func (c *Connection) release() {
 }
 
 func (c *Connection) finish(a *Analyzer) {
+	c.finished = true
 	c.release()
 	for i := range c.dirs {
 		if c.dirs[i].series != nil {
@@ -522,6 +532,23 @@ func (c *Connection) finish(a *Analyzer) {
 		c.Directions[i] = &Direction{From: from, To: to, DirectionStats: *st, Series: ser}
 	}
 	diagnose(c)
+}
+
+// compact drops what a finished connection no longer needs: its
+// per-packet state, and its series beyond maxPoints points each (all of
+// them if maxPoints is negative).
+func (c *Connection) compact(a *Analyzer, maxPoints int) {
+	c.dirs = nil
+	for _, d := range c.Directions {
+		if d.Series == nil || d.Series == a.empty {
+			continue
+		}
+		if maxPoints < 0 {
+			d.Series = a.emptySeries()
+		} else {
+			d.Series = d.Series.reduced(maxPoints)
+		}
+	}
 }
 
 // delayedAckStalls counts lone-segment ACK delays at least 30 ms above the
