@@ -131,11 +131,17 @@ type Result struct {
 	Truncated   int `json:"truncated_headers"`
 	Corrupt     int `json:"corrupt_headers"`
 	UnknownLink int `json:"unknown_link_type"`
-	// TimeBackwards counts frames whose timestamp was older than the
-	// previous frame's; they are analyzed at the previous frame's time.
-	TimeBackwards int           `json:"timestamps_backwards"`
-	Warnings      []string      `json:"warnings"`
-	Connections   []*Connection `json:"connections"`
+	// TimeBackwards counts frames the reordering window could not place:
+	// older than a frame already analyzed (see AddFrom); they are analyzed
+	// at that frame's time.
+	TimeBackwards int `json:"timestamps_backwards"`
+	// DuplicateFrames counts second copies of a packet (same IPv4 ID,
+	// addresses, ports, sequence, ACK, flags and length within 200 ms),
+	// as a capture on two interfaces of one router holds them; they are
+	// left out of the analysis.
+	DuplicateFrames int           `json:"duplicate_frames"`
+	Warnings        []string      `json:"warnings"`
+	Connections     []*Connection `json:"connections"`
 }
 
 // Analyzer is the streaming form: feed frames with Add, then call Finish.
@@ -158,6 +164,13 @@ type Analyzer struct {
 	live       []*Connection
 	unfinished []*Connection
 	lastSweep  int64
+	// Merging interfaces: a queue per interface, the frames buffered in
+	// all of them, and the capture time of the latest frame analyzed.
+	ifq      []frameQueue
+	buffered int
+	lastNs   int64
+	frame    int // file frame number of the packet being analyzed
+	dups     dupFilter
 }
 
 // New returns an Analyzer.
@@ -214,7 +227,8 @@ func AnalyzeReader(r *pcapfile.Reader, opts Options) (*Result, error) {
 			a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("stopped early: %v", err))
 			break
 		}
-		a.Add(f.Link, f.Data, f.WireLen, f.Timestamp)
+		a.ExpectInterfaces(r.Interfaces())
+		a.AddFrom(f.Interface, f.Link, f.Data, f.WireLen, f.Timestamp)
 		if a.opts.Progress != nil && a.res.Frames&0xFFFF == 0 {
 			a.opts.Progress(r.Offset())
 		}
@@ -222,36 +236,134 @@ func AnalyzeReader(r *pcapfile.Reader, opts Options) (*Result, error) {
 	return a.Finish(), nil
 }
 
-// Add analyzes one frame. data is only read during the call.
+// Add analyzes one frame of a single-interface capture. data is only read
+// during the call.
 func (a *Analyzer) Add(link decode.LinkType, data []byte, wireLen int, ts time.Time) {
+	a.AddFrom(0, link, data, wireLen, ts)
+}
+
+// ExpectInterfaces tells the analyzer how many capture interfaces the
+// file has (pcapng describes them before their frames), so that frames of
+// every interface are merged in timestamp order from the first one.
+func (a *Analyzer) ExpectInterfaces(n int) {
+	if n > len(a.ifq) {
+		a.ifq = append(a.ifq, make([]frameQueue, n-len(a.ifq))...)
+	}
+}
+
+// AddFrom analyzes one frame captured on interface iface (the pcapng
+// interface index; 0 for pcap). data is only read during the call.
+//
+// Each interface's frames come in time order, but a multi-interface file
+// interleaves them in batches (dumpcap writes each interface's buffer as
+// it fills). Frames are therefore merged across interfaces in timestamp
+// order, as reordercap sorts them, through a window of at most
+// reorderWindow frames; a frame older than one already analyzed (the
+// window was too short, or one interface's clock went backwards) is
+// analyzed at the latest time and counted in TimeBackwards.
+func (a *Analyzer) AddFrom(iface int, link decode.LinkType, data []byte, wireLen int, ts time.Time) {
 	a.res.Frames++
-	ns := ts.UnixNano()
-	if !a.began {
-		a.began = true
-		a.start = ns
-		a.res.Start = ts
-	}
-	t := ns - a.start
-	if t < a.last {
-		a.res.TimeBackwards++
-		t = a.last
-	}
-	a.last = t
-	p := &a.pkt
-	if err := decode.Decode(link, data, wireLen, p); err != nil {
-		switch err {
-		case decode.ErrNotTCP:
-			a.res.NotTCP++
-		case decode.ErrTruncated:
-			a.res.Truncated++
-		case decode.ErrLinkType:
-			a.res.UnknownLink++
-		default:
-			a.res.Corrupt++
+	a.ExpectInterfaces(iface + 1)
+	if len(a.ifq) == 1 {
+		// One interface: its frames are analyzed as they come.
+		ns := ts.UnixNano()
+		if a.decodeFrame(link, data, wireLen, &a.pkt) {
+			a.packet(&a.pkt, ns, a.res.Frames)
+		} else {
+			a.clock(ns)
 		}
 		return
 	}
-	a.res.TCPPackets++
+	q := &a.ifq[iface]
+	slot := q.slot()
+	if !a.decodeFrame(link, data, wireLen, &slot.p) {
+		return
+	}
+	slot.ns, slot.frame = ts.UnixNano(), a.res.Frames
+	if a.began && slot.ns < a.lastNs {
+		a.packet(&slot.p, slot.ns, slot.frame) // too late to place
+		return
+	}
+	q.commit()
+	a.buffered++
+	a.merge(false)
+}
+
+// reorderWindow bounds the frames held back for the merge of interfaces.
+const reorderWindow = 1 << 15
+
+// merge analyzes buffered frames in timestamp order while every interface
+// has one buffered (so no older frame can still come), the window is
+// full, or all is set (the end of the capture).
+func (a *Analyzer) merge(all bool) {
+	for a.buffered > 0 {
+		best, ready := -1, true
+		for i := range a.ifq {
+			q := &a.ifq[i]
+			if q.len() == 0 {
+				ready = false
+				continue
+			}
+			if best < 0 || q.first().ns < a.ifq[best].first().ns {
+				best = i
+			}
+		}
+		if !ready && !all && a.buffered <= reorderWindow {
+			return
+		}
+		qp := a.ifq[best].pop()
+		a.buffered--
+		a.packet(&qp.p, qp.ns, qp.frame)
+	}
+}
+
+// clock turns a frame's capture time into the analysis time: ns from the
+// first frame analyzed, never earlier than the previous frame's.
+func (a *Analyzer) clock(ns int64) int64 {
+	if !a.began {
+		a.began = true
+		a.start = ns
+		a.lastNs = ns
+		a.res.Start = time.Unix(0, ns)
+	}
+	if ns < a.lastNs {
+		a.res.TimeBackwards++
+		ns = a.lastNs
+	}
+	a.lastNs = ns
+	a.last = ns - a.start
+	return a.last
+}
+
+// decodeFrame decodes a frame into p and counts it by kind; it reports
+// whether the frame is TCP.
+func (a *Analyzer) decodeFrame(link decode.LinkType, data []byte, wireLen int, p *decode.Packet) bool {
+	err := decode.Decode(link, data, wireLen, p)
+	switch err {
+	case nil:
+		a.res.TCPPackets++
+		return true
+	case decode.ErrNotTCP:
+		a.res.NotTCP++
+	case decode.ErrTruncated:
+		a.res.Truncated++
+	case decode.ErrLinkType:
+		a.res.UnknownLink++
+	default:
+		a.res.Corrupt++
+	}
+	return false
+}
+
+// packet analyzes TCP packet p, frame number frame of the file, captured
+// at ns.
+func (a *Analyzer) packet(p *decode.Packet, ns int64, frame int) {
+	t := a.clock(ns)
+	if a.dups.duplicate(p, ns) {
+		a.res.DuplicateFrames++
+		return
+	}
+	a.frame = frame
 	// A two-entry cache of (source, destination) tuples: a bulk transfer
 	// alternates data and ACKs of one connection, so the map and the
 	// canonical key are skipped for almost every packet.
@@ -363,6 +475,7 @@ func (a *Analyzer) emitFinished() {
 
 // Finish completes the analysis and returns the result.
 func (a *Analyzer) Finish() *Result {
+	a.merge(true)
 	if a.began {
 		a.res.End = time.Unix(0, a.start+a.last)
 	}
@@ -374,7 +487,10 @@ func (a *Analyzer) Finish() *Result {
 	a.live = nil
 	a.emitFinished()
 	if a.res.TimeBackwards > 0 {
-		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames had timestamps older than the frame before; analyzed at the earlier frame's time", a.res.TimeBackwards))
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames were older than a frame already analyzed (their interface's clock went backwards, or they came more than %d frames late); analyzed at that frame's time", a.res.TimeBackwards, reorderWindow))
+	}
+	if a.res.DuplicateFrames > 0 {
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames were second copies of a packet (captured twice, as on two interfaces of one router); analyzed once", a.res.DuplicateFrames))
 	}
 	if n := a.res.Truncated + a.res.Corrupt; n > 0 {
 		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames skipped: %d with headers cut by the capture, %d with corrupt headers", n, a.res.Truncated, a.res.Corrupt))

@@ -238,7 +238,7 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 	}
 
 	if a.opts.OnPacket != nil {
-		info.Frame = a.res.Frames
+		info.Frame = a.frame
 		info.Conn = c
 		info.Dir = dir
 		info.Flags = fl
