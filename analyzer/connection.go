@@ -64,6 +64,8 @@ type DirectionStats struct {
 	MaxSegmentBytes int   `json:"max_segment_bytes"`
 	UniqueBytes     int64 `json:"unique_bytes"`
 
+	// Wireshark's classification of segments below the next expected
+	// sequence number (retransmission, fast, spurious, out-of-order).
 	RetransmittedPackets    int   `json:"retransmitted_packets"`
 	RetransmittedBytes      int64 `json:"retransmitted_bytes"`
 	FastRetransmissions     int   `json:"fast_retransmissions"`
@@ -77,6 +79,17 @@ type DirectionStats struct {
 	WindowFull              int   `json:"window_full"`
 	ZeroWindowProbes        int   `json:"zero_window_probes"`
 	KeepAlives              int   `json:"keep_alives"`
+
+	// The sender's truth, whatever Wireshark calls the segments: data
+	// segments that re-sent sequence space the capture had already seen
+	// sent, and those that filled space it saw skipped (lost before the
+	// capture point and sent again; reorderings excluded). LossRate, the
+	// rate the diagnosis uses, is (resent + gap fills) / (data packets +
+	// gap fills): the share of the sender's segments that were sent again.
+	ResentPackets int     `json:"resent_packets"`
+	ResentBytes   int64   `json:"resent_bytes"`
+	GapFills      int     `json:"gap_fills"`
+	LossRate      float64 `json:"loss_rate"`
 
 	// SYN options this endpoint sent.
 	MSS           int  `json:"mss"`
@@ -208,6 +221,9 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 	fwd.countFlags(fl, sg.len)
 
 	span := fs.sent(&sg, fl)
+	if sg.len > 0 && fl&(KeepAlive|ZeroWindowProbe) == 0 {
+		fwd.countResent(span)
+	}
 	if sg.occupiesSeq() {
 		if fl&ZeroWindowProbe == 0 {
 			fwd.q.sent(span.start, span.end, t)
@@ -346,6 +362,18 @@ func (d *dirAnalysis) countFlags(fl PacketFlags, seglen uint32) {
 	}
 	if fl&KeepAlive != 0 {
 		st.KeepAlives++
+	}
+}
+
+// countResent counts a data segment's re-sent bytes and gap fills.
+func (d *dirAnalysis) countResent(span seqSpan) {
+	st := &d.stats
+	if span.resent > 0 {
+		st.ResentPackets++
+		st.ResentBytes += span.resent
+	}
+	if span.filledGap {
+		st.GapFills++
 	}
 }
 
@@ -521,6 +549,7 @@ func (c *Connection) finish(a *Analyzer) {
 				st.DataRateBps = float64(st.UniqueBytes) * 8 / (float64(end-d.firstData) / 1e9)
 			}
 			st.WindowLimitedShare = float64(d.windowLimited) / float64(st.DataPackets)
+			st.LossRate = float64(st.ResentPackets+st.GapFills) / float64(st.DataPackets+st.GapFills)
 		}
 		st.RTTTrackOverflow = d.q.overflow
 		finishIdle(c, d, st)

@@ -176,10 +176,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		return dg
 	}
 
-	lossP := 0.0
-	if d.DataPackets > 0 {
-		lossP = float64(d.RetransmittedPackets) / float64(d.DataPackets)
-	}
+	lossP := d.LossRate
 	var mathis float64
 	if lossP > 0 && rttMed > 0 {
 		mathis = mss * mathisC / (rttMed * math.Sqrt(lossP))
@@ -192,8 +189,9 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 
 	case lossP >= lossMinRate && mathis > 0 && rate <= lossRateSlack*mathis:
 		dg.Limit = LimitLoss
-		ev("%d of %d data segments retransmitted (p = %.2f %%; %d fast, %d spurious), %d triple duplicate ACKs from the receiver",
-			d.RetransmittedPackets, d.DataPackets, lossP*100, d.FastRetransmissions, d.SpuriousRetransmissions, peer.TripleDupAcks)
+		ev("%d of %d data segments sent again (p = %.2f %%: %d re-sent, %d filling gaps; Wireshark: %d retransmissions, %d fast, %d spurious, %d out-of-order), %d triple duplicate ACKs from the receiver",
+			d.ResentPackets+d.GapFills, d.DataPackets+d.GapFills, lossP*100, d.ResentPackets, d.GapFills,
+			d.RetransmittedPackets, d.FastRetransmissions, d.SpuriousRetransmissions, d.OutOfOrderPackets, peer.TripleDupAcks)
 		ev("Mathis bound MSS*1.22/(RTT*sqrt(p)) = %.0f B * 1.22 / (%.3g ms * sqrt(%.4f)) = %s; measured %s",
 			mss, rttMed*1e3, lossP, mb(mathis), mb(rate))
 		adv("the loss happens on the path between %s and %s: buffer and window settings cannot help; find the drop point (tc -s qdisc show: drops/overlimits; ip -s link: errors) and remove it", sender, receiver)

@@ -134,6 +134,11 @@ func setBases(fs, rs *seqState, sg *segment) {
 type seqSpan struct {
 	start, end int64
 	newBytes   int64
+	// resent: bytes of sequence space the capture had already seen sent
+	// (whatever Wireshark calls the segment). filledGap: the segment
+	// filled space the capture saw skipped, and not as a reordering.
+	resent    int64
+	filledGap bool
 }
 
 // sent advances the sender's sequence state past segment sg (classified
@@ -145,7 +150,10 @@ func (s *seqState) sent(sg *segment, fl PacketFlags) seqSpan {
 		sp.start = s.rel(sg.seq)
 		sp.end = sp.start + int64(nextseq-sg.seq)
 		if sp.start < s.hiEnd {
-			sp.newBytes = s.fillHoles(sp.start, min(sp.end, s.hiEnd))
+			top := min(sp.end, s.hiEnd)
+			sp.newBytes = s.fillHoles(sp.start, top)
+			sp.resent = top - sp.start - sp.newBytes
+			sp.filledGap = sp.newBytes > 0 && fl&OutOfOrder == 0
 		}
 		if sp.end > s.hiEnd {
 			if sp.start > s.hiEnd {
@@ -156,6 +164,7 @@ func (s *seqState) sent(sg *segment, fl PacketFlags) seqSpan {
 		}
 		if sg.flags&(fSYN|fFIN) != 0 {
 			sp.newBytes = min(sp.newBytes, int64(sg.len))
+			sp.resent = min(sp.resent, int64(sg.len))
 		}
 	}
 	if fl&ZeroWindowProbe != 0 {
