@@ -225,14 +225,19 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 		fwd.countResent(span)
 	}
 	if sg.occupiesSeq() {
-		if fl&ZeroWindowProbe == 0 {
+		// A segment into a zero window (a probe, whatever its length)
+		// gives no RTT sample, as in tcptrace: its ACK waits for the window.
+		if fl&ZeroWindowProbe == 0 && !(sg.len > 0 && rs.windowValid && rs.window == 0) {
 			fwd.q.sent(span.start, span.end, t)
 		}
 		if sg.len > 0 {
 			fwd.dataSent(a, span, &sg, fl)
 		}
 	}
-	if fl&AnyRetransmission != 0 {
+	if fl&AnyRetransmission != 0 || span.below && fl&(KeepAlive|ZeroWindowProbe) == 0 {
+		// Karn's rule as tcptrace applies it: after any segment below the
+		// highest sent (out-of-order re-sends included), ACKs of older
+		// segments include the recovery and give no sample.
 		fwd.lastRetrans = t
 	}
 	if p.HasTimestamp {

@@ -139,6 +139,10 @@ type seqSpan struct {
 	// filled space the capture saw skipped, and not as a reordering.
 	resent    int64
 	filledGap bool
+	// below: the segment started below the highest sequence sent (a
+	// re-send, or a segment the capture saw late): tcptrace's rexmt or
+	// outoforder, after which it takes no RTT sample from older segments.
+	below bool
 }
 
 // sent advances the sender's sequence state past segment sg (classified
@@ -150,6 +154,7 @@ func (s *seqState) sent(sg *segment, fl PacketFlags) seqSpan {
 		sp.start = s.rel(sg.seq)
 		sp.end = sp.start + int64(nextseq-sg.seq)
 		if sp.start < s.hiEnd {
+			sp.below = true
 			top := min(sp.end, s.hiEnd)
 			sp.newBytes = s.fillHoles(sp.start, top)
 			sp.resent = top - sp.start - sp.newBytes
