@@ -163,7 +163,16 @@ type DirectionStats struct {
 	DelayedAckStalls   int     `json:"delayed_ack_stalls"`
 	DelayedAckTotalMs  float64 `json:"delayed_ack_total_ms"`
 	WindowLimitedShare float64 `json:"window_limited_share"` // data packets with flight >= 90 % of the peer's window
-	RTTTrackOverflow   int     `json:"rtt_untracked_segments,omitempty"`
+	// Queueing delay: how far the RTT rose above its minimum while data
+	// flowed (the 95th percentile and the median of the samples minus
+	// their minimum), from the best RTT the capture point gives:
+	// QueueRTTSource "karn" (data to ACK, near the sender), "timestamps"
+	// (TSecr echoes) or "echo" (the receiver's TSval to the data echoing
+	// it, near the receiver); "" with fewer than 10 samples.
+	QueueDelayMs     float64 `json:"queue_delay_ms"`
+	QueueDelayP50Ms  float64 `json:"queue_delay_p50_ms"`
+	QueueRTTSource   string  `json:"queue_rtt_source"`
+	RTTTrackOverflow int     `json:"rtt_untracked_segments,omitempty"`
 }
 
 // dirAnalysis is everything tracked for one direction.
@@ -558,6 +567,7 @@ func (c *Connection) finish(a *Analyzer) {
 		}
 		st.RTTTrackOverflow = d.q.overflow
 		finishIdle(c, d, st)
+		finishQueue(d, st)
 		st.DelayedAckStalls, st.DelayedAckTotalMs = delayedAckStalls(&d.lone, &d.rtt)
 		ser := d.series
 		if ser == nil {
@@ -605,6 +615,33 @@ func delayedAckStalls(lone, rtt *histogram) (int, float64) {
 		}
 	}
 	return n, total
+}
+
+// queueMinSamples is the fewest RTT samples a queueing delay is told from.
+const queueMinSamples = 10
+
+// finishQueue measures the queueing delay from the best RTT samples for
+// where the capture was taken: next to the receiver the data-to-ACK time
+// is only the receiver's ACK delay, and the echo RTT shows the round trip.
+func finishQueue(d *dirAnalysis, st *DirectionStats) {
+	type source struct {
+		name string
+		h    *histogram
+	}
+	order := []source{{"karn", &d.rtt}, {"timestamps", &d.tsrtt}}
+	if st.CapturedNear == "receiver" {
+		order = []source{{"echo", &d.echortt}}
+	}
+	for _, s := range order {
+		if s.h.n < queueMinSamples {
+			continue
+		}
+		lo := float64(s.h.min)
+		st.QueueRTTSource = s.name
+		st.QueueDelayMs = max(0, s.h.quantile(0.95)-lo) / 1e3
+		st.QueueDelayP50Ms = max(0, s.h.quantile(0.5)-lo) / 1e3
+		return
+	}
 }
 
 // finishIdle decides where the capture was taken for this direction and
