@@ -4,11 +4,12 @@
 // decimated time series for graphs, and a diagnosis of what limited each
 // transfer with advice that names the setting to change.
 //
-// Memory grows with the number of connections (about 4 kB each for their
-// results, plus bounded series for those that carried data) and with their
-// outstanding windows, never with the number of packets: statistics are
-// streaming (log-bucket histograms for quantiles) and series are decimated
-// (see Series).
+// Memory grows with the connections still open, never with the number of
+// packets: statistics are streaming (log-bucket histograms for quantiles),
+// series are decimated (see Series), and a connection that has finished
+// (closed or reset and then silent, or idle) keeps only its summary and
+// its series at reduced resolution (Options.FinishedPoints), or leaves
+// altogether through Options.OnFinish.
 package analyzer
 
 import (
@@ -36,7 +37,30 @@ type Options struct {
 	// Progress, when set, is called every 64k frames with the bytes of the
 	// file consumed so far.
 	Progress func(bytesRead int64)
+	// OnFinish, when set, receives each connection, in order of Index, as
+	// soon as it and every connection before it have finished: closed or
+	// reset and then silent for closedLinger, idle for IdleTimeout, or at
+	// the end of the capture. The Result then lists no connections, so
+	// memory stays bounded by the connections still open.
+	OnFinish func(*Connection)
+	// NoSeries: record no time series (outputs that show none); every
+	// Direction's Series is then empty.
+	NoSeries bool
+	// FinishedPoints is the point budget of each series of a connection
+	// that finished before the end of the capture (default 64): it keeps
+	// its summary and its series at that resolution. Negative drops the
+	// series of finished connections, for outputs that show none.
+	FinishedPoints int
 }
+
+// closedLinger is how long a closed or reset connection stays tracked
+// after its last packet, for retransmitted FINs and late ACKs (Linux
+// retransmits a FIN 0.2 and 0.6 s after the first at its minimum RTO).
+const closedLinger = time.Second
+
+// sweepEvery is the capture time between two searches for finished
+// connections.
+const sweepEvery = int64(250 * time.Millisecond)
 
 func (o *Options) normalize() {
 	if o.MaxPoints == 0 {
@@ -45,6 +69,9 @@ func (o *Options) normalize() {
 	o.MaxPoints = max(o.MaxPoints, 16)
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = 5 * time.Minute
+	}
+	if o.FinishedPoints == 0 {
+		o.FinishedPoints = 64
 	}
 }
 
@@ -104,11 +131,17 @@ type Result struct {
 	Truncated   int `json:"truncated_headers"`
 	Corrupt     int `json:"corrupt_headers"`
 	UnknownLink int `json:"unknown_link_type"`
-	// TimeBackwards counts frames whose timestamp was older than the
-	// previous frame's; they are analyzed at the previous frame's time.
-	TimeBackwards int           `json:"timestamps_backwards"`
-	Warnings      []string      `json:"warnings"`
-	Connections   []*Connection `json:"connections"`
+	// TimeBackwards counts frames the reordering window could not place:
+	// older than a frame already analyzed (see AddFrom); they are analyzed
+	// at that frame's time.
+	TimeBackwards int `json:"timestamps_backwards"`
+	// DuplicateFrames counts second copies of a packet (same IPv4 ID,
+	// addresses, ports, sequence, ACK, flags and length within 200 ms),
+	// as a capture on two interfaces of one router holds them; they are
+	// left out of the analysis.
+	DuplicateFrames int           `json:"duplicate_frames"`
+	Warnings        []string      `json:"warnings"`
+	Connections     []*Connection `json:"connections"`
 }
 
 // Analyzer is the streaming form: feed frames with Add, then call Finish.
@@ -126,6 +159,18 @@ type Analyzer struct {
 	scratch DirectionSeries
 	empty   *DirectionSeries
 	nconns  int
+	// live lists the tracked connections, unfinished lists those not yet
+	// handed to OnFinish, both in order of Index.
+	live       []*Connection
+	unfinished []*Connection
+	lastSweep  int64
+	// Merging interfaces: a queue per interface, the frames buffered in
+	// all of them, and the capture time of the latest frame analyzed.
+	ifq      []frameQueue
+	buffered int
+	lastNs   int64
+	frame    int // file frame number of the packet being analyzed
+	dups     dupFilter
 }
 
 // New returns an Analyzer.
@@ -182,7 +227,8 @@ func AnalyzeReader(r *pcapfile.Reader, opts Options) (*Result, error) {
 			a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("stopped early: %v", err))
 			break
 		}
-		a.Add(f.Link, f.Data, f.WireLen, f.Timestamp)
+		a.ExpectInterfaces(r.Interfaces())
+		a.AddFrom(f.Interface, f.Link, f.Data, f.WireLen, f.Timestamp)
 		if a.opts.Progress != nil && a.res.Frames&0xFFFF == 0 {
 			a.opts.Progress(r.Offset())
 		}
@@ -190,36 +236,134 @@ func AnalyzeReader(r *pcapfile.Reader, opts Options) (*Result, error) {
 	return a.Finish(), nil
 }
 
-// Add analyzes one frame. data is only read during the call.
+// Add analyzes one frame of a single-interface capture. data is only read
+// during the call.
 func (a *Analyzer) Add(link decode.LinkType, data []byte, wireLen int, ts time.Time) {
+	a.AddFrom(0, link, data, wireLen, ts)
+}
+
+// ExpectInterfaces tells the analyzer how many capture interfaces the
+// file has (pcapng describes them before their frames), so that frames of
+// every interface are merged in timestamp order from the first one.
+func (a *Analyzer) ExpectInterfaces(n int) {
+	if n > len(a.ifq) {
+		a.ifq = append(a.ifq, make([]frameQueue, n-len(a.ifq))...)
+	}
+}
+
+// AddFrom analyzes one frame captured on interface iface (the pcapng
+// interface index; 0 for pcap). data is only read during the call.
+//
+// Each interface's frames come in time order, but a multi-interface file
+// interleaves them in batches (dumpcap writes each interface's buffer as
+// it fills). Frames are therefore merged across interfaces in timestamp
+// order, as reordercap sorts them, through a window of at most
+// reorderWindow frames; a frame older than one already analyzed (the
+// window was too short, or one interface's clock went backwards) is
+// analyzed at the latest time and counted in TimeBackwards.
+func (a *Analyzer) AddFrom(iface int, link decode.LinkType, data []byte, wireLen int, ts time.Time) {
 	a.res.Frames++
-	ns := ts.UnixNano()
-	if !a.began {
-		a.began = true
-		a.start = ns
-		a.res.Start = ts
-	}
-	t := ns - a.start
-	if t < a.last {
-		a.res.TimeBackwards++
-		t = a.last
-	}
-	a.last = t
-	p := &a.pkt
-	if err := decode.Decode(link, data, wireLen, p); err != nil {
-		switch err {
-		case decode.ErrNotTCP:
-			a.res.NotTCP++
-		case decode.ErrTruncated:
-			a.res.Truncated++
-		case decode.ErrLinkType:
-			a.res.UnknownLink++
-		default:
-			a.res.Corrupt++
+	a.ExpectInterfaces(iface + 1)
+	if len(a.ifq) == 1 {
+		// One interface: its frames are analyzed as they come.
+		ns := ts.UnixNano()
+		if a.decodeFrame(link, data, wireLen, &a.pkt) {
+			a.packet(&a.pkt, ns, a.res.Frames)
+		} else {
+			a.clock(ns)
 		}
 		return
 	}
-	a.res.TCPPackets++
+	q := &a.ifq[iface]
+	slot := q.slot()
+	if !a.decodeFrame(link, data, wireLen, &slot.p) {
+		return
+	}
+	slot.ns, slot.frame = ts.UnixNano(), a.res.Frames
+	if a.began && slot.ns < a.lastNs {
+		a.packet(&slot.p, slot.ns, slot.frame) // too late to place
+		return
+	}
+	q.commit()
+	a.buffered++
+	a.merge(false)
+}
+
+// reorderWindow bounds the frames held back for the merge of interfaces.
+const reorderWindow = 1 << 15
+
+// merge analyzes buffered frames in timestamp order while every interface
+// has one buffered (so no older frame can still come), the window is
+// full, or all is set (the end of the capture).
+func (a *Analyzer) merge(all bool) {
+	for a.buffered > 0 {
+		best, ready := -1, true
+		for i := range a.ifq {
+			q := &a.ifq[i]
+			if q.len() == 0 {
+				ready = false
+				continue
+			}
+			if best < 0 || q.first().ns < a.ifq[best].first().ns {
+				best = i
+			}
+		}
+		if !ready && !all && a.buffered <= reorderWindow {
+			return
+		}
+		qp := a.ifq[best].pop()
+		a.buffered--
+		a.packet(&qp.p, qp.ns, qp.frame)
+	}
+}
+
+// clock turns a frame's capture time into the analysis time: ns from the
+// first frame analyzed, never earlier than the previous frame's.
+func (a *Analyzer) clock(ns int64) int64 {
+	if !a.began {
+		a.began = true
+		a.start = ns
+		a.lastNs = ns
+		a.res.Start = time.Unix(0, ns)
+	}
+	if ns < a.lastNs {
+		a.res.TimeBackwards++
+		ns = a.lastNs
+	}
+	a.lastNs = ns
+	a.last = ns - a.start
+	return a.last
+}
+
+// decodeFrame decodes a frame into p and counts it by kind; it reports
+// whether the frame is TCP.
+func (a *Analyzer) decodeFrame(link decode.LinkType, data []byte, wireLen int, p *decode.Packet) bool {
+	err := decode.Decode(link, data, wireLen, p)
+	switch err {
+	case nil:
+		a.res.TCPPackets++
+		return true
+	case decode.ErrNotTCP:
+		a.res.NotTCP++
+	case decode.ErrTruncated:
+		a.res.Truncated++
+	case decode.ErrLinkType:
+		a.res.UnknownLink++
+	default:
+		a.res.Corrupt++
+	}
+	return false
+}
+
+// packet analyzes TCP packet p, frame number frame of the file, captured
+// at ns.
+func (a *Analyzer) packet(p *decode.Packet, ns int64, frame int) {
+	t := a.clock(ns)
+	if a.dups.duplicate(p, ns) {
+		a.res.DuplicateFrames++
+		return
+	}
+	a.frame = frame
 	// A two-entry cache of (source, destination) tuples: a bulk transfer
 	// alternates data and ACKs of one connection, so the map and the
 	// canonical key are skipped for almost every packet.
@@ -242,9 +386,9 @@ func (a *Analyzer) Add(link decode.LinkType, data []byte, wireLen int, ts time.T
 		}
 		if c == nil || a.startsNew(c, p, t) {
 			if c != nil {
-				c.release()
+				a.retire(c) // its 4-tuple now belongs to the new connection
 			}
-			c = a.newConn(p, t)
+			c = a.newConn(k, p, t)
 			a.conns[k] = c
 			a.recent = [2]recentTuple{}
 		}
@@ -259,18 +403,94 @@ func (a *Analyzer) Add(link decode.LinkType, data []byte, wireLen int, ts time.T
 		dir = 1
 	}
 	c.process(a, dir, p, t)
+	if t-a.lastSweep >= sweepEvery {
+		a.lastSweep = t
+		a.sweep(t)
+	}
+}
+
+// sweep retires the connections that have finished by time now and hands
+// the finished ones at the head of the order to OnFinish.
+func (a *Analyzer) sweep(now int64) {
+	live := a.live[:0]
+	retired := false
+	for _, c := range a.live {
+		if !c.finished && a.hasFinished(c, now) {
+			a.retire(c)
+		}
+		if c.finished {
+			retired = true
+			continue
+		}
+		live = append(live, c)
+	}
+	clear(a.live[len(live):])
+	a.live = live
+	if retired {
+		a.recent = [2]recentTuple{}
+	}
+	a.emitFinished()
+}
+
+// hasFinished reports whether connection c is over at time now.
+func (a *Analyzer) hasFinished(c *Connection, now int64) bool {
+	quiet := time.Duration(now - c.lastT)
+	if quiet > a.opts.IdleTimeout {
+		return true
+	}
+	closed := c.rst || c.dirs[0].finSeen && c.dirs[1].finSeen
+	return closed && quiet > closedLinger
+}
+
+// retire finishes connection c before the end of the capture and keeps
+// only its summary and its reduced series.
+func (a *Analyzer) retire(c *Connection) {
+	if c.finished {
+		return
+	}
+	c.finish(a)
+	c.compact(a, a.opts.FinishedPoints)
+	if a.conns[c.key] == c {
+		delete(a.conns, c.key)
+	}
+}
+
+// emitFinished hands OnFinish the finished connections at the head of the
+// order.
+func (a *Analyzer) emitFinished() {
+	if a.opts.OnFinish == nil {
+		return
+	}
+	n := 0
+	for n < len(a.unfinished) && a.unfinished[n].finished {
+		a.opts.OnFinish(a.unfinished[n])
+		n++
+	}
+	if n > 0 {
+		rest := copy(a.unfinished, a.unfinished[n:])
+		clear(a.unfinished[rest:])
+		a.unfinished = a.unfinished[:rest]
+	}
 }
 
 // Finish completes the analysis and returns the result.
 func (a *Analyzer) Finish() *Result {
+	a.merge(true)
 	if a.began {
 		a.res.End = time.Unix(0, a.start+a.last)
 	}
-	for _, c := range a.res.Connections {
-		c.finish(a)
+	for _, c := range a.live {
+		if !c.finished {
+			c.finish(a)
+		}
 	}
+	a.live = nil
+	a.emitFinished()
 	if a.res.TimeBackwards > 0 {
-		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames had timestamps older than the frame before; analyzed at the earlier frame's time", a.res.TimeBackwards))
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames were older than a frame already analyzed (their interface's clock went backwards, or they came more than %d frames late); analyzed at that frame's time", a.res.TimeBackwards, reorderWindow))
+	}
+	if a.res.DuplicateFrames > 0 {
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames were second copies of a packet (captured twice, as on two interfaces of one router); analyzed once", a.res.DuplicateFrames))
 	}
 	if n := a.res.Truncated + a.res.Corrupt; n > 0 {
 		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames skipped: %d with headers cut by the capture, %d with corrupt headers", n, a.res.Truncated, a.res.Corrupt))
@@ -335,9 +555,9 @@ func (a *Analyzer) startsNew(c *Connection, p *decode.Packet, t int64) bool {
 	return true
 }
 
-func (a *Analyzer) newConn(p *decode.Packet, t int64) *Connection {
+func (a *Analyzer) newConn(k connKey, p *decode.Packet, t int64) *Connection {
 	a.nconns++
-	c := &Connection{Index: a.nconns, firstT: t, lastT: t}
+	c := &Connection{Index: a.nconns, firstT: t, lastT: t, key: k, dirs: new([2]dirAnalysis)}
 	_, fromLow := makeKey(p)
 	src, dst := addrPort(p.IPVersion, p.Src, p.SrcPort), addrPort(p.IPVersion, p.Dst, p.DstPort)
 	// The client is whoever sent the SYN; without a handshake, the side
@@ -358,7 +578,12 @@ func (a *Analyzer) newConn(p *decode.Packet, t int64) *Connection {
 		d := &c.dirs[i]
 		d.st.init()
 	}
-	a.res.Connections = append(a.res.Connections, c)
+	a.live = append(a.live, c)
+	if a.opts.OnFinish != nil {
+		a.unfinished = append(a.unfinished, c)
+	} else {
+		a.res.Connections = append(a.res.Connections, c)
+	}
 	return c
 }
 

@@ -33,10 +33,12 @@ type Connection struct {
 	firstRTT    int64 // Wireshark's ts_first_rtt (iRTT): latest SYN to the next pure ACK
 	mruSYN      int64
 	mruSYNSet   bool
-	synT        int64 // time of the client's SYN + 1 (0: not seen)
-	hsRTT       int64 // SYN to the ACK completing the handshake: the path RTT wherever the capture was taken
-	dirs        [2]dirAnalysis
+	synT        int64           // time of the client's SYN + 1 (0: not seen)
+	hsRTT       int64           // SYN to the ACK completing the handshake: the path RTT wherever the capture was taken
+	dirs        *[2]dirAnalysis // per-packet state; nil once the connection is retired
 	rst         bool
+	key         connKey
+	finished    bool
 }
 
 // Direction is the analysis of the data one endpoint sent, with the ACKs
@@ -62,6 +64,8 @@ type DirectionStats struct {
 	MaxSegmentBytes int   `json:"max_segment_bytes"`
 	UniqueBytes     int64 `json:"unique_bytes"`
 
+	// Wireshark's classification of segments below the next expected
+	// sequence number (retransmission, fast, spurious, out-of-order).
 	RetransmittedPackets    int   `json:"retransmitted_packets"`
 	RetransmittedBytes      int64 `json:"retransmitted_bytes"`
 	FastRetransmissions     int   `json:"fast_retransmissions"`
@@ -75,6 +79,17 @@ type DirectionStats struct {
 	WindowFull              int   `json:"window_full"`
 	ZeroWindowProbes        int   `json:"zero_window_probes"`
 	KeepAlives              int   `json:"keep_alives"`
+
+	// The sender's truth, whatever Wireshark calls the segments: data
+	// segments that re-sent sequence space the capture had already seen
+	// sent, and those that filled space it saw skipped (lost before the
+	// capture point and sent again; reorderings excluded). LossRate, the
+	// rate the diagnosis uses, is (resent + gap fills) / (data packets +
+	// gap fills): the share of the sender's segments that were sent again.
+	ResentPackets int     `json:"resent_packets"`
+	ResentBytes   int64   `json:"resent_bytes"`
+	GapFills      int     `json:"gap_fills"`
+	LossRate      float64 `json:"loss_rate"`
 
 	// SYN options this endpoint sent.
 	MSS           int  `json:"mss"`
@@ -148,7 +163,16 @@ type DirectionStats struct {
 	DelayedAckStalls   int     `json:"delayed_ack_stalls"`
 	DelayedAckTotalMs  float64 `json:"delayed_ack_total_ms"`
 	WindowLimitedShare float64 `json:"window_limited_share"` // data packets with flight >= 90 % of the peer's window
-	RTTTrackOverflow   int     `json:"rtt_untracked_segments,omitempty"`
+	// Queueing delay: how far the RTT rose above its minimum while data
+	// flowed (the 95th percentile and the median of the samples minus
+	// their minimum), from the best RTT the capture point gives:
+	// QueueRTTSource "karn" (data to ACK, near the sender), "timestamps"
+	// (TSecr echoes) or "echo" (the receiver's TSval to the data echoing
+	// it, near the receiver); "" with fewer than 10 samples.
+	QueueDelayMs     float64 `json:"queue_delay_ms"`
+	QueueDelayP50Ms  float64 `json:"queue_delay_p50_ms"`
+	QueueRTTSource   string  `json:"queue_rtt_source"`
+	RTTTrackOverflow int     `json:"rtt_untracked_segments,omitempty"`
 }
 
 // dirAnalysis is everything tracked for one direction.
@@ -171,10 +195,14 @@ type dirAnalysis struct {
 	finSeen             bool
 }
 
-// ser returns the direction's series, creating them at time t.
-func (d *dirAnalysis) ser(maxPoints int, t int64) *DirectionSeries {
+// ser returns the direction's series, creating them at time t (the
+// analyzer's scratch series when it records none).
+func (d *dirAnalysis) ser(a *Analyzer, t int64) *DirectionSeries {
 	if d.series == nil {
-		d.series = newDirSeries(maxPoints)
+		if a.opts.NoSeries {
+			return &a.scratch
+		}
+		d.series = newDirSeries(a.opts.MaxPoints)
 		d.series.roll(time.Duration(t))
 	}
 	return d.series
@@ -202,15 +230,23 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 	fwd.countFlags(fl, sg.len)
 
 	span := fs.sent(&sg, fl)
+	if sg.len > 0 && fl&(KeepAlive|ZeroWindowProbe) == 0 {
+		fwd.countResent(span)
+	}
 	if sg.occupiesSeq() {
-		if fl&ZeroWindowProbe == 0 {
+		// A segment into a zero window (a probe, whatever its length)
+		// gives no RTT sample, as in tcptrace: its ACK waits for the window.
+		if fl&ZeroWindowProbe == 0 && !(sg.len > 0 && rs.windowValid && rs.window == 0) {
 			fwd.q.sent(span.start, span.end, t)
 		}
 		if sg.len > 0 {
 			fwd.dataSent(a, span, &sg, fl)
 		}
 	}
-	if fl&AnyRetransmission != 0 {
+	if fl&AnyRetransmission != 0 || span.below && fl&(KeepAlive|ZeroWindowProbe) == 0 {
+		// Karn's rule as tcptrace applies it: after any segment below the
+		// highest sent (out-of-order re-sends included), ACKs of older
+		// segments include the recovery and give no sample.
 		fwd.lastRetrans = t
 	}
 	if p.HasTimestamp {
@@ -225,14 +261,14 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 		rev.ackArrived(a, p, &sg, fl, ackAdvanced, info)
 	}
 	if sg.len > 0 && rs.ackSeen {
-		fwd.inFlight(rs, info)
+		fwd.inFlight(a, rs, info, t)
 	}
 	if sg.flags&fRST != 0 {
 		c.release() // nothing more to acknowledge
 	}
 
 	if a.opts.OnPacket != nil {
-		info.Frame = a.res.Frames
+		info.Frame = a.frame
 		info.Conn = c
 		info.Dir = dir
 		info.Flags = fl
@@ -343,11 +379,23 @@ func (d *dirAnalysis) countFlags(fl PacketFlags, seglen uint32) {
 	}
 }
 
+// countResent counts a data segment's re-sent bytes and gap fills.
+func (d *dirAnalysis) countResent(span seqSpan) {
+	st := &d.stats
+	if span.resent > 0 {
+		st.ResentPackets++
+		st.ResentBytes += span.resent
+	}
+	if span.filledGap {
+		st.GapFills++
+	}
+}
+
 // dataSent records a data segment: series, unique bytes, idle gaps and
 // pauses between data segments.
 func (d *dirAnalysis) dataSent(a *Analyzer, span seqSpan, sg *segment, fl PacketFlags) {
 	st, t := &d.stats, sg.t
-	d.ser(a.opts.MaxPoints, t).recordSegment(span, sg.len, fl&AnyRetransmission != 0)
+	d.ser(a, t).recordSegment(span, sg.len, fl&AnyRetransmission != 0)
 	st.UniqueBytes += span.newBytes
 	if d.firstData == 0 && st.DataPackets == 1 {
 		d.firstData = t
@@ -424,14 +472,14 @@ func (d *dirAnalysis) ackArrived(a *Analyzer, p *decode.Packet, sg *segment, fl 
 }
 
 // inFlight records this direction's bytes in flight after a data segment.
-func (d *dirAnalysis) inFlight(rs *seqState, info *PacketInfo) {
+func (d *dirAnalysis) inFlight(a *Analyzer, rs *seqState, info *PacketInfo, t int64) {
 	inflight := int64(int32(d.st.nextseq - rs.lastAck))
 	if inflight < 0 {
 		return
 	}
 	info.InFlight = inflight
 	d.flight.add(uint64(inflight))
-	d.series.recordInFlight(inflight)
+	d.ser(a, t).recordInFlight(inflight)
 	d.stats.MaxInFlightBytes = max(d.stats.MaxInFlightBytes, inflight)
 	if rs.windowValid && rs.window > 0 && float64(inflight) >= 0.9*float64(rs.window) {
 		d.windowLimited++
@@ -441,6 +489,9 @@ func (d *dirAnalysis) inFlight(rs *seqState, info *PacketInfo) {
 // release drops per-packet tracking state of a connection whose 4-tuple
 // was reused; its statistics and series stay.
 func (c *Connection) release() {
+	if c.dirs == nil {
+		return
+	}
 	for i := range c.dirs {
 		c.dirs[i].q = unackedQueue{}
 		c.dirs[i].ts = tsRing{}
@@ -448,6 +499,7 @@ func (c *Connection) release() {
 }
 
 func (c *Connection) finish(a *Analyzer) {
+	c.finished = true
 	c.release()
 	for i := range c.dirs {
 		if c.dirs[i].series != nil {
@@ -511,9 +563,11 @@ func (c *Connection) finish(a *Analyzer) {
 				st.DataRateBps = float64(st.UniqueBytes) * 8 / (float64(end-d.firstData) / 1e9)
 			}
 			st.WindowLimitedShare = float64(d.windowLimited) / float64(st.DataPackets)
+			st.LossRate = float64(st.ResentPackets+st.GapFills) / float64(st.DataPackets+st.GapFills)
 		}
 		st.RTTTrackOverflow = d.q.overflow
 		finishIdle(c, d, st)
+		finishQueue(d, st)
 		st.DelayedAckStalls, st.DelayedAckTotalMs = delayedAckStalls(&d.lone, &d.rtt)
 		ser := d.series
 		if ser == nil {
@@ -522,6 +576,23 @@ func (c *Connection) finish(a *Analyzer) {
 		c.Directions[i] = &Direction{From: from, To: to, DirectionStats: *st, Series: ser}
 	}
 	diagnose(c)
+}
+
+// compact drops what a finished connection no longer needs: its
+// per-packet state, and its series beyond maxPoints points each (all of
+// them if maxPoints is negative).
+func (c *Connection) compact(a *Analyzer, maxPoints int) {
+	c.dirs = nil
+	for _, d := range c.Directions {
+		if d.Series == nil || d.Series == a.empty {
+			continue
+		}
+		if maxPoints < 0 {
+			d.Series = a.emptySeries()
+		} else {
+			d.Series = d.Series.reduced(maxPoints)
+		}
+	}
 }
 
 // delayedAckStalls counts lone-segment ACK delays at least 30 ms above the
@@ -544,6 +615,33 @@ func delayedAckStalls(lone, rtt *histogram) (int, float64) {
 		}
 	}
 	return n, total
+}
+
+// queueMinSamples is the fewest RTT samples a queueing delay is told from.
+const queueMinSamples = 10
+
+// finishQueue measures the queueing delay from the best RTT samples for
+// where the capture was taken: next to the receiver the data-to-ACK time
+// is only the receiver's ACK delay, and the echo RTT shows the round trip.
+func finishQueue(d *dirAnalysis, st *DirectionStats) {
+	type source struct {
+		name string
+		h    *histogram
+	}
+	order := []source{{"karn", &d.rtt}, {"timestamps", &d.tsrtt}}
+	if st.CapturedNear == "receiver" {
+		order = []source{{"echo", &d.echortt}}
+	}
+	for _, s := range order {
+		if s.h.n < queueMinSamples {
+			continue
+		}
+		lo := float64(s.h.min)
+		st.QueueRTTSource = s.name
+		st.QueueDelayMs = max(0, s.h.quantile(0.95)-lo) / 1e3
+		st.QueueDelayP50Ms = max(0, s.h.quantile(0.5)-lo) / 1e3
+		return
+	}
 }
 
 // finishIdle decides where the capture was taken for this direction and

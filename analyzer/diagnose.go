@@ -68,6 +68,9 @@ const (
 	// Before 6.6, tcp_adv_win_scale=1 also gave 50 %. We assume 50 % for
 	// both the window a buffer gives and the send buffer a flight needs.
 	scalingRatio = 0.5
+	// Bufferbloat: the RTT rose at least this much (and at least half the
+	// minimum RTT) above its minimum at the 95th percentile.
+	bufferbloatMs = 5.0
 	// mathisC is sqrt(3/2), the constant of the Mathis et al. (1997) bound
 	// for periodic loss with delayed ACKs off.
 	mathisC = 1.22
@@ -176,10 +179,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		return dg
 	}
 
-	lossP := 0.0
-	if d.DataPackets > 0 {
-		lossP = float64(d.RetransmittedPackets) / float64(d.DataPackets)
-	}
+	lossP := d.LossRate
 	var mathis float64
 	if lossP > 0 && rttMed > 0 {
 		mathis = mss * mathisC / (rttMed * math.Sqrt(lossP))
@@ -192,8 +192,9 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 
 	case lossP >= lossMinRate && mathis > 0 && rate <= lossRateSlack*mathis:
 		dg.Limit = LimitLoss
-		ev("%d of %d data segments retransmitted (p = %.2f %%; %d fast, %d spurious), %d triple duplicate ACKs from the receiver",
-			d.RetransmittedPackets, d.DataPackets, lossP*100, d.FastRetransmissions, d.SpuriousRetransmissions, peer.TripleDupAcks)
+		ev("%d of %d data segments sent again (p = %.2f %%: %d re-sent, %d filling gaps; Wireshark: %d retransmissions, %d fast, %d spurious, %d out-of-order), %d triple duplicate ACKs from the receiver",
+			d.ResentPackets+d.GapFills, d.DataPackets+d.GapFills, lossP*100, d.ResentPackets, d.GapFills,
+			d.RetransmittedPackets, d.FastRetransmissions, d.SpuriousRetransmissions, d.OutOfOrderPackets, peer.TripleDupAcks)
 		ev("Mathis bound MSS*1.22/(RTT*sqrt(p)) = %.0f B * 1.22 / (%.3g ms * sqrt(%.4f)) = %s; measured %s",
 			mss, rttMed*1e3, lossP, mb(mathis), mb(rate))
 		adv("the loss happens on the path between %s and %s: buffer and window settings cannot help; find the drop point (tc -s qdisc show: drops/overlimits; ip -s link: errors) and remove it", sender, receiver)
@@ -286,10 +287,32 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 			adv("predicted: at most %s once the congestion window reaches the receiver's window", mb(peerWin/rttMin))
 		}
 	}
+	if q := d.QueueDelayMs; d.QueueRTTSource != "" && q >= bufferbloatMs && q >= 0.5*rttMin*1e3 {
+		ev("a queue of %.0f ms built at the bottleneck while data flowed: the RTT (%s) rose %.0f ms above its minimum at the 95th percentile, %.0f ms at the median (bufferbloat)",
+			q, rttSourceName(d.QueueRTTSource), q, d.QueueDelayP50Ms)
+		if dg.Limit != LimitBandwidth {
+			adv("the bottleneck queue between %s and %s adds up to %.0f ms of delay: an AQM on the bottleneck link (fq_codel or cake: `tc qdisc replace dev DEV root fq_codel`) keeps it short without costing rate", sender, receiver, q)
+		}
+	}
 	if peer.ZeroWindows > 0 && dg.Limit != LimitApplication {
 		ev("the receiver advertised a zero window %d times (%d zero-window probes): its application did not always read fast enough", peer.ZeroWindows, d.ZeroWindowProbes)
 	}
 	return dg
+}
+
+// rttSourceName says in words where an RTT came from.
+func rttSourceName(s string) string {
+	switch s {
+	case "karn":
+		return "data to ACK, Karn's rule"
+	case "timestamps":
+		return "TCP timestamp echoes"
+	case "echo":
+		return "the receiver's timestamps echoed by new data"
+	case "handshake":
+		return "the handshake"
+	}
+	return s
 }
 
 func delayedAckAdvice(dg *Diagnosis, d *Direction, rttMin float64, sender, receiver any) {

@@ -91,20 +91,80 @@ func (r *Result) Select(fs FlowSelector) []*Connection {
 
 // WriteJSON writes the result (without series) as documented in SCHEMA.md.
 func WriteJSON(w io.Writer, r *Result, conns []*Connection) error {
-	type out struct {
-		Version int `json:"schema_version"`
+	j := NewJSONWriter(w)
+	for _, c := range conns {
+		if err := j.Connection(c); err != nil {
+			return err
+		}
+	}
+	return j.Close(r)
+}
+
+// JSONWriter writes the JSON of SCHEMA.md one connection at a time (as
+// Options.OnFinish hands them over), then the capture's totals, so that
+// the output of a capture with any number of connections never has to be
+// held in memory.
+type JSONWriter struct {
+	w       io.Writer
+	started bool
+	n       int
+	err     error
+}
+
+// NewJSONWriter returns a JSONWriter; nothing is written before the
+// first Connection or Close.
+func NewJSONWriter(w io.Writer) *JSONWriter { return &JSONWriter{w: w} }
+
+func (j *JSONWriter) write(s string) {
+	if j.err == nil {
+		_, j.err = io.WriteString(j.w, s)
+	}
+}
+
+func (j *JSONWriter) start() {
+	if !j.started {
+		j.started = true
+		j.write("{\n  \"schema_version\": 1,\n  \"connections\": [")
+	}
+}
+
+// Connection writes one connection, on one line.
+func (j *JSONWriter) Connection(c *Connection) error {
+	j.start()
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("json: connection %d: %w", c.Index, err)
+	}
+	if j.n > 0 {
+		j.write(",")
+	}
+	j.write("\n    ")
+	j.write(string(b))
+	j.n++
+	return j.err
+}
+
+// Close writes the capture's totals and ends the document.
+func (j *JSONWriter) Close(r *Result) error {
+	j.start()
+	type totals struct {
 		*Result
-		Connections []*Connection `json:"connections"`
+		Connections []*Connection `json:"connections,omitempty"` // shadows Result's: written above
 	}
 	if r.Warnings == nil {
 		r.Warnings = []string{}
 	}
-	if conns == nil {
-		conns = []*Connection{}
+	b, err := json.MarshalIndent(totals{Result: r}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("json: %w", err)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out{Version: 1, Result: r, Connections: conns})
+	if j.n > 0 {
+		j.write("\n  ")
+	}
+	j.write("],\n")
+	j.write(strings.TrimPrefix(string(b), "{\n"))
+	j.write("\n")
+	return j.err
 }
 
 // WriteCSV writes every series of the selected connections in long form:

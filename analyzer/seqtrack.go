@@ -134,6 +134,15 @@ func setBases(fs, rs *seqState, sg *segment) {
 type seqSpan struct {
 	start, end int64
 	newBytes   int64
+	// resent: bytes of sequence space the capture had already seen sent
+	// (whatever Wireshark calls the segment). filledGap: the segment
+	// filled space the capture saw skipped, and not as a reordering.
+	resent    int64
+	filledGap bool
+	// below: the segment started below the highest sequence sent (a
+	// re-send, or a segment the capture saw late): tcptrace's rexmt or
+	// outoforder, after which it takes no RTT sample from older segments.
+	below bool
 }
 
 // sent advances the sender's sequence state past segment sg (classified
@@ -145,7 +154,11 @@ func (s *seqState) sent(sg *segment, fl PacketFlags) seqSpan {
 		sp.start = s.rel(sg.seq)
 		sp.end = sp.start + int64(nextseq-sg.seq)
 		if sp.start < s.hiEnd {
-			sp.newBytes = s.fillHoles(sp.start, min(sp.end, s.hiEnd))
+			sp.below = true
+			top := min(sp.end, s.hiEnd)
+			sp.newBytes = s.fillHoles(sp.start, top)
+			sp.resent = top - sp.start - sp.newBytes
+			sp.filledGap = sp.newBytes > 0 && fl&OutOfOrder == 0
 		}
 		if sp.end > s.hiEnd {
 			if sp.start > s.hiEnd {
@@ -156,6 +169,7 @@ func (s *seqState) sent(sg *segment, fl PacketFlags) seqSpan {
 		}
 		if sg.flags&(fSYN|fFIN) != 0 {
 			sp.newBytes = min(sp.newBytes, int64(sg.len))
+			sp.resent = min(sp.resent, int64(sg.len))
 		}
 	}
 	if fl&ZeroWindowProbe != 0 {

@@ -315,3 +315,21 @@ func (s *DirectionSeries) recordTSRTT(d int64) { s.pend[sTSRTT].add(float64(d)/1
 
 // recordInFlight records the bytes in flight after a data segment.
 func (s *DirectionSeries) recordInFlight(v int64) { s.pend[sInFlight].add(float64(v), float64(v)) }
+
+// reduced returns a copy of the series decimated to at most maxPoints
+// points each, holding no more memory than those points.
+func (s *DirectionSeries) reduced(maxPoints int) *DirectionSeries {
+	r := &DirectionSeries{}
+	src, dst := s.All(), r.All()
+	for i, sr := range src {
+		c := *sr
+		c.maxPoints = max(maxPoints, 1)
+		for len(c.Points) > c.maxPoints {
+			c.merge()
+		}
+		c.Points = append([]Point(nil), c.Points...)
+		*dst[i] = c
+	}
+	copy(r.ptrs[:], dst)
+	return r
+}

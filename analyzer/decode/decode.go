@@ -73,6 +73,7 @@ type SACKBlock struct{ Left, Right uint32 }
 type Packet struct {
 	IPVersion uint8    // 4 or 6
 	Src, Dst  [16]byte // IPv4 addresses occupy the first 4 bytes, the rest is zero
+	IPID      uint16   // IPv4 identification (0 for IPv6)
 	SrcPort   uint16
 	DstPort   uint16
 	Seq, Ack  uint32
@@ -212,6 +213,7 @@ func decodeIPv4(b []byte, wireLen int, p *Packet) error {
 		return ErrTruncated
 	}
 	p.IPVersion = 4
+	p.IPID = binary.BigEndian.Uint16(b[4:6])
 	p.Src = [16]byte{}
 	p.Dst = [16]byte{}
 	copy(p.Src[:4], b[12:16])
@@ -231,6 +233,7 @@ func decodeIPv6(b []byte, p *Packet) error {
 	copy(p.Src[:], b[8:24])
 	copy(p.Dst[:], b[24:40])
 	p.IPVersion = 6
+	p.IPID = 0
 	off := 40
 	// Walk the extension headers that can precede TCP.
 	for i := 0; i < 8; i++ {

@@ -135,6 +135,15 @@ func NewReader(r io.Reader, name string) (*Reader, error) {
 // progress reporting (it runs ahead of the frames by the read buffer).
 func (r *Reader) Offset() int64 { return r.count.n }
 
+// Interfaces is the number of capture interfaces the file has described
+// so far (1 for pcap).
+func (r *Reader) Interfaces() int {
+	if r.ng == nil {
+		return 1
+	}
+	return r.ng.NInterfaces()
+}
+
 // Next returns the next frame, io.EOF at the clean end of the file, an error
 // wrapping ErrTruncated when the file stops inside a record, or another
 // error naming the record for a corrupt file.

@@ -288,3 +288,55 @@ func (l *Layer) Rebin(x0, x1, w float64) (xs, bps []float64) {
 	}
 	return xs, bps
 }
+
+// comparePalette colours the connections of a comparison graph.
+var comparePalette = []color.RGBA{
+	{0x1f, 0x77, 0xb4, 0xff}, {0xd6, 0x27, 0x28, 0xff}, {0x2c, 0xa0, 0x2c, 0xff}, {0xff, 0x7f, 0x0e, 0xff},
+	{0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff}, {0xe3, 0x77, 0xc2, 0xff}, {0x17, 0xbe, 0xcf, 0xff},
+}
+
+// Compare overlays several connections on one graph per kind: the
+// goodput and the RTT samples of each connection's main direction (the
+// one that carried the most data), one layer per connection. It returns
+// nil for fewer than two connections with series and data.
+func Compare(conns []*analyzer.Connection) []*Graph {
+	type pick struct {
+		c *analyzer.Connection
+		i int
+	}
+	var picks []pick
+	for _, c := range conns {
+		i := 0
+		if c.Directions[1] != nil && (c.Directions[0] == nil || c.Directions[1].UniqueBytes > c.Directions[0].UniqueBytes) {
+			i = 1
+		}
+		if HasData(c, i) {
+			picks = append(picks, pick{c, i})
+		}
+	}
+	if len(picks) < 2 {
+		return nil
+	}
+	tput := &Graph{Direction: "all", Kind: Throughput, Title: "Goodput, connections compared",
+		XLabel: "time since capture start (s)", YLabel: "bit/s", YUnit: BitsPerSec, XMin: -1}
+	rtt := &Graph{Direction: "all", Kind: RTT, Title: "Round-trip time, connections compared",
+		XLabel: "time since capture start (s)", YLabel: "RTT (ms)", YUnit: Millis, XMin: -1}
+	for k, p := range picks {
+		d := p.c.Directions[p.i]
+		col := comparePalette[k%len(comparePalette)]
+		label := fmt.Sprintf("connection %d (%s → %s)", p.c.Index, d.From, d.To)
+		tput.Layers = append(tput.Layers, rate(label, col, &d.Series.Goodput))
+		rtt.Layers = append(rtt.Layers, spread(label, Dots, col, &d.Series.RTT))
+		for _, g := range []*Graph{tput, rtt} {
+			x0, x1 := p.c.Start.Seconds(), (p.c.Start + p.c.Duration).Seconds()
+			if g.XMin < 0 || x0 < g.XMin {
+				g.XMin = x0
+			}
+			g.XMax = max(g.XMax, x1)
+		}
+		if r := d.PathRTTMs / 1e3; r > 0 && (tput.RateBin == 0 || r < tput.RateBin) {
+			tput.RateBin = r
+		}
+	}
+	return []*Graph{tput, rtt}
+}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wanlab/wanlab/analyzer"
 )
@@ -305,5 +306,29 @@ func TestTicks(t *testing.T) {
 		if got := label(c.unit, c.lo, c.hi); got != c.want {
 			t.Errorf("ticks %s %v..%v: %q, want %q", c.unit, c.lo, c.hi, got, c.want)
 		}
+	}
+}
+
+// TestCompare checks the overlay of several connections: one layer per
+// connection with data, framed by all of them.
+func TestCompare(t *testing.T) {
+	a := analyze(t, "loss").Connections[0]
+	b := *analyze(t, "rwnd").Connections[0]
+	b.Index = 2
+	b.Start += time.Second
+	gs := Compare([]*analyzer.Connection{a, &b})
+	if len(gs) != 2 || gs[0].Kind != Throughput || gs[1].Kind != RTT {
+		t.Fatalf("graphs %v", gs)
+	}
+	for _, g := range gs {
+		if len(g.Layers) != 2 || g.Layers[0].Len() == 0 || g.Layers[1].Len() == 0 {
+			t.Errorf("%s: %d layers", g.Kind, len(g.Layers))
+		}
+		if g.XMin != a.Start.Seconds() || g.XMax != (b.Start+b.Duration).Seconds() {
+			t.Errorf("%s: x range %v..%v", g.Kind, g.XMin, g.XMax)
+		}
+	}
+	if Compare([]*analyzer.Connection{a}) != nil {
+		t.Error("one connection compared")
 	}
 }

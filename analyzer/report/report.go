@@ -115,6 +115,22 @@ func Write(w io.Writer, p Page) error {
 			}
 			sv.Overview = append(sv.Overview, row)
 		}
+		var detailed []*analyzer.Connection
+		for _, c := range conns {
+			if chosen[c] {
+				detailed = append(detailed, c)
+			}
+		}
+		for _, g := range plot.Compare(detailed) {
+			id := fmt.Sprintf("s%d-compare-%s", si+1, g.Kind)
+			sv.Compare = append(sv.Compare, graphRef{ID: id, Kind: string(g.Kind)})
+			gj := toJSON(g, id, fmt.Sprintf("s%d-compare", si+1))
+			gj.Section = si
+			if !start.IsZero() {
+				gj.Offset = start.Sub(base).Seconds()
+			}
+			graphs = append(graphs, gj)
+		}
 		for _, c := range conns {
 			if !chosen[c] {
 				continue
@@ -199,8 +215,10 @@ type sectionView struct {
 	Capture  [][2]string
 	Warnings []string
 	Overview []overview
-	Conns    []connectionView
-	Omitted  int
+	// Compare: the connections drawn in detail, overlaid (goodput, RTT).
+	Compare []graphRef
+	Conns   []connectionView
+	Omitted int
 }
 
 // overview is a row of the connections table; Link is the id of the

@@ -387,3 +387,29 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	*c += countingWriter(len(p))
 	return len(p), nil
 }
+
+// TestCompareGraphs checks that a section with several connections drawn
+// in detail overlays their goodput and RTT on one graph each.
+func TestCompareGraphs(t *testing.T) {
+	a := analyze(t, "loss").Connections[0]
+	b := *analyze(t, "rwnd").Connections[0]
+	b.Index = 2
+	var buf bytes.Buffer
+	if err := Write(&buf, Page{Title: "t", Sections: []Section{{Title: "two", Connections: []*analyzer.Connection{a, &b}}}}); err != nil {
+		t.Fatal(err)
+	}
+	parse(t, buf.Bytes())
+	s := buf.String()
+	for _, want := range []string{`id="s1-compare-throughput"`, `id="s1-compare-rtt"`, "connections compared", "connection 1 (", "connection 2 ("} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	buf.Reset()
+	if err := Write(&buf, Page{Title: "t", Sections: []Section{{Title: "one", Connections: []*analyzer.Connection{a}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "compare") {
+		t.Error("a single connection got a comparison graph")
+	}
+}

@@ -48,6 +48,9 @@ var pageTemplate = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCT
 {{range .Overview}}<tr>{{$link := .Link}}{{range $i, $c := .Cells}}<td>{{if and (eq $i 0) $link}}<a href="#{{$link}}">{{$c}}</a>{{else}}{{$c}}{{end}}</td>{{end}}</tr>
 {{end}}</table></div>{{end}}
 {{if .Omitted}}<p class="note">{{.Omitted}} smaller connections are in the table above only.</p>{{end}}
+{{if .Compare}}<details class="dir compare" open><summary><h4>connections compared (each one's main direction)</h4></summary>
+{{range .Compare}}<div class="graph" id="{{.ID}}" data-kind="{{.Kind}}"></div>
+{{end}}</details>{{end}}
 {{range .Conns}}{{template "connection" .}}{{end}}
 </section>
 {{end}}</div>

@@ -62,22 +62,49 @@ func runAnalyze(cc *cli.Context) error {
 		return usageError(fmt.Errorf("analyze: --flow: %w", err))
 	}
 	path := cc.Args().First()
-	res, err := analyzeWithProgress(path, analyzer.Options{MaxPoints: cc.Int("max-points")})
+	opts := analyzer.Options{MaxPoints: cc.Int("max-points")}
+	graphs := cc.String("plots") != "" || cc.String("report") != ""
+	if !graphs && format != "csv" {
+		// Text and JSON show no series: a finished connection keeps only
+		// its summary.
+		opts.FinishedPoints, opts.NoSeries = -1, true
+	}
+	w := bufio.NewWriter(cc.App.Writer)
+	var js *analyzer.JSONWriter
+	var seen, shown int
+	if format == "json" && !graphs {
+		// Connections go to the output as they finish.
+		js = analyzer.NewJSONWriter(w)
+		opts.OnFinish = func(c *analyzer.Connection) {
+			seen++
+			if sel.Match(c) {
+				shown++
+				js.Connection(c)
+			}
+		}
+	}
+	res, err := analyzeWithProgress(path, opts)
 	if err != nil {
 		if errors.Is(err, pcapfile.ErrFormat) || errors.Is(err, os.ErrNotExist) {
 			return usageError(fmt.Errorf("analyze: %w", err))
 		}
 		return fmt.Errorf("analyze: %w", err)
 	}
-	conns := res.Select(sel)
-	if len(conns) == 0 && cc.String("flow") != "" {
-		return usageError(fmt.Errorf("analyze: --flow %q matches none of the %d connections in %s", cc.String("flow"), len(res.Connections), path))
+	var conns []*analyzer.Connection
+	if js == nil {
+		seen = len(res.Connections)
+		conns = res.Select(sel)
+		shown = len(conns)
 	}
-	w := bufio.NewWriter(cc.App.Writer)
-	switch format {
-	case "json":
+	if shown == 0 && cc.String("flow") != "" {
+		return usageError(fmt.Errorf("analyze: --flow %q matches none of the %d connections in %s", cc.String("flow"), seen, path))
+	}
+	switch {
+	case js != nil:
+		err = js.Close(res)
+	case format == "json":
 		err = analyzer.WriteJSON(w, res, conns)
-	case "csv":
+	case format == "csv":
 		err = analyzer.WriteCSV(w, conns)
 	default:
 		err = analyzer.WriteText(w, res, conns)
@@ -85,7 +112,7 @@ func runAnalyze(cc *cli.Context) error {
 	if err == nil {
 		err = w.Flush()
 	}
-	if err == nil {
+	if err == nil && graphs {
 		err = applyPlotFlags(cc, res, conns)
 	}
 	return err

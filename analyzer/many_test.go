@@ -1,0 +1,108 @@
+package analyzer
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer/internal/synth"
+	"github.com/wanlab/wanlab/analyzer/pcapfile"
+)
+
+// TestFinishedConnectionsLeave checks that connections are retired as
+// they finish: with 25 open at a time, the analyzer tracks at most those
+// plus the ones closed within the linger, and hands every connection to
+// OnFinish once, in order, with the totals the one-shot analysis gives.
+func TestFinishedConnectionsLeave(t *testing.T) {
+	const conns = 3000
+	cfg := synth.ManyConfig{Conns: conns, Concurrent: 25}
+	var buf bytes.Buffer
+	if _, err := synth.WriteMany(&buf, cfg); err != nil {
+		t.Fatal(err)
+	}
+	capture := buf.Bytes()
+
+	whole, err := AnalyzeReader(mustReader(t, capture), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(whole.Connections) != conns {
+		t.Fatalf("%d connections, want %d", len(whole.Connections), conns)
+	}
+
+	var got []*Connection
+	a := New(Options{NoSeries: true, FinishedPoints: -1, OnFinish: func(c *Connection) { got = append(got, c) }})
+	r := mustReader(t, capture)
+	maxLive, maxPending := 0, 0
+	for {
+		f, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Add(f.Link, f.Data, f.WireLen, f.Timestamp)
+		maxLive, maxPending = max(maxLive, len(a.live)), max(maxPending, len(a.unfinished))
+	}
+	res := a.Finish()
+	// 60 ms connections starting every 2.4 ms, each kept for the linger
+	// and up to one sweep interval after its last packet.
+	every := 60*time.Millisecond/25 + time.Microsecond
+	bound := int((closedLinger+time.Duration(sweepEvery)+60*time.Millisecond)/every) + 2
+	if maxLive > bound || maxPending > bound {
+		t.Errorf("tracked up to %d connections, %d not yet handed over; want at most %d", maxLive, maxPending, bound)
+	}
+	if len(res.Connections) != 0 {
+		t.Errorf("Result lists %d connections with OnFinish set", len(res.Connections))
+	}
+	if len(got) != conns {
+		t.Fatalf("OnFinish got %d connections, want %d", len(got), conns)
+	}
+	for i, c := range got {
+		w := whole.Connections[i]
+		if c.Index != i+1 || c.State != "closed" {
+			t.Fatalf("connection %d: index %d, state %s", i+1, c.Index, c.State)
+		}
+		cj, _ := json.Marshal(c)
+		wj, _ := json.Marshal(w)
+		if !bytes.Equal(cj, wj) {
+			t.Fatalf("connection %d differs when streamed:\n%s\n%s", i+1, cj, wj)
+		}
+	}
+}
+
+func mustReader(t *testing.T, b []byte) *pcapfile.Reader {
+	t.Helper()
+	r, err := pcapfile.NewReader(bytes.NewReader(b), "many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestRetiredSeriesReduced checks that a connection finished before the
+// end of the capture keeps its series within the FinishedPoints budget.
+func TestRetiredSeriesReduced(t *testing.T) {
+	var buf bytes.Buffer
+	if _, err := synth.WriteMany(&buf, synth.ManyConfig{Conns: 400, Concurrent: 5}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := AnalyzeReader(mustReader(t, buf.Bytes()), Options{FinishedPoints: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := res.Connections[0].Directions[1].Series
+	if len(first.Segments.Points) == 0 || len(first.Segments.Points) > 2 {
+		t.Errorf("retired connection's segment series has %d points, want 1..2", len(first.Segments.Points))
+	}
+	var n int
+	for _, p := range first.Throughput.Points {
+		n += p.N
+	}
+	if n != 4 {
+		t.Errorf("retired throughput series holds %d segments, want 4", n)
+	}
+}

@@ -1,0 +1,119 @@
+package analyzer
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer/decode"
+)
+
+// queuedPacket is a decoded TCP packet waiting for the merge of
+// interfaces.
+type queuedPacket struct {
+	p     decode.Packet
+	ns    int64 // capture time
+	frame int   // frame number in the file
+}
+
+// frameQueue holds one interface's buffered packets in time order: a
+// slice used as a deque, filled by decoding in place (slot, then commit).
+type frameQueue struct {
+	buf     []queuedPacket
+	head    int
+	pending bool // the last element is a slot not yet committed
+}
+
+func (q *frameQueue) len() int {
+	n := len(q.buf) - q.head
+	if q.pending {
+		n--
+	}
+	return n
+}
+
+func (q *frameQueue) first() *queuedPacket { return &q.buf[q.head] }
+
+// slot returns the place of the next packet; it joins the queue only on
+// commit, and the next slot reuses it otherwise.
+func (q *frameQueue) slot() *queuedPacket {
+	if !q.pending {
+		if q.head > 0 && len(q.buf) == cap(q.buf) {
+			n := copy(q.buf, q.buf[q.head:])
+			q.buf = q.buf[:n]
+			q.head = 0
+		}
+		q.buf = append(q.buf, queuedPacket{})
+		q.pending = true
+	}
+	return &q.buf[len(q.buf)-1]
+}
+
+// commit adds the slot to the queue, in time order (after packets of the
+// same time, so the merge is stable as reordercap's sort).
+func (q *frameQueue) commit() {
+	q.pending = false
+	for i := len(q.buf) - 1; i > q.head && q.buf[i-1].ns > q.buf[i].ns; i-- {
+		q.buf[i-1], q.buf[i] = q.buf[i], q.buf[i-1]
+	}
+}
+
+// pop removes the oldest packet; the pointer is valid until the next slot.
+func (q *frameQueue) pop() *queuedPacket {
+	p := &q.buf[q.head]
+	q.head++
+	if q.len() == 0 && !q.pending {
+		q.buf, q.head = q.buf[:0], 0
+	}
+	return p
+}
+
+// dupKey identifies one IPv4 packet: a second frame with the same key is
+// the same packet captured again, since a sender gives every packet it
+// sends, a retransmission included, a new IP ID.
+type dupKey struct {
+	src, dst     [4]byte
+	sport, dport uint16
+	seq, ack     uint32
+	payload      int
+	id           uint16
+	flags        uint8
+}
+
+type dupEntry struct {
+	key dupKey
+	ns  int64
+}
+
+// dupFilter remembers the latest packets by key in a direct-mapped table.
+type dupFilter struct {
+	table *[dupSlots]dupEntry
+}
+
+const (
+	dupSlots  = 1024
+	dupWithin = int64(200 * time.Millisecond)
+)
+
+// duplicate reports whether p, captured at ns, is a copy of a packet
+// seen shortly before. IPv6 has no ID, and an IPv4 ID of 0 (allowed with
+// DF, RFC 6864) tells nothing, so those are never called duplicates.
+func (f *dupFilter) duplicate(p *decode.Packet, ns int64) bool {
+	if p.IPVersion != 4 || p.IPID == 0 {
+		return false
+	}
+	k := dupKey{src: [4]byte(p.Src[:4]), dst: [4]byte(p.Dst[:4]), sport: p.SrcPort, dport: p.DstPort,
+		seq: p.Seq, ack: p.Ack, payload: p.PayloadLen, id: p.IPID, flags: p.Flags}
+	if f.table == nil {
+		f.table = new([dupSlots]dupEntry)
+	}
+	h := uint64(binary.BigEndian.Uint32(k.src[:]))<<32 | uint64(binary.BigEndian.Uint32(k.dst[:]))
+	h ^= uint64(k.sport)<<48 | uint64(k.dport)<<32 | uint64(k.seq)
+	h ^= uint64(k.ack)<<16 ^ uint64(k.id)
+	h *= 0x9E3779B97F4A7C15
+	e := &f.table[h>>(64-10)]
+	if e.key == k && ns-e.ns <= dupWithin && ns >= e.ns {
+		return true
+	}
+	*e = dupEntry{key: k, ns: ns}
+	return false
+}
