@@ -206,14 +206,43 @@ func classErr(st statement, id string, t token, format string, a ...any) error {
 // a leaf.
 func ParseClasses(s string) (*Classes, error) {
 	cs := &Classes{}
-	var leafSpecs []struct {
-		id   string
-		spec *Spec
-		st   statement
-		t    token
+	leaves, err := parseStatements(cs, s, false)
+	if err != nil {
+		return nil, err
 	}
+	if err := attachLeaves(cs, leaves, false); err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(cs.Filters, func(a, b Filter) int { return int(a.Prio) - int(b.Prio) })
+	if err := cs.Validate(); err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
+// leafStmt is a leaf statement, attached to its class once every class
+// statement is read.
+type leafStmt struct {
+	id   string
+	spec *Spec
+	st   statement
+	t    token
+}
+
+// parseStatements reads the statements of s into cs, without checking the
+// set as a whole, and returns the leaf statements. A patch (Patch) takes
+// only class, leaf, filter, default and htb statements.
+func parseStatements(cs *Classes, s string, patch bool) ([]leafStmt, error) {
+	var leaves []leafStmt
 	for _, st := range splitStatements(s) {
 		toks := st.toks
+		if patch {
+			switch toks[0].text {
+			case "class", "leaf", "filter", "default", "htb":
+			default:
+				return nil, classErr(st, "", toks[0], "a change of the running classes takes class, leaf, filter, default or htb statements, not %q", toks[0].text)
+			}
+		}
 		if toks[0].text == "sudo" {
 			toks = toks[1:]
 		}
@@ -255,12 +284,7 @@ func ParseClasses(s string) (*Classes, error) {
 			if err != nil {
 				return nil, err
 			}
-			leafSpecs = append(leafSpecs, struct {
-				id   string
-				spec *Spec
-				st   statement
-				t    token
-			}{id, sp, st, toks[1]})
+			leaves = append(leaves, leafStmt{id, sp, st, toks[1]})
 		default:
 			return nil, classErr(st, "", kw, "unknown statement %q (htb, class, filter, leaf, default, or a tc command)", kw.text)
 		}
@@ -268,21 +292,25 @@ func ParseClasses(s string) (*Classes, error) {
 			return nil, err
 		}
 	}
-	for _, l := range leafSpecs {
+	return leaves, nil
+}
+
+// attachLeaves gives each leaf statement's spec to its class; replace lets
+// a leaf statement replace a spec the class has (a patch), else a second
+// spec for one class is an error.
+func attachLeaves(cs *Classes, leaves []leafStmt, replace bool) error {
+	seen := map[string]bool{}
+	for _, l := range leaves {
 		c := cs.Class(l.id)
 		if c == nil {
-			return nil, classErr(l.st, l.id, l.t, "no such class")
+			return classErr(l.st, l.id, l.t, "no such class")
 		}
-		if c.Spec != nil {
-			return nil, classErr(l.st, l.id, l.t, "has a leaf spec already")
+		if c.Spec != nil && (!replace || seen[l.id]) {
+			return classErr(l.st, l.id, l.t, "has a leaf spec already")
 		}
-		c.Spec = l.spec
+		c.Spec, seen[l.id] = l.spec, true
 	}
-	slices.SortStableFunc(cs.Filters, func(a, b Filter) int { return int(a.Prio) - int(b.Prio) })
-	if err := cs.Validate(); err != nil {
-		return nil, err
-	}
-	return cs, nil
+	return nil
 }
 
 // stripTCPrefix turns "tc qdisc|class|filter add|replace|change dev DEV
@@ -950,80 +978,43 @@ func IsClasses(text string) bool {
 }
 
 // Patch applies the statements of text to a copy of c: a class statement
-// replaces the class with its id (or adds one), a leaf statement replaces
-// that leaf's spec, filter statements replace all filters, default and
-// htb r2q replace those. The result is validated as a whole.
+// replaces the class with its id (keeping its leaf spec) or adds one, a
+// leaf statement replaces that leaf's spec, filter statements replace all
+// filters, default and htb r2q replace those. The statements are read into
+// a set of their own and merged into the copy as values; the result is
+// validated as a whole.
 func (c *Classes) Patch(text string) (*Classes, error) {
+	frag := &Classes{}
+	leaves, err := parseStatements(frag, text, true)
+	if err != nil {
+		return nil, err
+	}
 	n := &Classes{Default: c.Default, R2Q: c.R2Q}
 	n.Classes = append(n.Classes, c.Classes...)
 	n.Filters = append(n.Filters, c.Filters...)
-	// Parse the patch against the current classes so references to
-	// existing parents and flowids resolve: write the current set,
-	// without the statements the patch replaces, then the patch.
-	var classLines, leafLines, filterLines, other []string
-	for _, st := range splitStatements(text) {
-		var words []string
-		for _, t := range st.toks {
-			words = append(words, t.text)
+	for _, cl := range frag.Classes {
+		if old := n.Class(cl.ID); old != nil {
+			cl.Spec = old.Spec
+			*old = cl
+			continue
 		}
-		line := strings.Join(words, " ")
-		switch words[0] {
-		case "class":
-			classLines = append(classLines, line)
-		case "leaf":
-			leafLines = append(leafLines, line)
-		case "filter":
-			filterLines = append(filterLines, line)
-		case "default", "htb":
-			other = append(other, line)
-		default:
-			return nil, classErr(st, "", st.toks[0], "a change of the running classes takes class, leaf, filter, default or htb statements, not %q", words[0])
-		}
+		n.Classes = append(n.Classes, cl)
 	}
-	replaced := map[string]bool{}
-	for _, l := range classLines {
-		f := strings.Fields(l)
-		if len(f) > 1 {
-			if id, err := NormalizeClassID(f[1]); err == nil {
-				replaced[id] = true
-			}
-		}
+	if len(frag.Filters) > 0 {
+		n.Filters = frag.Filters
 	}
-	leafed := map[string]bool{}
-	for _, l := range leafLines {
-		f := strings.Fields(l)
-		if len(f) > 1 {
-			if id, err := NormalizeClassID(f[1]); err == nil {
-				leafed[id] = true
-			}
-		}
+	if frag.Default != "" {
+		n.Default = frag.Default
 	}
-	var lines []string
-	if n.Default != "" {
-		lines = append(lines, "default "+n.Default)
+	if frag.R2Q != 0 {
+		n.R2Q = frag.R2Q
 	}
-	if n.R2Q != 0 {
-		lines = append(lines, fmt.Sprintf("htb r2q %d", n.R2Q))
+	if err := attachLeaves(n, leaves, true); err != nil {
+		return nil, err
 	}
-	lines = append(lines, other...)
-	old := (&Classes{Classes: n.Classes, Filters: n.Filters}).String()
-	for _, st := range splitStatements(old) {
-		var words []string
-		for _, t := range st.toks {
-			words = append(words, t.text)
-		}
-		id := ""
-		if len(words) > 1 {
-			id = words[1]
-		}
-		switch {
-		case words[0] == "class" && replaced[id]:
-		case words[0] == "leaf" && leafed[id]:
-		case words[0] == "filter" && len(filterLines) > 0:
-		default:
-			lines = append(lines, strings.Join(words, " "))
-		}
+	slices.SortStableFunc(n.Filters, func(a, b Filter) int { return int(a.Prio) - int(b.Prio) })
+	if err := n.Validate(); err != nil {
+		return nil, err
 	}
-	lines = append(append(append(lines, classLines...), filterLines...), leafLines...)
-	return ParseClasses(strings.Join(lines, "\n"))
+	return n, nil
 }
