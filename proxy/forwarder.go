@@ -102,15 +102,7 @@ func New(ctx context.Context, devs [2]device.Device, opt Options) (*Forwarder, e
 			d.readLoop()
 		}()
 	}
-	if ctx.Done() != nil {
-		go func() {
-			select {
-			case <-ctx.Done():
-				p.Close()
-			case <-p.done:
-			}
-		}()
-	}
+	closeWhenDone(ctx, p.done, p.Close)
 	return p, nil
 }
 
@@ -246,4 +238,19 @@ func (p *Forwarder) Stats() control.Stats {
 		st.Tap = &ts
 	}
 	return st
+}
+
+// closeWhenDone calls close when ctx is cancelled, unless done is closed
+// first (the proxy stopped by itself).
+func closeWhenDone(ctx context.Context, done <-chan struct{}, close func() error) {
+	if ctx.Done() == nil {
+		return
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			close()
+		case <-done:
+		}
+	}()
 }

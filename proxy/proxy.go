@@ -140,15 +140,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	ok = true
-	if ctx.Done() != nil {
-		go func() {
-			select {
-			case <-ctx.Done():
-				p.Close()
-			case <-p.done:
-			}
-		}()
-	}
+	closeWhenDone(ctx, p.done, p.Close)
 	return p, nil
 }
 
