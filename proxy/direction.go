@@ -72,7 +72,9 @@ type direction struct {
 
 func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (*direction, error) {
 	d := &direction{index: i, iface: p.opt.Ifaces[i], dev: dev, pool: p.pool, tap: p.opt.Tap, wall: p.wallOffset}
-	opt := engine.Options{Direction: d.iface, Seed: p.seed + uint64(i)}
+	// RealClock: Release dequeues at the real time it runs, so a tbf
+	// stage caps a late release at its bucket as the kernel's does.
+	opt := engine.Options{Direction: d.iface, Seed: p.seed + uint64(i), RealClock: true}
 	if d.tap != nil {
 		opt.OnDrop = func(pk *engine.Packet, reason engine.DropReason) {
 			d.tap.Dropped(d.index, d.wallTime(release.MonotonicNow()), pk.Data, reason.String())
@@ -228,7 +230,7 @@ func (d *direction) NextDeparture() (int64, bool) { return d.pl.NextDeparture() 
 func (d *direction) drain() {
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
-	d.out = d.pl.Dequeue(1<<62, d.out[:0])
+	d.out = d.pl.Drain(d.out[:0])
 	for _, pk := range d.out {
 		d.pool.Put(pk)
 	}

@@ -105,6 +105,13 @@ type Options struct {
 	// Classifier picks a class index for a packet; out-of-range results
 	// go to class 0. Nil sends everything to class 0.
 	Classifier Classifier
+	// RealClock says Dequeue's now is the real time packets leave (the
+	// proxy's release loop, which may wake late), not merely a time up to
+	// which events are due: a tbf stage then caps what a late dequeue
+	// sends at its bucket, as the kernel's tbf does, and times the rest
+	// again (see tbfStage). Without it (Simulate, the tests of the model)
+	// every departure is the one a perfect watchdog gives.
+	RealClock bool
 	// Scheduler, if set, takes each packet leaving its class's chain and
 	// decides when it leaves the pipeline (a class hierarchy sharing one
 	// link: package htb). Nil: packets leave when their chain releases
@@ -152,6 +159,10 @@ type Pipeline struct {
 	generation uint64
 	// orphans are chains of classes a Replace removed, draining.
 	orphans []*chain
+	// clock is the real time of the call in progress, which the tbf
+	// stages read (RealClock); draining turns it off (Drain).
+	clock    realClock
+	draining bool
 }
 
 // NewPipeline builds a pipeline running s (nil or empty: no impairment).
@@ -199,7 +210,11 @@ func (pl *Pipeline) build(cl *class, s *spec.Spec, now int64) (*chain, error) {
 			}
 			c.stages = append(c.stages, newNetem(st, seed, now))
 		case *spec.TBF:
-			c.stages = append(c.stages, newTBF(st))
+			var clock *realClock
+			if pl.opt.RealClock {
+				clock = &pl.clock
+			}
+			c.stages = append(c.stages, newTBF(st, clock))
 		default:
 			return nil, fmt.Errorf("%w: stage %d: unknown kind %q", ErrBadSpec, i+1, st.Kind())
 		}
@@ -317,6 +332,11 @@ func (pl *Pipeline) advance(now int64) {
 	if now < pl.last {
 		now = pl.last
 	}
+	// Every caller's now is the real time of its call on a real clock
+	// (the reader's read stamp, the release loop's wake-up): what is due
+	// by then leaves now.
+	pl.clock = realClock{now: now, on: pl.opt.RealClock && !pl.draining}
+	defer func() { pl.clock.on = false }()
 	at := pl.last // time of the latest event processed
 	for {
 		var bc *chain
@@ -467,6 +487,21 @@ func (c *chain) nextDeparture() (int64, bool) {
 func (pl *Pipeline) Dequeue(now int64, out []*Packet) []*Packet {
 	pl.mu.Lock()
 	pl.advance(now)
+	for pl.out.len() > 0 {
+		out = append(out, pl.out.pop())
+	}
+	pl.mu.Unlock()
+	return out
+}
+
+// Drain returns every packet still inside, at its departure under a
+// perfect watchdog whatever the real time (the proxy, stopping, discards
+// them).
+func (pl *Pipeline) Drain(out []*Packet) []*Packet {
+	pl.mu.Lock()
+	pl.draining = true
+	pl.advance(math.MaxInt64 / 2)
+	pl.draining = false
 	for pl.out.len() > 0 {
 		out = append(out, pl.out.pop())
 	}

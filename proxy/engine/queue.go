@@ -82,6 +82,9 @@ func (q *fifo) push(p *Packet) {
 
 func (q *fifo) peek() *Packet { return q.buf[q.head] }
 
+// at returns the i-th packet from the head.
+func (q *fifo) at(i int) *Packet { return q.buf[(q.head+i)%len(q.buf)] }
+
 func (q *fifo) tail() *Packet { return q.buf[(q.head+q.size-1)%len(q.buf)] }
 
 func (q *fifo) pop() *Packet {

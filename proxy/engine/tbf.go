@@ -32,6 +32,17 @@ import (
 // Because the FIFO releases in order and tokens only depend on earlier
 // packets, each packet's departure is computed when it enters the stage:
 // max(entry, previous departure, first instant with enough tokens).
+//
+// On a real clock (Options.RealClock: the proxy) the stage also keeps the
+// kernel's own bucket, charged when packets really leave: tbf_dequeue
+// reads the clock when it is dequeued and caps the tokens at the bucket
+// (toks = min(now - t_c + tokens, buffer)), so a dequeue that comes late
+// sends at most a bucket's worth at once and the rest follows at the rate.
+// The departures computed at entry assume a dequeue at every departure (a
+// perfect watchdog); when a late dequeue finds the real bucket more than
+// one packet short of the head packet, the queue is timed again from the
+// real bucket at that instant (retime). Those, and only those, departures
+// move: later, never earlier.
 type tbfStage struct {
 	cfg       *spec.TBF
 	ctr       Counters
@@ -52,10 +63,26 @@ type tbfStage struct {
 	// NextDeparture.
 	rateLeft, peakLeft   float64
 	rateBurst, peakBurst float64
+
+	// clock, when set, is the real time of the pipeline's current
+	// dequeue (Options.RealClock); real and realPeak are the kernel's
+	// buckets as charged at those times, realAt the time of the last
+	// charge.
+	clock          *realClock
+	real, realPeak float64
+	realAt         int64
 }
 
-func newTBF(cfg *spec.TBF) *tbfStage {
-	t := &tbfStage{cfg: cfg}
+// realClock is the time of the dequeue in progress, as the pipeline's
+// caller gave it, shared by the stages that read it; off while the
+// pipeline drains or moves packets at event times only.
+type realClock struct {
+	now int64
+	on  bool
+}
+
+func newTBF(cfg *spec.TBF, clock *realClock) *tbfStage {
+	t := &tbfStage{cfg: cfg, clock: clock}
 	t.rateBytes = float64(cfg.Rate) / 8
 	burst := int(min(cfg.Burst, math.MaxInt32))
 	t.rate = rate.NewLimiter(rate.Limit(t.rateBytes), burst)
@@ -68,6 +95,7 @@ func newTBF(cfg *spec.TBF) *tbfStage {
 		t.peakBurst, t.peakLeft = float64(mtu), float64(mtu)
 	}
 	t.rateBurst, t.rateLeft = float64(burst), float64(burst)
+	t.real, t.realPeak = t.rateBurst, t.peakBurst
 	t.limit = int64(cfg.Limit)
 	t.mpu = int(min(cfg.MPU, math.MaxInt32))
 	return t
@@ -163,9 +191,96 @@ func (t *tbfStage) pop(now int64) (*Packet, bool) {
 	if t.q.len() == 0 || t.q.peek().due > now {
 		return nil, false
 	}
+	if t.clock != nil && t.clock.on && !t.chargeReal(max(t.clock.now, now)) {
+		return nil, false // timed again: the head now leaves later
+	}
 	p := t.q.pop()
 	t.backlog -= int64(len(p.Data))
 	return p, false
+}
+
+// chargeReal charges the head packet to the kernel's buckets at the real
+// dequeue time at. When they are more than one packet short (the dequeue
+// came so late that the capped bucket lost tokens the schedule counted
+// on), the queue is timed again from the buckets at at and it returns
+// false.
+func (t *tbfStage) chargeReal(at int64) bool {
+	cost := float64(max(len(t.q.peek().Data), t.mpu))
+	tok := refill(t.real, at-t.realAt, t.rateBytes, t.rateBurst) - cost
+	ptok := 0.0
+	if t.peak != nil {
+		ptok = refill(t.realPeak, at-t.realAt, t.peakBytes, t.peakBurst) - cost
+	}
+	slack := -cost
+	if tok < slack || (t.peak != nil && ptok < slack) {
+		t.retime(at)
+		return false
+	}
+	t.real, t.realPeak, t.realAt = tok, ptok, at
+	return true
+}
+
+// refill is a bucket holding have tokens elapsedNs later, capped at burst.
+func refill(have float64, elapsedNs int64, bytesPerSec, burst float64) float64 {
+	return min(have+float64(elapsedNs)*bytesPerSec/1e9, burst)
+}
+
+// retime gives the queued packets the departures tbf_dequeue gives them
+// from at on: each leaves once the real buckets (capped, refilled at the
+// rate) hold it, in order, never before at. The entry-time Limiters and
+// shadows are set to the new last departure, so later arrivals queue
+// behind it.
+func (t *tbfStage) retime(at int64) {
+	tok, ptok, from := t.real, t.realPeak, t.realAt
+	d := at
+	for i := 0; i < t.q.len(); i++ {
+		p := t.q.at(i)
+		cost := float64(max(len(p.Data), t.mpu))
+		d = max(d, p.due)
+		d = max(d, t.ready(tok, from, d, cost, t.rateBytes, t.rateBurst))
+		if t.peak != nil {
+			d = max(d, t.ready(ptok, from, d, cost, t.peakBytes, t.peakBurst))
+		}
+		p.due = d
+		tok = refill(tok, d-from, t.rateBytes, t.rateBurst) - cost
+		if t.peak != nil {
+			ptok = refill(ptok, d-from, t.peakBytes, t.peakBurst) - cost
+		}
+		from = d
+	}
+	// The schedule's view continues from the last departure: what a
+	// packet arriving now waits behind.
+	t.lastDepart = d
+	t.rateLeft = max(tok, 0)
+	t.rate = limiterAt(t.rateBytes, t.rateBurst, t.rateLeft, d)
+	if t.peak != nil {
+		t.peakLeft = max(ptok, 0)
+		t.peak = limiterAt(t.peakBytes, t.peakBurst, t.peakLeft, d)
+	}
+}
+
+// ready is the first instant at or after d at which a bucket that held
+// have tokens at from holds cost.
+func (t *tbfStage) ready(have float64, from, d int64, cost, bytesPerSec, burst float64) int64 {
+	h := refill(have, d-from, bytesPerSec, burst)
+	if h >= cost {
+		return d
+	}
+	wait := math.Ceil((cost - h) / bytesPerSec * 1e9)
+	if !(wait < maxWait) {
+		wait = maxWait
+	}
+	return d + int64(wait)
+}
+
+// limiterAt is a Limiter of burst bytes at bytesPerSec holding tokens at
+// time at (rounded down to the byte).
+func limiterAt(bytesPerSec, burst, tokens float64, at int64) *rate.Limiter {
+	lim := rate.NewLimiter(rate.Limit(bytesPerSec), int(burst))
+	if spend := int(burst) - int(tokens); spend > 0 {
+		lim.AllowN(ts(at), spend)
+	}
+	return lim
 }
 
 func (t *tbfStage) head() (*Packet, bool) {
