@@ -15,6 +15,16 @@
 // loop never changes a departure time. This equals the kernel with a
 // perfect qdisc watchdog and an infinitely fast device.
 //
+// One exception, on a real clock only (Options.RealClock: the proxy, whose
+// callers' times are the real times packets are read and written): the
+// kernel's tbf reads the clock when it is dequeued and caps its tokens at
+// the bucket, so after a late dequeue it sends at most a bucket's worth at
+// once. A tbf stage does the same: when a dequeue comes so late that the
+// capped bucket is more than a packet short of what its schedule sent, the
+// packets still in that stage get the departures the kernel's tbf gives
+// them from that instant (later, never earlier); every other departure,
+// and every departure of Simulate, stays as computed.
+//
 // # Time
 //
 // The engine never reads a clock: Enqueue, Dequeue and Swap carry the time
