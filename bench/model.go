@@ -19,6 +19,9 @@ type replayResult struct {
 	Reordered float64
 	// Loss is the share of the packets in of which no copy came out.
 	Loss float64
+	// Duplicated is the share of extra copies among the packets that
+	// came out at least once.
+	Duplicated float64
 }
 
 // replay runs the probes' send times (ns, any epoch) through the spec's
@@ -78,6 +81,9 @@ func replay(s *spec.Spec, sends []int64, ipLen int, seed uint64) (replayResult, 
 		res.Reordered = float64(overtakers(order)) / float64(len(order))
 	}
 	res.Loss = 1 - float64(unique)/float64(len(sends))
+	if unique > 0 {
+		res.Duplicated = float64(len(order)-unique) / float64(unique)
+	}
 	return res, nil
 }
 
