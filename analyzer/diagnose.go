@@ -39,7 +39,7 @@ const (
 	windowLimitedShare = 0.3
 	// ... or, wherever the capture was taken, a rate at least this share
 	// of window/RTT.
-	windowRateShare = 0.75
+	windowRateShare = 0.7 // a jittery path delivers a window per mean RTT, not per minimum
 	// Loss limited: at least this retransmission rate, and a rate at most
 	// lossRateSlack times the Mathis bound.
 	lossMinRate   = 0.001
@@ -51,6 +51,10 @@ const (
 	delackShare = 0.1
 	// Bandwidth limited: median RTT this much above the minimum.
 	queueRTTFactor = 1.5
+	// ... unless this share of segments came out of order: delay jitter
+	// reorders and spreads arrivals, so the pauses of an ACK-clocked flight
+	// vanish without a saturated bottleneck.
+	reorderShare = 0.01
 	// Send-buffer limited: median flight below this share of the peer's
 	// window.
 	sndbufShare = 0.5
@@ -118,17 +122,20 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 	rate := d.DataRateBps / 8 // bytes/s
 	rttMin := d.PathRTTMs / 1e3
 	rttMed := d.RTTP50Ms / 1e3
+	medSource := "karn"
 	if d.CapturedNear == "receiver" || d.RTTSamples == 0 {
 		// Next to the receiver the data-to-ACK time is not the path's;
 		// the echo RTT (receiver's TSval to the data echoing it) shows how
 		// the round trip grew; without timestamps the handshake is all.
-		rttMed = rttMin
+		rttMed, medSource = rttMin, d.PathRTTSource
 		if d.EchoRTTSamples >= 10 {
 			rttMed = max(rttMin, d.EchoRTTP50Ms/1e3-0.001) // the TSval tick adds up to 1 ms
+			medSource = "echo"
 		}
 	}
+	source := d.PathRTTSource
 	if rttMin == 0 && d.TSRTTSamples > 0 {
-		rttMin, rttMed = d.TSRTTMinMs/1e3, d.TSRTTP50Ms/1e3
+		rttMin, rttMed, source, medSource = d.TSRTTMinMs/1e3, d.TSRTTP50Ms/1e3, "timestamps", "timestamps"
 	}
 	// Segment size: what the sender actually sent, bounded by the MSS the
 	// receiver announced (GRO captures show larger super-segments).
@@ -152,8 +159,8 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 	adv := func(f string, a ...any) { dg.Advice = append(dg.Advice, fmt.Sprintf(f, a...)) }
 	sender, receiver := d.From.Addr(), d.To.Addr()
 
-	ev("%s of data in %.1f ms: %s; min RTT %.3g ms, median %.3g ms",
-		sz(float64(d.UniqueBytes)), transfer, mb(rate), rttMin*1e3, rttMed*1e3)
+	ev("%s of data in %.1f ms: %s; min RTT %.3g ms (from %s), median %.3g ms",
+		sz(float64(d.UniqueBytes)), transfer, mb(rate), rttMin*1e3, rttSourceName(source), rttMed*1e3)
 	if d.CapturedNear == "receiver" {
 		if d.EchoRTTSamples >= 10 {
 			ev("captured near the receiver %s: min RTT from the handshake, median from %d timestamp echoes; bytes in flight estimated as rate x RTT", receiver, d.EchoRTTSamples)
@@ -195,8 +202,8 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		ev("%d of %d data segments sent again (p = %.2f %%: %d re-sent, %d filling gaps; Wireshark: %d retransmissions, %d fast, %d spurious, %d out-of-order), %d triple duplicate ACKs from the receiver",
 			d.ResentPackets+d.GapFills, d.DataPackets+d.GapFills, lossP*100, d.ResentPackets, d.GapFills,
 			d.RetransmittedPackets, d.FastRetransmissions, d.SpuriousRetransmissions, d.OutOfOrderPackets, peer.TripleDupAcks)
-		ev("Mathis bound MSS*1.22/(RTT*sqrt(p)) = %.0f B * 1.22 / (%.3g ms * sqrt(%.4f)) = %s; measured %s",
-			mss, rttMed*1e3, lossP, mb(mathis), mb(rate))
+		ev("Mathis bound MSS*1.22/(RTT*sqrt(p)) = %.0f B * 1.22 / (%.3g ms * sqrt(%.4f)) = %s, with the median RTT from %s; measured %s",
+			mss, rttMed*1e3, lossP, mb(mathis), rttSourceName(medSource), mb(rate))
 		adv("the loss happens on the path between %s and %s: buffer and window settings cannot help; find the drop point (tc -s qdisc show: drops/overlimits; ip -s link: errors) and remove it", sender, receiver)
 		adv("if the loss is random and cannot be removed, a congestion control that does not treat every loss as congestion helps: on %s run `wanlab tune apply --set net.ipv4.tcp_congestion_control=bbr`", sender)
 		dg.PredictedBps = 8 * mathis * math.Sqrt(10)
@@ -220,7 +227,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		adv("the receiving application on %s is the bottleneck: a larger receive buffer only postpones the stall; make it read faster (larger reads, fewer per-read costs, a separate reader thread)", receiver)
 
 	case rttMin > 0 && rttMed >= queueRTTFactor*rttMin+0.002 && flight > 1.3*rate*rttMin,
-		rttMin > 0 && transfer >= 10*rttMin*1e3 && d.PauseShare < saturatedPauseShare:
+		rttMin > 0 && transfer >= 10*rttMin*1e3 && d.PauseShare < saturatedPauseShare && float64(d.OutOfOrderPackets) < reorderShare*float64(d.DataPackets):
 		dg.Limit = LimitBandwidth
 		q := (rttMed - rttMin) * rate
 		if d.PauseShare < saturatedPauseShare {
@@ -236,7 +243,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		dg.PredictedBps = 8 * rate
 
 	case windowKnown && d.CapturedNear != "receiver" && (d.WindowLimitedShare >= windowLimitedShare || (d.DataPackets > 0 && float64(d.WindowFull)/float64(d.DataPackets) >= 0.1)),
-		windowKnown && rttMin > 0 && peerWin > 0 && rate >= windowRateShare*peerWin/rttMin:
+		windowKnown && rttMed > 0 && peerWin > 0 && rate >= windowRateShare*peerWin/rttMed:
 		dg.Limit = LimitReceiveWindow
 		if d.CapturedNear == "receiver" {
 			ev("the rate is %.0f %% of what the receive window %s advertised allows per RTT", 100*rate*rttMin/peerWin, receiver)
@@ -279,8 +286,13 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 
 	default:
 		dg.Limit = LimitCongestion
-		ev("flight reached %s (median %s) below the receiver's %s window, without a queue building or significant loss: the sender's congestion window (slow start, growth) set the pace",
-			sz(maxFlight), sz(flight), sz(peerWin))
+		if lossP >= lossMinRate {
+			ev("flight reached %s (median %s) below the receiver's %s window, without a queue building; %.2f %% of segments were sent again, yet the rate stayed above the Mathis bound: the sender's congestion window (slow start, growth, a loss-tolerant congestion control) set the pace",
+				sz(maxFlight), sz(flight), sz(peerWin), lossP*100)
+		} else {
+			ev("flight reached %s (median %s) below the receiver's %s window, without a queue building or significant loss: the sender's congestion window (slow start, growth) set the pace",
+				sz(maxFlight), sz(flight), sz(peerWin))
+		}
 		adv("for short transfers a larger initial window helps (`ip route change <route> initcwnd 20` on %s); long transfers grow out of this limit", sender)
 		if rttMin > 0 && peerWin > 0 {
 			dg.PredictedBps = 8 * peerWin / rttMin
@@ -311,6 +323,8 @@ func rttSourceName(s string) string {
 		return "the receiver's timestamps echoed by new data"
 	case "handshake":
 		return "the handshake"
+	case "":
+		return "no sample"
 	}
 	return s
 }
