@@ -150,8 +150,9 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 	flight := float64(d.P50InFlightBytes)
 	maxFlight := float64(d.MaxInFlightBytes)
 	if d.CapturedNear == "receiver" {
-		// Flight is invisible near the receiver; a rate over an RTT is it.
-		flight = rate * rttMin
+		// Flight is invisible near the receiver; a rate over an RTT is it
+		// (the median RTT from its echoed timestamps includes a queue).
+		flight = rate * rttMed
 		maxFlight = flight
 	}
 	transfer := d.TransferMs
@@ -243,7 +244,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		dg.PredictedBps = 8 * rate
 
 	case windowKnown && d.CapturedNear != "receiver" && (d.WindowLimitedShare >= windowLimitedShare || (d.DataPackets > 0 && float64(d.WindowFull)/float64(d.DataPackets) >= 0.1)),
-		windowKnown && rttMed > 0 && peerWin > 0 && rate >= windowRateShare*peerWin/rttMed:
+		windowKnown && rttMin > 0 && peerWin > 0 && rate >= windowRateShare*peerWin/rttMin:
 		dg.Limit = LimitReceiveWindow
 		if d.CapturedNear == "receiver" {
 			ev("the rate is %.0f %% of what the receive window %s advertised allows per RTT", 100*rate*rttMin/peerWin, receiver)
