@@ -200,6 +200,31 @@ type dirAnalysis struct {
 	finSeen             bool
 }
 
+// reset empties the direction for a new connection, keeping its small
+// buffers (bounded, so that a pool of them stays small).
+func (d *dirAnalysis) reset() {
+	holes := d.st.holes[:0]
+	q := d.q.buf[:0]
+	if cap(q) > 64 {
+		q = nil
+	}
+	ts := d.ts
+	if len(ts.vals) != tsRingMin {
+		ts = tsRing{}
+	}
+	ts.n, ts.grow = 0, false
+	hists := [...]histogram{d.rtt, d.tsrtt, d.echortt, d.lone, d.flight, d.gaps, d.pauses}
+	for i := range hists {
+		hists[i].reset()
+	}
+	*d = dirAnalysis{}
+	d.st.init()
+	d.st.holes = holes
+	d.q.buf = q
+	d.ts = ts
+	d.rtt, d.tsrtt, d.echortt, d.lone, d.flight, d.gaps, d.pauses = hists[0], hists[1], hists[2], hists[3], hists[4], hists[5], hists[6]
+}
+
 // ser returns the direction's series, creating them at time t (the
 // analyzer's scratch series when it records none).
 func (d *dirAnalysis) ser(a *Analyzer, t int64) *DirectionSeries {
@@ -584,9 +609,15 @@ func (c *Connection) finish(a *Analyzer) {
 }
 
 // compact drops what a finished connection no longer needs: its
-// per-packet state, and its series beyond maxPoints points each (all of
-// them if maxPoints is negative).
+// per-packet state (kept for the next connection), and its series beyond
+// maxPoints points each (all of them if maxPoints is negative).
 func (c *Connection) compact(a *Analyzer, maxPoints int) {
+	if len(a.freeDirs) < maxFreeDirs {
+		for i := range c.dirs {
+			c.dirs[i].reset()
+		}
+		a.freeDirs = append(a.freeDirs, c.dirs)
+	}
 	c.dirs = nil
 	for _, d := range c.Directions {
 		if d.Series == nil || d.Series == a.empty {
