@@ -3,6 +3,9 @@ package analyzer
 import (
 	"fmt"
 	"math"
+	"time"
+
+	"github.com/wanlab/wanlab/predict"
 
 	"github.com/wanlab/wanlab/units"
 )
@@ -64,20 +67,12 @@ const (
 	// Receiving application: zero windows in at least this share of the
 	// receiver's ACKs.
 	receiverAppShare = 0.001
-	// scalingRatio is the share of a socket buffer the kernel offers as
-	// window. Since Linux 6.6 tcp_adv_win_scale is gone and the window is
-	// rcvbuf * scaling_ratio, with scaling_ratio the skb payload/truesize
-	// ratio measured on received packets (TCP_DEFAULT_SCALING_RATIO starts
-	// it at 50 %; a 1448-byte MSS in 2 KB+overhead buffers stays near 50 %).
-	// Before 6.6, tcp_adv_win_scale=1 also gave 50 %. We assume 50 % for
-	// both the window a buffer gives and the send buffer a flight needs.
-	scalingRatio = 0.5
+	// scalingRatio: the share of a socket buffer offered as window, from
+	// the prediction model the tuner uses too.
+	scalingRatio = predict.ScalingRatio
 	// Bufferbloat: the RTT rose at least this much (and at least half the
 	// minimum RTT) above its minimum at the 95th percentile.
 	bufferbloatMs = 5.0
-	// mathisC is sqrt(3/2), the constant of the Mathis et al. (1997) bound
-	// for periodic loss with delayed ACKs off.
-	mathisC = 1.22
 )
 
 func diagnose(c *Connection) {
@@ -190,7 +185,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 	lossP := d.LossRate
 	var mathis float64
 	if lossP > 0 && rttMed > 0 {
-		mathis = mss * mathisC / (rttMed * math.Sqrt(lossP))
+		mathis = predict.Mathis(units.Size(mss), secondsDur(rttMed), lossP).BytesPerSecond()
 	}
 
 	switch {
@@ -203,7 +198,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		ev("%d of %d data segments sent again (p = %.2f %%: %d re-sent, %d filling gaps; Wireshark: %d retransmissions, %d fast, %d spurious, %d out-of-order), %d triple duplicate ACKs from the receiver",
 			d.ResentPackets+d.GapFills, d.DataPackets+d.GapFills, lossP*100, d.ResentPackets, d.GapFills,
 			d.RetransmittedPackets, d.FastRetransmissions, d.SpuriousRetransmissions, d.OutOfOrderPackets, peer.TripleDupAcks)
-		ev("Mathis bound MSS*1.22/(RTT*sqrt(p)) = %.0f B * 1.22 / (%.3g ms * sqrt(%.4f)) = %s, with the median RTT from %s; measured %s",
+		ev("Mathis bound MSS*1.2247/(RTT*sqrt(p)) = %.0f B * 1.2247 / (%.3g ms * sqrt(%.4f)) = %s, with the median RTT from %s; measured %s",
 			mss, rttMed*1e3, lossP, mb(mathis), rttSourceName(medSource), mb(rate))
 		adv("the loss happens on the path between %s and %s: buffer and window settings cannot help; find the drop point (tc -s qdisc show: drops/overlimits; ip -s link: errors) and remove it", sender, receiver)
 		adv("if the loss is random and cannot be removed, a congestion control that does not treat every loss as congestion helps: on %s run `wanlab tune apply --set net.ipv4.tcp_congestion_control=bbr`", sender)
@@ -261,7 +256,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		adv("raise the receive buffer on %s: net.ipv4.tcp_rmem max >= %d bytes (the kernel offers about %.0f %% of the buffer as window), e.g. `wanlab tune apply --set net.ipv4.tcp_rmem=\"4096 131072 %d\"`; an application that sets SO_RCVBUF also needs net.core.rmem_max >= %d",
 			receiver, buf, scalingRatio*100, buf, buf)
 		if rttMin > 0 {
-			p := float64(buf) * scalingRatio / rttMin
+			p := predict.WindowRate(units.Size(float64(buf)*scalingRatio), secondsDur(rttMin)).BytesPerSecond()
 			dg.PredictedBps = 8 * p
 			adv("predicted: a %s window allows up to %s at this RTT, if the path has the capacity (the next limit is then congestion or bandwidth)", sz(float64(buf)*scalingRatio), mb(p))
 		}
@@ -276,7 +271,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		buf := nextPow2(peerWin / scalingRatio)
 		adv("raise the send buffer on %s: net.ipv4.tcp_wmem max >= %d bytes, e.g. `wanlab tune apply --set net.ipv4.tcp_wmem=\"4096 16384 %d\"` (an application that sets SO_SNDBUF also needs net.core.wmem_max >= %d)", sender, buf, buf, buf)
 		if rttMin > 0 {
-			p := peerWin / rttMin
+			p := predict.WindowRate(units.Size(peerWin), secondsDur(rttMin)).BytesPerSecond()
 			dg.PredictedBps = 8 * p
 			adv("predicted: the flight can then fill the receiver's %s window: up to %s at this RTT", sz(peerWin), mb(p))
 		}
@@ -296,8 +291,9 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		}
 		adv("for short transfers a larger initial window helps (`ip route change <route> initcwnd 20` on %s); long transfers grow out of this limit", sender)
 		if rttMin > 0 && peerWin > 0 {
-			dg.PredictedBps = 8 * peerWin / rttMin
-			adv("predicted: at most %s once the congestion window reaches the receiver's window", mb(peerWin/rttMin))
+			p := predict.WindowRate(units.Size(peerWin), secondsDur(rttMin)).BytesPerSecond()
+			dg.PredictedBps = 8 * p
+			adv("predicted: at most %s once the congestion window reaches the receiver's window", mb(p))
 		}
 	}
 	if q := d.QueueDelayMs; d.QueueRTTSource != "" && q >= bufferbloatMs && q >= 0.5*rttMin*1e3 {
@@ -329,6 +325,9 @@ func rttSourceName(s string) string {
 	}
 	return s
 }
+
+// secondsDur turns seconds into a Duration.
+func secondsDur(s float64) time.Duration { return time.Duration(s * 1e9) }
 
 func delayedAckAdvice(dg *Diagnosis, d *Direction, rttMin float64, sender, receiver any) {
 	dg.Evidence = append(dg.Evidence, fmt.Sprintf(
