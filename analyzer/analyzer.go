@@ -171,7 +171,13 @@ type Analyzer struct {
 	lastNs   int64
 	frame    int // file frame number of the packet being analyzed
 	dups     dupFilter
+	// freeDirs holds the per-packet state of retired connections, reset,
+	// for new ones.
+	freeDirs []*[2]dirAnalysis
 }
+
+// maxFreeDirs bounds the pool of reusable per-packet states.
+const maxFreeDirs = 1024
 
 // New returns an Analyzer.
 func New(opts Options) *Analyzer {
@@ -557,7 +563,14 @@ func (a *Analyzer) startsNew(c *Connection, p *decode.Packet, t int64) bool {
 
 func (a *Analyzer) newConn(k connKey, p *decode.Packet, t int64) *Connection {
 	a.nconns++
-	c := &Connection{Index: a.nconns, firstT: t, lastT: t, key: k, dirs: new([2]dirAnalysis)}
+	c := &Connection{Index: a.nconns, firstT: t, lastT: t, key: k}
+	if n := len(a.freeDirs); n > 0 {
+		c.dirs = a.freeDirs[n-1]
+		a.freeDirs[n-1] = nil
+		a.freeDirs = a.freeDirs[:n-1]
+	} else {
+		c.dirs = new([2]dirAnalysis)
+	}
 	_, fromLow := makeKey(p)
 	src, dst := addrPort(p.IPVersion, p.Src, p.SrcPort), addrPort(p.IPVersion, p.Dst, p.DstPort)
 	// The client is whoever sent the SYN; without a handshake, the side

@@ -146,6 +146,11 @@ type DirectionStats struct {
 	// PathRTTMs is the round-trip time the diagnosis uses: the minimum RTT
 	// sample near the sender, the handshake RTT near the receiver.
 	PathRTTMs float64 `json:"path_rtt_ms"`
+	// PathRTTSource names where PathRTTMs comes from: "karn" (data to
+	// ACK), "handshake", "echo" (the receiver's timestamps echoed by new
+	// data, for a capture near the receiver that missed the handshake) or
+	// "" (no RTT).
+	PathRTTSource string `json:"path_rtt_source"`
 	// Idle gaps: the sender had nothing outstanding and sent no new data
 	// for longer than max(5 ms, RTT/4) beyond what the capture point
 	// explains (near the receiver one RTT always passes).
@@ -193,6 +198,31 @@ type dirAnalysis struct {
 	minWin, maxWin      int64
 	peerMaxWin          int64
 	finSeen             bool
+}
+
+// reset empties the direction for a new connection, keeping its small
+// buffers (bounded, so that a pool of them stays small).
+func (d *dirAnalysis) reset() {
+	holes := d.st.holes[:0]
+	q := d.q.buf[:0]
+	if cap(q) > 64 {
+		q = nil
+	}
+	ts := d.ts
+	if len(ts.vals) != tsRingMin {
+		ts = tsRing{}
+	}
+	ts.n, ts.grow = 0, false
+	hists := [...]histogram{d.rtt, d.tsrtt, d.echortt, d.lone, d.flight, d.gaps, d.pauses}
+	for i := range hists {
+		hists[i].reset()
+	}
+	*d = dirAnalysis{}
+	d.st.init()
+	d.st.holes = holes
+	d.q.buf = q
+	d.ts = ts
+	d.rtt, d.tsrtt, d.echortt, d.lone, d.flight, d.gaps, d.pauses = hists[0], hists[1], hists[2], hists[3], hists[4], hists[5], hists[6]
 }
 
 // ser returns the direction's series, creating them at time t (the
@@ -579,9 +609,15 @@ func (c *Connection) finish(a *Analyzer) {
 }
 
 // compact drops what a finished connection no longer needs: its
-// per-packet state, and its series beyond maxPoints points each (all of
-// them if maxPoints is negative).
+// per-packet state (kept for the next connection), and its series beyond
+// maxPoints points each (all of them if maxPoints is negative).
 func (c *Connection) compact(a *Analyzer, maxPoints int) {
+	if len(a.freeDirs) < maxFreeDirs {
+		for i := range c.dirs {
+			c.dirs[i].reset()
+		}
+		a.freeDirs = append(a.freeDirs, c.dirs)
+	}
 	c.dirs = nil
 	for _, d := range c.Directions {
 		if d.Series == nil || d.Series == a.empty {
@@ -650,17 +686,26 @@ func finishIdle(c *Connection, d *dirAnalysis, st *DirectionStats) {
 	hs := float64(c.hsRTT) / 1e3 // µs
 	st.CapturedNear = "unknown"
 	path := 0.0 // µs
+	rttMin, echoMin := float64(d.rtt.min), float64(d.echortt.min)
+	echoOK := d.echortt.n >= queueMinSamples
 	switch {
-	case d.rtt.n > 0 && hs >= 1000 && float64(d.rtt.min) >= 0.5*hs:
-		st.CapturedNear, path = "sender", float64(d.rtt.min)
+	case d.rtt.n > 0 && hs >= 1000 && rttMin >= 0.5*hs:
+		st.CapturedNear, path, st.PathRTTSource = "sender", rttMin, "karn"
 	case d.rtt.n > 0 && hs >= 1000:
 		// Below 1 ms (a LAN, veth) both RTTs are noise and the location
 		// cannot be told, nor does it matter.
-		st.CapturedNear, path = "receiver", hs
+		st.CapturedNear, path, st.PathRTTSource = "receiver", hs, "handshake"
+	case hs == 0 && echoOK && echoMin >= 1000 && (d.rtt.n == 0 || echoMin >= 2*rttMin):
+		// No handshake (a capture started mid-stream): next to the
+		// receiver the data-to-ACK time is its ACK delay, and the round
+		// trip shows from its timestamps echoed by new data.
+		st.CapturedNear, path, st.PathRTTSource = "receiver", echoMin, "echo"
+	case hs == 0 && d.rtt.n > 0 && rttMin >= 1000 && echoOK && echoMin < 0.5*rttMin:
+		st.CapturedNear, path, st.PathRTTSource = "sender", rttMin, "karn"
 	case d.rtt.n > 0:
-		path = float64(d.rtt.min)
+		path, st.PathRTTSource = rttMin, "karn"
 	case hs > 0:
-		path = hs
+		path, st.PathRTTSource = hs, "handshake"
 	}
 	st.PathRTTMs = path / 1e3
 	if st.TransferMs > 0 {

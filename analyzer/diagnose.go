@@ -3,6 +3,9 @@ package analyzer
 import (
 	"fmt"
 	"math"
+	"time"
+
+	"github.com/wanlab/wanlab/predict"
 
 	"github.com/wanlab/wanlab/units"
 )
@@ -39,7 +42,7 @@ const (
 	windowLimitedShare = 0.3
 	// ... or, wherever the capture was taken, a rate at least this share
 	// of window/RTT.
-	windowRateShare = 0.75
+	windowRateShare = 0.7 // a jittery path delivers a window per mean RTT, not per minimum
 	// Loss limited: at least this retransmission rate, and a rate at most
 	// lossRateSlack times the Mathis bound.
 	lossMinRate   = 0.001
@@ -51,6 +54,10 @@ const (
 	delackShare = 0.1
 	// Bandwidth limited: median RTT this much above the minimum.
 	queueRTTFactor = 1.5
+	// ... unless this share of segments came out of order: delay jitter
+	// reorders and spreads arrivals, so the pauses of an ACK-clocked flight
+	// vanish without a saturated bottleneck.
+	reorderShare = 0.01
 	// Send-buffer limited: median flight below this share of the peer's
 	// window.
 	sndbufShare = 0.5
@@ -60,20 +67,12 @@ const (
 	// Receiving application: zero windows in at least this share of the
 	// receiver's ACKs.
 	receiverAppShare = 0.001
-	// scalingRatio is the share of a socket buffer the kernel offers as
-	// window. Since Linux 6.6 tcp_adv_win_scale is gone and the window is
-	// rcvbuf * scaling_ratio, with scaling_ratio the skb payload/truesize
-	// ratio measured on received packets (TCP_DEFAULT_SCALING_RATIO starts
-	// it at 50 %; a 1448-byte MSS in 2 KB+overhead buffers stays near 50 %).
-	// Before 6.6, tcp_adv_win_scale=1 also gave 50 %. We assume 50 % for
-	// both the window a buffer gives and the send buffer a flight needs.
-	scalingRatio = 0.5
+	// scalingRatio: the share of a socket buffer offered as window, from
+	// the prediction model the tuner uses too.
+	scalingRatio = predict.ScalingRatio
 	// Bufferbloat: the RTT rose at least this much (and at least half the
 	// minimum RTT) above its minimum at the 95th percentile.
 	bufferbloatMs = 5.0
-	// mathisC is sqrt(3/2), the constant of the Mathis et al. (1997) bound
-	// for periodic loss with delayed ACKs off.
-	mathisC = 1.22
 )
 
 func diagnose(c *Connection) {
@@ -118,17 +117,20 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 	rate := d.DataRateBps / 8 // bytes/s
 	rttMin := d.PathRTTMs / 1e3
 	rttMed := d.RTTP50Ms / 1e3
+	medSource := "karn"
 	if d.CapturedNear == "receiver" || d.RTTSamples == 0 {
 		// Next to the receiver the data-to-ACK time is not the path's;
 		// the echo RTT (receiver's TSval to the data echoing it) shows how
 		// the round trip grew; without timestamps the handshake is all.
-		rttMed = rttMin
+		rttMed, medSource = rttMin, d.PathRTTSource
 		if d.EchoRTTSamples >= 10 {
 			rttMed = max(rttMin, d.EchoRTTP50Ms/1e3-0.001) // the TSval tick adds up to 1 ms
+			medSource = "echo"
 		}
 	}
+	source := d.PathRTTSource
 	if rttMin == 0 && d.TSRTTSamples > 0 {
-		rttMin, rttMed = d.TSRTTMinMs/1e3, d.TSRTTP50Ms/1e3
+		rttMin, rttMed, source, medSource = d.TSRTTMinMs/1e3, d.TSRTTP50Ms/1e3, "timestamps", "timestamps"
 	}
 	// Segment size: what the sender actually sent, bounded by the MSS the
 	// receiver announced (GRO captures show larger super-segments).
@@ -143,8 +145,9 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 	flight := float64(d.P50InFlightBytes)
 	maxFlight := float64(d.MaxInFlightBytes)
 	if d.CapturedNear == "receiver" {
-		// Flight is invisible near the receiver; a rate over an RTT is it.
-		flight = rate * rttMin
+		// Flight is invisible near the receiver; a rate over an RTT is it
+		// (the median RTT from its echoed timestamps includes a queue).
+		flight = rate * rttMed
 		maxFlight = flight
 	}
 	transfer := d.TransferMs
@@ -152,8 +155,8 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 	adv := func(f string, a ...any) { dg.Advice = append(dg.Advice, fmt.Sprintf(f, a...)) }
 	sender, receiver := d.From.Addr(), d.To.Addr()
 
-	ev("%s of data in %.1f ms: %s; min RTT %.3g ms, median %.3g ms",
-		sz(float64(d.UniqueBytes)), transfer, mb(rate), rttMin*1e3, rttMed*1e3)
+	ev("%s of data in %.1f ms: %s; min RTT %.3g ms (from %s), median %.3g ms",
+		sz(float64(d.UniqueBytes)), transfer, mb(rate), rttMin*1e3, rttSourceName(source), rttMed*1e3)
 	if d.CapturedNear == "receiver" {
 		if d.EchoRTTSamples >= 10 {
 			ev("captured near the receiver %s: min RTT from the handshake, median from %d timestamp echoes; bytes in flight estimated as rate x RTT", receiver, d.EchoRTTSamples)
@@ -182,7 +185,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 	lossP := d.LossRate
 	var mathis float64
 	if lossP > 0 && rttMed > 0 {
-		mathis = mss * mathisC / (rttMed * math.Sqrt(lossP))
+		mathis = predict.Mathis(units.Size(mss), secondsDur(rttMed), lossP).BytesPerSecond()
 	}
 
 	switch {
@@ -195,8 +198,8 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		ev("%d of %d data segments sent again (p = %.2f %%: %d re-sent, %d filling gaps; Wireshark: %d retransmissions, %d fast, %d spurious, %d out-of-order), %d triple duplicate ACKs from the receiver",
 			d.ResentPackets+d.GapFills, d.DataPackets+d.GapFills, lossP*100, d.ResentPackets, d.GapFills,
 			d.RetransmittedPackets, d.FastRetransmissions, d.SpuriousRetransmissions, d.OutOfOrderPackets, peer.TripleDupAcks)
-		ev("Mathis bound MSS*1.22/(RTT*sqrt(p)) = %.0f B * 1.22 / (%.3g ms * sqrt(%.4f)) = %s; measured %s",
-			mss, rttMed*1e3, lossP, mb(mathis), mb(rate))
+		ev("Mathis bound MSS*1.2247/(RTT*sqrt(p)) = %.0f B * 1.2247 / (%.3g ms * sqrt(%.4f)) = %s, with the median RTT from %s; measured %s",
+			mss, rttMed*1e3, lossP, mb(mathis), rttSourceName(medSource), mb(rate))
 		adv("the loss happens on the path between %s and %s: buffer and window settings cannot help; find the drop point (tc -s qdisc show: drops/overlimits; ip -s link: errors) and remove it", sender, receiver)
 		adv("if the loss is random and cannot be removed, a congestion control that does not treat every loss as congestion helps: on %s run `wanlab tune apply --set net.ipv4.tcp_congestion_control=bbr`", sender)
 		dg.PredictedBps = 8 * mathis * math.Sqrt(10)
@@ -220,7 +223,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		adv("the receiving application on %s is the bottleneck: a larger receive buffer only postpones the stall; make it read faster (larger reads, fewer per-read costs, a separate reader thread)", receiver)
 
 	case rttMin > 0 && rttMed >= queueRTTFactor*rttMin+0.002 && flight > 1.3*rate*rttMin,
-		rttMin > 0 && transfer >= 10*rttMin*1e3 && d.PauseShare < saturatedPauseShare:
+		rttMin > 0 && transfer >= 10*rttMin*1e3 && d.PauseShare < saturatedPauseShare && float64(d.OutOfOrderPackets) < reorderShare*float64(d.DataPackets):
 		dg.Limit = LimitBandwidth
 		q := (rttMed - rttMin) * rate
 		if d.PauseShare < saturatedPauseShare {
@@ -253,7 +256,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		adv("raise the receive buffer on %s: net.ipv4.tcp_rmem max >= %d bytes (the kernel offers about %.0f %% of the buffer as window), e.g. `wanlab tune apply --set net.ipv4.tcp_rmem=\"4096 131072 %d\"`; an application that sets SO_RCVBUF also needs net.core.rmem_max >= %d",
 			receiver, buf, scalingRatio*100, buf, buf)
 		if rttMin > 0 {
-			p := float64(buf) * scalingRatio / rttMin
+			p := predict.WindowRate(units.Size(float64(buf)*scalingRatio), secondsDur(rttMin)).BytesPerSecond()
 			dg.PredictedBps = 8 * p
 			adv("predicted: a %s window allows up to %s at this RTT, if the path has the capacity (the next limit is then congestion or bandwidth)", sz(float64(buf)*scalingRatio), mb(p))
 		}
@@ -268,7 +271,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		buf := nextPow2(peerWin / scalingRatio)
 		adv("raise the send buffer on %s: net.ipv4.tcp_wmem max >= %d bytes, e.g. `wanlab tune apply --set net.ipv4.tcp_wmem=\"4096 16384 %d\"` (an application that sets SO_SNDBUF also needs net.core.wmem_max >= %d)", sender, buf, buf, buf)
 		if rttMin > 0 {
-			p := peerWin / rttMin
+			p := predict.WindowRate(units.Size(peerWin), secondsDur(rttMin)).BytesPerSecond()
 			dg.PredictedBps = 8 * p
 			adv("predicted: the flight can then fill the receiver's %s window: up to %s at this RTT", sz(peerWin), mb(p))
 		}
@@ -279,12 +282,18 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 
 	default:
 		dg.Limit = LimitCongestion
-		ev("flight reached %s (median %s) below the receiver's %s window, without a queue building or significant loss: the sender's congestion window (slow start, growth) set the pace",
-			sz(maxFlight), sz(flight), sz(peerWin))
+		if lossP >= lossMinRate {
+			ev("flight reached %s (median %s) below the receiver's %s window, without a queue building; %.2f %% of segments were sent again, yet the rate stayed above the Mathis bound: the sender's congestion window (slow start, growth, a loss-tolerant congestion control) set the pace",
+				sz(maxFlight), sz(flight), sz(peerWin), lossP*100)
+		} else {
+			ev("flight reached %s (median %s) below the receiver's %s window, without a queue building or significant loss: the sender's congestion window (slow start, growth) set the pace",
+				sz(maxFlight), sz(flight), sz(peerWin))
+		}
 		adv("for short transfers a larger initial window helps (`ip route change <route> initcwnd 20` on %s); long transfers grow out of this limit", sender)
 		if rttMin > 0 && peerWin > 0 {
-			dg.PredictedBps = 8 * peerWin / rttMin
-			adv("predicted: at most %s once the congestion window reaches the receiver's window", mb(peerWin/rttMin))
+			p := predict.WindowRate(units.Size(peerWin), secondsDur(rttMin)).BytesPerSecond()
+			dg.PredictedBps = 8 * p
+			adv("predicted: at most %s once the congestion window reaches the receiver's window", mb(p))
 		}
 	}
 	if q := d.QueueDelayMs; d.QueueRTTSource != "" && q >= bufferbloatMs && q >= 0.5*rttMin*1e3 {
@@ -311,9 +320,14 @@ func rttSourceName(s string) string {
 		return "the receiver's timestamps echoed by new data"
 	case "handshake":
 		return "the handshake"
+	case "":
+		return "no sample"
 	}
 	return s
 }
+
+// secondsDur turns seconds into a Duration.
+func secondsDur(s float64) time.Duration { return time.Duration(s * 1e9) }
 
 func delayedAckAdvice(dg *Diagnosis, d *Direction, rttMin float64, sender, receiver any) {
 	dg.Evidence = append(dg.Evidence, fmt.Sprintf(

@@ -67,7 +67,12 @@ func (h *histogram) add(v uint64) {
 func (h *histogram) grow(i int) {
 	if len(h.counts) == 0 {
 		h.lo = max(0, i-2)
-		h.counts = make([]uint32, 8)
+		if cap(h.counts) >= 8 {
+			h.counts = h.counts[:cap(h.counts)] // reused (reset)
+			clear(h.counts)
+		} else {
+			h.counts = make([]uint32, 8)
+		}
 		return
 	}
 	slack := max(8, len(h.counts)/2)
@@ -80,6 +85,15 @@ func (h *histogram) grow(i int) {
 	c := make([]uint32, hi-lo)
 	copy(c[h.lo-lo:], h.counts)
 	h.counts, h.lo = c, lo
+}
+
+// reset empties h, keeping a small bucket array for reuse.
+func (h *histogram) reset() {
+	c := h.counts[:0]
+	if cap(c) > 256 {
+		c = nil
+	}
+	*h = histogram{counts: c}
 }
 
 func (h *histogram) mean() float64 {

@@ -109,6 +109,7 @@ type JSONWriter struct {
 	started bool
 	n       int
 	err     error
+	buf     []byte
 }
 
 // NewJSONWriter returns a JSONWriter; nothing is written before the
@@ -131,15 +132,19 @@ func (j *JSONWriter) start() {
 // Connection writes one connection, on one line.
 func (j *JSONWriter) Connection(c *Connection) error {
 	j.start()
-	b, err := json.Marshal(c)
+	b := j.buf[:0]
+	if j.n > 0 {
+		b = append(b, ',')
+	}
+	b = append(b, "\n    "...)
+	b, err := appendConnectionJSON(b, c)
 	if err != nil {
 		return fmt.Errorf("json: connection %d: %w", c.Index, err)
 	}
-	if j.n > 0 {
-		j.write(",")
+	j.buf = b
+	if j.err == nil {
+		_, j.err = j.w.Write(b)
 	}
-	j.write("\n    ")
-	j.write(string(b))
 	j.n++
 	return j.err
 }

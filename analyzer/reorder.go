@@ -84,13 +84,15 @@ type dupEntry struct {
 	ns  int64
 }
 
-// dupFilter remembers the latest packets by key in a direct-mapped table.
+// dupFilter remembers the latest packets by key in a hash table where
+// each key has two slots (the older entry gives way), so that a packet
+// between a frame and its copy rarely evicts the frame.
 type dupFilter struct {
 	table *[dupSlots]dupEntry
 }
 
 const (
-	dupSlots  = 1024
+	dupSlots  = 4096
 	dupWithin = int64(200 * time.Millisecond)
 )
 
@@ -110,10 +112,15 @@ func (f *dupFilter) duplicate(p *decode.Packet, ns int64) bool {
 	h ^= uint64(k.sport)<<48 | uint64(k.dport)<<32 | uint64(k.seq)
 	h ^= uint64(k.ack)<<16 ^ uint64(k.id)
 	h *= 0x9E3779B97F4A7C15
-	e := &f.table[h>>(64-10)]
-	if e.key == k && ns-e.ns <= dupWithin && ns >= e.ns {
-		return true
+	a, b := &f.table[h>>(64-12)], &f.table[h&(dupSlots-1)]
+	for _, e := range [2]*dupEntry{a, b} {
+		if e.key == k && ns-e.ns <= dupWithin && ns >= e.ns {
+			return true
+		}
 	}
-	*e = dupEntry{key: k, ns: ns}
+	if b.ns < a.ns {
+		a = b
+	}
+	*a = dupEntry{key: k, ns: ns}
 	return false
 }

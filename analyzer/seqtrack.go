@@ -17,6 +17,7 @@ type seqState struct {
 	shift int8
 
 	baseSet bool
+	seqSeen bool // a segment occupying sequence space was seen
 	base    uint32
 	hiEnd   int64 // highest sequence end sent, unwrapped, relative to base
 	// holes are ranges below hiEnd the capture has not shown yet (lost
@@ -153,6 +154,12 @@ func (s *seqState) sent(sg *segment, fl PacketFlags) seqSpan {
 	if sg.occupiesSeq() {
 		sp.start = s.rel(sg.seq)
 		sp.end = sp.start + int64(nextseq-sg.seq)
+		if !s.seqSeen {
+			// The first segment sets the highest sequence: before it lies
+			// what was sent before the capture (mid-stream), not a hole.
+			s.seqSeen = true
+			s.hiEnd = min(s.hiEnd, sp.start)
+		}
 		if sp.start < s.hiEnd {
 			sp.below = true
 			top := min(sp.end, s.hiEnd)

@@ -183,12 +183,20 @@ func advice(r *Result) []string {
 				mbps(t.Current), mbps(t.After), t.Rerun))
 		}
 	}
+	// One change gets one prediction: when the tuner has planned the
+	// change it predicts the rate after it (from the sysctls in force,
+	// with the model the analyzer uses), and the diagnosis's own
+	// "predicted:" line would be a second figure for the same change.
+	tunerPredicts := r.Tuning != nil && r.Tuning.After > 0
 	for _, side := range []string{SideServer, SideClient} {
 		cr := r.Captures[side]
 		if cr == nil || cr.Diagnosis == nil {
 			continue
 		}
 		for _, a := range cr.Diagnosis.Advice {
+			if tunerPredicts && strings.HasPrefix(a, "predicted:") {
+				continue
+			}
 			add(a)
 		}
 		if len(cr.Diagnosis.Advice) > 0 {

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/bits"
 	"strings"
 	"time"
 
+	"github.com/wanlab/wanlab/predict"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -288,7 +288,7 @@ func evidenceNotes(ev *Evidence, s *Snapshot, m WindowModel, in PlanInput) []str
 		msg := fmt.Sprintf("%s diagnoses a congestion/loss limit: bigger buffers will not help while packets are lost", src)
 		if ev.Loss > 0 {
 			msg += fmt.Sprintf(" (%.2f%% lost; loss-based algorithms cap a stream near MSS/RTT × 1.22/√p = %s)", 100*ev.Loss,
-				MBps(mathisRate(in.MSS, in.RTT, ev.Loss)))
+				MBps(predict.Mathis(in.MSS, in.RTT, ev.Loss)))
 		}
 		if s.CC != "bbr" && contains(s.AvailableCC, "bbr") {
 			msg += "; net.ipv4.tcp_congestion_control=bbr does not treat random loss as congestion"
@@ -303,15 +303,6 @@ func evidenceNotes(ev *Evidence, s *Snapshot, m WindowModel, in PlanInput) []str
 		notes = append(notes, src+": "+ev.Detail)
 	}
 	return notes
-}
-
-// mathisRate is the Mathis et al. (1997) bound for loss-based congestion
-// control: MSS/RTT × C/√p with C = √(3/2).
-func mathisRate(mss units.Size, rtt time.Duration, p float64) units.Rate {
-	if p <= 0 || rtt <= 0 {
-		return 0
-	}
-	return units.Rate(float64(mss) * 8 / rtt.Seconds() * 1.2247 / math.Sqrt(p))
 }
 
 func contains(list []string, s string) bool {

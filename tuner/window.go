@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/wanlab/wanlab/predict"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -150,19 +151,12 @@ func (m WindowModel) Describe() string {
 }
 
 // RateFor is the throughput a window allows at rtt: at most one window of
-// data per round trip.
-func RateFor(window units.Size, rtt time.Duration) units.Rate {
-	if rtt <= 0 {
-		return 0
-	}
-	return units.Rate(float64(window) * 8 / rtt.Seconds())
-}
+// data per round trip (predict.WindowRate, the model the analyzer uses).
+func RateFor(window units.Size, rtt time.Duration) units.Rate { return predict.WindowRate(window, rtt) }
 
 // WindowFor is the window (bytes in flight) that rate needs at rtt: the
 // bandwidth-delay product.
-func WindowFor(rate units.Rate, rtt time.Duration) units.Size {
-	return units.Size(rate.BytesPerSecond()*rtt.Seconds() + 0.5)
-}
+func WindowFor(rate units.Rate, rtt time.Duration) units.Size { return predict.WindowFor(rate, rtt) }
 
 // Send side. A sender keeps in flight at most what its send buffer holds:
 // sk_wmem_queued (truesize of sent-unacked plus unsent skbs) may not exceed

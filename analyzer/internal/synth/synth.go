@@ -7,6 +7,7 @@ import (
 	"container/heap"
 	"encoding/binary"
 	"io"
+	"math/rand/v2"
 	"time"
 
 	"github.com/gopacket/gopacket"
@@ -34,6 +35,16 @@ type Config struct {
 	ClientISN    uint32        // client's initial sequence number (default 1000)
 	AtSender     bool          // capture next to the sender (server) instead of the receiver
 	Reno         bool          // sender runs Reno congestion control (else only Window/Flight bound it)
+	// CaptureFrom starts the capture this long after the SYN (a capture
+	// started mid-stream: no handshake).
+	CaptureFrom time.Duration
+	// Jitter adds a uniformly random 0..Jitter to each data segment's
+	// one-way delay (netem's "delay D J"; segments may overtake).
+	Jitter time.Duration
+	// LossRate drops this share of first transmissions at random.
+	LossRate float64
+	// Seed seeds Jitter and LossRate (default 1).
+	Seed uint64
 }
 
 // Truth is what the simulation did, for assertions.
@@ -112,13 +123,17 @@ func Write(w io.Writer, cfg Config) (Truth, error) {
 	if err := pw.WriteFileHeader(uint32(cfg.Snaplen), layers.LinkTypeEthernet); err != nil {
 		return Truth{}, err
 	}
-	s := &sim{cfg: cfg, w: pw, frame: make([]byte, 128)}
+	if cfg.Seed == 0 {
+		cfg.Seed = 1
+	}
+	s := &sim{cfg: cfg, w: pw, frame: make([]byte, 128), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed))}
 	s.run()
 	return s.truth, s.err
 }
 
 type sim struct {
 	cfg   Config
+	rng   *rand.Rand
 	w     *pcapgo.Writer
 	err   error
 	truth Truth
@@ -273,7 +288,13 @@ func (s *sim) transmitN(t time.Duration, seq int64, n int, rtx bool) {
 	if first && seq%int64(s.cfg.MSS) == 0 && s.cfg.Drop[segNo] {
 		return
 	}
+	if first && s.cfg.LossRate > 0 && s.rng.Float64() < s.cfg.LossRate {
+		return
+	}
 	arr := dep + tx + s.cfg.OneWay
+	if s.cfg.Jitter > 0 {
+		arr += time.Duration(s.rng.Int64N(int64(s.cfg.Jitter)))
+	}
 	if first && seq%int64(s.cfg.MSS) == 0 && s.cfg.Reorder[segNo] {
 		arr += tx + 5*time.Microsecond // just after its successor
 		s.truth.ReorderedArrive++
@@ -413,6 +434,9 @@ func (s *sim) capture(t time.Duration, fromServer bool, seq, ack uint32, n int, 
 		t = s.lastT
 	}
 	s.lastT = t
+	if t < s.cfg.CaptureFrom {
+		return
+	}
 	b := s.frame[:0]
 	client := [4]byte{10, 0, 0, 2}
 	server := [4]byte{10, 0, 0, 1}

@@ -1,0 +1,34 @@
+package experiment
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/tuner"
+)
+
+// TestOnePredictionPerChange: the tuner's plan and the diagnosis both
+// predict the rate after raising the receive buffer; the advice prints one.
+func TestOnePredictionPerChange(t *testing.T) {
+	dg := &analyzer.Diagnosis{Limit: analyzer.LimitReceiveWindow, Advice: []string{
+		"raise the receive buffer on 10.0.0.2: net.ipv4.tcp_rmem max >= 16777216 bytes",
+		"predicted: a 8 MiB window allows up to 1.92Gbit/s (240 MB/s) at this RTT",
+	}}
+	r := &Result{Captures: map[string]*CaptureResult{SideServer: {Diagnosis: dg}}}
+	if got := advice(r); len(got) != 2 {
+		t.Fatalf("without a plan the diagnosis's prediction stays: %q", got)
+	}
+	r.Tuning = &Tuning{Client: []tuner.Change{{Key: "net.ipv4.tcp_rmem", From: "4096 131072 6291456", To: "4096 131072 16777216"}},
+		Current: 360e6, After: 1.9e9, Rerun: "wanlab experiment --client-sysctl 'net.ipv4.tcp_rmem=4096 131072 16777216'"}
+	got := advice(r)
+	n := 0
+	for _, a := range got {
+		if strings.Contains(a, "predicted:") || strings.Contains(a, "would go from") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d predictions for one change:\n%s", n, strings.Join(got, "\n"))
+	}
+}
