@@ -198,3 +198,22 @@ func TestStatedLengthIsParseIPs(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParseIP is the classifier's per-packet decode.
+func BenchmarkParseIP(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		pkt  []byte
+	}{{"ipv4", ipv4(ProtoTCP, 1460, 0)}, {"ipv6", ipv6(ProtoTCP, nil, 1440)}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(c.pkt)))
+			for range b.N {
+				ip, err := ParseIP(c.pkt)
+				if err != nil || !ip.TransportOK {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
