@@ -61,9 +61,7 @@ func NewSetup(cs *spec.Classes, opt Options) (*Setup, error) {
 	}
 	cfg := Config{R2Q: cs.R2Q, Overhead: opt.Overhead}
 	for _, c := range cs.Classes {
-		h := c.HTB
-		cfg.Classes = append(cfg.Classes, ClassConfig{ID: c.ID, Parent: c.Parent, Rate: h.Rate, Ceil: h.Ceil,
-			Burst: h.Burst, CBurst: h.CBurst, Prio: h.Prio, Quantum: h.Quantum, Limit: h.Limit})
+		cfg.Classes = append(cfg.Classes, ClassConfig{ID: c.ID, Parent: c.Parent, HTBClass: *c.HTB})
 	}
 	tree, err := New[*engine.Packet](cfg, opt.Now)
 	if err != nil {

@@ -78,7 +78,7 @@ func TestReplaceKeepsPackets(t *testing.T) {
 // An idle class sends its burst at once, then its rate: burst 15k lets
 // ten 1500-byte packets leave together.
 func TestBurst(t *testing.T) {
-	tr, err := New[int](Config{Classes: []ClassConfig{{ID: "1:1", Rate: 8 * units.Mbit, Burst: 15000, CBurst: 15000}}}, 0)
+	tr, err := New[int](Config{Classes: []ClassConfig{{ID: "1:1", HTBClass: spec.HTBClass{Rate: 8 * units.Mbit, Burst: 15000, CBurst: 15000}}}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -71,16 +72,12 @@ const DefaultR2Q = 10
 type ClassConfig struct {
 	ID     string // "1:10"
 	Parent string // "" (or the qdisc's "1:") for a root class
-	Rate   units.Rate
-	Ceil   units.Rate // 0: Rate
-	Burst  units.Size // 0: tc's default, rate/1e9 + 1600 bytes
-	CBurst units.Size // 0: ceil/1e9 + 1600 bytes
-	Prio   uint32     // 0..7
-	// Quantum is the leaf's share of spare rate per round; 0 derives it
-	// as the kernel does: rate in bytes/s / R2Q, clamped to 1000..200000.
-	Quantum units.Size
-	// Limit is a leaf's queue limit in packets (0: DefaultLimit).
-	Limit int
+	// HTBClass is the class's parameters, spec's one definition of them:
+	// Rate, Ceil (0: Rate), Burst and CBurst (0: tc's default,
+	// rate/1e9 + 1600 bytes), Prio (0..7), Quantum (0: the kernel's rate
+	// in bytes/s / R2Q, clamped to 1000..200000), Limit (a leaf's queue
+	// in packets, 0: DefaultLimit).
+	spec.HTBClass
 }
 
 // Config is a whole tree.

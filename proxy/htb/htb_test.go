@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -122,10 +123,10 @@ func seedTree(ceil units.Rate, r2q uint32) Config {
 		if ceil > r {
 			cc = ceil
 		}
-		return ClassConfig{ID: id, Parent: "1:1", Rate: r, Ceil: cc}
+		return ClassConfig{ID: id, Parent: "1:1", HTBClass: spec.HTBClass{Rate: r, Ceil: cc}}
 	}
 	return Config{R2Q: r2q, Classes: []ClassConfig{
-		{ID: "1:1", Parent: "1:", Rate: 100 * units.Mbit, Ceil: 100 * units.Mbit},
+		{ID: "1:1", Parent: "1:", HTBClass: spec.HTBClass{Rate: 100 * units.Mbit, Ceil: 100 * units.Mbit}},
 		c("1:2", 20*units.Mbit), c("1:3", 50*units.Mbit), c("1:4", 20*units.Mbit),
 	}}
 }
@@ -237,11 +238,11 @@ func TestComeBack(t *testing.T) {
 func TestThreeLevels(t *testing.T) {
 	M := units.Mbit
 	cfg := Config{R2Q: 200, Classes: []ClassConfig{
-		{ID: "1:1", Rate: 100 * M},
-		{ID: "1:10", Parent: "1:1", Rate: 60 * M, Ceil: 100 * M},
-		{ID: "1:11", Parent: "1:10", Rate: 20 * M, Ceil: 100 * M},
-		{ID: "1:12", Parent: "1:10", Rate: 20 * M, Ceil: 100 * M},
-		{ID: "1:20", Parent: "1:1", Rate: 40 * M, Ceil: 40 * M},
+		{ID: "1:1", HTBClass: spec.HTBClass{Rate: 100 * M}},
+		{ID: "1:10", Parent: "1:1", HTBClass: spec.HTBClass{Rate: 60 * M, Ceil: 100 * M}},
+		{ID: "1:11", Parent: "1:10", HTBClass: spec.HTBClass{Rate: 20 * M, Ceil: 100 * M}},
+		{ID: "1:12", Parent: "1:10", HTBClass: spec.HTBClass{Rate: 20 * M, Ceil: 100 * M}},
+		{ID: "1:20", Parent: "1:1", HTBClass: spec.HTBClass{Rate: 40 * M, Ceil: 40 * M}},
 	}}
 	r := run(t, cfg, []flow{greedy("1:11"), greedy("1:12"), greedy("1:20")}, 3*sec, sec, 10e6)
 	within(t, "1:20", r.bps["1:20"], 40*mbit, 0.01)
@@ -269,12 +270,12 @@ func TestUnderRateFlowGetsAll(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	M := units.Mbit
 	for name, cfg := range map[string]Config{
-		"class 1:2: parent 1:9: no such class":   {Classes: []ClassConfig{{ID: "1:1", Rate: M}, {ID: "1:2", Parent: "1:9", Rate: M}}},
-		"class 1:1: ceil 1mbit below rate 2mbit": {Classes: []ClassConfig{{ID: "1:1", Rate: 2 * M, Ceil: M}}},
-		"class 1:1: defined twice":               {Classes: []ClassConfig{{ID: "1:1", Rate: M}, {ID: "1:01", Rate: M}}},
-		"class id \"x\"":                         {Classes: []ClassConfig{{ID: "x", Rate: M}}},
-		"class 1:1: prio 8":                      {Classes: []ClassConfig{{ID: "1:1", Rate: M, Prio: 8}}},
-		"is its own ancestor":                    {Classes: []ClassConfig{{ID: "1:1", Parent: "1:2", Rate: M}, {ID: "1:2", Parent: "1:1", Rate: M}}},
+		"class 1:2: parent 1:9: no such class":   {Classes: []ClassConfig{{ID: "1:1", HTBClass: spec.HTBClass{Rate: M}}, {ID: "1:2", Parent: "1:9", HTBClass: spec.HTBClass{Rate: M}}}},
+		"class 1:1: ceil 1mbit below rate 2mbit": {Classes: []ClassConfig{{ID: "1:1", HTBClass: spec.HTBClass{Rate: 2 * M, Ceil: M}}}},
+		"class 1:1: defined twice":               {Classes: []ClassConfig{{ID: "1:1", HTBClass: spec.HTBClass{Rate: M}}, {ID: "1:01", HTBClass: spec.HTBClass{Rate: M}}}},
+		"class id \"x\"":                         {Classes: []ClassConfig{{ID: "x", HTBClass: spec.HTBClass{Rate: M}}}},
+		"class 1:1: prio 8":                      {Classes: []ClassConfig{{ID: "1:1", HTBClass: spec.HTBClass{Rate: M, Prio: 8}}}},
+		"is its own ancestor":                    {Classes: []ClassConfig{{ID: "1:1", Parent: "1:2", HTBClass: spec.HTBClass{Rate: M}}, {ID: "1:2", Parent: "1:1", HTBClass: spec.HTBClass{Rate: M}}}},
 	} {
 		_, err := New[int](cfg, 0)
 		if err == nil || !contains(err.Error(), name) {
