@@ -378,3 +378,37 @@ func (n *netemStage) head() (*Packet, bool) {
 // earliest: a packet may leave netem at once (reorder, jitter down to
 // zero), so the entry time is the only safe bound.
 func (n *netemStage) earliest(t int64, _ int) int64 { return t }
+
+func init() {
+	registerStage("netem", stageKind{
+		build: func(st spec.Stage, seed uint64, now int64, _ *Pipeline) stage {
+			n := st.(*spec.Netem)
+			if n.HasSeed {
+				seed = n.Seed
+			}
+			return newNetem(n, seed, now)
+		},
+		expect: expectNetem,
+	})
+}
+
+// expectNetem is a netem stage's share of Simulate's prediction.
+func expectNetem(stage spec.Stage, e *Expected, pass, variance *float64) {
+	st := stage.(*spec.Netem)
+	*pass *= 1 - StationaryLoss(st.Loss)
+	mean, std := tableMoments(st.Dist)
+	e.DelayMeanMs += (float64(st.Latency) + float64(st.Jitter)*mean) / 1e6
+	if st.Jitter != 0 {
+		*variance += math.Pow(float64(st.Jitter)*std/1e6, 2)
+	}
+	e.DuplicatePercent = 100 - (100-e.DuplicatePercent)*(1-CorrelatedProbability(st.Duplicate.Prob(), st.DuplicateCorr.Prob()))
+	e.CorruptPercent = 100 - (100-e.CorruptPercent)*(1-CorrelatedProbability(st.Corrupt.Prob(), st.CorruptCorr.Prob()))
+	reorder := st.Reorder.Prob()
+	if st.Latency > 0 {
+		reorder = ReorderedShare(reorder, st.ReorderCorr.Prob(), st.Gap)
+	}
+	e.ReorderPercent = 100 - (100-e.ReorderPercent)*(1-reorder)
+	if st.Rate != 0 {
+		e.BottleneckBps = minRate(e.BottleneckBps, float64(st.Rate))
+	}
+}

@@ -203,21 +203,11 @@ func (pl *Pipeline) build(cl *class, s *spec.Spec, now int64) (*chain, error) {
 	pl.generation++
 	for i, st := range s.Stages {
 		seed := mix(pl.opt.Seed, uint64(cl.index), uint64(i), pl.generation)
-		switch st := st.(type) {
-		case *spec.Netem:
-			if st.HasSeed {
-				seed = st.Seed
-			}
-			c.stages = append(c.stages, newNetem(st, seed, now))
-		case *spec.TBF:
-			var clock *realClock
-			if pl.opt.RealClock {
-				clock = &pl.clock
-			}
-			c.stages = append(c.stages, newTBF(st, clock))
-		default:
+		k, ok := stageKinds[st.Kind()]
+		if !ok {
 			return nil, fmt.Errorf("%w: stage %d: unknown kind %q", ErrBadSpec, i+1, st.Kind())
 		}
+		c.stages = append(c.stages, k.build(st, seed, now, pl))
 	}
 	return c, nil
 }

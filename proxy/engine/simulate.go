@@ -337,30 +337,8 @@ func expected(s *spec.Spec, offeredBps float64) Expected {
 	pass := 1.0
 	var variance float64
 	for _, st := range s.Stages {
-		switch st := st.(type) {
-		case *spec.Netem:
-			pass *= 1 - StationaryLoss(st.Loss)
-			mean, std := tableMoments(st.Dist)
-			e.DelayMeanMs += (float64(st.Latency) + float64(st.Jitter)*mean) / 1e6
-			if st.Jitter != 0 {
-				variance += math.Pow(float64(st.Jitter)*std/1e6, 2)
-			}
-			e.DuplicatePercent = 100 - (100-e.DuplicatePercent)*(1-CorrelatedProbability(st.Duplicate.Prob(), st.DuplicateCorr.Prob()))
-			e.CorruptPercent = 100 - (100-e.CorruptPercent)*(1-CorrelatedProbability(st.Corrupt.Prob(), st.CorruptCorr.Prob()))
-			reorder := st.Reorder.Prob()
-			if st.Latency > 0 {
-				reorder = ReorderedShare(reorder, st.ReorderCorr.Prob(), st.Gap)
-			}
-			e.ReorderPercent = 100 - (100-e.ReorderPercent)*(1-reorder)
-			if st.Rate != 0 {
-				e.BottleneckBps = minRate(e.BottleneckBps, float64(st.Rate))
-			}
-		case *spec.TBF:
-			e.BottleneckBps = minRate(e.BottleneckBps, float64(st.Rate))
-			e.QueueDelayMaxMs += float64(st.Limit) * 8 / float64(st.Rate) * 1e3
-			if st.PeakRate != 0 {
-				e.BottleneckBps = minRate(e.BottleneckBps, float64(st.PeakRate))
-			}
+		if k, ok := stageKinds[st.Kind()]; ok && k.expect != nil {
+			k.expect(st, &e, &pass, &variance)
 		}
 	}
 	e.RateBps = offeredBps * pass

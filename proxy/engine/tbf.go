@@ -316,3 +316,26 @@ func (t *tbfStage) earliest(at int64, size int) int64 {
 	}
 	return d
 }
+
+func init() {
+	registerStage("tbf", stageKind{
+		build: func(st spec.Stage, _ uint64, _ int64, pl *Pipeline) stage {
+			var clock *realClock
+			if pl.opt.RealClock {
+				clock = &pl.clock
+			}
+			return newTBF(st.(*spec.TBF), clock)
+		},
+		expect: expectTBF,
+	})
+}
+
+// expectTBF is a tbf stage's share of Simulate's prediction.
+func expectTBF(stage spec.Stage, e *Expected, _, _ *float64) {
+	st := stage.(*spec.TBF)
+	e.BottleneckBps = minRate(e.BottleneckBps, float64(st.Rate))
+	e.QueueDelayMaxMs += float64(st.Limit) * 8 / float64(st.Rate) * 1e3
+	if st.PeakRate != 0 {
+		e.BottleneckBps = minRate(e.BottleneckBps, float64(st.PeakRate))
+	}
+}

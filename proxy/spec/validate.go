@@ -18,22 +18,9 @@ func (s *Spec) Validate() error {
 	}
 	for i, st := range s.Stages {
 		var err error
-		switch st := st.(type) {
-		case *Netem:
-			if st == nil {
-				err = &ParseError{Token: "netem", Msg: "netem stage is nil"}
-				break
-			}
-			if err = validateNetemValues(st); err == nil {
-				err = checkNetem(st, token{text: "netem"}, netemPositions{})
-			}
-		case *TBF:
-			if st == nil {
-				err = &ParseError{Token: "tbf", Msg: "tbf stage is nil"}
-				break
-			}
-			err = checkTBF(st, token{text: "tbf"}, nil)
-		default:
+		if v, ok := st.(interface{ validate() error }); ok {
+			err = v.validate()
+		} else {
 			err = &ParseError{Msg: fmt.Sprintf("unknown stage type %T", st)}
 		}
 		if err != nil {
@@ -42,6 +29,25 @@ func (s *Spec) Validate() error {
 		}
 	}
 	return nil
+}
+
+// validate is Validate for one netem stage.
+func (n *Netem) validate() error {
+	if n == nil {
+		return &ParseError{Token: "netem", Msg: "netem stage is nil"}
+	}
+	if err := validateNetemValues(n); err != nil {
+		return err
+	}
+	return checkNetem(n, token{text: "netem"}, netemPositions{})
+}
+
+// validate is Validate for one tbf stage.
+func (t *TBF) validate() error {
+	if t == nil {
+		return &ParseError{Token: "tbf", Msg: "tbf stage is nil"}
+	}
+	return checkTBF(t, token{text: "tbf"}, nil)
 }
 
 // checkNetem applies q_netem.c's checks after its argument loop. at holds
