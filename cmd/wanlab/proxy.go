@@ -214,6 +214,8 @@ func runProxy(cc *cli.Context) error {
 		return proxyError(err)
 	}
 	closers = append(closers, p.Close)
+	// What it starts with, taken before the control API can change it.
+	specs, warnings := p.Specs(), p.Warnings()
 
 	l, err := control.Listen(addr, acc)
 	if err != nil {
@@ -242,8 +244,6 @@ func runProxy(cc *cli.Context) error {
 	tuns := p.TUNs()
 	fmt.Fprintf(w, "wanlab proxy: %s <-> %s through %s, %s (%s backend), seed %d\n",
 		cfg.Ifaces[0], cfg.Ifaces[1], tuns[0], tuns[1], cfg.Backend, p.Seed())
-	specs := p.Specs()
-	warnings := p.Warnings()
 	for _, iface := range cfg.Ifaces {
 		s := specs[iface]
 		if s == "" {
