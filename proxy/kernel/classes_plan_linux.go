@@ -96,15 +96,7 @@ func planClasses(clock Clock, cs *spec.Classes) (*classPlan, error) {
 		}
 		parent, _ := parseHandle(c.ID)
 		for i, st := range c.Spec.Stages {
-			var opt []byte
-			switch st := st.(type) {
-			case *spec.Netem:
-				if err = CheckNetem(st); err == nil {
-					opt, err = EncodeNetem(st)
-				}
-			case *spec.TBF:
-				opt, err = clock.EncodeTBF(st)
-			}
+			opt, err := encodeStage(clock, st)
 			if err != nil {
 				return nil, fmt.Errorf("class %s: leaf stage %d: %w", c.ID, i+1, err)
 			}

@@ -98,7 +98,7 @@ func chain(tree []qdisc) ([]qdisc, error) {
 	}
 	var out []qdisc
 	for cur := r; ; {
-		if cur.Kind != "netem" && cur.Kind != "tbf" {
+		if !isStageKind(cur.Kind) {
 			return nil, fmt.Errorf("%s is not a netem/tbf chain", cur)
 		}
 		out = append(out, cur)
@@ -162,17 +162,7 @@ func Apply(t Target, s *spec.Spec) error {
 	clock, _ := ReadClock("/proc/net/psched")
 	stages := make([]qdisc, len(s.Stages))
 	for i, st := range s.Stages {
-		var opt []byte
-		switch st := st.(type) {
-		case *spec.Netem:
-			if err = CheckNetem(st); err == nil {
-				opt, err = EncodeNetem(st)
-			}
-		case *spec.TBF:
-			opt, err = clock.EncodeTBF(st)
-		default:
-			err = fmt.Errorf("stage %d: unknown kind %q", i+1, st.Kind())
-		}
+		opt, err := encodeStage(clock, st)
 		if err != nil {
 			return err
 		}
@@ -341,13 +331,7 @@ func Show(t Target) (string, error) {
 func decodeChain(clock Clock, ch []qdisc) (string, error) {
 	s := &spec.Spec{}
 	for _, q := range ch {
-		var st spec.Stage
-		var err error
-		if q.Kind == "netem" {
-			st, err = DecodeNetem(q.Options)
-		} else {
-			st, err = clock.DecodeTBF(q.Options)
-		}
+		st, err := decodeStage(clock, q.Kind, q.Options)
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", q, err)
 		}
@@ -428,13 +412,7 @@ func reencoded(clock Clock, tree []qdisc, rec *record) []qdisc {
 	}
 	opts := map[uint32][]byte{}
 	for i, st := range sp.Stages {
-		var o []byte
-		switch st := st.(type) {
-		case *spec.Netem:
-			o, err = EncodeNetem(st)
-		case *spec.TBF:
-			o, err = clock.EncodeTBF(st)
-		}
+		o, err := encodeStage(clock, st)
 		if err != nil || o == nil {
 			return tree
 		}

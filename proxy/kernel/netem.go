@@ -350,3 +350,18 @@ func withoutTables(n *spec.Netem) *spec.Netem {
 	}
 	return &c
 }
+
+func init() {
+	registerCodec("netem", stageCodec{
+		// Apply refuses a stage the kernel would keep only in part
+		// (CheckNetem) before encoding it.
+		encode: func(_ Clock, st spec.Stage) ([]byte, error) {
+			n := st.(*spec.Netem)
+			if err := CheckNetem(n); err != nil {
+				return nil, err
+			}
+			return EncodeNetem(n)
+		},
+		decode: func(_ Clock, b []byte) (spec.Stage, error) { return DecodeNetem(b) },
+	})
+}

@@ -322,3 +322,10 @@ func (c Clock) snapSize(rs ratespec, rate64 uint64, ticks uint32) units.Size {
 	span := min(int64(float64(rate)*64/1e9)+64, 4096)
 	return nicestSize(guess, span, func(s int64) bool { return k.psTicks(uint32(s)) == ticks })
 }
+
+func init() {
+	registerCodec("tbf", stageCodec{
+		encode: func(c Clock, st spec.Stage) ([]byte, error) { return c.EncodeTBF(st.(*spec.TBF)) },
+		decode: func(c Clock, b []byte) (spec.Stage, error) { return c.DecodeTBF(b) },
+	})
+}
