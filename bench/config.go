@@ -26,7 +26,7 @@ type Config struct {
 	// reference VM (lab/vm): VMAuto where the host's kernel has no netem,
 	// VMOn always, VMOff never.
 	KernelVM VMMode
-	// VMBinary is the static wanlab executable the VM runs; empty means
+	// VMBinary is the wanlab executable the VM runs; empty means
 	// this process's own.
 	VMBinary string
 	// ProxyExec, when set, runs the proxy as a child process, this

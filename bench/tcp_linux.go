@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -240,6 +241,22 @@ func udpRoundTrips(ctx context.Context, l *lab.Lab, count int) ([]float64, error
 	rtts := make([]float64, 0, count)
 	req := make([]byte, 32)
 	resp := make([]byte, 2048)
+	// A warm-up exchange, not timed, resent until answered: the first
+	// datagram of a fresh lab can be lost while the neighbours resolve.
+	binary.LittleEndian.PutUint64(req, math.MaxUint64)
+	for try := 0; ; try++ {
+		if _, err := cl.Write(req); err != nil {
+			return nil, fmt.Errorf("rr warm-up: %w", err)
+		}
+		_ = cl.SetReadDeadline(time.Now().Add(time.Second))
+		n, err := cl.Read(resp)
+		if err == nil && n == len(req) && binary.LittleEndian.Uint64(resp) == math.MaxUint64 {
+			break
+		}
+		if try == 4 || ctx.Err() != nil {
+			return nil, fmt.Errorf("rr warm-up: no answer to 5 requests: %v", err)
+		}
+	}
 	for i := 0; i < count && ctx.Err() == nil; i++ {
 		binary.LittleEndian.PutUint64(req, uint64(i))
 		t0 := time.Now()

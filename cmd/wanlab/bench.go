@@ -67,7 +67,7 @@ func init() {
 					"The client's traffic toward the server is routed through the VM, which impairs it on its egress;\n" +
 					"the path is named kernel-vm/tcg (emulation) or kernel-vm/kvm. Its own delay, measured with the\n" +
 					"empty spec, is printed as its timing noise and subtracted from its delay rows. This wanlab binary\n" +
-					"runs inside the VM, so it must be static (CGO_ENABLED=0).",
+					"runs inside the VM (best built static, CGO_ENABLED=0).",
 				Flags: []cli.Flag{quick, realtime, &cli.StringFlag{Name: "specs", Usage: "measure the specs in `FILE` (one per line, # comments) instead of the grid"},
 					&cli.BoolFlag{Name: "kernel", Usage: "add the reference VM's kernel where this host's kernel lacks netem"},
 					&cli.StringFlag{Name: "kernel-vm", Value: "auto", Usage: "with --kernel: run the kernel path in the VM `auto` (where the host has no netem), on or off"},

@@ -22,7 +22,7 @@ func init() {
 		cache,
 		&cli.IntFlag{Name: "mem", Value: 256, Usage: "guest memory in `MB`"},
 		&cli.StringFlag{Name: "accel", Value: "auto", Usage: "auto (KVM when a probe boot works), kvm or tcg"},
-		&cli.StringFlag{Name: "binary", Usage: "static wanlab `FILE` to run inside (default: this one)", Hidden: true},
+		&cli.StringFlag{Name: "binary", Usage: "wanlab `FILE` to run inside (default: this one)", Hidden: true},
 	}
 	register(&cli.Command{
 		Name:  "vm",
@@ -38,8 +38,9 @@ func init() {
 			"apt-get download into /var/cache/wanlab/vm, unpacks it and builds an initramfs of\n" +
 			"busybox-static, iproute2's ip and tc and the qdisc modules; nothing is installed\n" +
 			"into /boot. It is the only command that downloads anything.\n\n" +
-			"run boots that kernel in qemu-system-x86 with this wanlab binary inside (it must be\n" +
-			"static: CGO_ENABLED=0), runs COMMAND there with wanlab on its PATH, prints its\n" +
+			"run boots that kernel in qemu-system-x86 with this wanlab binary inside (best built\n" +
+			"static, CGO_ENABLED=0; a dynamic one takes this host's shared libraries along), runs\n" +
+			"COMMAND there with wanlab on its PATH, prints its\n" +
 			"output and exits with its exit code. The guest's eth0 is a virtio-net NIC on a TAP\n" +
 			"named NAME in the namespace NS (which you create and configure), or connected to\n" +
 			"nothing. KVM is used when a probe boot under it works, emulation otherwise.\n" +

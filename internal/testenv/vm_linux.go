@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/wanlab/wanlab/lab/vm"
 )
@@ -31,6 +32,14 @@ func StaticWanlab(t testing.TB) string {
 			return
 		}
 		root := filepath.Dir(strings.TrimSpace(string(gomod)))
+		// Each test process builds its own; those of processes long
+		// gone (no test runs for an hour) are removed here.
+		old, _ := filepath.Glob(filepath.Join(os.TempDir(), "wanlab-static-*"))
+		for _, d := range old {
+			if st, err := os.Stat(d); err == nil && time.Since(st.ModTime()) > time.Hour {
+				os.RemoveAll(d)
+			}
+		}
 		dir, err := os.MkdirTemp("", "wanlab-static-")
 		if err != nil {
 			s.err = err

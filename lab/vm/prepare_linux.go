@@ -275,6 +275,15 @@ func sharedLibs(files ...string) ([]string, error) {
 	return out, nil
 }
 
+// libPath is where the initramfs holds the host library l: the loader at
+// its own path, every other library in the one directory ld.so searches.
+func libPath(l string) string {
+	if strings.HasPrefix(l, "/lib64/") {
+		return strings.TrimPrefix(l, "/")
+	}
+	return "lib/x86_64-linux-gnu/" + path.Base(l)
+}
+
 // moduleOrder returns the module files (relative to the modules dir) to
 // insmod for want, dependencies first. The package ships no modules.dep
 // (depmod makes it on install), so dependencies are read from each
@@ -415,11 +424,7 @@ func buildInitramfs(kdir, release, out string) ([]string, error) {
 	a.copyFile("/usr/sbin/tc", "usr/sbin/tc", 0o755)
 	a.copyFile("/usr/sbin/ip", "usr/sbin/ip", 0o755)
 	for _, l := range libs {
-		dst := "lib/x86_64-linux-gnu/" + path.Base(l)
-		if strings.HasPrefix(l, "/lib64/") {
-			dst = strings.TrimPrefix(l, "/")
-		}
-		a.copyFile(l, dst, 0o755)
+		a.copyFile(l, libPath(l), 0o755)
 	}
 	for _, d := range []string{"/usr/lib/x86_64-linux-gnu/tc", "/usr/lib/tc"} {
 		dists, _ := filepath.Glob(filepath.Join(d, "*.dist"))

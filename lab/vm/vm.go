@@ -98,8 +98,10 @@ func LoadPrepared(cacheDir string) (*Prepared, error) {
 type Config struct {
 	// CacheDir is where Prepare put the kernel; empty means DefaultCacheDir.
 	CacheDir string
-	// Binary is the static wanlab executable run as the agent inside;
-	// empty means this process's own executable.
+	// Binary is the wanlab executable run as the agent inside; empty
+	// means this process's own executable. Build it static
+	// (CGO_ENABLED=0); a dynamically linked one is given its shared
+	// libraries from this host.
 	Binary string
 	// MemoryMB is the guest's RAM; 0 means 256.
 	MemoryMB int

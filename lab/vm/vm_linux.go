@@ -84,10 +84,8 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 			return nil, fmt.Errorf("vm: own executable: %w", err)
 		}
 	}
-	if interp, err := elfInterp(bin); err != nil {
+	if _, err := elfInterp(bin); err != nil {
 		return nil, fmt.Errorf("vm: wanlab binary: %w", err)
-	} else if interp != "" {
-		return nil, fmt.Errorf("vm: wanlab binary %s is dynamically linked (%s): build it with CGO_ENABLED=0", bin, interp)
 	}
 	if _, err := exec.LookPath(qemuBinary); err != nil {
 		return nil, fmt.Errorf("vm: %s not found: install Debian's qemu-system-x86", qemuBinary)
@@ -305,8 +303,18 @@ func (v *VM) consoleTail() string {
 }
 
 // bootInitramfs writes the prepared initramfs followed by a second cpio
-// archive holding bin as /bin/wanlab.
+// archive holding bin as /bin/wanlab and, when bin is dynamically linked,
+// the shared libraries it needs from this host (a static build, with
+// CGO_ENABLED=0, needs none and does not depend on the host's libc).
 func bootInitramfs(base, bin, out string) error {
+	var libs []string
+	if interp, err := elfInterp(bin); err != nil {
+		return err
+	} else if interp != "" {
+		if libs, err = sharedLibs(bin); err != nil {
+			return err
+		}
+	}
 	f, err := os.Create(out)
 	if err != nil {
 		return err
@@ -329,9 +337,15 @@ func bootInitramfs(base, bin, out string) error {
 	if err != nil {
 		return err
 	}
-	c := &cpioWriter{w: f}
-	c.file("bin/wanlab", 0o755, b)
-	if err := c.close(); err != nil {
+	a := &archive{c: cpioWriter{w: f}, dirs: map[string]bool{"": true, ".": true, "bin": true}}
+	a.file("bin/wanlab", 0o755, b)
+	for _, l := range libs {
+		a.copyFile(l, libPath(l), 0o755)
+	}
+	if a.err != nil {
+		return a.err
+	}
+	if err := a.c.close(); err != nil {
 		return err
 	}
 	return f.Close()

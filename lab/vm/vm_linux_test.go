@@ -3,6 +3,7 @@ package vm_test
 import (
 	"bufio"
 	"context"
+	"debug/elf"
 	"fmt"
 	"net"
 	"net/netip"
@@ -30,7 +31,10 @@ func TestBootRunTap(t *testing.T) {
 	ns, h := testenv.NetNS(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	v := testenv.VM(t, ctx, vm.Config{Netns: ns, NICs: []vm.NIC{{Tap: "wlvm0", Addr: mustPrefix("10.203.0.2/24")}}})
+	// A default (cgo, dynamically linked) build, which boots with this
+	// host's shared libraries; the other VM tests use static builds.
+	v := testenv.VM(t, ctx, vm.Config{Binary: defaultBuild(t), Netns: ns,
+		NICs: []vm.NIC{{Tap: "wlvm0", Addr: mustPrefix("10.203.0.2/24")}}})
 	if !strings.HasPrefix(v.Hello.Release, "6.1.0-") || !contains(v.Hello.Qdiscs, "netem") || !contains(v.Hello.Qdiscs, "fq_codel") {
 		t.Errorf("hello %+v: want a 6.1 kernel with netem and fq_codel", v.Hello)
 	}
@@ -177,6 +181,27 @@ func TestHelperVMOwner(t *testing.T) {
 	}
 	fmt.Printf("VM %s QEMU %d\n", v.StateDir(), v.QemuPID())
 	select {}
+}
+
+// defaultBuild builds cmd/wanlab as "go build" does by default.
+func defaultBuild(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "wanlab")
+	cmd := exec.Command("go", "build", "-o", out, "github.com/wanlab/wanlab/cmd/wanlab")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, b)
+	}
+	if f, err := elf.Open(out); err == nil {
+		dynamic := false
+		for _, p := range f.Progs {
+			dynamic = dynamic || p.Type == elf.PT_INTERP
+		}
+		f.Close()
+		if !dynamic {
+			t.Log("the default build is static here (no cgo): the dynamic case is not exercised")
+		}
+	}
+	return out
 }
 
 func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
