@@ -365,7 +365,7 @@ func (a *Analyzer) decodeFrame(link decode.LinkType, data []byte, wireLen int, p
 // at ns.
 func (a *Analyzer) packet(p *decode.Packet, ns int64, frame int) {
 	t := a.clock(ns)
-	if a.dups.duplicate(p, ns) {
+	if p.IPID != 0 && a.dups.duplicate(p, ns) {
 		a.res.DuplicateFrames++
 		return
 	}

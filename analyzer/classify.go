@@ -37,7 +37,10 @@ func classify(fs, rs *seqState, sg *segment, irtt int64) PacketFlags {
 		fl |= AckedUnseen
 		rs.maxSeqToBeAcked = rs.nextseq
 	}
-	return fl | classifyResend(fs, rs, sg, fl, irtt)
+	if sg.occupiesSeq() && fs.nextseqValid && seqLT(sg.seq, fs.nextseq) && fl&KeepAlive == 0 {
+		fl |= classifyResend(fs, rs, sg, irtt)
+	}
+	return fl
 }
 
 // classifyWindow runs Wireshark's checks from the zero-window probe to the
@@ -90,14 +93,12 @@ func classifyWindow(fs, rs *seqState, sg *segment) PacketFlags {
 	return fl
 }
 
-// classifyResend labels a segment below the next expected sequence number:
-// fast retransmission, spurious retransmission, out-of-order or
-// retransmission, in Wireshark's order of tests.
-func classifyResend(fs, rs *seqState, sg *segment, fl PacketFlags, irtt int64) PacketFlags {
+// classifyResend labels a segment (not a keep-alive) that takes sequence
+// space below the next expected sequence number: fast retransmission,
+// spurious retransmission, out-of-order or retransmission, in Wireshark's
+// order of tests.
+func classifyResend(fs, rs *seqState, sg *segment, irtt int64) PacketFlags {
 	seq, seglen, t := sg.seq, sg.len, sg.t
-	if !sg.occupiesSeq() || !fs.nextseqValid || !seqLT(seq, fs.nextseq) || fl&KeepAlive != 0 {
-		return 0
-	}
 	oooThresh := int64(3 * time.Millisecond)
 	if irtt != 0 {
 		oooThresh = irtt

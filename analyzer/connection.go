@@ -257,10 +257,12 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 	setBases(fs, rs, &sg)
 
 	fl := classify(fs, rs, &sg, c.firstRTT)
-	fwd.countFlags(fl, sg.len)
+	if fl != 0 {
+		fwd.countFlags(fl, sg.len)
+	}
 
 	span := fs.sent(&sg, fl)
-	if sg.len > 0 && fl&(KeepAlive|ZeroWindowProbe) == 0 {
+	if span.below && sg.len > 0 && fl&(KeepAlive|ZeroWindowProbe) == 0 {
 		fwd.countResent(span)
 	}
 	if sg.occupiesSeq() {
@@ -477,7 +479,8 @@ func (d *dirAnalysis) ackArrived(a *Analyzer, p *decode.Packet, sg *segment, fl 
 		b := p.SACK[i]
 		ser.recordSACK(d.st.rel(b.Left), d.st.rel(b.Right))
 	}
-	s, kind := d.acked(relAck, t)
+	var s ackResult
+	kind := d.acked(relAck, t, &s)
 	if s.matched {
 		info.AckRTT = time.Duration(t - s.sent)
 		switch kind {

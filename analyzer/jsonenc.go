@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/netip"
 	"reflect"
 	"strconv"
 	"strings"
@@ -36,6 +37,18 @@ func appendConnectionJSON(b []byte, c *Connection) ([]byte, error) {
 var textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
 
 func encoderFor(t reflect.Type) jsonEncoder {
+	if t == reflect.TypeFor[netip.AddrPort]() {
+		// MarshalText without its allocation.
+		return func(b []byte, p unsafe.Pointer) ([]byte, error) {
+			ap := (*netip.AddrPort)(p)
+			var tmp [64]byte
+			txt := tmp[:0]
+			if ap.IsValid() {
+				txt = ap.AppendTo(txt)
+			}
+			return appendJSONString(b, unsafe.String(unsafe.SliceData(txt), len(txt))), nil
+		}
+	}
 	if t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(textMarshalerType) {
 		return func(b []byte, p unsafe.Pointer) ([]byte, error) {
 			m := reflect.NewAt(t, p).Interface().(encoding.TextMarshaler)
@@ -192,6 +205,9 @@ func isEmptyJSON(k reflect.Kind, p unsafe.Pointer) bool {
 func appendJSONFloat(b []byte, f float64) ([]byte, error) {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return b, &json.UnsupportedValueError{Str: strconv.FormatFloat(f, 'g', -1, 64)}
+	}
+	if f == 0 && !math.Signbit(f) {
+		return append(b, '0'), nil // most fields of a short connection
 	}
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {

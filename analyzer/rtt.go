@@ -31,26 +31,27 @@ const (
 	ackPostLoss                 // sent before a retransmission the ACK waited for
 )
 
-// acked applies a cumulative ACK (relative sequence relAck) at time t.
-// When a segment ends exactly at the ACK (r.matched), kind says whether
+// acked applies a cumulative ACK (relative sequence relAck) at time t,
+// describing it in r. When a segment ends exactly at the ACK (r.matched),
+// the kind returned says whether
 // its delay t-r.sent is a sample: the delay of a segment sent before a
 // later retransmission includes loss recovery (tcptrace's "post-loss
 // acks").
-func (s *rttSampler) acked(relAck, t int64) (r ackResult, kind ackKind) {
+func (s *rttSampler) acked(relAck, t int64, r *ackResult) ackKind {
 	had := s.q.len()
-	r = s.q.ack(relAck)
+	s.q.ack(relAck, r)
 	if !r.matched || r.retrans {
-		return r, ackAmbiguous
+		return ackAmbiguous
 	}
 	if r.sent < s.lastRetrans {
-		return r, ackPostLoss
+		return ackPostLoss
 	}
 	us := uint64((t - r.sent) / 1000)
 	s.rtt.add(us)
 	if r.empty && had == 1 && r.acked == 1 {
 		s.lone.add(us)
 	}
-	return r, ackKarn
+	return ackKarn
 }
 
 // timestampEchoed takes a timestamp RTT sample from an ACK echoing tsecr

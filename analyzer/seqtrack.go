@@ -136,7 +136,7 @@ type seqSpan struct {
 	start, end int64
 	newBytes   int64
 	// resent: bytes of sequence space the capture had already seen sent
-	// (whatever Wireshark calls the segment). filledGap: the segment
+	// (whatever Wireshark calls the segment). filledGap: the segment only
 	// filled space the capture saw skipped, and not as a reordering.
 	resent    int64
 	filledGap bool
@@ -165,7 +165,6 @@ func (s *seqState) sent(sg *segment, fl PacketFlags) seqSpan {
 			top := min(sp.end, s.hiEnd)
 			sp.newBytes = s.fillHoles(sp.start, top)
 			sp.resent = top - sp.start - sp.newBytes
-			sp.filledGap = sp.newBytes > 0 && fl&OutOfOrder == 0
 		}
 		if sp.end > s.hiEnd {
 			if sp.start > s.hiEnd {
@@ -178,6 +177,9 @@ func (s *seqState) sent(sg *segment, fl PacketFlags) seqSpan {
 			sp.newBytes = min(sp.newBytes, int64(sg.len))
 			sp.resent = min(sp.resent, int64(sg.len))
 		}
+		// A segment that re-sends data and fills a gap counts once, as a
+		// re-send.
+		sp.filledGap = sp.below && sp.newBytes > 0 && sp.resent == 0 && fl&OutOfOrder == 0
 	}
 	if fl&ZeroWindowProbe != 0 {
 		return sp

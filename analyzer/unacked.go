@@ -122,20 +122,21 @@ type ackResult struct {
 	empty   bool  // nothing is outstanding afterwards
 }
 
-// ack applies a cumulative acknowledgement up to ack.
-func (q *unackedQueue) ack(ack int64) ackResult {
-	var r ackResult
+// ack applies a cumulative acknowledgement up to ack, describing it in r.
+func (q *unackedQueue) ack(ack int64, r *ackResult) {
+	*r = ackResult{}
 	if !q.ackSeen || ack > q.acked {
 		q.acked, q.ackSeen = ack, true
 	}
-	for q.len() > 0 {
-		s := &q.buf[q.head]
+	buf, head := q.buf, q.head
+	for head < len(buf) {
+		s := &buf[head]
 		if s.end <= ack {
 			if s.end == ack {
 				r.matched, r.sent, r.retrans = true, s.sent, s.retrans
 			}
 			r.acked++
-			q.head++
+			head++
 			continue
 		}
 		if s.start < ack {
@@ -143,10 +144,10 @@ func (q *unackedQueue) ack(ack int64) ackResult {
 		}
 		break
 	}
-	if q.len() == 0 {
-		q.buf = q.buf[:0]
+	q.head = head
+	if head == len(buf) {
+		q.buf = buf[:0]
 		q.head = 0
 		r.empty = true
 	}
-	return r
 }
