@@ -221,17 +221,20 @@ func runProxy(cc *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("proxy: --control: %w", err)
 	}
+	// The token is on disk before anyone can be answered: a client that
+	// reaches the API can find it.
+	removeCreds, err := control.WriteCredentials(cfg.StateDir, cfg.Ifaces, addr, acc.Token)
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("proxy: %w", err)
+	}
+	closers = append(closers, removeCreds)
 	srv, err := control.Serve(l, p, acc)
 	if err != nil {
 		l.Close()
 		return fmt.Errorf("proxy: --control: %w", err)
 	}
 	closers = append(closers, srv.Close)
-	removeCreds, err := control.WriteCredentials(cfg.StateDir, cfg.Ifaces, addr, acc.Token)
-	if err != nil {
-		return fmt.Errorf("proxy: %w", err)
-	}
-	closers = append(closers, removeCreds)
 	if metricsAddr != "" {
 		ms, err := metrics.Serve(metricsAddr, p.Stats)
 		if err != nil {
