@@ -172,11 +172,11 @@ func TestSeed004Tree(t *testing.T) {
 	limits := []float64{20e6, 50e6, 20e6}
 
 	b := startBulk(t, tp, dsts)
-	ip, _, good, _ := classRates(t, p, b, classes, 2*time.Second, 3*time.Second)
+	ip, offered, good, _ := classRates(t, p, b, classes, 2*time.Second, 3*time.Second)
 	b.close()
 	var lines []string
 	for i, c := range classes {
-		lines = append(lines, fmt.Sprintf("%s -> %s: IP %.2f Mbit/s, goodput %.2f Mbit/s (class rate %.0f)", dsts[i], c, ip[i]/1e6, good[i]/1e6, limits[i]/1e6))
+		lines = append(lines, fmt.Sprintf("%s -> %s: IP %.2f Mbit/s (offered %.2f), goodput %.2f Mbit/s (class rate %.0f)", dsts[i], c, ip[i]/1e6, offered[i]/1e6, good[i]/1e6, limits[i]/1e6))
 	}
 	t.Logf("ceil = rate:\n%s", strings.Join(lines, "\n"))
 	for i, c := range classes {

@@ -6,8 +6,9 @@
 #
 #   scripts/soak-tests.sh [-n N] [--load]
 #
-# The go test -json output of each run stays in a directory printed at the
-# end. Exits non-zero when any test failed in any run.
+# The go test -json output of each run, and the captures of the analyzer's
+# real-capture tests (WANLAB_KEEP_CAPTURES), stay in a directory printed at
+# the end. Exits non-zero when any test failed in any run.
 set -euo pipefail
 
 usage() {
@@ -84,7 +85,10 @@ files=()
 for i in $(seq 1 "$runs"); do
 	t0=$(date +%s)
 	rc=0
-	(cd "$clone" && ./scripts/test.sh -json) >"$logs/run$i.json" 2>"$logs/run$i.stderr" || rc=$?
+	# The analyzer's real-capture tests keep their captures there, so a
+	# failed comparison can be replayed (go test ./analyzer on the file).
+	mkdir -p "$logs/run$i-captures"
+	(cd "$clone" && WANLAB_KEEP_CAPTURES="$logs/run$i-captures" ./scripts/test.sh -json) >"$logs/run$i.json" 2>"$logs/run$i.stderr" || rc=$?
 	wall=$(($(date +%s) - t0))
 	walls+=("${wall}s")
 	files+=("$logs/run$i.json")

@@ -22,6 +22,9 @@ const Dir = "/var/run/netns"
 // name, and returns a handle to it. The calling goroutine's namespace is
 // left unchanged. The caller owns the handle and must Close it.
 func Create(name string) (netns.NsHandle, error) {
+	if err := ensureShared(Dir); err != nil {
+		return netns.None(), fmt.Errorf("netns %s: create: %w", name, err)
+	}
 	if _, err := os.Stat(filepath.Join(Dir, name)); err == nil {
 		return netns.None(), fmt.Errorf("netns %s: already exists", name)
 	}
@@ -59,13 +62,17 @@ func Open(name string) (netns.NsHandle, error) {
 func Delete(name string) error {
 	err := netns.DeleteNamed(name)
 	if errors.Is(err, syscall.EINVAL) && Exists(name) {
-		// The file is there but is no mount point where this process
-		// looks: Dir was mounted over after the namespace was bound to
-		// it. The first `ip netns add` on a host bind-mounts Dir onto
-		// itself, which hides every namespace bound below it (they stay
-		// alive, out of reach by name, until that mount goes).
-		return fmt.Errorf("netns %s: delete: %w (%s is not a mount point here: was %s mounted over, e.g. by a first `ip netns add`, while it existed?)",
-			name, err, filepath.Join(Dir, name), Dir)
+		// Not a mount point: an earlier Delete unmounted it and could not
+		// remove the file, which may work now.
+		err = os.Remove(filepath.Join(Dir, name))
+	}
+	if errors.Is(err, syscall.EBUSY) {
+		// The file is still a mount point below another mount: Dir was
+		// bind-mounted onto itself (the first `ip netns add` on a host
+		// does) while the namespace was bound in it, so it is mounted on
+		// the directory below as well, out of reach by name until that
+		// bind goes (see ensureShared).
+		return fmt.Errorf("netns %s: delete: %w (also mounted below a later bind mount of %s onto itself, as a first `ip netns add` makes)", name, err, Dir)
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("netns %s: delete: %w", name, err)

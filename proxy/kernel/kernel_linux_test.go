@@ -20,6 +20,16 @@ func newTarget(t *testing.T) Target {
 	t.Helper()
 	name, ns := testenv.NetNS(t)
 	err := nsrun.Do(ns, func() error {
+		// IPv6 off before the veth exists: otherwise the kernel sends
+		// router solicitations and MLD reports through k0 at random times
+		// after it comes up, and a qdisc's own counters (htb's direct_pkts
+		// sits in its options) differ between two dumps of an unchanged
+		// tree. The tests' traffic is IPv4.
+		for _, k := range []string{"all", "default"} {
+			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+k+"/disable_ipv6", []byte("1"), 0); err != nil {
+				return err
+			}
+		}
 		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "k0", TxQLen: 1000}, PeerName: "k1"}); err != nil {
 			return err
 		}

@@ -215,10 +215,29 @@ func TestInfoAfterTransfer(t *testing.T) {
 }
 
 func TestInfoRwndLimited(t *testing.T) {
-	// A receiver pinned to a tiny buffer: the sender spends its busy time
-	// waiting for window, and the kernel says so.
+	// A receiver pinned to a tiny buffer that does not read yet: the
+	// sender fills the window and waits for it, and the kernel says so.
+	// The kernel counts that time in jiffies (tcp_get_info_chrono_stats),
+	// so a loopback transfer whose waits each end within a tick can read
+	// 0; the test waits until the count shows, then lets the receiver
+	// read.
 	client, server := pair(t, sockopt.Options{RcvBuf: 4 * units.KiB}, sockopt.Options{})
-	transfer(t, client, server, 2<<20)
+	const n = 2 << 20
+	errc := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(client, io.LimitReader(zeros{}, n))
+		errc <- err
+	}()
+	testenv.WaitFor(t, "the sender's rwnd-limited time", func() bool {
+		ci, err := sockopt.Info(client)
+		return err == nil && ci.RwndLimited > 0
+	})
+	if got, err := io.CopyN(io.Discard, server, n); err != nil || got != n {
+		t.Fatalf("read %d of %d bytes: %v", got, n, err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("write: %v", err)
+	}
 	ci, err := sockopt.Info(client)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,4 @@
+package nsrun
+
+// EnsureShared is ensureShared for the external tests.
+var EnsureShared = ensureShared
