@@ -121,6 +121,14 @@ func (b *bulkFlows) close() {
 // of the engine (bit/s), the IP rate the flows offered it (into the
 // engine) and each receiver's goodput.
 func classRates(t *testing.T, p *Proxy, b *bulkFlows, classes []string, warm, window time.Duration) (ip, offered, goodput []float64, borrowed map[string]uint64) {
+	ip, offered, goodput, borrowed, _ = classRatesGap(t, p, b, classes, warm, window)
+	return ip, offered, goodput, borrowed
+}
+
+// classRatesGap is classRates also returning the longest gap between the
+// measuring goroutine's 10 ms wake-ups: how long the machine took the CPU
+// from this process (the proxy and the flows run in it) during the window.
+func classRatesGap(t *testing.T, p *Proxy, b *bulkFlows, classes []string, warm, window time.Duration) (ip, offered, goodput []float64, borrowed map[string]uint64, gap time.Duration) {
 	t.Helper()
 	type counts struct{ in, out uint64 }
 	take := func() (map[string]counts, []int64, time.Time) {
@@ -139,8 +147,12 @@ func classRates(t *testing.T, p *Proxy, b *bulkFlows, classes []string, warm, wi
 		time.Sleep(10 * time.Millisecond) // pacing the measurement, not waiting for an event
 	}
 	m0, r0, t0 := take()
+	last := t0
 	for time.Since(t0) < window {
 		time.Sleep(10 * time.Millisecond)
+		now := time.Now()
+		gap = max(gap, now.Sub(last))
+		last = now
 	}
 	m1, r1, t1 := take()
 	secs := t1.Sub(t0).Seconds()
@@ -155,7 +167,7 @@ func classRates(t *testing.T, p *Proxy, b *bulkFlows, classes []string, warm, wi
 			borrowed[s.ID] = s.BorrowedBytes
 		}
 	}
-	return ip, offered, goodput, borrowed
+	return ip, offered, goodput, borrowed, gap
 }
 
 // TestSeed004Tree runs seed 004's experiment through the proxy: three
@@ -172,7 +184,21 @@ func TestSeed004Tree(t *testing.T) {
 	limits := []float64{20e6, 50e6, 20e6}
 
 	b := startBulk(t, tp, dsts)
-	ip, offered, good, _ := classRates(t, p, b, classes, 2*time.Second, 3*time.Second)
+	// htb holds a backlogged class at its rate over any window in which
+	// the proxy ran; a window in which the machine stalled this process
+	// (the proxy and the flows are in it) for longer than 200 ms says
+	// nothing about htb (every class then comes out low alike, seen:
+	// 0.70 of its rate after a 0.9 s stall), so it is measured again, up
+	// to three windows.
+	var ip, offered, good []float64
+	for try := 1; ; try++ {
+		var gap time.Duration
+		ip, offered, good, _, gap = classRatesGap(t, p, b, classes, 2*time.Second, 3*time.Second)
+		if gap < 200*time.Millisecond || try == 3 {
+			break
+		}
+		t.Logf("window %d: the process was stalled for %v; measuring again", try, gap)
+	}
 	b.close()
 	var lines []string
 	for i, c := range classes {
@@ -181,7 +207,7 @@ func TestSeed004Tree(t *testing.T) {
 	t.Logf("ceil = rate:\n%s", strings.Join(lines, "\n"))
 	for i, c := range classes {
 		if ip[i] < 0.95*limits[i] || ip[i] > 1.05*limits[i] {
-			t.Errorf("class %s: %.2f Mbit/s of IP bytes, want %.0f ±5%%", c, ip[i]/1e6, limits[i]/1e6)
+			t.Errorf("class %s: %.2f Mbit/s of IP bytes (offered %.2f), want %.0f ±5%%", c, ip[i]/1e6, offered[i]/1e6, limits[i]/1e6)
 		}
 	}
 
