@@ -59,13 +59,19 @@ func init() {
 					if strings.TrimSpace(text) == "" {
 						return usageError(errors.New("kernel apply: SPEC is required (e.g. 'tbf rate 50mbit burst 50kb limit 500kb'; use clear to remove)"))
 					}
-					if isClassesArg(text) {
-						return kernelApplyClasses(cc, t, text)
+					// @FILE is read here, then the text parsed once: a
+					// pipeline or a class tree, whichever it holds.
+					if text, err = specFileArg(text); err != nil {
+						return usageError(fmt.Errorf("kernel apply: %w", err))
 					}
-					sp, err := spec.Parse(text)
+					im, err := spec.ParseImpairment(text)
 					if err != nil {
 						return usageError(fmt.Errorf("kernel apply: %w", err))
 					}
+					if im.Classes != nil {
+						return kernelApplyClasses(cc, t, im.Classes)
+					}
+					sp := im.Pipeline
 					printWarnings(cc.App.ErrWriter, engine.Warnings(sp))
 					if err := kernel.Apply(t, sp); err != nil {
 						return kernelError("apply", err)

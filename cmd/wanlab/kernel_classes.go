@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -21,35 +20,11 @@ const kernelClassesHelp = "\n\nTraffic classes (the same text `wanlab proxy` tak
 	"build this class tree: no netem qdisc (sch_netem) for leaf 1:3 netem delay\n" +
 	"10ms: nothing changed' (exit 4). clear restores what was there before."
 
-// isClassesArg reports whether apply's argument is a class set.
-func isClassesArg(text string) bool {
-	t := strings.TrimSpace(text)
-	return strings.HasPrefix(t, "@") || spec.IsClasses(t)
-}
-
-func kernelApplyClasses(cc *cli.Context, t kernel.Target, text string) error {
-	text, err := specFileArg(text)
-	if err != nil {
-		return usageError(fmt.Errorf("kernel apply: %w", err))
-	}
-	cs, err := spec.ParseClassesAuto([]byte(text))
-	if err != nil {
-		return usageError(fmt.Errorf("kernel apply: %w", err))
-	}
+func kernelApplyClasses(cc *cli.Context, t kernel.Target, cs *spec.Classes) error {
 	printWarnings(cc.App.ErrWriter, engine.WarningsOfClasses(cs))
 	if err := kernel.ApplyClasses(t, cs); err != nil {
 		return kernelError("apply", err)
 	}
 	fmt.Fprintf(cc.App.Writer, "%s: htb tree applied: %s\n", t.Iface, cs)
 	return nil
-}
-
-// checkClassesArg parses a class set given to the proxy (text or @FILE).
-func checkClassesArg(text string) error {
-	t, err := specFileArg(text)
-	if err != nil {
-		return err
-	}
-	_, err = spec.ParseClassesAuto([]byte(t))
-	return err
 }

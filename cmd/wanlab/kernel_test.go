@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -75,6 +77,15 @@ func TestKernelCommand(t *testing.T) {
 	out, code := kernelCmd(t, append([]string{"apply"}, append(target, "loss 10% 50%")...)...)
 	if !strings.HasPrefix(out, "warning: loss 10% 50% realizes about 0.108%") || (code != exitOK && code != exitNoKernel) {
 		t.Errorf("kernel apply 'loss 10%% 50%%': exit %d %q, want the realized-loss warning first", code, out)
+	}
+	// @FILE holding a pipeline (not a class tree) is read on the command
+	// line and applied as the pipeline it is.
+	f := filepath.Join(t.TempDir(), "spec")
+	if err := os.WriteFile(f, []byte("tbf rate 20mbit burst 20kb limit 200kb\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := kernelCmd(t, append([]string{"apply"}, append(target, "@"+f)...)...); code != exitOK || out != "tbf rate 20mbit burst 20kb limit 200kb\n" {
+		t.Errorf("kernel apply @FILE: exit %d %q", code, out)
 	}
 	out, code = kernelCmd(t, append([]string{"apply"}, append(target, "tbf rate 8kbit burst 2kb limit 3kb")...)...)
 	if code != exitOK {

@@ -326,7 +326,6 @@ func (pl *Pipeline) advance(now int64) {
 	// (the reader's read stamp, the release loop's wake-up): what is due
 	// by then leaves now.
 	pl.clock = realClock{now: now, on: pl.opt.RealClock && !pl.draining}
-	defer func() { pl.clock.on = false }()
 	at := pl.last // time of the latest event processed
 	for {
 		var bc *chain
@@ -388,6 +387,7 @@ func (pl *Pipeline) advance(now int64) {
 			pl.dropOrphan(bc)
 		}
 	}
+	pl.clock.on = false
 	pl.last = now
 }
 

@@ -210,7 +210,13 @@ func ParseClasses(s string) (*Classes, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := attachLeaves(cs, leaves, false); err != nil {
+	return finish(cs, leaves, false)
+}
+
+// finish attaches the leaf statements (replace: a patch's may replace a
+// spec), orders the filters by prio and validates the set as a whole.
+func finish(cs *Classes, leaves []leafStmt, replace bool) (*Classes, error) {
+	if err := attachLeaves(cs, leaves, replace); err != nil {
 		return nil, err
 	}
 	slices.SortStableFunc(cs.Filters, func(a, b Filter) int { return int(a.Prio) - int(b.Prio) })
@@ -1009,12 +1015,5 @@ func (c *Classes) Patch(text string) (*Classes, error) {
 	if frag.R2Q != 0 {
 		n.R2Q = frag.R2Q
 	}
-	if err := attachLeaves(n, leaves, true); err != nil {
-		return nil, err
-	}
-	slices.SortStableFunc(n.Filters, func(a, b Filter) int { return int(a.Prio) - int(b.Prio) })
-	if err := n.Validate(); err != nil {
-		return nil, err
-	}
-	return n, nil
+	return finish(n, leaves, true)
 }
