@@ -33,6 +33,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/wanlab/wanlab/proxy/spec"
 )
 
 // Backend is what the control API drives: the running proxy.
@@ -140,8 +142,7 @@ func (h *handler) putSpecs(w http.ResponseWriter, r *http.Request) {
 	}
 	text := strings.TrimSpace(string(body))
 	if strings.HasPrefix(text, "@") {
-		writeError(w, http.StatusBadRequest, "a spec starting with '@' names a file, and the proxy reads no files for its callers: "+
-			"send the file's contents (wanlab proxy set IFACE=@FILE reads it on your side)")
+		writeError(w, http.StatusBadRequest, spec.ErrFileRef.Error())
 		return
 	}
 	if err := h.b.SetSpec(iface, text); err != nil {
