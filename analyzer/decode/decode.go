@@ -8,6 +8,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/wanlab/wanlab/internal/header"
 )
 
 // LinkType is a pcap LINKTYPE_ value (https://www.tcpdump.org/linktypes.html).
@@ -177,98 +179,56 @@ func Decode(link LinkType, frame []byte, wireLen int, p *Packet) error {
 	}
 	switch etherType {
 	case etherTypeIPv4:
-		return decodeIPv4(frame[off:], wireLen-off, p)
+		return decodeIP(frame[off:], 4, wireLen-off, p)
 	case etherTypeIPv6:
-		return decodeIPv6(frame[off:], p)
+		return decodeIP(frame[off:], 6, wireLen-off, p)
 	}
 	return ErrNotTCP
 }
 
-func decodeIPv4(b []byte, wireLen int, p *Packet) error {
-	if len(b) < 20 {
+// decodeIP reads the IP header of b (which the link layer said is IP
+// version v) through header.ParseIP, the decoder the proxy and the capture
+// filter use, and decodes the TCP segment behind it. wireLen, the frame's
+// length on the wire from b on, stands in for a stated length of 0: a
+// TSO/GSO or BIG TCP super-packet captured at the sender before
+// segmentation (the proxy's reader takes the same packet by its read
+// length).
+func decodeIP(b []byte, v uint8, wireLen int, p *Packet) error {
+	var ip header.IP
+	err := ip.Parse(b)
+	switch {
+	case errors.Is(err, header.ErrTruncated):
 		return ErrTruncated
-	}
-	if b[0]>>4 != 4 {
+	case err != nil:
 		return ErrCorrupt
-	}
-	ihl := int(b[0]&0x0F) * 4
-	if ihl < 20 {
+	case ip.Version != v:
 		return ErrCorrupt
-	}
-	total := int(binary.BigEndian.Uint16(b[2:4]))
-	if total == 0 {
-		// TSO/GSO frames captured before segmentation carry 0 here.
-		total = wireLen
-	}
-	if total < ihl {
-		return ErrCorrupt
-	}
-	if b[9] != 6 {
+	case ip.LaterFragment:
+		return ErrNotTCP // a later fragment: no TCP header here
+	case !ip.TransportOK:
+		return ErrTruncated // extension headers cut off by the snap length
+	case ip.Proto != header.ProtoTCP:
 		return ErrNotTCP
 	}
-	if binary.BigEndian.Uint16(b[6:8])&0x1FFF != 0 {
-		return ErrNotTCP // a later fragment: no TCP header here
+	total := ip.Length
+	if total == 0 {
+		total = wireLen
 	}
-	if len(b) < ihl {
-		return ErrTruncated
-	}
-	p.IPVersion = 4
-	p.IPID = binary.BigEndian.Uint16(b[4:6])
-	p.Src = [16]byte{}
-	p.Dst = [16]byte{}
-	copy(p.Src[:4], b[12:16])
-	copy(p.Dst[:4], b[16:20])
-	return decodeTCP(b[ihl:], total-ihl, p)
-}
-
-func decodeIPv6(b []byte, p *Packet) error {
-	if len(b) < 40 {
-		return ErrTruncated
-	}
-	if b[0]>>4 != 6 {
+	if total < ip.HeaderLen {
 		return ErrCorrupt
 	}
-	payload := int(binary.BigEndian.Uint16(b[4:6]))
-	next := b[6]
-	copy(p.Src[:], b[8:24])
-	copy(p.Dst[:], b[24:40])
-	p.IPVersion = 6
-	p.IPID = 0
-	off := 40
-	// Walk the extension headers that can precede TCP.
-	for i := 0; i < 8; i++ {
-		switch next {
-		case 6:
-			if payload == 0 {
-				return ErrNotTCP // jumbogram: the length lives in an option we skip
-			}
-			if payload < off-40 {
-				return ErrCorrupt
-			}
-			return decodeTCP(b[off:], payload-(off-40), p)
-		case 0, 43, 60: // hop-by-hop, routing, destination options
-			if len(b) < off+2 {
-				return ErrTruncated
-			}
-			next = b[off]
-			off += (int(b[off+1]) + 1) * 8
-		case 44: // fragment
-			if len(b) < off+8 {
-				return ErrTruncated
-			}
-			if binary.BigEndian.Uint16(b[off+2:off+4])&0xFFF8 != 0 {
-				return ErrNotTCP
-			}
-			next = b[off]
-			off += 8
-		default:
-			return ErrNotTCP
-		}
-		if off > len(b) {
-			return ErrTruncated
-		}
+	p.IPVersion = ip.Version
+	p.IPID = ip.ID
+	// The addresses are copied from the header ParseIP checked: its
+	// netip.Addr values would cost a conversion per packet.
+	if v == 4 {
+		p.Src, p.Dst = [16]byte{}, [16]byte{}
+		copy(p.Src[:4], b[12:16])
+		copy(p.Dst[:4], b[16:20])
+	} else {
+		p.Src, p.Dst = [16]byte(b[8:24]), [16]byte(b[24:40])
 	}
-	return ErrNotTCP
+	return decodeTCP(b[ip.HeaderLen:], total-ip.HeaderLen, p)
 }
 
 // decodeTCP parses the TCP header at the start of b; segLen is the TCP

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+
+	"github.com/wanlab/wanlab/internal/header"
 )
 
 // tcpSegment builds a TCP header with MSS, SACK-permitted, timestamps,
@@ -133,6 +135,51 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// TestSharedHeaderRules pins the cases where the analyzer once read IP
+// headers differently from the proxy and the capture filter; all three now
+// read them through internal/header.
+func TestSharedHeaderRules(t *testing.T) {
+	seg := tcpSegment()
+	var p Packet
+	// A TSO super-packet captured at the sender states no length (IPv4
+	// total length 0): the wire length stands in (the proxy, which never
+	// reads such packets from its TUNs, drops them).
+	tso := ipv4(seg, 0)
+	tso[2], tso[3] = 0, 0
+	if err := Decode(LinkRaw, tso, len(tso)+5000, &p); err != nil || p.PayloadLen != 5000 {
+		t.Errorf("IPv4 total length 0: %v, payload %d, want 5000 from the wire length", err, p.PayloadLen)
+	}
+	// The same for IPv6 (payload length 0 with data behind: BIG TCP).
+	big := ipv6(seg, 0, false)
+	big[4], big[5] = 0, 0
+	if err := Decode(LinkRaw, big, len(big)+7000, &p); err != nil || p.PayloadLen != 7000 {
+		t.Errorf("IPv6 payload length 0: %v, payload %d, want 7000 from the wire length", err, p.PayloadLen)
+	}
+	// A later IPv6 fragment carries no TCP header, whatever its bytes say.
+	frag := ipv6(seg, 0, false)
+	frag[6] = 44
+	frag = append(frag[:40:40], append([]byte{6, 0, 0, 8, 0, 0, 0, 1}, frag[40:]...)...)
+	binary.BigEndian.PutUint16(frag[4:], uint16(len(frag)-40))
+	if err := Decode(LinkRaw, frag, len(frag), &p); !errors.Is(err, ErrNotTCP) {
+		t.Errorf("later IPv6 fragment: %v, want %v", err, ErrNotTCP)
+	}
+	// A first fragment (offset 0) holds the TCP header.
+	frag[43] = 1 // offset 0, more fragments
+	if err := Decode(LinkRaw, frag, len(frag), &p); err != nil {
+		t.Errorf("first IPv6 fragment: %v", err)
+	}
+	// An IPv6 header behind an IPv4 EtherType is corrupt.
+	eth := append(append(make([]byte, 12), 0x08, 0x00), ipv6(seg, 0, false)...)
+	if err := Decode(LinkEthernet, eth, len(eth), &p); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("IPv6 behind EtherType IPv4: %v, want %v", err, ErrCorrupt)
+	}
+	// Extension headers cut off by the snap length: truncated.
+	cut := ipv6(seg, 0, true)[:44]
+	if err := Decode(LinkRaw, cut, 1000, &p); !errors.Is(err, ErrTruncated) {
+		t.Errorf("cut extension header: %v, want %v", err, ErrTruncated)
+	}
+}
+
 func TestSnaplenCutsOptions(t *testing.T) {
 	v4 := ipv4(tcpSegment(), 1448)
 	var p Packet
@@ -163,6 +210,14 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, link uint16, frame []byte) {
 		var p Packet
 		err := Decode(LinkType(link), frame, len(frame), &p)
+		if LinkType(link) == LinkRaw && len(frame) > 0 {
+			// Decode takes a raw frame as TCP only when the shared
+			// header reader finds a TCP header at the same place.
+			ip, herr := header.ParseIP(frame)
+			if err == nil && (herr != nil || ip.Proto != header.ProtoTCP || !ip.TransportOK) {
+				t.Fatalf("decoded as TCP, header.ParseIP says %+v, %v", ip, herr)
+			}
+		}
 		if err != nil {
 			return
 		}

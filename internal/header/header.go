@@ -69,14 +69,22 @@ type IP struct {
 // capture's snap length) is reported by Length.
 func ParseIP(b []byte) (IP, error) {
 	var ip IP
+	err := ip.Parse(b)
+	return ip, err
+}
+
+// Parse is ParseIP into ip, which it overwrites whole: the form for hot
+// paths, which keep one IP and avoid copying it back per packet.
+func (ip *IP) Parse(b []byte) error {
+	*ip = IP{}
 	if len(b) < 1 {
-		return ip, ErrTruncated
+		return ErrTruncated
 	}
 	switch b[0] >> 4 {
 	case 4:
 		ihl, total, err := checkIPv4(b)
 		if err != nil {
-			return ip, err
+			return err
 		}
 		ip.Version, ip.HeaderLen, ip.Length = 4, ihl, total
 		ip.DSCP, ip.ECN = b[1]>>2, b[1]&3
@@ -86,11 +94,11 @@ func ParseIP(b []byte) (IP, error) {
 		ip.Dst = netip.AddrFrom4([4]byte(b[16:20]))
 		ip.LaterFragment = binary.BigEndian.Uint16(b[6:8])&0x1fff != 0
 		ip.TransportOK = !ip.LaterFragment
-		return ip, nil
+		return nil
 	case 6:
 		total, err := checkIPv6(b)
 		if err != nil {
-			return ip, err
+			return err
 		}
 		ip.Version, ip.Length = 6, total
 		tc := b[0]<<4 | b[1]>>4
@@ -99,9 +107,9 @@ func ParseIP(b []byte) (IP, error) {
 		ip.Src = netip.AddrFrom16([16]byte(b[8:24]))
 		ip.Dst = netip.AddrFrom16([16]byte(b[24:40]))
 		ip.walkIPv6(b)
-		return ip, nil
+		return nil
 	}
-	return ip, ErrVersion
+	return ErrVersion
 }
 
 // StatedLength is ParseIP's length check alone, for a hot path that needs

@@ -208,8 +208,9 @@ func BenchmarkParseIP(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(c.pkt)))
+			var ip IP
 			for range b.N {
-				ip, err := ParseIP(c.pkt)
+				err := ip.Parse(c.pkt)
 				if err != nil || !ip.TransportOK {
 					b.Fatal(err)
 				}

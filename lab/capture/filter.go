@@ -41,6 +41,6 @@ func IsTCP(frame []byte) bool {
 	// The one header decoder: a later fragment has no TCP header (the
 	// analyzer could not read one), and IPv6 extension headers are walked
 	// as the proxy walks them.
-	ip, err := header.ParseIP(p)
-	return err == nil && (ip.Version == 4) == (et == etherIPv4) && ip.Proto == header.ProtoTCP && ip.TransportOK
+	var ip header.IP
+	return ip.Parse(p) == nil && (ip.Version == 4) == (et == etherIPv4) && ip.Proto == header.ProtoTCP && ip.TransportOK
 }

@@ -103,8 +103,8 @@ type header struct {
 // decode reads an IPv4 or IPv6 header (and the ports of TCP, UDP, SCTP or
 // UDP-Lite) without allocating, through the one header decoder.
 func decode(b []byte) (h header) {
-	ip, err := iphdr.ParseIP(b)
-	if err != nil {
+	var ip iphdr.IP
+	if ip.Parse(b) != nil {
 		return h
 	}
 	h.dscp, h.proto, h.src, h.dst = ip.DSCP, ip.Proto, ip.Src, ip.Dst
