@@ -2,6 +2,7 @@ package spec
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -489,19 +490,10 @@ func parseClassStmt(cs *Classes, st statement, toks []token, tc bool) error {
 	if id == "" {
 		return classErr(st, "", toks[len(toks)-1], "class: missing classid")
 	}
-	if strings.HasSuffix(id, ":") {
-		return classErr(st, id, idTok, "minor number 0 is the qdisc, not a class")
-	}
-	if maj, _, _ := strings.Cut(id, ":"); strings.HasSuffix(parent, ":") {
-		if parent != maj+":" {
-			return classErr(st, id, idTok, "parent %s is not this qdisc (%s:)", parent, maj)
-		}
-		parent = ""
-	}
-	if cs.Class(id) != nil {
-		return classErr(st, id, idTok, "defined twice")
-	}
 	cl := Class{ID: id, Parent: parent}
+	if err := cs.checkNew(&cl); err != nil {
+		return classErr(st, id, idTok, "%v", err)
+	}
 	if c.more() {
 		c.next() // htb
 		h, err := parseHTBClass(st, id, c)
@@ -511,6 +503,25 @@ func parseClassStmt(cs *Classes, st statement, toks []token, tc bool) error {
 		cl.HTB = h
 	}
 	cs.Classes = append(cs.Classes, cl)
+	return nil
+}
+
+// checkNew checks a class about to join cs (canonical ids): a class, not
+// the qdisc; a parent of its own qdisc (a parent "1:", the qdisc itself,
+// becomes "": a root class); not defined before.
+func (cs *Classes) checkNew(cl *Class) error {
+	if strings.HasSuffix(cl.ID, ":") {
+		return errors.New("minor number 0 is the qdisc, not a class")
+	}
+	if maj, _, _ := strings.Cut(cl.ID, ":"); strings.HasSuffix(cl.Parent, ":") {
+		if cl.Parent != maj+":" {
+			return fmt.Errorf("parent %s is not this qdisc (%s:)", cl.Parent, maj)
+		}
+		cl.Parent = ""
+	}
+	if cs.Class(cl.ID) != nil {
+		return errors.New("defined twice")
+	}
 	return nil
 }
 
@@ -527,49 +538,59 @@ func parseHTBClass(st statement, id string, c *cursor) (*HTBClass, error) {
 			return nil, classErr(st, id, t, "htb %s given twice", t.text)
 		}
 		seen[t.text] = true
-		var err error
-		wrap := func(e error) error {
-			if e == nil {
-				return nil
+		if err := h.set(t.text, v); err != nil {
+			if _, unknown := err.(unknownOption); unknown {
+				return nil, classErr(st, id, t, "%v", err)
 			}
-			return classErr(st, id, v, "%v", e)
-		}
-		switch t.text {
-		case "rate":
-			h.Rate, err = rateArg("rate", v)
-		case "ceil":
-			h.Ceil, err = rateArg("ceil", v)
-		case "burst", "buffer", "maxburst":
-			h.Burst, err = sizeArg(t.text, v)
-		case "cburst", "cbuffer", "cmaxburst":
-			h.CBurst, err = sizeArg(t.text, v)
-		case "prio":
-			var n uint32
-			n, err = uint32Arg("prio", v)
-			if err == nil && n > 7 {
-				err = fmt.Errorf("prio %s: must be 0-7", v.text)
-			}
-			h.Prio = n
-		case "quantum":
-			h.Quantum, err = sizeArg("quantum", v)
-		case "limit":
-			var n uint32
-			n, err = uint32Arg("limit", v)
-			if err == nil && (n == 0 || n > 1<<20) {
-				err = fmt.Errorf("limit %s: must be 1-1048576 packets", v.text)
-			}
-			h.Limit = int(n)
-		default:
-			return nil, classErr(st, id, t, "htb: unknown class option %q (rate, ceil, burst, cburst, prio, quantum, limit)", t.text)
-		}
-		if err = wrap(err); err != nil {
-			return nil, err
+			return nil, classErr(st, id, v, "%v", err)
 		}
 	}
 	if h.Rate == 0 {
 		return nil, classErr(st, id, c.toks[max(c.i-1, 0)], "htb class needs a rate")
 	}
 	return h, nil
+}
+
+// unknownOption is HTBClass.set's error for an option it does not know.
+type unknownOption string
+
+func (u unknownOption) Error() string {
+	return fmt.Sprintf("htb: unknown class option %q (rate, ceil, burst, cburst, prio, quantum, limit)", string(u))
+}
+
+// set reads one tc-htb(8) class option (its tc aliases included) from v:
+// the one reader of class options, for the line form and the YAML form.
+func (h *HTBClass) set(key string, v token) error {
+	var err error
+	switch key {
+	case "rate":
+		h.Rate, err = rateArg("rate", v)
+	case "ceil":
+		h.Ceil, err = rateArg("ceil", v)
+	case "burst", "buffer", "maxburst":
+		h.Burst, err = sizeArg(key, v)
+	case "cburst", "cbuffer", "cmaxburst":
+		h.CBurst, err = sizeArg(key, v)
+	case "prio":
+		var n uint32
+		n, err = uint32Arg("prio", v)
+		if err == nil && n > 7 {
+			err = fmt.Errorf("prio %s: must be 0-7", v.text)
+		}
+		h.Prio = n
+	case "quantum":
+		h.Quantum, err = sizeArg("quantum", v)
+	case "limit":
+		var n uint32
+		n, err = uint32Arg("limit", v)
+		if err == nil && (n == 0 || n > 1<<20) {
+			err = fmt.Errorf("limit %s: must be 1-1048576 packets", v.text)
+		}
+		h.Limit = int(n)
+	default:
+		return unknownOption(key)
+	}
+	return err
 }
 
 // parseFilterStmt reads "filter [prio N] MATCH flowid ID" and tc's
@@ -788,26 +809,29 @@ func (c *Classes) String() string {
 
 // classesYAML is the file form.
 type classesYAML struct {
-	Default string `yaml:"default"`
-	R2Q     uint32 `yaml:"r2q"`
-	Classes []struct {
-		ID      string    `yaml:"id"`
-		Parent  string    `yaml:"parent"`
-		Rate    string    `yaml:"rate"`
-		Ceil    string    `yaml:"ceil"`
-		Burst   string    `yaml:"burst"`
-		CBurst  string    `yaml:"cburst"`
-		Prio    *uint32   `yaml:"prio"`
-		Quantum string    `yaml:"quantum"`
-		Limit   *uint32   `yaml:"limit"`
-		Spec    string    `yaml:"spec"`
-		Match   yamlWords `yaml:"match"`
-	} `yaml:"classes"`
+	Default string      `yaml:"default"`
+	R2Q     uint32      `yaml:"r2q"`
+	Classes []yamlClass `yaml:"classes"`
 	Filters []struct {
 		Prio   uint32 `yaml:"prio"`
 		Match  string `yaml:"match"`
 		FlowID string `yaml:"flowid"`
 	} `yaml:"filters"`
+}
+
+// yamlClass is one class of the file form.
+type yamlClass struct {
+	ID      string    `yaml:"id"`
+	Parent  string    `yaml:"parent"`
+	Rate    string    `yaml:"rate"`
+	Ceil    string    `yaml:"ceil"`
+	Burst   string    `yaml:"burst"`
+	CBurst  string    `yaml:"cburst"`
+	Prio    *uint32   `yaml:"prio"`
+	Quantum string    `yaml:"quantum"`
+	Limit   *uint32   `yaml:"limit"`
+	Spec    string    `yaml:"spec"`
+	Match   yamlWords `yaml:"match"`
 }
 
 // yamlWords is one match or a list of them.
@@ -842,8 +866,10 @@ func (w *yamlWords) UnmarshalYAML(n *yaml.Node) error {
 //	filters:                      # more filters, tried after the classes' own
 //	  - {prio: 2, match: "protocol udp dport 53", flowid: "1:2"}
 //
-// It is translated to the line form and read by ParseClasses, so errors
-// name the class and the token the same way (with the YAML's class id).
+// Each field is read by the reader the line form uses for it (class ids,
+// tc-htb(8) options, the leaf's spec, the filter's match), into the same
+// structs, and the set is checked as a whole by the same Validate; errors
+// name the class and the field.
 func ParseClassesYAML(b []byte) (*Classes, error) {
 	var y classesYAML
 	dec := yaml.NewDecoder(bytes.NewReader(b))
@@ -851,87 +877,115 @@ func ParseClassesYAML(b []byte) (*Classes, error) {
 	if err := dec.Decode(&y); err != nil {
 		return nil, fmt.Errorf("classes YAML: %w", err)
 	}
-	var lines []string
-	clean := func(field, v string) (string, error) {
-		if strings.ContainsAny(v, ";\n#") {
-			return "", fmt.Errorf("classes YAML: %s %q: may not contain ';', '#' or a new line", field, v)
-		}
-		return v, nil
-	}
-	if y.Default != "" {
-		d, err := clean("default", y.Default)
-		if err != nil {
-			return nil, err
-		}
-		lines = append(lines, "default "+d)
-	}
-	if y.R2Q != 0 {
-		lines = append(lines, fmt.Sprintf("htb r2q %d", y.R2Q))
-	}
-	var leaves, filters []string
-	for _, c := range y.Classes {
-		id, err := clean("id", c.ID)
-		if err != nil {
-			return nil, err
-		}
-		if strings.TrimSpace(id) == "" {
-			return nil, fmt.Errorf("classes YAML: a class without id")
-		}
-		s := "class " + id
-		if c.Parent != "" {
-			s += " parent " + c.Parent
-		}
-		opts := ""
-		for _, kv := range [][2]string{{"rate", c.Rate}, {"ceil", c.Ceil}, {"burst", c.Burst}, {"cburst", c.CBurst}, {"quantum", c.Quantum}} {
-			if kv[1] != "" {
-				v, err := clean(kv[0], kv[1])
-				if err != nil {
-					return nil, err
-				}
-				opts += " " + kv[0] + " " + v
-			}
-		}
-		if c.Prio != nil {
-			opts += fmt.Sprintf(" prio %d", *c.Prio)
-		}
-		if c.Limit != nil {
-			opts += fmt.Sprintf(" limit %d", *c.Limit)
-		}
-		if opts != "" {
-			s += " htb" + opts
-		}
-		if _, err := clean("class "+id, s); err != nil {
-			return nil, err
-		}
-		lines = append(lines, s)
-		if c.Spec != "" {
-			v, err := clean("spec", c.Spec)
-			if err != nil {
-				return nil, err
-			}
-			leaves = append(leaves, "leaf "+id+" "+v)
-		}
-		for _, m := range c.Match {
-			v, err := clean("match", m)
-			if err != nil {
-				return nil, err
-			}
-			filters = append(filters, "filter "+v+" flowid "+id)
-		}
-	}
-	for _, f := range y.Filters {
-		v, err := clean("match", f.Match)
-		if err != nil {
-			return nil, err
-		}
-		filters = append(filters, fmt.Sprintf("filter prio %d %s flowid %s", f.Prio, v, f.FlowID))
-	}
-	lines = append(append(lines, filters...), leaves...)
-	cs, err := ParseClasses(strings.Join(lines, "\n"))
+	cs, err := y.classes()
 	if err != nil {
 		return nil, fmt.Errorf("classes YAML: %w", err)
 	}
 	return cs, nil
+}
+
+// classes builds the tree the file describes.
+func (y *classesYAML) classes() (*Classes, error) {
+	cs := &Classes{R2Q: y.R2Q}
+	if y.Default != "" {
+		d, err := NormalizeClassID(y.Default)
+		if err != nil {
+			return nil, fmt.Errorf("default: %w", err)
+		}
+		cs.Default = d
+	}
+	var filters []Filter
+	for i, yc := range y.Classes {
+		if strings.TrimSpace(yc.ID) == "" {
+			return nil, fmt.Errorf("class %d: no id", i+1)
+		}
+		id, err := NormalizeClassID(yc.ID)
+		if err != nil {
+			return nil, fmt.Errorf("class %q: %w", yc.ID, err)
+		}
+		cl := Class{ID: id}
+		if yc.Parent != "" {
+			if cl.Parent, err = NormalizeClassID(yc.Parent); err != nil {
+				return nil, fmt.Errorf("class %s: parent: %w", id, err)
+			}
+		}
+		if err := cs.checkNew(&cl); err != nil {
+			return nil, fmt.Errorf("class %s: %w", id, err)
+		}
+		if cl.HTB, err = yc.htb(); err != nil {
+			return nil, fmt.Errorf("class %s: %w", id, err)
+		}
+		if yc.Spec != "" {
+			if cl.Spec, err = Parse(yc.Spec); err != nil {
+				return nil, fmt.Errorf("class %s: spec: %w", id, err)
+			}
+		}
+		cs.Classes = append(cs.Classes, cl)
+		for _, m := range yc.Match {
+			f, err := yamlFilter(0, m, id)
+			if err != nil {
+				return nil, fmt.Errorf("class %s: %w", id, err)
+			}
+			filters = append(filters, f)
+		}
+	}
+	for i, yf := range y.Filters {
+		id, err := NormalizeClassID(yf.FlowID)
+		if err != nil {
+			return nil, fmt.Errorf("filter %d: flowid: %w", i+1, err)
+		}
+		f, err := yamlFilter(yf.Prio, yf.Match, id)
+		if err != nil {
+			return nil, fmt.Errorf("filter %d: %w", i+1, err)
+		}
+		filters = append(filters, f)
+	}
+	cs.Filters = filters
+	return finish(cs, nil, false)
+}
+
+// htb reads the class's tc-htb(8) options; nil when it gives none (a
+// class without a tree).
+func (yc *yamlClass) htb() (*HTBClass, error) {
+	h := &HTBClass{}
+	given := false
+	for _, kv := range [][2]string{{"rate", yc.Rate}, {"ceil", yc.Ceil}, {"burst", yc.Burst}, {"cburst", yc.CBurst}, {"quantum", yc.Quantum}} {
+		if kv[1] == "" {
+			continue
+		}
+		given = true
+		if err := h.set(kv[0], token{text: kv[1]}); err != nil {
+			return nil, err
+		}
+	}
+	for _, kv := range []struct {
+		key string
+		v   *uint32
+	}{{"prio", yc.Prio}, {"limit", yc.Limit}} {
+		if kv.v == nil {
+			continue
+		}
+		given = true
+		if err := h.set(kv.key, token{text: strconv.FormatUint(uint64(*kv.v), 10)}); err != nil {
+			return nil, err
+		}
+	}
+	if !given {
+		return nil, nil
+	}
+	if h.Rate == 0 {
+		return nil, errors.New("htb class needs a rate")
+	}
+	return h, nil
+}
+
+// yamlFilter is a filter to flowid from a match in wanlab's words.
+func yamlFilter(prio uint32, match, flowid string) (Filter, error) {
+	m, err := classify.ParseMatch(strings.Fields(match))
+	if err != nil {
+		return Filter{}, fmt.Errorf("match %q: %w", match, err)
+	}
+	return Filter{Prio: prio, Match: m, FlowID: flowid}, nil
 }
 
 // ParseClassesAuto reads the YAML form when text looks like YAML (its

@@ -192,3 +192,46 @@ func TestClassesPatch(t *testing.T) {
 		}
 	}
 }
+
+func TestParseClassesYAMLErrors(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"classes:\n  - id: \"1:1\"\n    rate: fast\n", "class 1:1: rate"},
+		{"classes:\n  - id: \"1:1\"\n    rate: 1mbit\n    prio: 9\n", "class 1:1: prio 9: must be 0-7"},
+		{"classes:\n  - id: \"1:1\"\n    ceil: 1mbit\n", "class 1:1: htb class needs a rate"},
+		{"classes:\n  - id: \"1:0\"\n    rate: 1mbit\n", "class 1:: minor number 0"},
+		{"classes:\n  - id: \"1:1\"\n  - id: \"1:1\"\n", "class 1:1: defined twice"},
+		{"classes:\n  - id: \"1:1\"\n    parent: \"2:\"\n", "class 1:1: parent 2: is not this qdisc"},
+		{"classes:\n  - id: \"1:1\"\n    spec: delay soon\n", "class 1:1: spec:"},
+		{"classes:\n  - id: \"1:1\"\n    match: dport many\n", "class 1:1: match \"dport many\""},
+		{"classes:\n  - id: \"1:1\"\nfilters:\n  - {match: dport 53, flowid: \"1:9\"}\n", "flowid 1:9"},
+		{"classes:\n  - rate: 1mbit\n", "class 1: no id"},
+	} {
+		_, err := ParseClassesYAML([]byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v, want one line containing %q", c.yaml, err, c.want)
+		}
+	}
+}
+
+// FuzzParseClassesYAML checks that any tree the YAML form accepts prints
+// as line form that reads back to the same tree.
+func FuzzParseClassesYAML(f *testing.F) {
+	f.Add("default: \"1:2\"\nclasses:\n  - id: \"1:1\"\n    rate: 100mbit\n  - id: \"1:2\"\n    parent: \"1:1\"\n    rate: 20mbit\n    match: dst 10.0.2.0/24\n    spec: delay 10ms\n")
+	f.Add("classes:\n  - id: \"1:1\"\n  - id: \"1:2\"\nfilters:\n  - {prio: 2, match: \"protocol udp dport 53\", flowid: \"1:2\"}\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		cs, err := ParseClassesYAML([]byte(s))
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") && !strings.Contains(err.Error(), "yaml:") {
+				t.Fatalf("%q: error of several lines: %v", s, err)
+			}
+			return
+		}
+		again, err := ParseClasses(cs.String())
+		if err != nil {
+			t.Fatalf("%q printed as %q which fails: %v", s, cs.String(), err)
+		}
+		if again.String() != cs.String() {
+			t.Fatalf("%q: %q reads back as %q", s, cs.String(), again.String())
+		}
+	})
+}
