@@ -77,7 +77,7 @@ func planClasses(clock Clock, cs *spec.Classes) (*classPlan, error) {
 				return nil, err
 			}
 		}
-		hc := HTBClass{Rate: c.HTB.Rate, Ceil: c.HTB.Ceil, Burst: c.HTB.Burst, CBurst: c.HTB.CBurst, Prio: c.HTB.Prio, Quantum: uint32(c.HTB.Quantum)}
+		hc := HTBClass{HTBClass: *c.HTB}
 		opt, err := clock.EncodeHTBClass(hc)
 		if err != nil {
 			return nil, fmt.Errorf("class %s: %w", c.ID, err)

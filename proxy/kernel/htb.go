@@ -58,13 +58,14 @@ func EncodeHTBQdisc(q HTBQdisc) []byte {
 	return a.b
 }
 
-// HTBClass is an htb class's options, as "tc class ... htb" takes them.
+// HTBClass is an htb class's options, as "tc class ... htb" takes them:
+// the spec's class parameters (one definition of rate, ceil, burst,
+// cburst, prio and quantum; Limit is the leaf queue's, not the class's,
+// and is not encoded here) and what only the wire form has.
 type HTBClass struct {
-	Rate, Ceil    units.Rate // Ceil 0 means Rate
-	Burst, CBurst units.Size // 0 means tc's default: rate/HZ + mtu
+	spec.HTBClass
 	// BurstCell, CBurstCell are the "/CELL" of burst and cburst.
 	BurstCell, CBurstCell units.Size
-	Prio, Quantum         uint32 // Quantum 0: the kernel derives it from rate and r2q
 	MTU                   uint32 // size the rate tables cover; 0 means tc's 1600
 	MPU, Overhead         uint16
 	LinkLayer             spec.LinkLayer
@@ -112,7 +113,7 @@ func (c Clock) EncodeHTBClass(h HTBClass) ([]byte, error) {
 	ceil.put(&w)
 	w.u32(buffer)
 	w.u32(c.xmittime(ceil64, cbuffer))
-	w.u32(h.Quantum)
+	w.u32(uint32(h.Quantum))
 	w.u32(0) // level (out only)
 	w.u32(h.Prio)
 	var a attrs
@@ -158,8 +159,8 @@ func (c Clock) DecodeHTBClass(b []byte) (HTBClass, error) {
 	if v, ok := m[tcaHTBCeil64]; ok && len(v) == 8 {
 		ceil64 = native.Uint64(v)
 	}
-	h = HTBClass{Rate: units.Rate(rate64 * 8), Ceil: units.Rate(ceil64 * 8), Prio: prio, Quantum: quantum,
-		MPU: rate.mpu, Overhead: rate.overhead}
+	h = HTBClass{HTBClass: spec.HTBClass{Rate: units.Rate(rate64 * 8), Ceil: units.Rate(ceil64 * 8), Prio: prio,
+		Quantum: units.Size(quantum)}, MPU: rate.mpu, Overhead: rate.overhead}
 	if rate.linkLayer&0x0f == linkLayerATM {
 		h.LinkLayer = spec.LinkATM
 	}

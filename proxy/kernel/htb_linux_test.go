@@ -3,6 +3,7 @@ package kernel
 import (
 	"testing"
 
+	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -13,10 +14,10 @@ import (
 func TestHTBSeedTree(t *testing.T) {
 	tg := newTarget(t)
 	want := map[uint32]HTBClass{
-		0x10001: {Rate: 800 * units.Mbit, Ceil: 800 * units.Mbit},
-		0x10002: {Rate: 160 * units.Mbit, Ceil: 160 * units.Mbit},
-		0x10003: {Rate: 400 * units.Mbit, Ceil: 400 * units.Mbit},
-		0x10004: {Rate: 160 * units.Mbit, Ceil: 160 * units.Mbit},
+		0x10001: {HTBClass: spec.HTBClass{Rate: 800 * units.Mbit, Ceil: 800 * units.Mbit}},
+		0x10002: {HTBClass: spec.HTBClass{Rate: 160 * units.Mbit, Ceil: 160 * units.Mbit}},
+		0x10003: {HTBClass: spec.HTBClass{Rate: 400 * units.Mbit, Ceil: 400 * units.Mbit}},
+		0x10004: {HTBClass: spec.HTBClass{Rate: 160 * units.Mbit, Ceil: 160 * units.Mbit}},
 	}
 	err := inNS(tg, func(ifindex int) error {
 		if err := addQdisc(ifindex, qdisc{Kind: "htb", Handle: 0x10000, Parent: tcHRoot,

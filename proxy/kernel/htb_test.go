@@ -35,14 +35,13 @@ func goldenHTB(t *testing.T) map[string][]byte {
 }
 
 var htbClasses = map[string]HTBClass{
-	"class rate 100mbps ceil 100mbps": {Rate: 800 * units.Mbit, Ceil: 800 * units.Mbit},
-	"class rate 20mbps ceil 20mbps":   {Rate: 160 * units.Mbit, Ceil: 160 * units.Mbit},
-	"class rate 50mbps ceil 50mbps":   {Rate: 400 * units.Mbit, Ceil: 400 * units.Mbit},
-	"class rate 10mbit ceil 20mbit burst 15kb cburst 30kb prio 1 quantum 3000": {Rate: 10 * units.Mbit, Ceil: 20 * units.Mbit,
-		Burst: 15 * units.KiB, CBurst: 30 * units.KiB, Prio: 1, Quantum: 3000},
-	"class rate 1mbit mtu 9000 mpu 64 overhead 24 linklayer atm": {Rate: units.Mbit, MTU: 9000, MPU: 64, Overhead: 24, LinkLayer: spec.LinkATM},
-	"class rate 40gbit ceil 50gbit":                              {Rate: 40 * units.Gbit, Ceil: 50 * units.Gbit},
-	"class rate 5mbit burst 10kb/8 cburst 20kb/16":               {Rate: 5 * units.Mbit, Burst: 10 * units.KiB, BurstCell: 8, CBurst: 20 * units.KiB, CBurstCell: 16},
+	"class rate 100mbps ceil 100mbps":                                          {HTBClass: spec.HTBClass{Rate: 800 * units.Mbit, Ceil: 800 * units.Mbit}},
+	"class rate 20mbps ceil 20mbps":                                            {HTBClass: spec.HTBClass{Rate: 160 * units.Mbit, Ceil: 160 * units.Mbit}},
+	"class rate 50mbps ceil 50mbps":                                            {HTBClass: spec.HTBClass{Rate: 400 * units.Mbit, Ceil: 400 * units.Mbit}},
+	"class rate 10mbit ceil 20mbit burst 15kb cburst 30kb prio 1 quantum 3000": {HTBClass: spec.HTBClass{Rate: 10 * units.Mbit, Ceil: 20 * units.Mbit, Burst: 15 * units.KiB, CBurst: 30 * units.KiB, Prio: 1, Quantum: 3000}},
+	"class rate 1mbit mtu 9000 mpu 64 overhead 24 linklayer atm":               {HTBClass: spec.HTBClass{Rate: units.Mbit}, MTU: 9000, MPU: 64, Overhead: 24, LinkLayer: spec.LinkATM},
+	"class rate 40gbit ceil 50gbit":                                            {HTBClass: spec.HTBClass{Rate: 40 * units.Gbit, Ceil: 50 * units.Gbit}},
+	"class rate 5mbit burst 10kb/8 cburst 20kb/16":                             {HTBClass: spec.HTBClass{Rate: 5 * units.Mbit, Burst: 10 * units.KiB, CBurst: 20 * units.KiB}, BurstCell: 8, CBurstCell: 16},
 }
 
 // TestHTBMatchesTC compares the htb encodings with what tc (iproute2
