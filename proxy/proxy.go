@@ -16,14 +16,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"time"
-
-	"github.com/wanlab/wanlab/internal/host"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/proxy/control"
 	"github.com/wanlab/wanlab/proxy/cpulatency"
@@ -33,6 +34,41 @@ import (
 	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/proxy/tap"
 )
+
+// tunPath is the TUN clone device both backends open.
+const tunPath = "/dev/net/tun"
+
+// Preflight says in one line what the host layer lacks before it touches
+// anything: CAP_NET_ADMIN (wraps os.ErrPermission) and /dev/net/tun (wraps
+// device.ErrUnavailable), with what a container needs for each.
+func Preflight() error {
+	var missing, fix []string
+	netAdmin, err := host.SelfHasCapability(host.CapNetAdmin)
+	if err == nil && !netAdmin {
+		missing, fix = append(missing, "CAP_NET_ADMIN"), append(fix, "--cap-add NET_ADMIN")
+	}
+	if _, err := os.Stat(tunPath); err != nil {
+		missing, fix = append(missing, tunPath), append(fix, "--device "+tunPath)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	kind := device.ErrUnavailable
+	if len(missing) == 2 || missing[0] == "CAP_NET_ADMIN" {
+		kind = os.ErrPermission
+	}
+	return &preflightError{msg: fmt.Sprintf("needs %s: run as root with the tun module loaded (a container: docker run %s)",
+		strings.Join(missing, " and "), strings.Join(fix, " ")), kind: kind}
+}
+
+// preflightError is preflight's one line, matching its kind (errors.Is).
+type preflightError struct {
+	msg  string
+	kind error
+}
+
+func (e *preflightError) Error() string { return e.msg }
+func (e *preflightError) Unwrap() error { return e.kind }
 
 // Config describes one proxy on the host.
 type Config struct {
@@ -107,6 +143,9 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	}
 	if cfg.StateDir == "" {
 		cfg.StateDir = route.DefaultStateDir
+	}
+	if err := Preflight(); err != nil {
+		return nil, err
 	}
 	p := &Proxy{cfg: cfg, done: make(chan struct{})}
 	ok := false

@@ -60,16 +60,18 @@ func init() {
 			"Backends: offload (default; wireguard-go TUN with GSO/GRO and batches) or water (one\n" +
 			"packet per system call). Exit codes: 2 bad flags or spec, 3 no CAP_NET_ADMIN, 4 no TUN.",
 		Flags: []cli.Flag{
-			&cli.StringSliceFlag{Name: "iface", Usage: "an interface the proxy sits between; give exactly two"},
-			&cli.StringSliceFlag{Name: "impair", Usage: "`[IFACE=]SPEC` for traffic leaving through IFACE (both directions without IFACE=); repeatable"},
+			&cli.StringSliceFlag{Name: "iface", EnvVars: []string{"WANLAB_IFACES"}, Usage: "an interface the proxy sits between; give exactly two"},
+			&cli.StringSliceFlag{Name: "impair", Usage: "`[IFACE=]SPEC` for traffic leaving through IFACE (both directions without IFACE=); repeatable; without it, WANLAB_IMPAIR and WANLAB_IMPAIR_<IFACE> are read"},
 			&cli.StringFlag{Name: "backend", Value: device.Offload, Usage: "TUN backend: offload or water"},
-			&cli.StringFlag{Name: "control", Usage: "control API address: unix:/path or 127.0.0.1:port (default unix:/run/wanlab/A-B.sock); TCP needs the token in /run/wanlab/A-B.token"},
-			&cli.StringFlag{Name: "control-group", Usage: "also let the members of `GROUP` (name or gid) use the control socket"},
-			&cli.StringFlag{Name: "metrics", Usage: "serve read-only Prometheus /metrics on `ADDR` (host:port; :PORT binds 127.0.0.1)"},
-			&cli.StringFlag{Name: "pcap", Usage: "write a pcapng of what entered and left the engine to `FILE`"},
+			&cli.StringFlag{Name: "control", EnvVars: []string{"WANLAB_CONTROL"}, Usage: "control API address: unix:/path or 127.0.0.1:port (default unix:/run/wanlab/A-B.sock); TCP needs the token in /run/wanlab/A-B.token"},
+			&cli.StringFlag{Name: "control-group", EnvVars: []string{"WANLAB_CONTROL_GROUP"}, Usage: "also let the members of `GROUP` (name or gid) use the control socket"},
+			&cli.StringFlag{Name: "metrics", EnvVars: []string{"WANLAB_METRICS"}, Usage: "serve read-only Prometheus /metrics on `ADDR` (host:port; :PORT binds 127.0.0.1)"},
+			&cli.StringSliceFlag{Name: "label", EnvVars: []string{"WANLAB_LABELS"}, Usage: "`NAME=VALUE[,NAME=VALUE]` added to every metric (lab=l1,link=r1-r2), so one Prometheus scrapes many proxies; repeatable"},
+			&cli.StringFlag{Name: "pcap", EnvVars: []string{"WANLAB_PCAP"}, Usage: "write a pcapng of what entered and left the engine to `FILE`"},
 			&cli.StringFlag{Name: "pcap-limit", Value: "1gb", Usage: "stop recording when the pcapng reaches this `SIZE` (tc size syntax)"},
-			&cli.Uint64Flag{Name: "seed", Usage: "seed every stage's random generator (default: random, printed)"},
+			&cli.Uint64Flag{Name: "seed", EnvVars: []string{"WANLAB_SEED"}, Usage: "seed every stage's random generator (default: random, printed)"},
 			&cli.StringFlag{Name: "netns", Usage: "the interfaces live in the named network namespace `NS`"},
+			&cli.DurationFlag{Name: "wait-ifaces", EnvVars: []string{"WANLAB_WAIT_IFACES"}, Usage: "wait up to `DURATION` for both interfaces to exist and be up before setting up (a container whose links are added after it starts)"},
 			&cli.BoolFlag{Name: "realtime", Usage: "run the release loops under SCHED_FIFO for tighter timing on a busy host"},
 			&cli.DurationFlag{Name: "release-spin", Value: 50 * time.Microsecond, Usage: "spin this long before each departure for µs precision; 0 sleeps on the timer only (less CPU at high packet rates)"},
 			&cli.StringFlag{Name: "low-latency", Value: string(cpulatency.Auto), Usage: "keep idle CPUs quick to wake through /dev/cpu_dma_latency: `MODE` auto (while packets flowed in the last second), on (always), off. Wakes cost up to 150 µs on VMs whose idle vCPUs halt; the price is idle CPUs polling"},
@@ -128,12 +130,23 @@ func proxyConfig(cc *cli.Context) (proxy.Config, error) {
 	if cc.NArg() != 0 {
 		return cfg, usageError(fmt.Errorf("proxy: unexpected argument %q (specs go in --impair)", cc.Args().First()))
 	}
-	ifaces := cc.StringSlice("iface")
+	var ifaces []string
+	for _, v := range cc.StringSlice("iface") {
+		// WANLAB_IFACES=eth1,eth2 (no interface name holds a comma).
+		ifaces = append(ifaces, strings.Split(v, ",")...)
+	}
 	if len(ifaces) != 2 || ifaces[0] == ifaces[1] {
 		return cfg, usageError(fmt.Errorf("proxy: need --iface twice with two different interfaces, got %d (%s)", len(ifaces), strings.Join(ifaces, ", ")))
 	}
 	cfg.Ifaces = [2]string{ifaces[0], ifaces[1]}
-	texts, err := parseImpair(cfg.Ifaces, cc.StringSlice("impair"))
+	var err error
+	values := cc.StringSlice("impair")
+	if !cc.IsSet("impair") {
+		if values, err = impairFromEnv(cfg.Ifaces, os.Environ()); err != nil {
+			return cfg, usageError(fmt.Errorf("proxy: %w", err))
+		}
+	}
+	texts, err := parseImpair(cfg.Ifaces, values)
 	if err != nil {
 		return cfg, usageError(err)
 	}
@@ -208,7 +221,22 @@ func runProxy(cc *cli.Context) error {
 		return usageError(fmt.Errorf("proxy: --control-group: %w", err))
 	}
 	metricsAddr := loopbackByDefault(cc.String("metrics"))
+	labels, err := metrics.ParseLabels(cc.StringSlice("label"))
+	if err != nil {
+		return usageError(fmt.Errorf("proxy: --label: %w", err))
+	}
+	if labels != nil && metricsAddr == "" {
+		return usageError(errors.New("proxy: --label needs --metrics"))
+	}
 
+	if err := proxy.Preflight(); err != nil {
+		return proxyError(err) // before any wait: a missing privilege is said at once
+	}
+	if within := cc.Duration("wait-ifaces"); within > 0 {
+		if err := waitIfaces(ctx, cfg.Netns, cfg.Ifaces, within); err != nil {
+			return usageError(fmt.Errorf("proxy: %w", err))
+		}
+	}
 	p, err := proxy.Start(ctx, cfg)
 	if err != nil {
 		return proxyError(err)
@@ -236,7 +264,7 @@ func runProxy(cc *cli.Context) error {
 	}
 	closers = append(closers, srv.Close)
 	if metricsAddr != "" {
-		ms, err := metrics.Serve(metricsAddr, p.Stats)
+		ms, err := metrics.Serve(metricsAddr, p.Stats, labels)
 		if err != nil {
 			return fmt.Errorf("proxy: --metrics: %w", err)
 		}
@@ -281,7 +309,7 @@ func runProxy(cc *cli.Context) error {
 // lacked (exitCode maps it: a missing interface 2, permissions 3, no TUN
 // driver 4).
 func proxyError(err error) error {
-	if errors.Is(err, os.ErrPermission) {
+	if errors.Is(err, os.ErrPermission) && !strings.Contains(err.Error(), "CAP_NET_ADMIN") {
 		return fmt.Errorf("proxy: %w (needs root or CAP_NET_ADMIN)", err)
 	}
 	return fmt.Errorf("proxy: %w", err)

@@ -60,3 +60,20 @@ func TestSysctl(t *testing.T) {
 		t.Fatal("a missing key exists")
 	}
 }
+
+func TestHasCapability(t *testing.T) {
+	status := "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t00000000a80425fb\nCapBnd:\t00000000a80425fb\n"
+	// a80425fb is Docker's default set: no CAP_NET_ADMIN (bit 12).
+	if ok, err := HasCapability(status, CapNetAdmin); err != nil || ok {
+		t.Errorf("docker default: %v, %v", ok, err)
+	}
+	if ok, err := HasCapability(strings.Replace(status, "a80425fb", "a80435fb", 1), CapNetAdmin); err != nil || !ok {
+		t.Errorf("with NET_ADMIN: %v, %v", ok, err)
+	}
+	if _, err := HasCapability("CapEff:\tzz\n", CapNetAdmin); err == nil {
+		t.Error("bad CapEff accepted")
+	}
+	if _, err := HasCapability("Name:\tx\n", CapNetAdmin); err == nil {
+		t.Error("no CapEff accepted")
+	}
+}

@@ -160,13 +160,21 @@ type Server struct {
 }
 
 // Serve listens on addr (host:port) and serves /metrics with the proxy's
-// collector plus Go runtime and process metrics (RSS, CPU).
-func Serve(addr string, src func() control.Stats) (*Server, error) {
+// collector plus Go runtime and process metrics (RSS, CPU). labels (from
+// ParseLabels; may be nil) are added to every metric, so that one
+// Prometheus can scrape many proxies, a link each.
+func Serve(addr string, src func() control.Stats, labels prometheus.Labels) (*Server, error) {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(NewCollector(src)); err != nil {
+	wrapped := prometheus.WrapRegistererWith(labels, reg)
+	if err := wrapped.Register(NewCollector(src)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := wrapped.Register(collectors.NewGoCollector()); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	if err := wrapped.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)

@@ -20,6 +20,9 @@ type host struct {
 	nl  *netlink.Handle
 	ns  netns.NsHandle // netns.None() = the current namespace
 	sys hostenv.Sysctl // /proc/sys; a field so the namespace is the only thing that varies
+	// readOnly makes every sysctl write fail as on a read-only /proc/sys
+	// (a container's): the tests' stand-in for one.
+	readOnly bool
 }
 
 func openHost(name string) (*host, error) {
@@ -64,6 +67,9 @@ func (h *host) readSysctl(p string) (string, error) {
 }
 
 func (h *host) writeSysctl(p, v string) error {
+	if h.readOnly {
+		return fmt.Errorf("sysctl %s=%s: %w", p, v, unix.EROFS)
+	}
 	err := nsrun.Do(h.ns, func() error {
 		f, err := os.OpenFile(h.sys.Path(p), os.O_WRONLY, 0)
 		if err != nil {
@@ -143,7 +149,16 @@ func (h *host) do(c change) error {
 		if c.Value == "" {
 			return nil
 		}
-		return h.writeSysctl(c.Path, c.Value)
+		err := h.writeSysctl(c.Path, c.Value)
+		if errors.Is(err, unix.EROFS) {
+			// /proc/sys is mounted read-only, as in a container. A
+			// value that is already what we want needs no write.
+			if cur, rerr := h.readSysctl(c.Path); rerr == nil && cur == c.Value {
+				return nil
+			}
+			return fmt.Errorf("%w: /proc/sys is read-only (a container?): start it with %s (docs/topologies.md)", err, presetHint(c.Path, c.Value))
+		}
+		return err
 	case kindMTU, kindUp, kindAddrGenMode:
 		l, err := h.link(c.Link)
 		if err != nil {
@@ -179,6 +194,26 @@ func (h *host) do(c change) error {
 		return nil
 	}
 	return fmt.Errorf("unknown change kind %q", c.Kind)
+}
+
+// presetHint is what a container's start needs instead of the write of
+// path=value: the setting for all interfaces (Docker's --sysctl takes
+// interfaces that exist when it starts, not those the proxy creates).
+func presetHint(path, value string) string {
+	parts := strings.Split(path, "/") // net ipv4 conf DEV key
+	if len(parts) == 5 && parts[2] == "conf" {
+		key := parts[4]
+		switch {
+		case key == "force_forwarding":
+			return "--sysctl net.ipv6.conf.all.forwarding=1"
+		case key == "rp_filter":
+			return "--sysctl net.ipv4.conf.all.rp_filter=0 --sysctl net.ipv4.conf.default.rp_filter=0"
+		case key == "disable_ipv6":
+			return "--sysctl net.ipv6.conf.all.disable_ipv6=0 --sysctl net.ipv6.conf.default.disable_ipv6=0"
+		}
+		return "--sysctl " + strings.Join([]string{parts[0], parts[1], "conf", "all", key}, ".") + "=" + value
+	}
+	return "--sysctl " + strings.ReplaceAll(path, "/", ".") + "=" + value
 }
 
 // gone reports errors meaning the thing to undo no longer exists (a TUN

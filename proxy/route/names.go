@@ -43,6 +43,8 @@ type applyHooks struct {
 	// noForceForwarding takes the path of kernels before 6.17 (no
 	// per-interface IPv6 force_forwarding).
 	noForceForwarding bool
+	// sysctlReadOnly makes /proc/sys read-only, as in a container.
+	sysctlReadOnly bool
 }
 
 // maxIfaceName is IFNAMSIZ-1: the kernel's limit on interface names.

@@ -261,6 +261,7 @@ func (a *Applied) apply() error {
 		return err
 	}
 	defer h.close()
+	h.readOnly = cfg.hooks.sysctlReadOnly
 	var links [4]netlink.Link // A, B, TUN A, TUN B
 	for i, n := range []string{cfg.Ifaces[0], cfg.Ifaces[1], cfg.TUNs[0], cfg.TUNs[1]} {
 		if links[i], err = h.link(n); err != nil {
@@ -345,6 +346,7 @@ func (a *Applied) Undo() error {
 		return err
 	}
 	defer h.close()
+	h.readOnly = a.cfg.hooks.sysctlReadOnly
 	if err := undoChanges(h, a.st.Changes); err != nil {
 		return err
 	}
@@ -621,13 +623,19 @@ func planChanges(h *host, cfg Config, links [4]netlink.Link, tables [2]int, prio
 				plan = append(plan, change{Kind: kindAddrGenMode, Link: n, PrevMode: &prev, Mode: &none})
 			}
 		}
-		if _, ferr := h.readSysctl("net/ipv6/conf/" + a + "/force_forwarding"); ferr == nil && !cfg.hooks.noForceForwarding {
+		allFwd, rerr := h.readSysctl("net/ipv6/conf/all/forwarding")
+		if rerr != nil {
+			return nil, rerr
+		}
+		if allFwd == "1" {
+			// Every interface forwards already (a router, or a
+			// container started with --sysctl
+			// net.ipv6.conf.all.forwarding=1): nothing to change.
+		} else if _, ferr := h.readSysctl("net/ipv6/conf/" + a + "/force_forwarding"); ferr == nil && !cfg.hooks.noForceForwarding {
 			for _, n := range all4 {
 				set("net/ipv6/conf/"+n+"/force_forwarding", "1")
 			}
-		} else if cur, rerr := h.readSysctl("net/ipv6/conf/all/forwarding"); rerr != nil {
-			return nil, rerr
-		} else if cur != "1" {
+		} else {
 			paths, gerr := h.sysctlGlob("net/ipv6/conf/*/forwarding")
 			if gerr != nil {
 				return nil, gerr
