@@ -18,6 +18,7 @@ pkgs=()
 for want in tcpdump:tcpdump tshark:tshark tcptrace:tcptrace iperf3:iperf3 ping:iputils-ping ip:iproute2 chromium:chromium qemu-system-x86_64:qemu-system-x86; do
 	command -v "${want%%:*}" >/dev/null 2>&1 || pkgs+=("${want#*:}")
 done
+[ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || pkgs+=(docker.io) # the container topology test
 dpkg -s busybox-static >/dev/null 2>&1 || pkgs+=(busybox-static) # the VM's /bin/busybox must be static
 if [ ${#pkgs[@]} -gt 0 ]; then
 	echo "installing: ${pkgs[*]}"
@@ -33,7 +34,37 @@ if ! command -v apt-cache >/dev/null || [ -z "$(apt-cache search --names-only '^
 	apt-get update -qq
 fi
 vmbin=$(mktemp -d)
-trap 'rm -rf "$vmbin"' EXIT
+dockerd_pid=
+cleanup() {
+	rm -rf "$vmbin"
+	# Stop the Docker daemon started below (and with it its containerd),
+	# by its PID, and wait for it to go.
+	if [ -n "$dockerd_pid" ] && kill -0 "$dockerd_pid" 2>/dev/null; then
+		kill "$dockerd_pid"
+		for _ in $(seq 100); do kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 0.2; done
+	fi
+}
+trap cleanup EXIT
+
+# A Docker daemon of the tests' own (socket, state and exec roots under
+# wanlab's names, no iptables rules, no default bridge), for the container
+# topology test; stopped on the way out. One left by an interrupted run is
+# used as it is.
+docker_root=/run/wanlab-docker
+export WANLAB_DOCKER=/usr/bin/docker WANLAB_DOCKER_HOST=unix://$docker_root/docker.sock
+if ! DOCKER_HOST=$WANLAB_DOCKER_HOST $WANLAB_DOCKER version >/dev/null 2>&1; then
+	mkdir -p "$docker_root" /var/lib/wanlab/docker
+	rm -f "$docker_root/dockerd.pid"
+	/usr/sbin/dockerd --iptables=false --ip6tables=false --bridge=none \
+		--data-root /var/lib/wanlab/docker --exec-root "$docker_root/exec" \
+		--pidfile "$docker_root/dockerd.pid" -H "$WANLAB_DOCKER_HOST" >"$docker_root/dockerd.log" 2>&1 &
+	dockerd_pid=$!
+	for _ in $(seq 150); do
+		DOCKER_HOST=$WANLAB_DOCKER_HOST $WANLAB_DOCKER version >/dev/null 2>&1 && break
+		kill -0 "$dockerd_pid" 2>/dev/null || { echo "dockerd exited:"; tail -5 "$docker_root/dockerd.log"; exit 1; }
+		sleep 0.2
+	done
+fi
 CGO_ENABLED=0 go build -trimpath -o "$vmbin/wanlab" ./cmd/wanlab
 "$vmbin/wanlab" vm prepare
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/wanlab/wanlab/internal/nsrun"
 )
@@ -18,12 +19,17 @@ import (
 // (containerlab wires a node once it runs). It returns at once when they
 // are there, and names the ones still missing when time runs out.
 func waitIfaces(ctx context.Context, ns string, ifaces [2]string, within time.Duration) error {
-	h, err := nsrun.Open(ns)
-	if err != nil {
-		return err
+	// The proxy's own namespace needs no setns (which a container
+	// without CAP_SYS_ADMIN may not do).
+	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if ns != "" {
+		h, oerr := nsrun.Open(ns)
+		if oerr != nil {
+			return oerr
+		}
+		defer h.Close()
+		nl, err = netlink.NewHandleAt(h)
 	}
-	defer h.Close()
-	nl, err := netlink.NewHandleAt(h)
 	if err != nil {
 		return fmt.Errorf("netlink: %w", err)
 	}
