@@ -75,17 +75,22 @@ func (e *env) openPath(ctx context.Context, name string) (path, error) {
 		return routingPath{}, nil
 	case PathKernel:
 		return &kernelPath{e: e}, nil
-	case PathProxyOffload, PathProxyWater:
+	case PathProxyOffload, PathProxyOffload1, PathProxyWater:
 		backend := device.Offload
 		if name == PathProxyWater {
 			backend = device.Water
 		}
+		queues := 0 // one per CPU
+		if name == PathProxyOffload1 {
+			queues = 1
+		}
 		if len(e.cfg.ProxyExec) > 0 {
-			return e.startProxyProcess(ctx, name, backend)
+			return e.startProxyProcess(ctx, name, backend, queues)
 		}
 		p, err := proxy.Start(ctx, proxy.Config{
 			Ifaces:     [2]string{e.toServer(), e.toClient()},
 			Backend:    backend,
+			Queues:     queues,
 			Seed:       1,
 			HasSeed:    true,
 			Netns:      e.lab.Router.NS,
@@ -98,7 +103,7 @@ func (e *env) openPath(ctx context.Context, name string) (path, error) {
 		}
 		return &proxyPath{name: name, p: p, e: e}, nil
 	}
-	return nil, fmt.Errorf("path %q: want routing, proxy-offload, proxy-water or kernel", name)
+	return nil, fmt.Errorf("path %q: want routing, proxy-offload, proxy-offload-1q, proxy-water or kernel", name)
 }
 
 type routingPath struct{}
@@ -153,10 +158,10 @@ type procPath struct {
 	done chan error
 }
 
-func (e *env) startProxyProcess(ctx context.Context, name, backend string) (path, error) {
+func (e *env) startProxyProcess(ctx context.Context, name, backend string, queues int) (path, error) {
 	sock := filepath.Join(e.stateDir, name+".sock")
 	args := append([]string{}, e.cfg.ProxyExec[1:]...)
-	args = append(args, "--iface", e.toServer(), "--iface", e.toClient(), "--backend", backend,
+	args = append(args, "--iface", e.toServer(), "--iface", e.toClient(), "--backend", backend, "--queues", strconv.Itoa(queues),
 		"--netns", e.lab.Router.NS, "--control", "unix:"+sock, "--seed", "1", "--state-dir", e.stateDir)
 	if e.cfg.Realtime {
 		args = append(args, "--realtime")

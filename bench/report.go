@@ -20,6 +20,10 @@ import (
 const (
 	PathRouting      = "routing"       // kernel routing, no impairment
 	PathProxyOffload = "proxy-offload" // userspace proxy, offload backend
+	// PathProxyOffload1 is the offload backend with one queue per TUN
+	// (one reader per direction), to compare with PathProxyOffload's
+	// queue per CPU in one run.
+	PathProxyOffload1 = "proxy-offload-1q"
 	PathProxyWater   = "proxy-water"   // userspace proxy, water backend
 	PathKernel       = "kernel"        // the same spec as qdiscs on the router's veths
 	// PathKernelVM is the same spec as qdiscs of the reference VM's kernel

@@ -20,18 +20,26 @@ import (
 // same TUN by its release loop (the kernel then routes them by the main
 // table, out of iface).
 //
-// Goroutines: readLoop is the only caller of Enqueue. Dequeue and
-// dev.Write happen under wmu, from the release loop's thread for packets
-// that wait, and straight from readLoop for packets due at once (an empty
-// spec, or a rate with tokens left): that saves the wake-up of the loop's
-// thread, tens of µs, on every hop. Dequeuing and writing under one lock
-// keeps the departure order on the wire. Control calls Swap, Spec and
-// Snapshot, which the pipeline's mutex serialises.
+// Goroutines: a reader per queue of the TUN (one, or the queues of a
+// device.Multi) does the per-packet work on the CPU that took the packet
+// in (the offload backend's GSO split, the length check, the tap record)
+// and enqueues whole batches into the direction's one pipeline, whose
+// mutex orders them (a stamp older than what the pipeline processed
+// counts from that time, as for a single reader that lost the lock to the
+// release loop). Dequeue and the writes happen under wmu, from the release
+// loop's thread for packets that wait, and straight from a reader for
+// packets due at once (an empty spec, or a rate with tokens left): that
+// saves the wake-up of the loop's thread, tens of µs, on every hop.
+// Dequeuing and writing under one lock keeps the departure order on the
+// wire. Each packet leaves through the queue it came in by, which keeps
+// each flow on one queue (device.Multi) and so in order. Control calls
+// Swap, Spec and Snapshot, which the pipeline's mutex serialises.
 type direction struct {
-	index int
-	iface string
-	dev   device.Device
-	pl    *engine.Pipeline
+	index  int
+	iface  string
+	dev    device.Device
+	queues []device.Device // dev's queues (device.QueuesOf)
+	pl     *engine.Pipeline
 	pool  *engine.Pool
 	loop  *release.Loop
 	tap   *tap.Tap
@@ -58,16 +66,24 @@ type direction struct {
 	warnText string
 	warnings []string
 
-	// Reader state, owned by readLoop.
-	rpkts  []*engine.Packet
-	rbufs  [][]byte
-	sizes  []int
-	rbatch []*engine.Packet
+	readers []*reader
 
 	// Release state, guarded by wmu.
 	wmu   sync.Mutex
 	out   []*engine.Packet
 	wbufs [][]byte
+	// byQueue holds a release's packets per queue (more than one queue).
+	byQueue [][]*engine.Packet
+}
+
+// reader is one queue's reader and its buffers, owned by its readLoop.
+type reader struct {
+	queue  uint16
+	dev    device.Device
+	rpkts  []*engine.Packet
+	rbufs  [][]byte
+	sizes  []int
+	rbatch []*engine.Packet
 }
 
 func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (*direction, error) {
@@ -93,17 +109,25 @@ func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (
 	}
 	d.pl = pl
 	d.classes.Store(cs)
+	d.queues = device.QueuesOf(dev)
 	n := max(dev.BatchSize(), 1)
-	d.rpkts = make([]*engine.Packet, n)
-	d.rbufs = make([][]byte, n)
-	d.sizes = make([]int, n)
-	d.rbatch = make([]*engine.Packet, 0, n)
-	for k := range d.rpkts {
-		d.rpkts[k] = d.pool.Get()
-		d.rbufs[k] = d.rpkts[k].Buf()
+	for q, qd := range d.queues {
+		r := &reader{queue: uint16(q), dev: qd, rpkts: make([]*engine.Packet, n), rbufs: make([][]byte, n),
+			sizes: make([]int, n), rbatch: make([]*engine.Packet, 0, n)}
+		for k := range r.rpkts {
+			r.rpkts[k] = d.pool.Get()
+			r.rbufs[k] = r.rpkts[k].Buf()
+		}
+		d.readers = append(d.readers, r)
 	}
 	d.out = make([]*engine.Packet, 0, 1024)
 	d.wbufs = make([][]byte, 0, n)
+	if len(d.queues) > 1 {
+		d.byQueue = make([][]*engine.Packet, len(d.queues))
+		for q := range d.byQueue {
+			d.byQueue[q] = make([]*engine.Packet, 0, 1024)
+		}
+	}
 	loop, err := release.Start(d, release.Config{Realtime: p.opt.Realtime, Early: p.opt.ReleaseSpin})
 	if err != nil {
 		return nil, err
@@ -114,12 +138,12 @@ func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (
 
 func (d *direction) wallTime(mono int64) time.Time { return time.Unix(0, d.wall+mono) }
 
-// readLoop reads batches from the TUN, stamps them once, drops malformed
-// packets and hands the rest to the pipeline, waking the release loop
-// when one of them is due before what it waits for.
-func (d *direction) readLoop() {
+// readLoop reads batches from r's queue of the TUN, stamps them once,
+// drops malformed packets and hands the rest to the pipeline, waking the
+// release loop when one of them is due before what it waits for.
+func (d *direction) readLoop(r *reader) {
 	for {
-		n, err := d.dev.Read(d.rbufs, d.sizes, engine.Headroom)
+		n, err := r.dev.Read(r.rbufs, r.sizes, engine.Headroom)
 		if err != nil {
 			if d.stopping.Load() || errors.Is(err, os.ErrClosed) {
 				return
@@ -135,10 +159,10 @@ func (d *direction) readLoop() {
 		if d.lat != nil {
 			d.lat.Touch(now)
 		}
-		d.rbatch = d.rbatch[:0]
+		r.rbatch = r.rbatch[:0]
 		for k := range n {
-			pk := d.rpkts[k]
-			pk.SetLen(d.sizes[k])
+			pk := r.rpkts[k]
+			pk.SetLen(r.sizes[k])
 			l, ok := ipLength(pk.Data)
 			if !ok {
 				d.malformed.Add(1)
@@ -146,18 +170,19 @@ func (d *direction) readLoop() {
 			}
 			pk.Data = pk.Data[:l]
 			pk.Arrival = now
+			pk.Queue = r.queue
 			if d.tap != nil {
 				d.tap.Entered(d.index, d.wallTime(now), pk.Data)
 			}
-			d.rbatch = append(d.rbatch, pk)
+			r.rbatch = append(r.rbatch, pk)
 			fresh := d.pool.Get()
-			d.rpkts[k] = fresh
-			d.rbufs[k] = fresh.Buf()
+			r.rpkts[k] = fresh
+			r.rbufs[k] = fresh.Buf()
 		}
-		if len(d.rbatch) == 0 {
+		if len(r.rbatch) == 0 {
 			continue
 		}
-		next, ok := d.pl.EnqueueBatch(d.rbatch, now)
+		next, ok := d.pl.EnqueueBatch(r.rbatch, now)
 		if ok && next <= now {
 			d.Release(release.MonotonicNow())
 			next, ok = d.pl.NextDeparture()
@@ -179,28 +204,50 @@ func (d *direction) Release(now int64) {
 	if len(d.out) == 0 {
 		return
 	}
-	batch := max(d.dev.BatchSize(), 1)
-	start := 0
-	for k, pk := range d.out {
-		if pk.Flags&engine.FlagCorrupted != 0 {
-			d.write(d.out[start:k])
-			d.write(d.out[k : k+1])
-			start = k + 1
-			continue
+	if d.byQueue == nil {
+		d.writeBatches(d.queues[0], d.out)
+	} else {
+		// Each queue's packets in departure order: a flow is on one
+		// queue, so its order on the wire is kept.
+		for _, pk := range d.out {
+			q := int(pk.Queue)
+			if q >= len(d.byQueue) {
+				q = 0
+			}
+			d.byQueue[q] = append(d.byQueue[q], pk)
 		}
-		if k+1-start == batch {
-			d.write(d.out[start : k+1])
-			start = k + 1
+		for q, pkts := range d.byQueue {
+			d.writeBatches(d.queues[q], pkts)
+			clear(pkts)
+			d.byQueue[q] = pkts[:0]
 		}
 	}
-	d.write(d.out[start:])
 	for k, pk := range d.out {
 		d.pool.Put(pk)
 		d.out[k] = nil
 	}
 }
 
-func (d *direction) write(pkts []*engine.Packet) {
+// writeBatches writes pkts to queue dev in batches of its size.
+func (d *direction) writeBatches(dev device.Device, pkts []*engine.Packet) {
+	batch := max(dev.BatchSize(), 1)
+	start := 0
+	for k, pk := range pkts {
+		if pk.Flags&engine.FlagCorrupted != 0 {
+			d.write(dev, pkts[start:k])
+			d.write(dev, pkts[k:k+1])
+			start = k + 1
+			continue
+		}
+		if k+1-start == batch {
+			d.write(dev, pkts[start:k+1])
+			start = k + 1
+		}
+	}
+	d.write(dev, pkts[start:])
+}
+
+func (d *direction) write(dev device.Device, pkts []*engine.Packet) {
 	if len(pkts) == 0 {
 		return
 	}
@@ -208,7 +255,7 @@ func (d *direction) write(pkts []*engine.Packet) {
 	for _, pk := range pkts {
 		d.wbufs = append(d.wbufs, pk.Buf()[:engine.Headroom+len(pk.Data)])
 	}
-	if _, err := d.dev.Write(d.wbufs, engine.Headroom); err != nil && !d.stopping.Load() {
+	if _, err := dev.Write(d.wbufs, engine.Headroom); err != nil && !d.stopping.Load() {
 		d.writeErrors.Add(1)
 	}
 	mono := release.MonotonicNow()
@@ -235,7 +282,9 @@ func (d *direction) drain() {
 		d.pool.Put(pk)
 	}
 	d.out = d.out[:0]
-	for _, pk := range d.rpkts {
-		d.pool.Put(pk)
+	for _, r := range d.readers {
+		for _, pk := range r.rpkts {
+			d.pool.Put(pk)
+		}
 	}
 }

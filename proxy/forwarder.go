@@ -96,11 +96,13 @@ func New(ctx context.Context, devs [2]device.Device, opt Options) (*Forwarder, e
 	}
 	for _, d := range p.dirs {
 		d.lat = opt.Activity
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			d.readLoop()
-		}()
+		for _, r := range d.readers {
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				d.readLoop(r)
+			}()
+		}
 	}
 	closeWhenDone(ctx, p.done, p.Close)
 	return p, nil
@@ -142,6 +144,9 @@ func (p *Forwarder) Seed() uint64 { return p.seed }
 // TUNs returns the names of the devices of the two directions (the TUNs
 // the host layer opened).
 func (p *Forwarder) TUNs() [2]string { return [2]string{p.dirs[0].dev.Name(), p.dirs[1].dev.Name()} }
+
+// Queues is the number of queues (and readers) of each direction's device.
+func (p *Forwarder) Queues() int { return len(p.dirs[0].queues) }
 
 // SetSpec replaces the spec of the direction leaving through iface, or of
 // both when iface is "". A spec that does not parse returns the parser's

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -80,6 +81,10 @@ type Config struct {
 	Specs [2]spec.Impairment
 	// Backend is device.Offload (default) or device.Water.
 	Backend string
+	// Queues is the number of queues of each TUN, each with its reader
+	// (IFF_MULTI_QUEUE when more than one); 0 means one per CPU (at most
+	// device.MaxQueues).
+	Queues int
 	// Seed and HasSeed: see Options.
 	Seed    uint64
 	HasSeed bool
@@ -140,6 +145,9 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	}
 	if cfg.Backend == "" {
 		cfg.Backend = device.Offload
+	}
+	if cfg.Queues == 0 {
+		cfg.Queues = min(runtime.NumCPU(), device.MaxQueues)
 	}
 	if cfg.StateDir == "" {
 		cfg.StateDir = route.DefaultStateDir
@@ -285,7 +293,7 @@ func (p *Proxy) setupHost() ([2]device.Device, error) {
 	}
 	names := route.TUNNames(p.cfg.Ifaces)
 	for i := range 2 {
-		d, err := device.OpenIn(ns, p.cfg.Backend, names[i], mtus[i])
+		d, err := device.OpenQueuesIn(ns, p.cfg.Backend, names[i], mtus[i], p.cfg.Queues)
 		if err != nil {
 			for _, o := range devs[:i] {
 				o.Close()

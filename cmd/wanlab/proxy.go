@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +64,7 @@ func init() {
 			&cli.StringSliceFlag{Name: "iface", EnvVars: []string{"WANLAB_IFACES"}, Usage: "an interface the proxy sits between; give exactly two"},
 			&cli.StringSliceFlag{Name: "impair", Usage: "`[IFACE=]SPEC` for traffic leaving through IFACE (both directions without IFACE=); repeatable; without it, WANLAB_IMPAIR and WANLAB_IMPAIR_<IFACE> are read"},
 			&cli.StringFlag{Name: "backend", Value: device.Offload, Usage: "TUN backend: offload or water"},
+			&cli.IntFlag{Name: "queues", EnvVars: []string{"WANLAB_QUEUES"}, Usage: "queues per TUN, each with its own reader (multi-queue TUN); `N` 0 means one per CPU", Value: 0},
 			&cli.StringFlag{Name: "control", EnvVars: []string{"WANLAB_CONTROL"}, Usage: "control API address: unix:/path or 127.0.0.1:port (default unix:/run/wanlab/A-B.sock); TCP needs the token in /run/wanlab/A-B.token"},
 			&cli.StringFlag{Name: "control-group", EnvVars: []string{"WANLAB_CONTROL_GROUP"}, Usage: "also let the members of `GROUP` (name or gid) use the control socket"},
 			&cli.StringFlag{Name: "metrics", EnvVars: []string{"WANLAB_METRICS"}, Usage: "serve read-only Prometheus /metrics on `ADDR` (host:port; :PORT binds 127.0.0.1)"},
@@ -76,6 +78,7 @@ func init() {
 			&cli.DurationFlag{Name: "release-spin", Value: 50 * time.Microsecond, Usage: "spin this long before each departure for µs precision; 0 sleeps on the timer only (less CPU at high packet rates)"},
 			&cli.StringFlag{Name: "low-latency", Value: string(cpulatency.Auto), Usage: "keep idle CPUs quick to wake through /dev/cpu_dma_latency: `MODE` auto (while packets flowed in the last second), on (always), off. Wakes cost up to 150 µs on VMs whose idle vCPUs halt; the price is idle CPUs polling"},
 			&cli.StringFlag{Name: "state-dir", Value: route.DefaultStateDir, Usage: "where state, lock and socket files live", Hidden: true},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the run to `FILE` (go tool pprof)", Hidden: true},
 		},
 		Action: runProxy,
 		Subcommands: []*cli.Command{
@@ -160,6 +163,10 @@ func proxyConfig(cc *cli.Context) (proxy.Config, error) {
 	if cfg.Backend != device.Offload && cfg.Backend != device.Water {
 		return cfg, usageError(fmt.Errorf("proxy: --backend %q: want offload or water", cfg.Backend))
 	}
+	cfg.Queues = cc.Int("queues")
+	if cfg.Queues < 0 || cfg.Queues > device.MaxQueues {
+		return cfg, usageError(fmt.Errorf("proxy: --queues %d: want 0 (one per CPU) to %d", cfg.Queues, device.MaxQueues))
+	}
 	cfg.Seed, cfg.HasSeed = cc.Uint64("seed"), cc.IsSet("seed")
 	cfg.Netns = cc.String("netns")
 	cfg.StateDir = cc.String("state-dir")
@@ -188,6 +195,17 @@ func runProxy(cc *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(cc.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if path := cc.String("cpuprofile"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("proxy: --cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("proxy: --cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	var closers []func() error // run in reverse on the way out
 	defer func() {
@@ -275,6 +293,7 @@ func runProxy(cc *cli.Context) error {
 	tuns := p.TUNs()
 	fmt.Fprintf(w, "wanlab proxy: %s <-> %s through %s, %s (%s backend), seed %d\n",
 		cfg.Ifaces[0], cfg.Ifaces[1], tuns[0], tuns[1], cfg.Backend, p.Seed())
+	fmt.Fprintf(w, "  %s per TUN, a reader each\n", queuesText(p.Queues()))
 	for _, iface := range cfg.Ifaces {
 		s := specs[iface]
 		if s == "" {
@@ -303,6 +322,14 @@ func runProxy(cc *cli.Context) error {
 	}
 	fmt.Fprintln(w, "wanlab proxy: stopped, routing restored")
 	return nil
+}
+
+// queuesText says how many queues each TUN has.
+func queuesText(n int) string {
+	if n == 1 {
+		return "1 queue"
+	}
+	return strconv.Itoa(n) + " queues"
 }
 
 // proxyError names the command in a setup failure, with the privilege it

@@ -3,6 +3,7 @@ package device
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -26,16 +27,28 @@ func Open(backend, name string, mtu int) (Device, error) {
 // one). The device is created there and stays there; the returned Device
 // reads and writes from any goroutine.
 func OpenIn(ns netns.NsHandle, backend, name string, mtu int) (Device, error) {
+	return OpenQueuesIn(ns, backend, name, mtu, 1)
+}
+
+// OpenQueuesIn is OpenIn with queues queues: more than one opens a
+// multi-queue TUN (IFF_MULTI_QUEUE) and returns a *Multi of them; one is
+// the single-queue device OpenIn returns.
+func OpenQueuesIn(ns netns.NsHandle, backend, name string, mtu, queues int) (Device, error) {
 	if err := checkBackend(backend); err != nil {
 		return nil, err
+	}
+	if queues < 1 || queues > MaxQueues {
+		return nil, fmt.Errorf("tun %s: %d queues: want 1-%d", name, queues, MaxQueues)
 	}
 	var d Device
 	err := nsrun.Do(ns, func() error {
 		var err error
-		switch backend {
-		case Offload:
+		switch {
+		case queues > 1:
+			d, err = openQueues(backend, name, mtu, queues)
+		case backend == Offload:
 			d, err = openOffload(name, mtu)
-		case Water:
+		case backend == Water:
 			d, err = openWater(name, mtu)
 		}
 		return err
@@ -105,6 +118,11 @@ func openOffload(name string, mtu int) (Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newOffload(t, mtu)
+}
+
+// newOffload wraps one wireguard-go TUN (one queue).
+func newOffload(t tun.Device, mtu int) (Device, error) {
 	// wireguard-go reports link events on a small buffered channel; keep
 	// it drained so its listener never blocks (it closes the channel on
 	// Close, ending this goroutine).
@@ -157,10 +175,105 @@ func (d *offloadDevice) Write(bufs [][]byte, offset int) (int, error) {
 	return written, nil
 }
 
+// openQueues opens a multi-queue TUN as n queues: each queue is an fd of
+// /dev/net/tun attached to the same name with IFF_MULTI_QUEUE, wrapped as
+// the backend wraps a single one (wireguard-go's TUN from the fd, with its
+// virtio-net offloads, or a plain file for water).
+func openQueues(backend, name string, mtu, n int) (Device, error) {
+	var qs []Device
+	fail := func(err error) (Device, error) {
+		for _, q := range qs {
+			q.Close()
+		}
+		return nil, err
+	}
+	flags := uint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_MULTI_QUEUE)
+	if backend == Offload {
+		flags |= unix.IFF_VNET_HDR
+	}
+	for range n {
+		f, err := openTUNQueue(name, flags)
+		if err != nil {
+			return fail(err)
+		}
+		var q Device
+		if backend == Offload {
+			t, terr := tun.CreateTUNFromFile(f, mtu)
+			if terr != nil {
+				f.Close()
+				return fail(terr)
+			}
+			q, err = newOffload(t, mtu)
+		} else {
+			q, err = newWaterQueue(f, name, mtu, len(qs) == 0)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		qs = append(qs, q)
+	}
+	m, err := NewMulti(qs)
+	if err != nil {
+		return fail(err)
+	}
+	return m, nil
+}
+
+// openTUNQueue attaches one fd to TUN name with flags (TUNSETIFF), as
+// wireguard-go's CreateTUN does for one, non-blocking for the runtime's
+// poller.
+func openTUNQueue(name string, flags uint16) (*os.File, error) {
+	fd, err := unix.Open(tunPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", tunPath, err)
+	}
+	ifr, err := unix.NewIfreq(name)
+	if err == nil {
+		ifr.SetUint16(flags)
+		err = unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr)
+	}
+	if err == nil {
+		err = unix.SetNonblock(fd, true)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("TUNSETIFF %s (multi-queue): %w", name, err)
+	}
+	return os.NewFile(uintptr(fd), tunPath), nil
+}
+
+// tunPath is the TUN clone device.
+const tunPath = "/dev/net/tun"
+
+// MaxQueues bounds the queues of one TUN (the kernel's MAX_TAP_QUEUES is
+// 256; more readers than CPUs only add wake-ups).
+const MaxQueues = 64
+
+// newWaterQueue is one queue of a multi-queue TUN for the water backend: a
+// plain file, one packet per call. The first queue sets the MTU and queue
+// length, as openWater does.
+func newWaterQueue(f *os.File, name string, mtu int, first bool) (Device, error) {
+	if first {
+		link, err := netlink.LinkByName(name)
+		if err == nil {
+			err = netlink.LinkSetMTU(link, mtu)
+		}
+		if err == nil {
+			err = setTxQueueLen(name)
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("set mtu %d: %w", mtu, err)
+		}
+	}
+	return &waterDevice{rw: f, name: name, mtu: mtu}, nil
+}
+
 // waterDevice is songgao/water: a plain TUN file, one packet per system
 // call. Simple and portable, and about 8x slower than offload here.
 type waterDevice struct {
-	ifce *water.Interface
+	rw   io.ReadWriteCloser // a *water.Interface, or one queue's file
+	name string
 	mtu  int
 }
 
@@ -185,16 +298,16 @@ func openWater(name string, mtu int) (Device, error) {
 		ifce.Close()
 		return nil, fmt.Errorf("set mtu %d: %w", mtu, err)
 	}
-	return &waterDevice{ifce: ifce, mtu: mtu}, nil
+	return &waterDevice{rw: ifce, name: ifce.Name(), mtu: mtu}, nil
 }
 
-func (d *waterDevice) Name() string   { return d.ifce.Name() }
+func (d *waterDevice) Name() string   { return d.name }
 func (d *waterDevice) MTU() int       { return d.mtu }
 func (d *waterDevice) BatchSize() int { return 1 }
-func (d *waterDevice) Close() error   { return d.ifce.Close() }
+func (d *waterDevice) Close() error   { return d.rw.Close() }
 
 func (d *waterDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
-	n, err := d.ifce.Read(bufs[0][offset:])
+	n, err := d.rw.Read(bufs[0][offset:])
 	if err != nil {
 		return 0, err
 	}
@@ -204,7 +317,7 @@ func (d *waterDevice) Read(bufs [][]byte, sizes []int, offset int) (int, error) 
 
 func (d *waterDevice) Write(bufs [][]byte, offset int) (int, error) {
 	for i, b := range bufs {
-		if _, err := d.ifce.Write(b[offset:]); err != nil {
+		if _, err := d.rw.Write(b[offset:]); err != nil {
 			return i, err
 		}
 	}

@@ -14,6 +14,14 @@ func Open(backend, name string, mtu int) (Device, error) {
 	return OpenIn(netns.None(), backend, name, mtu)
 }
 
+// OpenQueuesIn is Linux-only, like Open.
+func OpenQueuesIn(ns netns.NsHandle, backend, name string, mtu, _ int) (Device, error) {
+	return OpenIn(ns, backend, name, mtu)
+}
+
+// MaxQueues bounds the queues of one TUN.
+const MaxQueues = 64
+
 // OpenIn is Linux-only, like Open.
 func OpenIn(_ netns.NsHandle, backend, name string, _ int) (Device, error) {
 	if err := checkBackend(backend); err != nil {

@@ -29,6 +29,9 @@ type Packet struct {
 	// Seq is the arrival order within the pipeline (duplicates share their
 	// original's Seq), for reorder accounting.
 	Seq uint64
+	// Queue is the caller's: the device queue the packet was read from, so
+	// that it leaves through the same one (duplicates keep it).
+	Queue uint16
 
 	buf     []byte
 	pool    *Pool
@@ -110,6 +113,7 @@ func clone(p *Packet) *Packet {
 	c.Arrival = p.Arrival
 	c.Seq = p.Seq
 	c.Flags = p.Flags
+	c.Queue = p.Queue
 	return c
 }
 
