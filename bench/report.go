@@ -24,8 +24,8 @@ const (
 	// (one reader per direction), to compare with PathProxyOffload's
 	// queue per CPU in one run.
 	PathProxyOffload1 = "proxy-offload-1q"
-	PathProxyWater   = "proxy-water"   // userspace proxy, water backend
-	PathKernel       = "kernel"        // the same spec as qdiscs on the router's veths
+	PathProxyWater    = "proxy-water" // userspace proxy, water backend
+	PathKernel        = "kernel"      // the same spec as qdiscs on the router's veths
 	// PathKernelVM is the same spec as qdiscs of the reference VM's kernel
 	// (lab/vm), for what the host's kernel lacks; the report names it with
 	// the accelerator: "kernel-vm/tcg" or "kernel-vm/kvm".

@@ -40,10 +40,10 @@ type direction struct {
 	dev    device.Device
 	queues []device.Device // dev's queues (device.QueuesOf)
 	pl     *engine.Pipeline
-	pool  *engine.Pool
-	loop  *release.Loop
-	tap   *tap.Tap
-	wall  int64 // wall-clock offset for the tap
+	pool   *engine.Pool
+	loop   *release.Loop
+	tap    *tap.Tap
+	wall   int64 // wall-clock offset for the tap
 
 	stopping atomic.Bool
 	// classes is the direction's class set, nil for a plain spec
