@@ -188,13 +188,32 @@ func advice(r *Result) []string {
 	// with the model the analyzer uses), and the diagnosis's own
 	// "predicted:" line would be a second figure for the same change.
 	tunerPredicts := r.Tuning != nil && r.Tuning.After > 0
+	// Nor does a sysctl the tuner changes get a second line from the
+	// diagnosis: the tuner's says what to set it to from the sysctls in
+	// force and the window share this kernel offers, the diagnosis's from
+	// the capture alone (with the default share), so the two would give
+	// one change with two different numbers.
+	var planned []string
+	if t := r.Tuning; t != nil {
+		for _, c := range append(append([]tuner.Change{}, t.Client...), t.Server...) {
+			planned = append(planned, c.Key)
+		}
+	}
+	names := func(a string) bool {
+		for _, k := range planned {
+			if strings.Contains(a, k) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, side := range []string{SideServer, SideClient} {
 		cr := r.Captures[side]
 		if cr == nil || cr.Diagnosis == nil {
 			continue
 		}
 		for _, a := range cr.Diagnosis.Advice {
-			if tunerPredicts && strings.HasPrefix(a, "predicted:") {
+			if tunerPredicts && strings.HasPrefix(a, "predicted:") || names(a) {
 				continue
 			}
 			add(a)

@@ -31,4 +31,15 @@ func TestOnePredictionPerChange(t *testing.T) {
 	if n != 1 {
 		t.Errorf("%d predictions for one change:\n%s", n, strings.Join(got, "\n"))
 	}
+	// The tuner's lines are the only ones naming tcp_rmem: the
+	// diagnosis's (with its default window share) is left out.
+	k := 0
+	for _, a := range got {
+		if strings.Contains(a, "net.ipv4.tcp_rmem") && !strings.HasPrefix(a, "tuner: ") {
+			k++
+		}
+	}
+	if k != 0 {
+		t.Errorf("%d advice lines for net.ipv4.tcp_rmem, want the tuner's alone:\n%s", k, strings.Join(got, "\n"))
+	}
 }
