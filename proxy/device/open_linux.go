@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/tun"
 
+	"github.com/wanlab/wanlab/internal/header"
 	"github.com/wanlab/wanlab/internal/nsrun"
 )
 
@@ -99,11 +100,86 @@ type offloadDevice struct {
 	name string
 	mtu  int
 
-	// Writes go through buffers of 64 KiB capacity: coalescing appends
-	// segments to the first packet of a flow in place, and pooled packet
-	// buffers are only MTU-sized.
+	// Writes of packets that may head a coalesced super-packet go
+	// through buffers of 64 KiB capacity: coalescing appends segments to
+	// the first packet of a flow in a batch, in place, and pooled packet
+	// buffers are only MTU-sized. The flow's other packets are only read
+	// from, and go from the caller's buffers as they are.
 	wbufs  [][]byte
 	wslice [][]byte
+	flows  []flowHead // TCP/UDP flows with a head in the batch being written
+}
+
+// flowKey names a TCP or UDP flow for write's choice of heads: version,
+// protocol, addresses and ports, as wireguard-go's GRO groups packets.
+type flowKey [1 + 1 + 16 + 16 + 4]byte
+
+// flowHead is a flow's current head in the batch being written: the room
+// its buffer has left for the payloads coalesced into it (-1: none can
+// join, after a PSH).
+type flowHead struct {
+	key  flowKey
+	left int
+}
+
+// maxHeads bounds the flows one write tracks; packets of flows past it
+// are copied, as every packet once was.
+const maxHeads = 16
+
+// mayHead reports whether pkt may be the head of a coalesced
+// super-packet in this batch, so it needs a buffer with room to grow. It
+// follows wireguard-go's GRO: a flow's packets join the first one until its
+// buffer is full (cap - 2 × the offset: 65519 bytes here) or after a PSH,
+// when the next one heads a new super-packet; packets that are not TCP or
+// UDP never coalesce. A packet of a flow past maxHeads, or one whose
+// header does not read, is taken as a head: copying is always safe.
+func (d *offloadDevice) mayHead(pkt []byte) bool {
+	var ip header.IP
+	if ip.Parse(pkt) != nil || ip.Proto != header.ProtoTCP && ip.Proto != header.ProtoUDP {
+		return false // GRO coalesces TCP and UDP only
+	}
+	l4 := ip.Transport(pkt)
+	hdr := ip.HeaderLen + 8
+	if ip.Proto == header.ProtoTCP && len(l4) >= 20 {
+		hdr = ip.HeaderLen + int(l4[12]>>4)*4
+	}
+	if len(l4) < 20 && ip.Proto == header.ProtoTCP || len(l4) < 8 || hdr > len(pkt) {
+		return true
+	}
+	psh := ip.Proto == header.ProtoTCP && l4[13]&0x08 != 0
+	var k flowKey
+	k[0], k[1] = ip.Version, ip.Proto
+	src, dst := ip.Src.As16(), ip.Dst.As16()
+	copy(k[2:18], src[:])
+	copy(k[18:34], dst[:])
+	copy(k[34:38], l4[:4])
+	room := headRoom - len(pkt)
+	for i := range d.flows {
+		f := &d.flows[i]
+		if f.key != k {
+			continue
+		}
+		if p := len(pkt) - hdr; f.left >= p {
+			f.left -= p
+			if psh {
+				f.left = -1
+			}
+			return false
+		}
+		f.left = room // a new head
+		if psh {
+			f.left = -1
+		}
+		return true
+	}
+	if len(d.flows) == maxHeads {
+		return true
+	}
+	if psh {
+		room = -1
+	}
+	d.flows = append(d.flows, flowHead{key: k, left: room})
+	return true
 }
 
 // vnetRoom is the headroom given to wireguard-go's Write: the 10-byte
@@ -112,6 +188,10 @@ const vnetRoom = 16
 
 // maxCoalesced is the largest packet GRO may build.
 const maxCoalesced = 65535
+
+// headRoom is what a head's buffer holds for GRO (wireguard-go coalesces
+// while cap(buf) - 2 × offset covers the result).
+const headRoom = vnetRoom + maxCoalesced - 2*vnetRoom
 
 func openOffload(name string, mtu int) (Device, error) {
 	t, err := tun.CreateTUN(name, mtu)
@@ -146,6 +226,7 @@ func newOffload(t tun.Device, mtu int) (Device, error) {
 		d.wbufs[i] = make([]byte, vnetRoom+maxCoalesced)
 	}
 	d.wslice = make([][]byte, n)
+	d.flows = make([]flowHead, 0, maxHeads)
 	return d, nil
 }
 
@@ -162,9 +243,16 @@ func (d *offloadDevice) Write(bufs [][]byte, offset int) (int, error) {
 	written := 0
 	for len(bufs) > 0 {
 		k := min(len(bufs), len(d.wbufs))
+		d.flows = d.flows[:0]
 		for i, b := range bufs[:k] {
-			n := copy(d.wbufs[i][vnetRoom:], b[offset:])
-			d.wslice[i] = d.wbufs[i][:vnetRoom+n]
+			if offset < vnetRoom || d.mayHead(b[offset:]) {
+				n := copy(d.wbufs[i][vnetRoom:], b[offset:])
+				d.wslice[i] = d.wbufs[i][:vnetRoom+n]
+			} else {
+				// Read only: the virtio-net header goes in the
+				// caller's headroom.
+				d.wslice[i] = b[offset-vnetRoom:]
+			}
 		}
 		if _, err := d.tun.Write(d.wslice[:k], vnetRoom); err != nil {
 			return written, err
