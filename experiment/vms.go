@@ -25,6 +25,7 @@ import (
 	"github.com/wanlab/wanlab/lab/traffic"
 	"github.com/wanlab/wanlab/lab/vm"
 	"github.com/wanlab/wanlab/tuner"
+	"github.com/wanlab/wanlab/units"
 )
 
 // VMsConfig chooses how the two end-host VMs of an experiment are booted.
@@ -380,4 +381,31 @@ func (v *VMs) SetMTU(ctx context.Context, mtu int) error {
 	}
 	v.MTU = mtu
 	return nil
+}
+
+// Serve starts the traffic server in the server VM on port 80 (of its
+// IPv6 address with ipv6) and returns its address and the function that
+// stops it.
+func (v *VMs) Serve(ctx context.Context, ipv6 bool) (netip.AddrPort, func() error, error) {
+	a := v.Lab.Server.IPv4
+	if ipv6 {
+		a = v.Lab.Server.IPv6
+	}
+	s, err := startGuestServer(ctx, v.Server, GuestServe{Listen: netip.AddrPortFrom(a, 80)})
+	if err != nil {
+		return netip.AddrPort{}, nil, err
+	}
+	return s.addr, func() error { return s.Stop(context.WithoutCancel(ctx)) }, nil
+}
+
+// Download fetches size bytes of a generated file from server (Serve) in
+// the client VM, without captures or analysis.
+func (v *VMs) Download(ctx context.Context, server netip.AddrPort, size units.Size) (*traffic.DownloadResult, error) {
+	return guestDownload(ctx, v.Client, GuestDownload{Server: server, Size: size}, nil)
+}
+
+// Ping returns the median round trip of n pings from the client VM to
+// the server VM's IPv4 address.
+func (v *VMs) Ping(ctx context.Context, n int) (time.Duration, error) {
+	return guestPing(ctx, v.Client, v.Lab.Server.IPv4, n)
 }
