@@ -122,7 +122,8 @@ func LearnedRatio(res *Result) float64 {
 }
 
 // rerun is the command that repeats the experiment with the plan's
-// per-namespace changes; host-wide keys cannot be set in a lab namespace.
+// per-namespace changes; host-wide keys cannot be set in a lab namespace
+// (a VM, a whole host, takes them too).
 func rerun(cfg Config, t *Tuning) string {
 	var args []string
 	for _, side := range []struct {
@@ -130,7 +131,7 @@ func rerun(cfg Config, t *Tuning) string {
 		changes []tuner.Change
 	}{{"--client-sysctl", t.Client}, {"--server-sysctl", t.Server}} {
 		for _, c := range side.changes {
-			if !c.HostOnly {
+			if !c.HostOnly || cfg.VMs {
 				args = append(args, fmt.Sprintf("%s '%s=%s'", side.flag, c.Key, c.To))
 			}
 		}
@@ -195,7 +196,7 @@ func advice(r *Result) []string {
 		}{{"client", t.Client}, {"server", t.Server}} {
 			for _, c := range side.changes {
 				note := ""
-				if c.HostOnly {
+				if c.HostOnly && !r.Config.VMs {
 					note = " (host-wide: not settable inside the lab's namespace)"
 				}
 				add(fmt.Sprintf("tuner: on the %s set %s from %q to %q%s: %s", side.name, c.Key, c.From, c.To, note, c.Reason))
