@@ -155,6 +155,9 @@ func GuestRRRun(ctx context.Context, config string, stdout io.Writer) error {
 // values of keys and of the keys of set, as they were before, then writes
 // set ("KEY=VALUE"). A key the kernel lacks is printed as null.
 func GuestSysctl(keys, set []string, stdout io.Writer) error {
+	if len(set) > 0 && !inGuest() {
+		return fmt.Errorf("vm sysctl --set: %w", errNotGuest)
+	}
 	want := map[string]string{}
 	for _, kv := range set {
 		k, v, ok := strings.Cut(kv, "=")
@@ -189,6 +192,9 @@ func GuestSysctl(keys, set []string, stdout io.Writer) error {
 // and returns once the process is gone or a zombie (the agent, PID 1,
 // does not reap what it did not start).
 func GuestStop(pid int) error {
+	if !inGuest() {
+		return fmt.Errorf("vm stop: %w", errNotGuest)
+	}
 	gone := func() bool {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
@@ -219,4 +225,14 @@ func GuestStop(pid int) error {
 		}
 	}
 	return fmt.Errorf("vm stop %d: still running after SIGKILL", pid)
+}
+
+// errNotGuest refuses a guest command that changes the system outside a
+// VM of lab/vm, where it would change this host instead.
+var errNotGuest = errors.New("runs only inside a wanlab VM (PID 1 is `wanlab vm agent`)")
+
+// inGuest reports whether PID 1 is the VM's agent.
+func inGuest() bool {
+	b, err := os.ReadFile("/proc/1/cmdline")
+	return err == nil && bytes.HasSuffix(b, []byte("\x00vm\x00agent\x00"))
 }

@@ -374,16 +374,22 @@ func guestPing(ctx context.Context, g *vm.VM, dst netip.Addr, n int) (time.Durat
 	if err != nil {
 		return 0, fmt.Errorf("ping %s: %w", dst, err)
 	}
-	var rtts []time.Duration
-	for _, m := range pingTime.FindAllSubmatch(out, -1) {
-		f, err := strconv.ParseFloat(string(m[1]), 64)
-		if err == nil {
-			rtts = append(rtts, time.Duration(f*float64(time.Millisecond)))
-		}
-	}
+	rtts := parsePing(out)
 	if len(rtts) == 0 {
 		return 0, fmt.Errorf("ping %s: no echo in %q", dst, out)
 	}
 	slices.Sort(rtts)
 	return rtts[len(rtts)/2], nil
+}
+
+// parsePing returns the round trips of ping's "time=X ms" lines.
+func parsePing(out []byte) []time.Duration {
+	var rtts []time.Duration
+	for _, m := range pingTime.FindAllSubmatch(out, -1) {
+		f, err := strconv.ParseFloat(string(m[1]), 64)
+		if err == nil && f >= 0 && f < 1e9 {
+			rtts = append(rtts, time.Duration(f*float64(time.Millisecond)))
+		}
+	}
+	return rtts
 }
