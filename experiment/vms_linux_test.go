@@ -326,8 +326,20 @@ func TestVMs(t *testing.T) {
 					nicDrops = append(nicDrops, fmt.Sprintf("%s +%d", k, n-drops0[k]))
 				}
 			}
-			t.Logf("MTU %d, IPv6 %v: %s in %v, %.0f Mbit/s; MSS %d; proxy drops %d, NIC drops %v, server retransmissions %d",
-				c.mtu, c.ipv6, d.Bytes.Human(), d.Elapsed.Round(time.Millisecond), float64(d.Transfer)/1e6, d.Server.SndMSS, drops, nicDrops, d.Server.TotalRetrans)
+			// What left the server's TAP and never reached the client's:
+			// gaps in the client side's capture (Wireshark's "previous
+			// segment not captured"), unless that capture itself dropped.
+			cc := res.Captures[SideClient]
+			if len(cc.Connections) != 1 {
+				t.Fatalf("client capture: %d connections", len(cc.Connections))
+			}
+			data := cc.Connections[0].Directions[1]
+			t.Logf("MTU %d, IPv6 %v: %s in %v, %.0f Mbit/s; MSS %d; proxy drops %d, NIC drops %v; at the client's TAP %d lost segments, %d retransmitted (%d spurious) of %d data packets (capture dropped %d); server retransmissions %d",
+				c.mtu, c.ipv6, d.Bytes.Human(), d.Elapsed.Round(time.Millisecond), float64(d.Transfer)/1e6, d.Server.SndMSS, drops, nicDrops,
+				data.LostSegments, data.RetransmittedPackets, data.SpuriousRetransmissions, data.DataPackets, cc.Stats.KernelDrops, d.Server.TotalRetrans)
+			if data.LostSegments != 0 && cc.Stats.KernelDrops == 0 {
+				t.Errorf("MTU %d, IPv6 %v: %d segments missing at the client's TAP", c.mtu, c.ipv6, data.LostSegments)
+			}
 			if d.Remote.Addr().Is6() != c.ipv6 {
 				t.Errorf("download went to %v", d.Remote)
 			}
