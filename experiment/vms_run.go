@@ -115,6 +115,23 @@ func RunOn(ctx context.Context, cfg Config, v *VMs) (_ *Result, err error) {
 		}()
 	}
 
+	if cfg.NoOffload {
+		// On the router's TAPs (the guests' virtio offloads stay: busybox
+		// has no ethtool), back on when the experiment ends.
+		for _, tap := range []string{l.Router.ClientLink, l.Router.ServerLink} {
+			for _, o := range []lab.Offload{lab.OffloadTSO, lab.OffloadGSO, lab.OffloadGRO} {
+				if err := lab.SetOffload(l.Router.Handle, tap, o, false); err != nil {
+					return nil, err
+				}
+				defer func() {
+					if oerr := lab.SetOffload(l.Router.Handle, tap, o, true); oerr != nil {
+						err = errors.Join(err, oerr)
+					}
+				}()
+			}
+		}
+	}
+
 	srvAddr, cliAddr := l.Server.IPv4, l.Client.IPv4
 	if cfg.IPv6 {
 		srvAddr, cliAddr = l.Server.IPv6, l.Client.IPv6
