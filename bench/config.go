@@ -29,6 +29,9 @@ type Config struct {
 	// VMBinary is the wanlab executable the VM runs; empty means
 	// this process's own.
 	VMBinary string
+	// VMs makes the forwarding bench run between two VMs
+	// (experiment.BootVMs) instead of two namespaces.
+	VMs bool
 	// ProxyExec, when set, runs the proxy as a child process, this
 	// command line followed by the `wanlab proxy` flags (the CLI passes
 	// its own executable and "proxy"), so its CPU time and memory can be

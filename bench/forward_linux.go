@@ -53,6 +53,9 @@ func forwardWorkloads(quick bool) []forwardWorkload {
 // alternation (rounds × paths) within one run, with the proxy's CPU time
 // and memory.
 func Forward(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.VMs {
+		return ForwardVMs(ctx, cfg)
+	}
 	began, load := time.Now(), loadAverage()
 	e, err := newEnv(ctx, cfg, lab.Config{})
 	if err != nil {

@@ -31,6 +31,26 @@ type Tuning struct {
 // (the snapshot of each namespace's sysctls is read inside it). A capture
 // without a transfer or a diagnosis without a predicted rate gives no plan.
 func planTuning(l *lab.Lab, res *Result, server *analyzer.Result) (*Tuning, error) {
+	return planTuningWith(func(role string) (*tuner.Snapshot, error) {
+		h := &l.Client
+		if role == lab.RoleServer {
+			h = &l.Server
+		}
+		var snap *tuner.Snapshot
+		if err := h.Do(func() error {
+			var err error
+			snap, err = tuner.ReadSnapshot(tuner.Host, h.NS)
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("tuner snapshot of %s: %w", h.NS, err)
+		}
+		return snap, nil
+	}, res, server)
+}
+
+// planTuningWith is planTuning with each host's sysctls read by snapshot
+// (a namespace of this host, or a VM).
+func planTuningWith(snapshot func(role string) (*tuner.Snapshot, error), res *Result, server *analyzer.Result) (*Tuning, error) {
 	ev, err := tcapture.FromResult(server, res.Captures[SideServer].Path)
 	if err != nil || ev.RTT <= 0 || ev.Predicted == 0 {
 		return nil, nil
@@ -39,17 +59,13 @@ func planTuning(l *lab.Lab, res *Result, server *analyzer.Result) (*Tuning, erro
 		RateSource: "what the server capture's diagnosis predicts once its limit is lifted"}
 	t := &Tuning{Evidence: ev}
 	for _, h := range []struct {
-		host *lab.Host
+		role string
 		keep string
 		dst  *[]tuner.Change
-	}{{&l.Client, "receiver", &t.Client}, {&l.Server, "sender", &t.Server}} {
-		var snap *tuner.Snapshot
-		if err := h.host.Do(func() error {
-			var err error
-			snap, err = tuner.ReadSnapshot(tuner.Host, h.host.NS)
-			return err
-		}); err != nil {
-			return nil, fmt.Errorf("tuner snapshot of %s: %w", h.host.NS, err)
+	}{{lab.RoleClient, "receiver", &t.Client}, {lab.RoleServer, "sender", &t.Server}} {
+		snap, err := snapshot(h.role)
+		if err != nil {
+			return nil, err
 		}
 		p, err := tuner.MakePlan(snap, learnedModel(snap, res), in)
 		if err != nil {
@@ -75,6 +91,13 @@ func planTuning(l *lab.Lab, res *Result, server *analyzer.Result) (*Tuning, erro
 // rcv_ssthresh / rcvbuf is the ratio. Otherwise the kernel's default rule.
 func learnedModel(snap *tuner.Snapshot, res *Result) tuner.WindowModel {
 	m := tuner.ModelFor(snap)
+	// Before 6.6 the window is the tcp_adv_win_scale share of the buffer,
+	// so rcv_ssthresh / rcvbuf measures that share (0.50 on the default
+	// 1, a rounding below it), not the payload/truesize ratio the model's
+	// grow-window stall is computed from: the kernel's rule stays.
+	if !snap.Kernel.AtLeast(6, 6) {
+		return m
+	}
 	if r := LearnedRatio(res); r > 0 {
 		m.PayloadRatio = r
 	}
@@ -99,7 +122,8 @@ func LearnedRatio(res *Result) float64 {
 }
 
 // rerun is the command that repeats the experiment with the plan's
-// per-namespace changes; host-wide keys cannot be set in a lab namespace.
+// per-namespace changes; host-wide keys cannot be set in a lab namespace
+// (a VM, a whole host, takes them too).
 func rerun(cfg Config, t *Tuning) string {
 	var args []string
 	for _, side := range []struct {
@@ -107,7 +131,7 @@ func rerun(cfg Config, t *Tuning) string {
 		changes []tuner.Change
 	}{{"--client-sysctl", t.Client}, {"--server-sysctl", t.Server}} {
 		for _, c := range side.changes {
-			if !c.HostOnly {
+			if !c.HostOnly || cfg.VMs {
 				args = append(args, fmt.Sprintf("%s '%s=%s'", side.flag, c.Key, c.To))
 			}
 		}
@@ -172,7 +196,7 @@ func advice(r *Result) []string {
 		}{{"client", t.Client}, {"server", t.Server}} {
 			for _, c := range side.changes {
 				note := ""
-				if c.HostOnly {
+				if c.HostOnly && !r.Config.VMs {
 					note = " (host-wide: not settable inside the lab's namespace)"
 				}
 				add(fmt.Sprintf("tuner: on the %s set %s from %q to %q%s: %s", side.name, c.Key, c.From, c.To, note, c.Reason))

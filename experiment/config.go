@@ -39,6 +39,18 @@ type Config struct {
 	// Kernel applies the specs as qdiscs on the router's veths instead of
 	// through the userspace proxy.
 	Kernel bool `json:"kernel"`
+	// VMs runs the client and the server as VMs (lab/vm) on TAPs of the
+	// router namespace instead of namespaces of this host; VMBinary is the
+	// static wanlab run inside them (empty: this executable).
+	VMs      bool   `json:"vms,omitempty"`
+	VMBinary string `json:"-"`
+	// Proxy runs the proxy even when both specs are empty (to measure
+	// its forwarding), instead of plain kernel routing.
+	Proxy bool `json:"proxy,omitempty"`
+	// Ping sends that many pings from the client to the server, with the
+	// impairment in place, before the traffic (VMs only: the guests have
+	// busybox's ping); Result.Ping is their median round trip.
+	Ping int `json:"ping,omitempty"`
 	// Backend is the proxy's device backend ("offload" or "water"; empty:
 	// the proxy's default).
 	Backend string `json:"backend,omitempty"`
@@ -180,7 +192,11 @@ func (c Config) CheckSysctls() error {
 		}
 		// Validation reads nothing of the lab: the namespace name only
 		// selects the per-namespace rules and appears in messages.
-		t := &tuner.Tuner{FS: tuner.Host, Netns: "(lab " + h.name + ")"}
+		netns := "(lab " + h.name + ")"
+		if c.VMs {
+			netns = "" // a VM is a whole host: its host-wide keys are its own
+		}
+		t := &tuner.Tuner{FS: tuner.Host, Netns: netns}
 		if _, err := t.Validate(set); err != nil {
 			return fmt.Errorf("%s sysctl: %w", h.name, err)
 		}

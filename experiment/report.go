@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/wanlab/wanlab/analyzer/report"
+	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/tuner/sockopt"
 )
 
@@ -67,6 +68,9 @@ func hostTables(r *Result, side string) []report.Table {
 	var tables []report.Table
 	if side == SideClient {
 		setting := report.Table{Title: "setting", Rows: [][]string{{"mode", r.Mode}}}
+		if h, ok := r.Hosts[lab.RoleRouter]; ok {
+			setting.Rows = append(setting.Rows, []string{"router", h.String()})
+		}
 		for _, dir := range []string{ToClient, ToServer} {
 			s := r.Specs[dir]
 			if s == "" {
@@ -89,6 +93,9 @@ func hostTables(r *Result, side string) []report.Table {
 		sysctls, opt, addr = cfg.ServerSysctls, cfg.Server, r.Server.String()
 	}
 	host.Rows = append(host.Rows, []string{"address", addr})
+	if h, ok := r.Hosts[side]; ok {
+		host.Rows = append(host.Rows, []string{"kernel", h.String()})
+	}
 	for _, k := range slices.Sorted(maps.Keys(sysctls)) {
 		host.Rows = append(host.Rows, []string{k, sysctls[k]})
 	}

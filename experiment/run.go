@@ -53,6 +53,11 @@ type Result struct {
 	Out     string            `json:"out"`
 	Client  netip.AddrPort    `json:"client"`
 	Server  netip.AddrPort    `json:"server"`
+	// Hosts says what ran the client, the router and the server: the
+	// kernel release and whether it was a VM.
+	Hosts map[string]HostInfo `json:"hosts"`
+	// Ping is the median round trip of Config.Ping pings.
+	Ping time.Duration `json:"ping_ns,omitempty"`
 
 	Download *traffic.DownloadResult   `json:"download,omitempty"`
 	RR       *traffic.RRResult         `json:"rr,omitempty"`
@@ -73,6 +78,9 @@ type Result struct {
 // namespaces, proxy TUNs and rules, qdiscs) is removed before it returns,
 // also on error and when ctx is cancelled.
 func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
+	if cfg.VMs {
+		return runVMs(ctx, cfg)
+	}
 	cfg = cfg.withDefaults()
 	specs, err := cfg.Specs()
 	if err != nil {
@@ -105,6 +113,8 @@ func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 		}
 	}()
 	res.LabID = l.ID
+	k := HostInfo{Kernel: hostKernel()}
+	res.Hosts = map[string]HostInfo{lab.RoleClient: k, lab.RoleRouter: k, lab.RoleServer: k}
 	logf("lab %s: client %s, router %s, server %s", l.ID, l.Client.NS, l.Router.NS, l.Server.NS)
 
 	srvAddr, cliAddr := l.Server.IPv4, l.Client.IPv4

@@ -53,6 +53,11 @@ func WriteSummary(w io.Writer, r *Result) error {
 		}
 		fmt.Fprintf(&b, "  %-10s %s\n", dir, s)
 	}
+	for _, role := range []string{"client", "router", "server"} {
+		if h, ok := r.Hosts[role]; ok && r.Config.VMs {
+			fmt.Fprintf(&b, "  %-10s kernel %s\n", role, h)
+		}
+	}
 	for _, h := range []struct {
 		name string
 		kv   map[string]string

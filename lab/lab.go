@@ -84,6 +84,13 @@ type Config struct {
 	// /proc/sys of that host's namespace after it is built, keys in sysctl
 	// notation ("net.ipv4.tcp_wmem": "4096 4096 4096").
 	ClientSysctls, RouterSysctls, ServerSysctls map[string]string
+
+	// RouterOnly builds the router namespace alone, without veths or end
+	// hosts: the caller creates the router's two links in it (the TAP
+	// devices of two VMs, named RouterClientLink and RouterServerLink)
+	// and then calls AttachRouterLinks. The end hosts keep their planned
+	// addresses, for the caller to configure on its own hosts.
+	RouterOnly bool
 }
 
 // Host is an end host (client or server) of the lab.
@@ -282,6 +289,9 @@ func newPlan(cfg Config) *Lab {
 }
 
 func (l *Lab) build(ctx context.Context, cfg Config) error {
+	if cfg.RouterOnly {
+		return l.buildRouterOnly(cfg)
+	}
 	var err error
 	for _, ns := range []struct {
 		name string
@@ -371,6 +381,80 @@ func (l *Lab) build(ctx context.Context, cfg Config) error {
 	return l.waitLinksUp(ctx, rt)
 }
 
+// buildRouterOnly creates the router namespace with forwarding on and
+// duplicate address detection off, and nothing else.
+func (l *Lab) buildRouterOnly(cfg Config) error {
+	var err error
+	if l.Router.Handle, err = nsrun.Create(l.Router.NS); err != nil {
+		return err
+	}
+	if err := WriteSysctls(l.Router.NS, map[string]string{
+		"net.ipv6.conf.all.accept_dad":     "0",
+		"net.ipv6.conf.default.accept_dad": "0",
+		"net.ipv4.ip_forward":              "1",
+		"net.ipv6.conf.all.forwarding":     "1",
+	}); err != nil {
+		return err
+	}
+	rt, err := netlink.NewHandleAt(l.Router.Handle)
+	if err != nil {
+		return fmt.Errorf("netlink in %s: %w", l.Router.NS, err)
+	}
+	defer rt.Close()
+	if err := upLoopback(rt); err != nil {
+		return fmt.Errorf("router: %w", err)
+	}
+	return WriteSysctls(l.Router.NS, cfg.RouterSysctls)
+}
+
+// AttachRouterLinks configures a RouterOnly lab's two links, which the
+// caller created in the router namespace: the router's addresses on each,
+// the MTU of the config, up, and returns once both are settled.
+func (l *Lab) AttachRouterLinks(ctx context.Context) error {
+	if !l.cfg.RouterOnly {
+		return fmt.Errorf("lab %s: AttachRouterLinks needs a RouterOnly lab", l.ID)
+	}
+	rt, err := netlink.NewHandleAt(l.Router.Handle)
+	if err != nil {
+		return fmt.Errorf("netlink in %s: %w", l.Router.NS, err)
+	}
+	defer rt.Close()
+	if l.cfg.MTU > 0 {
+		for _, name := range []string{l.Router.ClientLink, l.Router.ServerLink} {
+			link, err := rt.LinkByName(name)
+			if err != nil {
+				return fmt.Errorf("lab %s: link %s: %w", l.ID, name, err)
+			}
+			if err := rt.LinkSetMTU(link, l.cfg.MTU); err != nil {
+				return fmt.Errorf("lab %s: MTU %d on %s: %w", l.ID, l.cfg.MTU, name, err)
+			}
+		}
+	}
+	if err := l.configureRouter(rt); err != nil {
+		return fmt.Errorf("lab %s: %w", l.ID, err)
+	}
+	deadline := time.Now().Add(settleWithin)
+	for _, name := range []string{l.Router.ClientLink, l.Router.ServerLink} {
+		for {
+			why, err := linkSettled(rt, name, true)
+			if err != nil {
+				return err
+			}
+			if why == "" {
+				break
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("link %s: %s %v after it was set up", name, why, settleWithin)
+			}
+			time.Sleep(time.Millisecond) // polling interval: netlink has no "settled" event
+		}
+	}
+	return nil
+}
+
 // settleWithin bounds how long New waits for the kernel's asynchronous
 // link set-up; it takes microseconds to milliseconds, seconds only when
 // rtnl is held for long by namespace teardowns elsewhere on the host.
@@ -414,7 +498,7 @@ func (l *Lab) waitLinksUp(ctx context.Context, rt *netlink.Handle) error {
 			nh = h
 		}
 		for {
-			why, err := linkSettled(nh, lk.name)
+			why, err := linkSettled(nh, lk.name, false)
 			if err != nil {
 				return err
 			}
@@ -433,13 +517,14 @@ func (l *Lab) waitLinksUp(ctx context.Context, rt *netlink.Handle) error {
 	return nil
 }
 
-// linkSettled reports what the link still lacks ("" once settled).
-func linkSettled(nh *netlink.Handle, name string) (string, error) {
+// linkSettled reports what the link still lacks ("" once settled). A TAP
+// reports no operational state ("unknown") while up: tap allows that.
+func linkSettled(nh *netlink.Handle, name string, tap bool) (string, error) {
 	link, err := nh.LinkByName(name)
 	if err != nil {
 		return "", fmt.Errorf("link %s: %w", name, err)
 	}
-	if st := link.Attrs().OperState; st != netlink.OperUp {
+	if st := link.Attrs().OperState; st != netlink.OperUp && !(tap && st == netlink.OperUnknown && link.Attrs().Flags&net.FlagUp != 0) {
 		return fmt.Sprintf("operational state %s", st), nil
 	}
 	addrs, err := nh.AddrList(link, familyV6)

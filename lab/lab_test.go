@@ -516,3 +516,57 @@ func TestRemoveStaleStateDirs(t *testing.T) {
 		t.Errorf("missing dir: %v, %v", removed, err)
 	}
 }
+
+// A router-only lab holds the router namespace alone; links the caller
+// creates in it under the router's link names (TAPs of VMs; the two ends
+// of a veth pair here) get the router's addresses and the MTU, and go
+// with the namespace.
+func TestRouterOnly(t *testing.T) {
+	testenv.RequireRoot(t)
+	l, err := lab.New(context.Background(), lab.Config{RouterOnly: true, MTU: 9000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer testenv.AssertLabGone(t, l.ID)
+	defer l.Close()
+	for _, ns := range []string{l.Client.NS, l.Server.NS} {
+		if nsrun.Exists(ns) {
+			t.Errorf("router-only lab created %s", ns)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(lab.DefaultStateDir, l.ID+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct{ Namespaces []string }
+	if err := json.Unmarshal(b, &st); err != nil || !slices.Equal(st.Namespaces, []string{l.Router.NS}) {
+		t.Fatalf("state file namespaces %v (%v), want only %s", st.Namespaces, err, l.Router.NS)
+	}
+	rt := testenv.NodeAt(t, l.Router.NS, l.Router.Handle)
+	if err := rt.NL.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: l.Router.ClientLink, TxQLen: -1},
+		PeerName: l.Router.ServerLink, PeerTxQLen: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AttachRouterLinks(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		link string
+		a4   netip.Addr
+	}{{l.Router.ClientLink, l.Router.ClientIPv4}, {l.Router.ServerLink, l.Router.ServerIPv4}} {
+		link, err := rt.NL.LinkByName(c.link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if link.Attrs().MTU != 9000 {
+			t.Errorf("%s MTU %d, want 9000", c.link, link.Attrs().MTU)
+		}
+		addrs, err := rt.NL.AddrList(link, netlink.FAMILY_V4)
+		if err != nil || len(addrs) != 1 || addrs[0].IP.String() != c.a4.String() {
+			t.Errorf("%s addresses %v (%v), want %s", c.link, addrs, err, c.a4)
+		}
+	}
+	if v, err := lab.ReadSysctl(l.Router.NS, "net.ipv4.ip_forward"); err != nil || v != "1" {
+		t.Errorf("router forwarding %q (%v)", v, err)
+	}
+}

@@ -49,6 +49,10 @@ func createState(dir string, l *Lab) (*stateFile, error) {
 		},
 		path: filepath.Join(dir, l.ID+".json"),
 	}
+	if l.cfg.RouterOnly {
+		st.Namespaces = []string{l.Router.NS}
+		st.Links = map[string][]string{l.Router.NS: {l.Router.ClientLink, l.Router.ServerLink}}
+	}
 	st.Start, _ = processStart(st.PID)
 	if err := hostfile.Dir(dir); err != nil {
 		return nil, fmt.Errorf("lab state dir: %w", err)

@@ -77,13 +77,17 @@ func init() {
 			{
 				Name:  "forward",
 				Usage: "forwarding speed with an empty spec: kernel routing vs proxy offload vs proxy water, with proxy CPU and RSS",
-				UsageText: "wanlab bench forward [--quick] [--realtime] [--low-latency auto|on|off] [--out DIR] [--json]\n\n" +
-					"example:\n   sudo wanlab bench forward",
+				UsageText: "wanlab bench forward [--quick] [--vms] [--realtime] [--low-latency auto|on|off] [--out DIR] [--json]\n\n" +
+					"examples:\n   sudo wanlab bench forward\n   sudo wanlab bench forward --vms --quick",
 				Description: "TCP bulk with 1 and 4 streams, UDP small-packet rate and UDP round-trip latency, each through\n" +
 					"kernel routing, the proxy with the offload backend and with the water backend, in alternation\n" +
 					"(3 rounds), as absolute figures and as ratios to kernel routing. The proxy runs as a child\n" +
-					"process (this executable's `proxy` command) so its CPU time and RSS are its own.",
-				Flags:  []cli.Flag{quick, realtime, lowLatency, out, jsonFlag},
+					"process (this executable's `proxy` command) so its CPU time and RSS are its own.\n" +
+					"With --vms: between two VMs on TAPs (this executable is their agent), their boot time, then\n" +
+					"ping and one TCP download through kernel routing and through the proxy (offload backend) in\n" +
+					"alternation, with each VM's qemu CPU and the proxy's, and which of them was the bottleneck.",
+				Flags: []cli.Flag{quick, realtime, lowLatency, out, jsonFlag,
+					&cli.BoolFlag{Name: "vms", Usage: "between two VMs (`wanlab vm prepare`) on TAPs: their boot time, ping and TCP through kernel routing and the proxy, each VM's CPU"}},
 				Action: func(cc *cli.Context) error { return runBench(cc, "forward") },
 			},
 			{
@@ -152,6 +156,7 @@ func runBench(cc *cli.Context, kind string) error {
 			return fmt.Errorf("bench forward: find own executable for the proxy process: %w", err)
 		}
 		cfg.ProxyExec = []string{exe, "proxy"}
+		cfg.VMs = cc.Bool("vms")
 	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("bench %s: needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN to build namespaces): %w", kind, os.ErrPermission)

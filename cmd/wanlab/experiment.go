@@ -27,7 +27,7 @@ func init() {
 			"                  [--delay RTT] [--loss P] [--rate RATE] [--kernel] [--size SIZE]\n" +
 			"                  [--client-rcvbuf SIZE] [--server-sndbuf SIZE] [--cc NAME] [--quickack]\n" +
 			"                  [--client-sysctl KEY=VALUE]... [--server-sysctl KEY=VALUE]...\n" +
-			"                  [--requests N --concurrency C] [--json] [--out DIR]\n" +
+			"                  [--requests N --concurrency C] [--vms] [--json] [--out DIR]\n" +
 			"wanlab experiment cleanup\n\n" +
 			"examples:\n" +
 			"   sudo wanlab experiment                      # seed 001: 35 ms RTT, client receive window limited\n" +
@@ -37,6 +37,8 @@ func init() {
 			"   sudo wanlab experiment --delay 100ms --rate 50mbit --size 32mb --out run1\n" +
 			"   sudo wanlab experiment --preset seed003 --quickack   # delayed-ACK stall gone (client fix)\n" +
 			"   sudo wanlab experiment --preset seed003 --nodelay    # delayed-ACK stall gone (server fix)\n" +
+			"   sudo wanlab experiment --vms                # seed 001 between two VMs (6.1 kernel: window = 50 % of the buffer)\n" +
+			"   sudo wanlab experiment --vms --kernel --preset seed002   # netem in the server VM, tbf where the kernel has it\n" +
 			"   sudo wanlab experiment cleanup              # remove what a crashed run left",
 		Description: "Builds three network namespaces (client, router, server) joined by veth pairs, with\n" +
 			"private test addresses that exist only inside them. The router impairs traffic with\n" +
@@ -53,6 +55,12 @@ func init() {
 			"netem/tbf syntax, stages joined by '|'. --delay RTT adds the round trip on the\n" +
 			"to-server side (as netem on the client in the scenarios), --loss P and --rate RATE act on\n" +
 			"the data (to-client). Impairment flags replace the preset's impairment.\n\n" +
+			"With --vms the client and the server are qemu VMs of the kernel `wanlab vm prepare`\n" +
+			"fetched (Debian's 6.1, whose window is 50 % of the receive buffer as in the scenarios'\n" +
+			"Ubuntu 5.4), each on a TAP of the router namespace; the traffic runs inside them (this\n" +
+			"wanlab binary is their agent), the sysctls are written inside them, the TAPs are\n" +
+			"captured. With --kernel, a direction whose qdiscs this host's kernel lacks (netem)\n" +
+			"goes on the sending VM's eth0. The request/response preset runs 200 requests.\n\n" +
 			"Presets:\n" + presetHelp(),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "preset", Usage: "start from a scenario (docs/scenarios.md) by name or id: " + presetNames() + " (default receive-window, seed001)"},
@@ -61,6 +69,7 @@ func init() {
 			&cli.StringFlag{Name: "loss", Usage: "lose `P` percent of the data (netem loss on the to-client side)"},
 			&cli.StringFlag{Name: "rate", Usage: "limit the data to `RATE` (tbf on the to-client side)"},
 			&cli.BoolFlag{Name: "kernel", Usage: "apply the specs as qdiscs on the router's veths instead of the userspace proxy"},
+			&cli.BoolFlag{Name: "vms", Usage: "run the client and the server as VMs (Debian's 6.1 kernel, `wanlab vm prepare`) on TAPs of the router namespace"},
 			&cli.StringFlag{Name: "backend", Usage: "proxy device backend: offload or water"},
 			&cli.Int64Flag{Name: "seed", Usage: "seed of the proxy's random stages"},
 			&cli.StringFlag{Name: "size", Usage: "`SIZE` of the downloaded file (e.g. 256mb)"},
@@ -213,6 +222,12 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 		}
 		cfg.Concurrency = cc.Int("concurrency")
 	}
+	cfg.VMs = cc.Bool("vms")
+	if cfg.VMs && cfg.Requests > vmRequests && !cc.IsSet("requests") {
+		// Emulated guests answer a request in milliseconds, not
+		// microseconds: the preset's load would take minutes.
+		cfg.Requests = vmRequests
+	}
 	if err := cfg.CheckSysctls(); err != nil {
 		return cfg, err
 	}
@@ -230,6 +245,9 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 	cfg.Args = os.Args[1:]
 	return cfg, nil
 }
+
+// vmRequests is the request/response preset's load with --vms.
+const vmRequests = 200
 
 func runExperiment(cc *cli.Context) error {
 	if cc.NArg() > 0 {

@@ -48,7 +48,7 @@ func init() {
 			"prefers its own applets, and busybox's tc cannot add qdiscs.\n\n" +
 			"info boots the VM and prints its kernel release, accelerator, boot time and qdiscs.\n" +
 			"Needs root (exit 3). A VM left by a crash is stopped by 'wanlab experiment cleanup'.",
-		Subcommands: []*cli.Command{
+		Subcommands: append([]*cli.Command{
 			{
 				Name:      "prepare",
 				Usage:     "fetch and unpack the kernel package, build the initramfs (idempotent)",
@@ -80,7 +80,7 @@ func init() {
 				Hidden: true,
 				Action: func(*cli.Context) error { return vm.Agent() },
 			},
-		},
+		}, vmGuestCommands...),
 	})
 }
 

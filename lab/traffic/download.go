@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -40,6 +41,9 @@ type DownloadConfig struct {
 	// Peer, if set, is the in-process server, asked for its socket's
 	// TCP_INFO once the last byte has arrived, before the client closes.
 	Peer *Server
+	// AskPeer, when Peer is nil, asks the server for that TCP_INFO over a
+	// second connection (InfoPath): the server runs on another host.
+	AskPeer bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -234,8 +238,46 @@ func Download(ctx context.Context, ns netns.NsHandle, cfg DownloadConfig) (Downl
 			return res, err
 		}
 		res.Server, res.ServerEffective = &info, &eff
+	} else if cfg.AskPeer {
+		pi, err := askPeer(ctx, ns, cfg.Server, res.Local)
+		if err != nil {
+			return res, fmt.Errorf("download: server's TCP_INFO: %w", err)
+		}
+		res.Server, res.ServerEffective = &pi.TCPInfo, &pi.Effective
 	}
 	return res, nil
+}
+
+// askPeer fetches the server's PeerInfo of the connection from local.
+func askPeer(ctx context.Context, ns netns.NsHandle, server, local netip.AddrPort) (PeerInfo, error) {
+	var pi PeerInfo
+	tc, err := dial(ctx, ns, server, sockopt.Options{})
+	if err != nil {
+		return pi, err
+	}
+	defer tc.Close()
+	stop := context.AfterFunc(ctx, func() { _ = tc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if _, err := io.WriteString(tc, "GET "+InfoPath+local.String()+" HTTP/1.1\r\nHost: "+server.String()+
+		"\r\nConnection: close\r\n\r\n"); err != nil {
+		return pi, ctxErr(ctx, err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	if err != nil {
+		return pi, ctxErr(ctx, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return pi, ctxErr(ctx, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return pi, fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(b))
+	}
+	if err := json.Unmarshal(b, &pi); err != nil {
+		return pi, fmt.Errorf("info: %w", err)
+	}
+	return pi, nil
 }
 
 // verify checks b, found at offset off of the body, against the pattern.

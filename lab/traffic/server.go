@@ -9,6 +9,7 @@ package traffic
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -29,10 +30,20 @@ import (
 
 // Paths the server answers. GenPath+"<n>" is a generated file of n bytes;
 // RRPath+"<n>" a response of n bytes sent in two writes.
+// InfoPath+"<addr:port>" returns, as JSON (PeerInfo), the server socket's
+// TCP_INFO for the open connection from that client address: how a client
+// in another host (a VM) learns the sender's view of its download.
 const (
-	GenPath = "/gen/"
-	RRPath  = "/rr/"
+	GenPath  = "/gen/"
+	RRPath   = "/rr/"
+	InfoPath = "/info/"
 )
+
+// PeerInfo is the server socket's state as InfoPath returns it.
+type PeerInfo struct {
+	TCPInfo   sockopt.TCPInfo   `json:"tcp_info"`
+	Effective sockopt.Effective `json:"sockopt"`
+}
 
 // patternSize is the length of the block the generated content repeats.
 const patternSize = 64 << 10
@@ -99,6 +110,7 @@ func StartServer(ctx context.Context, ns netns.NsHandle, cfg ServerConfig) (*Ser
 	mux := http.NewServeMux()
 	mux.HandleFunc(GenPath, s.serveGen)
 	mux.HandleFunc(RRPath, s.serveRR)
+	mux.HandleFunc(InfoPath, s.serveInfo)
 	s.http = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 30 * time.Second,
@@ -216,4 +228,21 @@ func (s *Server) serveRR(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(s.cfg.ThinkTime)
 	}
 	_, _ = w.Write(pattern[:n])
+}
+
+// serveInfo answers InfoPath with the TCP_INFO of another open connection.
+func (s *Server) serveInfo(w http.ResponseWriter, r *http.Request) {
+	remote, err := netip.ParseAddrPort(strings.TrimPrefix(r.URL.Path, InfoPath))
+	if err != nil {
+		http.Error(w, fmt.Sprintf("info: client address: %v", err), http.StatusBadRequest)
+		return
+	}
+	info, eff, err := s.Info(remote)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	b, _ := json.Marshal(PeerInfo{TCPInfo: info, Effective: eff})
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
 }

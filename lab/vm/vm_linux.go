@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -137,13 +138,27 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 	// VM in order; SIGKILL when the owner dies without doing so.
 	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
-	if err := v.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("vm %s: start qemu: %w", v.ID, err)
-	}
+	// Pdeathsig fires when the OS thread that started qemu exits, not the
+	// process: a Go thread ends whenever a goroutine that locked it
+	// returns (nsrun does so on every namespace switch), which would kill
+	// a VM at random. qemu is started from a thread locked for the VM's
+	// whole life, so only the process's death ends it.
+	startErr := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread()
+		if err := v.cmd.Start(); err != nil {
+			runtime.UnlockOSThread()
+			startErr <- err
+			return
+		}
+		startErr <- nil
 		v.exitErr = v.cmd.Wait()
 		close(v.exited)
+		// Returning locked ends the thread, with qemu already gone.
 	}()
+	if err := <-startErr; err != nil {
+		return nil, fmt.Errorf("vm %s: start qemu: %w", v.ID, err)
+	}
 	v.state.QemuPID = v.cmd.Process.Pid
 	v.state.QemuStart, _ = lab.ProcessStart(v.state.QemuPID)
 	if err := v.state.save(); err != nil {

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wanlab/wanlab/experiment"
+)
+
+// vmGuestCommands run inside a VM, started by the host over the agent:
+// the traffic of `wanlab experiment --vms` and the sysctls of its guests.
+var vmGuestCommands = []*cli.Command{
+	{
+		Name:      "serve",
+		Usage:     "serve generated files over HTTP in the background and print the server's PID (inside a VM)",
+		UsageText: "wanlab vm serve [--foreground] CONFIG-JSON",
+		Hidden:    true,
+		Flags:     []cli.Flag{&cli.BoolFlag{Name: "foreground", Usage: "serve until SIGTERM instead of starting a background server"}},
+		Action: func(cc *cli.Context) error {
+			cfg, err := oneArg(cc, "serve")
+			if err != nil {
+				return err
+			}
+			if cc.Bool("foreground") {
+				return experiment.GuestServeForeground(cc.Context, cfg)
+			}
+			return experiment.GuestServeStart(cc.Context, cfg, cc.App.Writer)
+		},
+	},
+	{
+		Name:      "download",
+		Usage:     "download a generated file and print the result with both sockets' TCP_INFO as JSON (inside a VM)",
+		UsageText: "wanlab vm download CONFIG-JSON",
+		Hidden:    true,
+		Action: func(cc *cli.Context) error {
+			cfg, err := oneArg(cc, "download")
+			if err != nil {
+				return err
+			}
+			return experiment.GuestDownloadRun(cc.Context, cfg, cc.App.Writer, cc.App.ErrWriter)
+		},
+	},
+	{
+		Name:      "rr",
+		Usage:     "run a request/response load and print its result as JSON (inside a VM)",
+		UsageText: "wanlab vm rr CONFIG-JSON",
+		Hidden:    true,
+		Action: func(cc *cli.Context) error {
+			cfg, err := oneArg(cc, "rr")
+			if err != nil {
+				return err
+			}
+			return experiment.GuestRRRun(cc.Context, cfg, cc.App.Writer)
+		},
+	},
+	{
+		Name:      "stop",
+		Usage:     "stop a process started by serve and wait for its end (inside a VM)",
+		UsageText: "wanlab vm stop PID",
+		Hidden:    true,
+		Action: func(cc *cli.Context) error {
+			arg, err := oneArg(cc, "stop")
+			if err != nil {
+				return err
+			}
+			pid, err := strconv.Atoi(arg)
+			if err != nil || pid <= 1 {
+				return usageError(fmt.Errorf("vm stop: PID %q: want a number above 1", arg))
+			}
+			return experiment.GuestStop(pid)
+		},
+	},
+	{
+		Name:      "sysctl",
+		Usage:     "print sysctls as JSON, then write the --set ones (inside a VM)",
+		UsageText: "wanlab vm sysctl [--set KEY=VALUE]... [KEY...]",
+		Hidden:    true,
+		Flags:     []cli.Flag{&cli.StringSliceFlag{Name: "set", Usage: "`KEY=VALUE` to write after reading"}},
+		Action: func(cc *cli.Context) error {
+			return experiment.GuestSysctl(cc.Args().Slice(), cc.StringSlice("set"), cc.App.Writer)
+		},
+	},
+}
+
+func oneArg(cc *cli.Context, verb string) (string, error) {
+	if cc.NArg() != 1 {
+		return "", usageError(errors.New("vm " + verb + ": want one argument"))
+	}
+	return cc.Args().First(), nil
+}

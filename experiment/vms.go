@@ -1,0 +1,411 @@
+package experiment
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/wanlab/wanlab/internal/host"
+	"github.com/wanlab/wanlab/internal/nsrun"
+	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/lab/traffic"
+	"github.com/wanlab/wanlab/lab/vm"
+	"github.com/wanlab/wanlab/tuner"
+	"github.com/wanlab/wanlab/units"
+)
+
+// VMsConfig chooses how the two end-host VMs of an experiment are booted.
+type VMsConfig struct {
+	// Binary is the static wanlab run inside (empty: this executable).
+	Binary string
+	// Accel is the accelerator (AccelAuto probes); MemoryMB each guest's
+	// RAM (0: 1024: the guest kernel sizes tcp_mem from it).
+	Accel    vm.Accel
+	MemoryMB int
+	// MTU of the TAPs and the guests' NICs (0: 1500).
+	MTU int
+	// Log receives one line per step (nil: discarded).
+	Log io.Writer
+}
+
+// VMs is the lab of an experiment between two VMs: the router namespace
+// on this host (a RouterOnly lab) holding one TAP per VM, the client VM on
+// the router's client-side TAP and the server VM on its server-side one,
+// with the lab's address plan (IPv4 and IPv6) on both ends. Several
+// experiments may run on one VMs in turn (RunOn); each restores the
+// guests' sysctls and qdiscs when it ends.
+type VMs struct {
+	Lab            *lab.Lab
+	Client, Server *vm.VM
+	MTU            int
+	// Boot is the wall time from the first qemu to both agents' hello
+	// (the VMs boot in parallel).
+	Boot time.Duration
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// tapQueue is the TAPs' transmit queue: an emulated guest stops for tens
+// of milliseconds when the host is busy, and the 1000 packets of a TAP's
+// default queue would then drop what the spec does not.
+const tapQueue = 10000
+
+// BootVMs builds the router namespace and boots the two VMs in it. On
+// error nothing is left.
+func BootVMs(ctx context.Context, c VMsConfig) (_ *VMs, err error) {
+	if c.MemoryMB == 0 {
+		c.MemoryMB = 1024
+	}
+	if c.MTU == 0 {
+		c.MTU = 1500
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	if _, err := vm.LoadPrepared(""); err != nil {
+		return nil, err
+	}
+	l, err := lab.New(ctx, lab.Config{RouterOnly: true, MTU: c.MTU})
+	if err != nil {
+		return nil, err
+	}
+	v := &VMs{Lab: l, MTU: c.MTU}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, v.Close())
+		}
+	}()
+	began := time.Now()
+	var wg sync.WaitGroup
+	var cerr, serr error
+	for _, h := range []struct {
+		host *lab.Host
+		tap  string
+		dst  **vm.VM
+		err  *error
+	}{{&l.Client, l.Router.ClientLink, &v.Client, &cerr}, {&l.Server, l.Router.ServerLink, &v.Server, &serr}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			*h.dst, *h.err = vm.Boot(ctx, vm.Config{Binary: c.Binary, Accel: c.Accel, MemoryMB: c.MemoryMB,
+				Netns: l.Router.NS, NICs: []vm.NIC{{Tap: h.tap, Addr: netip.PrefixFrom(h.host.IPv4, h.host.Net4.Bits())}},
+				Gateway: h.host.GatewayIPv4})
+			if *h.err != nil {
+				*h.err = fmt.Errorf("%s VM: %w", h.host.Role, *h.err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(cerr, serr); err != nil {
+		return nil, err
+	}
+	v.Boot = time.Since(began)
+	fmt.Fprintf(c.Log, "VMs: %s under %s, booted in %.1f s (client %.1f s, server %.1f s)\n", v.Client.Hello.Release, v.Client.Accel,
+		v.Boot.Seconds(), v.Client.BootTime.Seconds(), v.Server.BootTime.Seconds())
+	if err := l.AttachRouterLinks(ctx); err != nil {
+		return nil, err
+	}
+	if err := nsrun.Do(l.Router.Handle, func() error {
+		for _, name := range []string{l.Router.ClientLink, l.Router.ServerLink} {
+			link, err := netlink.LinkByName(name)
+			if err == nil {
+				err = netlink.LinkSetTxQLen(link, tapQueue)
+			}
+			if err != nil {
+				return fmt.Errorf("queue length of %s: %w", name, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	for _, g := range []struct {
+		v *vm.VM
+		h *lab.Host
+	}{{v.Client, &l.Client}, {v.Server, &l.Server}} {
+		// IPv6 without duplicate address detection, as the lab's hosts;
+		// the MTU on the guest's side of the TAP.
+		script := fmt.Sprintf("/usr/sbin/ip link set eth0 mtu %d && /usr/sbin/ip -6 addr add %s dev eth0 nodad && /usr/sbin/ip -6 route add default via %s dev eth0",
+			c.MTU, netip.PrefixFrom(g.h.IPv6, g.h.Net6.Bits()), g.h.GatewayIPv6)
+		if err := guestShell(ctx, g.v, script); err != nil {
+			return nil, fmt.Errorf("%s VM network: %w", g.h.Role, err)
+		}
+	}
+	return v, nil
+}
+
+// Close stops both VMs and removes the router namespace.
+func (v *VMs) Close() error {
+	v.closeOnce.Do(func() {
+		var errs []error
+		for _, g := range []*vm.VM{v.Client, v.Server} {
+			if g != nil {
+				errs = append(errs, g.Close())
+			}
+		}
+		if v.Lab != nil {
+			errs = append(errs, v.Lab.Close())
+			_ = os.RemoveAll(filepath.Join(StateDir, v.Lab.ID))
+		}
+		v.closeErr = errors.Join(errs...)
+	})
+	return v.closeErr
+}
+
+// guestShell runs a shell script in a guest; a non-zero exit is an error
+// with the script's stderr.
+func guestShell(ctx context.Context, g *vm.VM, script string) error {
+	_, err := guestRun(ctx, g, "sh", "-c", script)
+	return err
+}
+
+// guestRun runs argv in a guest and returns its stdout; a non-zero exit
+// is an error with the command's stderr.
+func guestRun(ctx context.Context, g *vm.VM, argv ...string) ([]byte, error) {
+	r, err := g.Run(ctx, argv...)
+	if err != nil {
+		return nil, err
+	}
+	if r.ExitCode != 0 {
+		return r.Stdout, &guestError{argv: argv, code: r.ExitCode, stderr: strings.TrimSpace(string(r.Stderr))}
+	}
+	return r.Stdout, nil
+}
+
+type guestError struct {
+	argv   []string
+	code   int
+	stderr string
+}
+
+func (e *guestError) Error() string {
+	name := strings.Join(e.argv[:min(3, len(e.argv))], " ")
+	return fmt.Sprintf("in the VM: %s: exit %d: %s", name, e.code, e.stderr)
+}
+
+// guestSysctls writes kv in a guest and returns the values before, for
+// restoreSysctls.
+func guestSysctls(ctx context.Context, g *vm.VM, kv map[string]string) (map[string]*string, error) {
+	if len(kv) == 0 {
+		return nil, nil
+	}
+	argv := []string{"wanlab", "vm", "sysctl"}
+	for _, k := range slices.Sorted(maps.Keys(kv)) {
+		argv = append(argv, "--set", k+"="+kv[k])
+	}
+	out, err := guestRun(ctx, g, argv...)
+	if err != nil {
+		return nil, err
+	}
+	before := map[string]*string{}
+	if err := json.Unmarshal(out, &before); err != nil {
+		return nil, fmt.Errorf("vm sysctl: %w", err)
+	}
+	return before, nil
+}
+
+// restoreSysctls writes back what guestSysctls found.
+func restoreSysctls(ctx context.Context, g *vm.VM, before map[string]*string) error {
+	kv := map[string]string{}
+	for k, v := range before {
+		if v != nil {
+			kv[k] = *v
+		}
+	}
+	_, err := guestSysctls(ctx, g, kv)
+	return err
+}
+
+// guestSnapshot reads the tuner's keys inside a guest into a snapshot of
+// that kernel, a whole host (not a namespace).
+func guestSnapshot(ctx context.Context, g *vm.VM) (*tuner.Snapshot, error) {
+	argv := []string{"wanlab", "vm", "sysctl", "kernel.osrelease"}
+	for _, k := range tuner.Keys {
+		argv = append(argv, k.Name)
+	}
+	out, err := guestRun(ctx, g, argv...)
+	if err != nil {
+		return nil, err
+	}
+	vals := map[string]*string{}
+	if err := json.Unmarshal(out, &vals); err != nil {
+		return nil, fmt.Errorf("vm sysctl: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "wanlab-guest-sysctl-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	tree := host.Sysctl{Root: dir}
+	for k, v := range vals {
+		if v == nil {
+			continue
+		}
+		p := tree.Path(k)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(p, []byte(*v+"\n"), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return tuner.ReadSnapshot(tree, "")
+}
+
+// guestServer is the traffic server running in the server VM.
+type guestServer struct {
+	g    *vm.VM
+	pid  int
+	addr netip.AddrPort
+}
+
+func startGuestServer(ctx context.Context, g *vm.VM, c GuestServe) (*guestServer, error) {
+	b, _ := json.Marshal(c)
+	out, err := guestRun(ctx, g, "wanlab", "vm", "serve", string(b))
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		return nil, fmt.Errorf("server: PID %q: %w", out, err)
+	}
+	return &guestServer{g: g, pid: pid, addr: c.Listen}, nil
+}
+
+// Stop ends the server and returns once it is gone, so that the next
+// experiment on the same VM can listen on its port.
+func (s *guestServer) Stop(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := guestRun(ctx, s.g, "wanlab", "vm", "stop", strconv.Itoa(s.pid))
+	return err
+}
+
+// progressWriter turns the guest's JSON progress lines into calls of fn.
+type progressWriter struct {
+	fn   func(traffic.Progress)
+	buf  bytes.Buffer
+	rest bytes.Buffer // lines that are not progress: the command's errors
+}
+
+func (w *progressWriter) Write(p []byte) (int, error) {
+	w.buf.Write(p)
+	for {
+		line, err := w.buf.ReadBytes('\n')
+		if err != nil {
+			w.buf.Write(line) // incomplete: wait for the rest
+			return len(p), nil
+		}
+		var pr traffic.Progress
+		if json.Unmarshal(line, &pr) == nil && pr.Total > 0 {
+			if w.fn != nil {
+				w.fn(pr)
+			}
+			continue
+		}
+		w.rest.Write(line)
+	}
+}
+
+// guestDownload runs the download in the client VM.
+func guestDownload(ctx context.Context, g *vm.VM, c GuestDownload, progress func(traffic.Progress)) (*traffic.DownloadResult, error) {
+	c.Progress = progress != nil
+	b, _ := json.Marshal(c)
+	var out bytes.Buffer
+	pw := &progressWriter{fn: progress}
+	code, err := g.Stream(ctx, &out, pw, "wanlab", "vm", "download", string(b))
+	if err != nil {
+		return nil, fmt.Errorf("download in the client VM: %w", err)
+	}
+	if code != 0 {
+		return nil, fmt.Errorf("download in the client VM: exit %d: %s", code, strings.TrimSpace(pw.rest.String()+pw.buf.String()))
+	}
+	var dl traffic.DownloadResult
+	if err := json.Unmarshal(out.Bytes(), &dl); err != nil {
+		return nil, fmt.Errorf("download in the client VM: result: %w", err)
+	}
+	return &dl, nil
+}
+
+// guestRR runs the request/response load in the client VM.
+func guestRR(ctx context.Context, g *vm.VM, c GuestRR) (*traffic.RRResult, error) {
+	b, _ := json.Marshal(c)
+	out, err := guestRun(ctx, g, "wanlab", "vm", "rr", string(b))
+	if err != nil {
+		return nil, fmt.Errorf("request/response in the client VM: %w", err)
+	}
+	var rr traffic.RRResult
+	if err := json.Unmarshal(out, &rr); err != nil {
+		return nil, fmt.Errorf("request/response in the client VM: result: %w", err)
+	}
+	return &rr, nil
+}
+
+// SetMTU sets the MTU of both TAPs and of both guests' NICs, for the
+// experiments that follow.
+func (v *VMs) SetMTU(ctx context.Context, mtu int) error {
+	l := v.Lab
+	if err := nsrun.Do(l.Router.Handle, func() error {
+		for _, name := range []string{l.Router.ClientLink, l.Router.ServerLink} {
+			link, err := netlink.LinkByName(name)
+			if err == nil {
+				err = netlink.LinkSetMTU(link, mtu)
+			}
+			if err != nil {
+				return fmt.Errorf("MTU %d on %s: %w", mtu, name, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, g := range []*vm.VM{v.Client, v.Server} {
+		if err := guestShell(ctx, g, fmt.Sprintf("/usr/sbin/ip link set eth0 mtu %d", mtu)); err != nil {
+			return err
+		}
+	}
+	v.MTU = mtu
+	return nil
+}
+
+// Serve starts the traffic server in the server VM on port 80 (of its
+// IPv6 address with ipv6) and returns its address and the function that
+// stops it.
+func (v *VMs) Serve(ctx context.Context, ipv6 bool) (netip.AddrPort, func() error, error) {
+	a := v.Lab.Server.IPv4
+	if ipv6 {
+		a = v.Lab.Server.IPv6
+	}
+	s, err := startGuestServer(ctx, v.Server, GuestServe{Listen: netip.AddrPortFrom(a, 80)})
+	if err != nil {
+		return netip.AddrPort{}, nil, err
+	}
+	return s.addr, func() error { return s.Stop(context.WithoutCancel(ctx)) }, nil
+}
+
+// Download fetches size bytes of a generated file from server (Serve) in
+// the client VM, without captures or analysis.
+func (v *VMs) Download(ctx context.Context, server netip.AddrPort, size units.Size) (*traffic.DownloadResult, error) {
+	return guestDownload(ctx, v.Client, GuestDownload{Server: server, Size: size}, nil)
+}
+
+// Ping returns the median round trip of n pings from the client VM to
+// the server VM's IPv4 address.
+func (v *VMs) Ping(ctx context.Context, n int) (time.Duration, error) {
+	return guestPing(ctx, v.Client, v.Lab.Server.IPv4, n)
+}

@@ -1,0 +1,438 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/lab/traffic"
+	"github.com/wanlab/wanlab/lab/vm"
+	"github.com/wanlab/wanlab/tuner"
+	"github.com/wanlab/wanlab/units"
+)
+
+// The experiments between two VMs (Debian's 6.1 kernel, emulated here) on
+// TAPs of a router namespace. One pair of VMs serves every subtest, in
+// turn (each RunOn restores the guests), to keep the suite's VM time to
+// one boot.
+func TestVMs(t *testing.T) {
+	testenv.RequireVM(t)
+	ctx := context.Background()
+	v, err := BootVMs(ctx, VMsConfig{Binary: testenv.StaticWanlab(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := v.Lab.ID
+	defer func() {
+		if err := v.Close(); err != nil {
+			t.Error(err)
+		}
+		assertTornDown(t, id)
+	}()
+	t.Logf("VMs %s under %s: booted in %.1f s", v.Client.Hello.Release, v.Client.Accel, v.Boot.Seconds())
+	router := testenv.NodeAt(t, v.Lab.Router.NS, v.Lab.Router.Handle)
+
+	run := func(t *testing.T, cfg Config) (*Result, units.Rate) {
+		t.Helper()
+		var mu sync.Mutex
+		var points []progressPoint
+		cfg.Progress = func(p traffic.Progress) {
+			mu.Lock()
+			points = append(points, progressPoint{p.Bytes, p.Elapsed})
+			mu.Unlock()
+		}
+		cfg.Out = t.TempDir()
+		cfg.Timeout = 2 * time.Minute
+		if cfg.Client.CC == "" {
+			cfg.Client.CC, cfg.Server.CC = seedCC, seedCC
+		}
+		res, err := RunOn(ctx, cfg, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, role := range []string{lab.RoleClient, lab.RoleServer} {
+			if h := res.Hosts[role]; !h.VM || !strings.HasPrefix(h.Kernel, "6.1.") {
+				t.Errorf("%s host %+v: want a VM of the 6.1 kernel", role, h)
+			}
+		}
+		if h := res.Hosts[lab.RoleRouter]; h.VM || h.Kernel == "" {
+			t.Errorf("router %+v: want this host's kernel", h)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return res, steadyRate(points, cfg.Size)
+	}
+
+	t.Run("receive-window", func(t *testing.T) {
+		// The scenario's client: tcp_rmem max 3 MiB at 35 ms. On 6.1
+		// (tcp_adv_win_scale 1) the window is half the buffer.
+		const rtt = 35 * time.Millisecond
+		snap, err := guestSnapshot(ctx, v.Client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := tuner.ModelFor(snap)
+		window := func(t *testing.T, res *Result) (int64, string) {
+			t.Helper()
+			sc := res.Captures[SideServer]
+			if len(sc.Connections) != 1 || sc.Diagnosis == nil {
+				t.Fatalf("server capture: %d connections, diagnosis %v", len(sc.Connections), sc.Diagnosis)
+			}
+			return sc.Connections[0].Directions[0].MaxWindowBytes, sc.Diagnosis.Limit
+		}
+		const rmemMax = 3 << 20
+		cfg, _ := Preset("seed001")
+		cfg.Size = 32 * units.MiB
+		// The window is half the buffer on every run. The diagnosis needs
+		// the guests to keep up with the window: under load an emulated
+		// server VM falls behind (congestion-window), so up to three runs.
+		var res *Result
+		var maxWin int64
+		limited := false
+		for attempt := 1; attempt <= 3 && !limited; attempt++ {
+			var steady units.Rate
+			res, steady = run(t, cfg)
+			if rb := res.Download.ClientEffective.RcvBuf; rb != rmemMax {
+				t.Fatalf("client receive buffer %d, want tcp_rmem max %d", rb, rmemMax)
+			}
+			var limit string
+			maxWin, limit = window(t, res)
+			share := float64(maxWin) / rmemMax
+			t.Logf("3 MiB, run %d: client's largest window %d B (%.3f of the buffer), model %d B (%s); window/RTT %.1f MB/s, steady %.1f MB/s, average %.1f MB/s; server rwnd-limited %.0f %%; diagnosis %s",
+				attempt, maxWin, share, m.Window(rmemMax), m.Describe(), mbpsF(tuner.RateFor(m.Window(rmemMax), rtt)), mbpsF(steady),
+				mbpsF(res.Download.Transfer), 100*res.Download.Server.RwndLimitedFraction(), limit)
+			if share < 0.48 || share > 0.51 {
+				t.Errorf("client advertised at most %d B, %.3f of its %d B buffer: want half (tcp_adv_win_scale 1)", maxWin, share, rmemMax)
+			}
+			limited = limit == "receive-window"
+		}
+		if !limited {
+			t.Fatalf("no run diagnosed receive-window")
+		}
+
+		// The tuner's fix of that run, applied inside the VMs (host-wide
+		// keys too: a VM is a whole host), raises window and rate. The
+		// rate rises less than the window: the guests' CPU caps it.
+		tn := res.Tuning
+		if tn == nil || len(tn.Client) == 0 {
+			t.Fatalf("no tuning of the client: %+v", tn)
+		}
+		fixed := cfg
+		fixed.ClientSysctls = maps.Clone(cfg.ClientSysctls)
+		fixed.ServerSysctls = map[string]string{}
+		for _, c := range tn.Client {
+			fixed.ClientSysctls[c.Key] = c.To
+		}
+		for _, c := range tn.Server {
+			fixed.ServerSysctls[c.Key] = c.To
+		}
+		var afterWin int64
+		var after *Result
+		for attempt := 1; attempt <= 3; attempt++ {
+			var afterSteady units.Rate
+			after, afterSteady = run(t, fixed)
+			afterWin, _ = window(t, after)
+			t.Logf("with the tuner's fix %v / %v, run %d: largest window %d B, steady %.1f MB/s, average %.1f MB/s",
+				fixed.ClientSysctls, fixed.ServerSysctls, attempt, afterWin, mbpsF(afterSteady), mbpsF(after.Download.Transfer))
+			if afterWin > 2*maxWin && after.Download.Transfer > res.Download.Transfer*11/10 {
+				break
+			}
+		}
+		if afterWin <= 2*maxWin || after.Download.Transfer <= res.Download.Transfer*11/10 {
+			t.Errorf("the fix gave a window of %d B and %.1f MB/s, want more than twice %d B and 10 %% more than %.1f MB/s", afterWin, mbpsF(after.Download.Transfer), maxWin, mbpsF(res.Download.Transfer))
+		}
+
+		// The rate. An emulated guest takes W/C to take in a window W
+		// (C is about 30 MB/s here, less under load), and a window-limited
+		// sender waits for that on every round trip: the rate is
+		// W / (RTT + W/C), 40 % under W / RTT for the scenario's 1.5 MiB
+		// at 35 ms. The tuner's prediction is checked where W/C is small
+		// against the round trip, with the same 50 % rule: tcp_rmem max
+		// 512 KiB at 200 ms (a 256 KiB window, 1.3 MB/s).
+		const small, far = 512 << 10, 200 * time.Millisecond
+		cfg.Impair = map[string]string{ToServer: "delay 200ms"}
+		cfg.ClientSysctls = map[string]string{"net.ipv4.tcp_rmem": "4096 131072 524288"}
+		cfg.Size = 4 * units.MiB
+		var fails []string
+		for attempt := 1; attempt <= 3; attempt++ {
+			fails = nil
+			res, steady := run(t, cfg)
+			maxWin, _ := window(t, res)
+			predicted := tuner.RateFor(m.Window(small), far)
+			delivery := res.Download.Server.DeliveryRate
+			t.Logf("512 KiB at 200 ms, run %d: client's largest window %d B (%.3f of the buffer); predicted %.2f MB/s; steady %.2f MB/s (%+.0f %%), server's delivery rate %.2f MB/s (%+.0f %%), average %.2f MB/s; server rwnd-limited %.0f %%",
+				attempt, maxWin, float64(maxWin)/small, mbpsF(predicted),
+				mbpsF(steady), 100*(mbpsF(steady)/mbpsF(predicted)-1), mbpsF(delivery), 100*(mbpsF(delivery)/mbpsF(predicted)-1),
+				mbpsF(res.Download.Transfer), 100*res.Download.Server.RwndLimitedFraction())
+			if share := float64(maxWin) / small; share < 0.48 || share > 0.51 {
+				t.Errorf("client advertised at most %d B, %.3f of its %d B buffer: want half", maxWin, share, small)
+			}
+			// Two estimates of the steady rate, as the namespace lab's
+			// test of the send buffer takes them: the client's progress
+			// over the second half of the bytes, the server's last
+			// delivery-rate sample. A loaded machine only lowers them.
+			if math.Abs(mbpsF(steady)/mbpsF(predicted)-1) > 0.15 && math.Abs(mbpsF(delivery)/mbpsF(predicted)-1) > 0.15 {
+				fails = append(fails, fmt.Sprintf("run %d: steady %.2f MB/s and delivery rate %.2f MB/s, the tuner's 50 %% model predicts %.2f MB/s: both more than 15 %% apart", attempt, mbpsF(steady), mbpsF(delivery), mbpsF(predicted)))
+			}
+			if mbpsF(steady) > mbpsF(predicted)*1.1 {
+				t.Errorf("steady %.2f MB/s above the window's %.2f MB/s", mbpsF(steady), mbpsF(predicted))
+			}
+			if fails == nil {
+				break
+			}
+		}
+		if fails != nil {
+			t.Error(strings.Join(fails, "\n"))
+		}
+	})
+
+	t.Run("send-buffer", func(t *testing.T) {
+		// The server's tcp_wmem pinned to 4096: one skb per round trip.
+		rates := map[time.Duration]units.Rate{}
+		for _, rtt := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond} {
+			snap, err := guestSnapshot(ctx, v.Server)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap.TCPWmem = tuner.Triple{Min: 4096, Default: 4096, Max: 4096}
+			var ceiling units.Rate
+			for _, c := range tuner.Ceilings(snap, tuner.ModelFor(snap), rtt) {
+				if c.Limit == "sender, autotuned sockets" {
+					ceiling = c.Rate
+				}
+			}
+			cfg, _ := Preset("seed000")
+			cfg.Impair = map[string]string{ToServer: "delay " + units.FormatDuration(rtt)}
+			cfg.ClientSysctls = map[string]string{"net.ipv4.tcp_rmem": "4096 1048576 6291456"}
+			cfg.Size = 1 * units.MiB
+			// A loaded machine only lowers the rate (the emulated server
+			// wakes late after each ACK): up to three runs to come near
+			// the model; none may beat it.
+			for attempt := 1; attempt <= 3; attempt++ {
+				res, steady := run(t, cfg)
+				srv := res.Download.Server
+				// The average: with one 64 KiB skb per round trip from the
+				// first one there is hardly a ramp.
+				got := res.Download.Transfer
+				rates[rtt] = max(rates[rtt], got)
+				t.Logf("%v, run %d: ceiling %.3f MB/s; average %.3f MB/s, steady %.3f MB/s, delivery rate %.3f MB/s; sndbuf-limited %.0f %%, retransmitted %d; diagnosis %s",
+					rtt, attempt, mbpsF(ceiling), mbpsF(got), mbpsF(steady), mbpsF(srv.DeliveryRate), 100*srv.SndbufLimitedFraction(), srv.TotalRetrans, res.Captures[SideServer].Diagnosis.Limit)
+				if got > ceiling*11/10 {
+					t.Errorf("%v: %.3f MB/s above the model's ceiling %.3f MB/s", rtt, mbpsF(got), mbpsF(ceiling))
+				}
+				if rtt < 100*time.Millisecond || math.Abs(mbpsF(got)/mbpsF(ceiling)-1) <= 0.25 {
+					break
+				}
+				if attempt == 3 {
+					t.Errorf("%v: no run within 25 %% of the model's %.3f MB/s", rtt, mbpsF(ceiling))
+				}
+			}
+		}
+		if !(rates[10*time.Millisecond] > rates[100*time.Millisecond] && rates[100*time.Millisecond] > rates[200*time.Millisecond]) {
+			t.Errorf("rates %v: want falling with the RTT", rates)
+		}
+		if r := float64(rates[100*time.Millisecond]) / float64(rates[200*time.Millisecond]); r < 1.5 || r > 2.6 {
+			t.Errorf("doubling the RTT divided the rate by %.2f, want about 2", r)
+		}
+	})
+
+	t.Run("shaped-link", func(t *testing.T) {
+		for _, kernel := range []bool{false, true} {
+			cfg, _ := Preset("seed002")
+			cfg.Kernel = kernel
+			cfg.Size = 32 * units.MiB
+			cfg.Ping = 5
+			// The ping holds on every run; the rate on one of up to three
+			// (a loaded machine stalls the emulated guests, and cubic's
+			// recovery after a stall idles the link).
+			for attempt := 1; attempt <= 3; attempt++ {
+				res, steady := run(t, cfg)
+				rtt := res.Ping
+				t.Logf("kernel %v (%s), run %d: ping %v; steady %.1f Mbit/s, average %.1f Mbit/s; qdiscs %v", kernel, res.Mode, attempt, rtt,
+					float64(steady)/1e6, float64(res.Download.Transfer)/1e6, res.Impairment.Kernel)
+				if rtt < 100*time.Millisecond || rtt > 115*time.Millisecond {
+					t.Errorf("kernel %v: ping %v, want 100 ms", kernel, rtt)
+				}
+				if kernel && !strings.Contains(res.Impairment.Kernel[ToClient], "in the VM") {
+					t.Errorf("kernel qdiscs %v: want netem in the server VM (this host has no netem)", res.Impairment.Kernel)
+				}
+				if steady > 50*units.Mbit {
+					t.Errorf("kernel %v: steady %.1f Mbit/s above the tbf's 50 mbit", kernel, float64(steady)/1e6)
+				}
+				// 50 mbit of frames carry 47.8 Mbit/s of payload (1448 of
+				// 1514 bytes); cubic's backoffs at the 500 KB queue idle
+				// the link a little (the namespace lab measures 42-44).
+				if steady >= 40*units.Mbit {
+					break
+				}
+				if attempt == 3 {
+					t.Errorf("kernel %v: steady %.1f Mbit/s, want about 48 (tbf rate 50mbit less headers)", kernel, float64(steady)/1e6)
+				}
+			}
+		}
+	})
+
+	t.Run("router", func(t *testing.T) {
+		// The proxy between the TAPs with an empty spec: IPv4 and IPv6,
+		// neighbour resolution left to the kernel, MTU 1500 and 9000, no
+		// packet lost, the router namespace as it was afterwards.
+		before := router.Snapshot(t)
+		soak := 8 * time.Second // CI; WANLAB_VM_SOAK=30s for the full run
+		if s := os.Getenv("WANLAB_VM_SOAK"); s != "" {
+			if soak, err = time.ParseDuration(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var rate units.Rate
+		for _, c := range []struct {
+			mtu  int
+			ipv6 bool
+			long bool
+		}{{1500, false, false}, {1500, true, true}, {9000, false, false}, {9000, true, false}} {
+			if c.mtu != v.MTU {
+				if err := v.SetMTU(ctx, c.mtu); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := Config{Name: "forward", Proxy: true, IPv6: c.ipv6, Size: 16 * units.MiB}
+			if c.long {
+				cfg.Size = units.Size(1.5 * rate.BytesPerSecond() * soak.Seconds()) // the first transfer is the slowest
+			}
+			drops0 := vmDrops(t, ctx, v, router)
+			res, _ := run(t, cfg)
+			drops1 := vmDrops(t, ctx, v, router)
+			d := res.Download
+			if !c.long {
+				rate = d.Transfer
+			}
+			var drops uint64
+			for _, dir := range res.Impairment.Proxy.Directions {
+				drops += dir.Engine.Totals.Drops.Total()
+			}
+			var nicDrops []string
+			for k, n := range drops1 {
+				if n != drops0[k] {
+					nicDrops = append(nicDrops, fmt.Sprintf("%s +%d", k, n-drops0[k]))
+				}
+			}
+			// What left the server's TAP and never reached the client's:
+			// gaps in the client side's capture (Wireshark's "previous
+			// segment not captured"), unless that capture itself dropped.
+			cc := res.Captures[SideClient]
+			if len(cc.Connections) != 1 {
+				t.Fatalf("client capture: %d connections", len(cc.Connections))
+			}
+			data := cc.Connections[0].Directions[1]
+			t.Logf("MTU %d, IPv6 %v: %s in %v, %.0f Mbit/s; MSS %d; proxy drops %d, NIC drops %v; at the client's TAP %d lost segments, %d retransmitted (%d spurious) of %d data packets (capture dropped %d); server retransmissions %d",
+				c.mtu, c.ipv6, d.Bytes.Human(), d.Elapsed.Round(time.Millisecond), float64(d.Transfer)/1e6, d.Server.SndMSS, drops, nicDrops,
+				data.LostSegments, data.RetransmittedPackets, data.SpuriousRetransmissions, data.DataPackets, cc.Stats.KernelDrops, d.Server.TotalRetrans)
+			if data.LostSegments != 0 && cc.Stats.KernelDrops == 0 {
+				t.Errorf("MTU %d, IPv6 %v: %d segments missing at the client's TAP", c.mtu, c.ipv6, data.LostSegments)
+			}
+			if d.Remote.Addr().Is6() != c.ipv6 {
+				t.Errorf("download went to %v", d.Remote)
+			}
+			hdr := units.Size(52) // IPv4 + TCP with timestamps
+			if c.ipv6 {
+				hdr = 72
+			}
+			if d.Server.SndMSS != units.Size(c.mtu)-hdr {
+				t.Errorf("MTU %d, IPv6 %v: MSS %d, want %d", c.mtu, c.ipv6, d.Server.SndMSS, units.Size(c.mtu)-hdr)
+			}
+			// Loss is counted where a packet can be dropped: the proxy's
+			// engine, the TAPs and the guests' NICs. (A retransmission
+			// alone is no proof: an emulated guest that the loaded host
+			// stops for longer than the RTO makes the sender time out with
+			// nothing lost.)
+			if drops != 0 || len(nicDrops) != 0 {
+				t.Errorf("MTU %d, IPv6 %v: the proxy dropped %d packets, the NICs %v: want none lost", c.mtu, c.ipv6, drops, nicDrops)
+			}
+			if c.long && d.Elapsed < soak/2 {
+				t.Errorf("the long transfer took %v, want about %v", d.Elapsed, soak)
+			}
+		}
+		// Neighbour resolution stayed in the kernel: the router resolved
+		// both VMs' MACs (the proxy's TUN has none) for both families.
+		neigh, err := router.NL.NeighList(0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, n := range neigh {
+			if n.IP != nil && n.HardwareAddr != nil && n.State&(netlink.NUD_REACHABLE|netlink.NUD_STALE|netlink.NUD_DELAY|netlink.NUD_PROBE) != 0 {
+				seen[n.IP.String()] = true
+			}
+		}
+		l := v.Lab
+		for _, a := range []string{l.Client.IPv4.String(), l.Client.IPv6.String(), l.Server.IPv4.String(), l.Server.IPv6.String()} {
+			if !seen[a] {
+				t.Errorf("router has no neighbour entry for %s: %v", a, neigh)
+			}
+		}
+		if err := v.SetMTU(ctx, 1500); err != nil {
+			t.Fatal(err)
+		}
+		router.RequireSnapshot(t, before, "router namespace after the proxy runs")
+	})
+}
+
+type progressPoint struct {
+	bytes   units.Size
+	elapsed time.Duration
+}
+
+// steadyRate is the rate over the second half of the bytes.
+func steadyRate(points []progressPoint, size units.Size) units.Rate {
+	n := len(points)
+	if n < 3 {
+		return 0
+	}
+	last := points[n-1]
+	for _, p := range points {
+		if p.bytes >= size/2 && p.elapsed < last.elapsed {
+			return units.Rate(float64(last.bytes-p.bytes) * 8 / (last.elapsed - p.elapsed).Seconds())
+		}
+	}
+	return 0
+}
+
+func mbpsF(r units.Rate) float64 { return r.BytesPerSecond() / 1e6 }
+
+// vmDrops reads the drop counters of the TAPs (in the router namespace)
+// and of both guests' eth0.
+func vmDrops(t *testing.T, ctx context.Context, v *VMs, router *testenv.Node) map[string]uint64 {
+	t.Helper()
+	out := map[string]uint64{}
+	for _, name := range []string{v.Lab.Router.ClientLink, v.Lab.Router.ServerLink} {
+		l, err := router.NL.LinkByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := l.Attrs().Statistics
+		out[name+" tx_dropped"], out[name+" rx_dropped"] = st.TxDropped, st.RxDropped
+	}
+	for role, g := range map[string]*vm.VM{"client": v.Client, "server": v.Server} {
+		b, err := guestRun(ctx, g, "cat", "/sys/class/net/eth0/statistics/rx_dropped", "/sys/class/net/eth0/statistics/tx_dropped")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(b))
+		if len(f) != 2 {
+			t.Fatalf("%s VM drop counters %q", role, b)
+		}
+		out[role+" VM eth0 rx_dropped"], _ = strconv.ParseUint(f[0], 10, 64)
+		out[role+" VM eth0 tx_dropped"], _ = strconv.ParseUint(f[1], 10, 64)
+	}
+	return out
+}
