@@ -144,7 +144,10 @@ func (s *Server) connState(c net.Conn, st http.ConnState) {
 	if !ok {
 		return
 	}
-	remote := tc.RemoteAddr().(*net.TCPAddr).AddrPort()
+	// A dual-stack listener (0.0.0.0 or ::) sees IPv4 clients as
+	// ::ffff:a.b.c.d; the client knows its own address as a.b.c.d.
+	ap := tc.RemoteAddr().(*net.TCPAddr).AddrPort()
+	remote := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	switch st {
 	case http.StateNew:
 		if s.cfg.Nagle {
@@ -164,7 +167,7 @@ func (s *Server) connState(c net.Conn, st http.ConnState) {
 // (the client's local address) while that connection is still open.
 func (s *Server) Info(remote netip.AddrPort) (sockopt.TCPInfo, sockopt.Effective, error) {
 	s.mu.Lock()
-	c := s.conns[remote]
+	c := s.conns[netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())]
 	s.mu.Unlock()
 	if c == nil {
 		return sockopt.TCPInfo{}, sockopt.Effective{}, fmt.Errorf("traffic server: no connection from %s", remote)

@@ -269,3 +269,23 @@ func BenchmarkRequestResponse(b *testing.B) {
 		}
 	}
 }
+
+// TestAskPeerOnWildcardListener: a server listening on the unspecified
+// address (a dual-stack socket) sees an IPv4 client as ::ffff:a.b.c.d; the
+// client asking for its connection's TCP_INFO by its own address still
+// finds it.
+func TestAskPeerOnWildcardListener(t *testing.T) {
+	l := testenv.Lab(t, context.Background(), lab.Config{})
+	srv := startServer(t, l, netip.IPv4Unspecified(), traffic.ServerConfig{})
+	res, err := traffic.Download(context.Background(), l.Client.Handle, traffic.DownloadConfig{
+		Server:  netip.AddrPortFrom(l.Server.IPv4, srv.Addr().Port()),
+		Size:    units.MiB,
+		AskPeer: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Server == nil || res.Server.BytesSent < units.MiB {
+		t.Errorf("server TCP_INFO %+v", res.Server)
+	}
+}
