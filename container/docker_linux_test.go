@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,26 +73,50 @@ func (d *docker) run(t *testing.T, args ...string) string {
 	return strings.TrimSpace(out)
 }
 
+// image is the package's one build of the image, shared by its tests and
+// removed by TestMain.
+var image struct {
+	once sync.Once
+	tag  string
+	d    *docker
+	err  error
+}
+
 // buildImage builds the image with scripts/build-image.sh under a tag of
-// the test's own and removes it when the test ends.
+// the test run's own, once for the package (TestMain removes it).
 func buildImage(t *testing.T, d *docker) string {
 	t.Helper()
-	tag := testenv.UniqueName("wanlab-test:t")
-	script, err := filepath.Abs("../scripts/build-image.sh")
-	if err != nil {
-		t.Fatal(err)
+	image.once.Do(func() {
+		tag := testenv.UniqueName("wanlab-test:t")
+		script, err := filepath.Abs("../scripts/build-image.sh")
+		if err != nil {
+			image.err = err
+			return
+		}
+		c := exec.Command(script, tag)
+		c.Dir = filepath.Dir(filepath.Dir(script))
+		c.Env = append(os.Environ(), "DOCKER="+d.bin)
+		if d.host != "" {
+			c.Env = append(c.Env, "DOCKER_HOST="+d.host)
+		}
+		if out, err := c.CombinedOutput(); err != nil {
+			image.err = fmt.Errorf("scripts/build-image.sh: %v\n%s", err, out)
+			return
+		}
+		image.tag, image.d = tag, d
+	})
+	if image.err != nil {
+		t.Fatal(image.err)
 	}
-	c := exec.Command(script, tag)
-	c.Dir = filepath.Dir(filepath.Dir(script))
-	c.Env = append(os.Environ(), "DOCKER="+d.bin)
-	if d.host != "" {
-		c.Env = append(c.Env, "DOCKER_HOST="+d.host)
+	return image.tag
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if image.tag != "" {
+		image.d.try(context.Background(), "rmi", "-f", image.tag)
 	}
-	if out, err := c.CombinedOutput(); err != nil {
-		t.Fatalf("scripts/build-image.sh: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { d.try(context.Background(), "rmi", "-f", tag) })
-	return tag
+	os.Exit(code)
 }
 
 // poll reports whether cond held before within passed.
