@@ -89,7 +89,7 @@ func TestThreeContainerTopology(t *testing.T) {
 		"-v", ctlDir+":/run/wanlab",
 		"-e", "WANLAB_IFACES=eth0,eth1", "-e", "WANLAB_IMPAIR_ETH0="+linkSpec,
 		"-e", "WANLAB_METRICS=0.0.0.0:9464", "-e", "WANLAB_LABELS=lab="+id+",link=client-server",
-		"-e", "WANLAB_SEED=1", image)
+		"-e", "WANLAB_SEED=1", "-e", "WANLAB_PCAP=/run/wanlab/link.pcapng", image)
 	d.run(t, "network", "connect", "--ip", routerBIP, names.netB, names.router)
 	d.run(t, "run", "-d", "--name", names.client, "--network", names.netA, "--ip", clientIP,
 		"--cap-add", "NET_ADMIN", "--entrypoint", "/bin/sh", image, "-c",
@@ -187,5 +187,12 @@ func TestThreeContainerTopology(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(ctlDir, "eth0-eth1.*")); len(left) > 0 {
 		t.Errorf("the proxy left %v in its volume", left)
+	}
+	// The tap went to the volume: a pcapng of at least the download's
+	// packets as they entered and left (40 MiB twice, at a 1 GB limit).
+	if st, err := os.Stat(filepath.Join(ctlDir, "link.pcapng")); err != nil {
+		t.Errorf("the tap in the volume: %v", err)
+	} else if st.Size() < 2*int64(size) {
+		t.Errorf("the tap in the volume: %d bytes, want at least %d", st.Size(), 2*int64(size))
 	}
 }
