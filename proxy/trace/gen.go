@@ -121,7 +121,7 @@ func Cellular(m Markov) (*Trace, error) {
 		return nil, fmt.Errorf("duration %s: want 1ms to %d ms", m.Duration, MaxPeriod)
 	}
 	rng := rand.New(rand.NewPCG(m.Seed, 0x7472616365)) // "trace"
-	levels := make([]float64, m.Levels) // opportunities per ms
+	levels := make([]float64, m.Levels)                // opportunities per ms
 	for i := range levels {
 		r := m.Min.BytesPerSecond()
 		if m.Levels > 1 {
