@@ -25,6 +25,7 @@ func FuzzParse(f *testing.F) {
 		"slot distribution pareto 800us 100us", "seed 42 corrupt 0.1% duplicate 1% 50%",
 		"tbf rate 0.5mbit burst 5kb latency 70ms peakrate 1mbit minburst 1540",
 		"tbf rate 1mbit buffer 10kb/16 limit 20kb mpu 64 overhead 4 linklayer atm",
+		"trace lte.down data 0,1x1000", "delay 20ms | trace x data 2,0x3,1 once", "trace x", "trace x data 1,0",
 		"netem | netem", "dela 100ms", "loss 120%", "limit 0x10 delay 1e3us",
 		"sudo tc qdisc add dev ens3 root handle 1:0 netem delay 100ms | tc qdisc add dev ens3 parent 1:1 handle 10:0 tbf rate 50mbit burst 50kb limit 500kb",
 	} {

@@ -120,6 +120,8 @@ func parseStage(toks []token, index int, sep token) (Stage, error) {
 		return parseNetem(kw, toks[1:])
 	case "tbf":
 		return parseTBF(kw, toks[1:])
+	case "trace":
+		return parseTrace(kw, toks[1:])
 	}
 	if index == 0 {
 		// "netem" may be left out for the first stage.
