@@ -16,6 +16,7 @@ import (
 
 	"github.com/wanlab/wanlab/experiment"
 	"github.com/wanlab/wanlab/lab/traffic"
+	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -125,6 +126,10 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 		}
 	}
 	for _, arg := range cc.StringSlice("impair") {
+		arg, err := spec.ResolveTraceFiles(arg, os.ReadFile)
+		if err != nil {
+			return cfg, fmt.Errorf("--impair: %w", err)
+		}
 		if err := cfg.AddImpair(arg); err != nil {
 			return cfg, err
 		}

@@ -248,7 +248,7 @@ func runProxy(cc *cli.Context) error {
 	fmt.Fprintf(w, "wanlab proxy: %s <-> %s through %s, %s (%s backend), seed %d\n",
 		cfg.Ifaces[0], cfg.Ifaces[1], tuns[0], tuns[1], cfg.Backend, p.Seed())
 	for _, iface := range cfg.Ifaces {
-		s := specs[iface]
+		s := spec.Abbrev(specs[iface])
 		if s == "" {
 			s = "(none)"
 		}

@@ -67,19 +67,20 @@ func controlClient(cc *cli.Context) (*control.Client, error) {
 	return c.WithToken(tok), nil
 }
 
-// specFileArg replaces "@FILE" by the file's contents, read by the user who
-// typed it, so that only spec text ever reaches a proxy (which reads no
-// files for its callers).
+// specFileArg replaces "@FILE" by the file's contents and every "trace
+// FILE" stage's FILE by the trace's opportunities inline
+// (spec.ResolveTraceFiles), read by the user who typed it, so that only
+// spec text ever reaches a proxy (which reads no files for its callers).
 func specFileArg(text string) (string, error) {
 	t := strings.TrimSpace(text)
-	if !strings.HasPrefix(t, "@") {
-		return text, nil
+	if strings.HasPrefix(t, "@") {
+		b, err := os.ReadFile(t[1:])
+		if err != nil {
+			return "", err
+		}
+		text = string(b)
 	}
-	b, err := os.ReadFile(t[1:])
-	if err != nil {
-		return "", err
-	}
-	return string(b), nil
+	return spec.ResolveTraceFiles(text, os.ReadFile)
 }
 
 // proxySetCommand is `wanlab proxy set`, listed by the proxy command.
@@ -220,7 +221,7 @@ func writeProxyStats(out io.Writer, st control.Stats) error {
 		if i > 0 {
 			fmt.Fprintln(bw)
 		}
-		spec := d.Spec
+		spec := spec.Abbrev(d.Spec)
 		if spec == "" {
 			spec = "(no impairment)"
 		}

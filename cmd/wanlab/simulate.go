@@ -55,7 +55,11 @@ func runSimulate(cc *cli.Context) error {
 	if !cc.IsSet("spec") {
 		return usageError(errors.New("simulate: --spec is required (e.g. --spec 'delay 100ms loss 1%')"))
 	}
-	sp, err := spec.Parse(cc.String("spec"))
+	text, err := specFileArg(cc.String("spec"))
+	if err != nil {
+		return usageError(fmt.Errorf("simulate: --spec: %w", err))
+	}
+	sp, err := spec.Parse(text)
 	if err != nil {
 		return usageError(fmt.Errorf("simulate: --spec: %w", err))
 	}

@@ -420,7 +420,7 @@ func fourStateStationary(l spec.Loss) [4]float64 {
 func (r *SimResult) WriteText(w io.Writer) error {
 	var b strings.Builder
 	c := r.Configured
-	specText := r.Spec
+	specText := spec.Abbrev(r.Spec)
 	if specText == "" {
 		specText = "(empty: no impairment)"
 	}
@@ -476,7 +476,7 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	for _, l := range lines {
 		fmt.Fprintf(&b, "%-14s %-*s %s\n", l.name, width, l.conf, l.real)
 	}
-	if len(r.Stages) > 1 {
+	if len(r.Stages) > 1 || len(r.Stages) == 1 && r.Stages[0].Kind == "trace" {
 		b.WriteString("\nper stage\n")
 		for i, s := range r.Stages {
 			fmt.Fprintf(&b, "  %d %-5s in %d, out %d, dropped loss %d queue %d oversize %d, mean sojourn %s\n",

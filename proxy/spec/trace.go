@@ -195,7 +195,8 @@ func isWordSep(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '|' || c == ';'
 }
 
-// findWord is the index of the first occurrence of w in s as a whole word.
+// findWord is the index of the first occurrence of w in s as a whole word
+// (which may follow the "=" of "IFACE=").
 func findWord(s, w string) int {
 	off := 0
 	for {
@@ -205,7 +206,7 @@ func findWord(s, w string) int {
 		}
 		i += off
 		end := i + len(w)
-		if (i == 0 || isWordSep(s[i-1])) && (end == len(s) || isWordSep(s[end])) {
+		if (i == 0 || isWordSep(s[i-1]) || s[i-1] == '=') && (end == len(s) || isWordSep(s[end])) {
 			return i
 		}
 		off = end
@@ -247,4 +248,29 @@ func baseName(p string) string {
 		s = "_" + s
 	}
 	return s
+}
+
+// Abbrev shortens the inline opportunity lists of the trace stages in a
+// canonical spec text for tables and logs: "trace lte.down data
+// 0,1x1000,2,…" keeps the first 24 characters of each list. The result
+// is for people, not for Parse.
+func Abbrev(text string) string {
+	const keep = 24
+	var b strings.Builder
+	rest := text
+	for {
+		i := findWord(rest, "data")
+		if i < 0 {
+			b.WriteString(rest)
+			return b.String()
+		}
+		b.WriteString(rest[:i+len("data")])
+		rest = rest[i+len("data"):]
+		ws, w, after := nextWord(rest)
+		if len(w) > keep {
+			w = w[:keep] + "…"
+		}
+		b.WriteString(ws + w)
+		rest = after
+	}
 }

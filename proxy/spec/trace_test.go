@@ -55,12 +55,12 @@ func TestResolveTraceFiles(t *testing.T) {
 	if err := os.WriteFile(up, []byte("1\n2\n2\n4\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	in := "delay 20ms|trace " + up + " once | trace keep data 0,1\nleaf 1:2 trace " + up
+	in := "eth0=delay 20ms|trace " + up + " once | trace keep data 0,1\nleaf 1:2 trace " + up
 	got, err := ResolveTraceFiles(in, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "delay 20ms|trace lte.up data 0,1,2,0,1 once | trace keep data 0,1\nleaf 1:2 trace lte.up data 0,1,2,0,1"
+	want := "eth0=delay 20ms|trace lte.up data 0,1,2,0,1 once | trace keep data 0,1\nleaf 1:2 trace lte.up data 0,1,2,0,1"
 	if got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
