@@ -54,7 +54,7 @@ func init() {
 				Name:      "constant",
 				Usage:     "a constant-rate trace",
 				UsageText: "wanlab trace constant --rate 12mbit --duration 10s [-o FILE]",
-				Flags: []cli.Flag{&cli.StringFlag{Name: "rate", Required: true, Usage: "link `RATE` (tc syntax: 12mbit)"}, dur, out},
+				Flags:     []cli.Flag{&cli.StringFlag{Name: "rate", Required: true, Usage: "link `RATE` (tc syntax: 12mbit)"}, dur, out},
 				Action: func(cc *cli.Context) error {
 					r, d, err := rateAndDuration(cc)
 					if err != nil {
