@@ -201,11 +201,25 @@ func (pl *Pipeline) build(cl *class, s *spec.Spec, now int64) (*chain, error) {
 	}
 	c := &chain{pl: pl, class: cl, spec: s}
 	pl.generation++
-	for i, st := range s.Stages {
+	for i := 0; i < len(s.Stages); i++ {
+		st := s.Stages[i]
 		seed := mix(pl.opt.Seed, uint64(cl.index), uint64(i), pl.generation)
 		k, ok := stageKinds[st.Kind()]
 		if !ok {
 			return nil, fmt.Errorf("%w: stage %d: unknown kind %q", ErrBadSpec, i+1, st.Kind())
+		}
+		if i+1 < len(s.Stages) && k.shaper != nil {
+			if qk, ok := queueKinds[s.Stages[i+1].Kind()]; ok {
+				// A queue discipline after a shaper is its child qdisc
+				// (tc's "parent 1:1"): one stage holding both, and a
+				// view of the child in the child's place.
+				child := s.Stages[i+1]
+				q := qk(child, mix(pl.opt.Seed, uint64(cl.index), uint64(i+1), pl.generation), now)
+				sh := newShapedStage(st, k.shaper(st, now), child, q)
+				c.stages = append(c.stages, sh, &childView{s: sh})
+				i++
+				continue
+			}
 		}
 		c.stages = append(c.stages, k.build(st, seed, now, pl))
 	}

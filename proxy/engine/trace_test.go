@@ -106,17 +106,40 @@ func TestTraceMahimahiSemantics(t *testing.T) {
 	}
 }
 
-// TestTraceOnce checks that a trace given "once" stops: what it holds at
-// the end and what comes later is dropped.
+// TestTraceOnce checks that a trace given "once" stops: after its last
+// opportunity nothing leaves, what it holds stays queued and its buffer
+// (here a pfifo child) refuses arrivals beyond its limit.
 func TestTraceOnce(t *testing.T) {
 	tr := &trace.Trace{Times: []uint32{10, 20}}
 	recs, pl := saturate(t, traceSpec(t, tr, " once"), 100*time.Millisecond, 1000, 1500)
 	if len(recs) != 2 {
 		t.Fatalf("%d packets left a two-opportunity once trace, want 2", len(recs))
 	}
+	if _, ok := pl.NextDeparture(); ok {
+		t.Fatal("a once trace that ran out still promises a departure")
+	}
 	st := pl.Snapshot().Classes[0].Stages[0]
-	if st.Drops.Queue != 98 || st.QueuePackets != 0 {
-		t.Fatalf("drops %d, queued %d; want 98, 0", st.Drops.Queue, st.QueuePackets)
+	if st.Drops.Queue != 0 || st.QueuePackets != 98 {
+		t.Fatalf("drops %d, queued %d; want 0, 98", st.Drops.Queue, st.QueuePackets)
+	}
+	recs, pl = saturate(t, traceSpec(t, tr, " once | pfifo limit 5"), 100*time.Millisecond, 1000, 1500)
+	snap := pl.Snapshot().Classes[0].Stages
+	if len(recs) != 2 || len(snap) != 2 || snap[1].Kind != "pfifo" || snap[1].Drops.Queue != 93 || snap[0].QueuePackets != 5 {
+		t.Fatalf("once | pfifo limit 5: %d left, stages %+v", len(recs), snap)
+	}
+}
+
+// TestTraceChildQueue checks that the stage after a trace is its buffer:
+// a bfifo's byte limit bounds what waits for opportunities.
+func TestTraceChildQueue(t *testing.T) {
+	tr, _ := trace.Constant(1_200_000, time.Second) // 100 opportunities/s
+	recs, pl := saturate(t, traceSpec(t, tr, " | bfifo limit 15kb"), time.Second, 1000, 1500)
+	snap := pl.Snapshot().Classes[0].Stages
+	if snap[1].Kind != "bfifo" || snap[0].QueueBytes > 15000 || snap[1].Drops.Queue < 800 {
+		t.Fatalf("stages %+v", snap)
+	}
+	if len(recs) < 99 || len(recs) > 100 {
+		t.Fatalf("%d packets left a 100-opportunity second", len(recs))
 	}
 }
 

@@ -91,6 +91,10 @@ func checkTraceName(name string) error {
 	return nil
 }
 
+func init() {
+	registerKind("trace", stageParser{parse: func(k token, a []token) (Stage, error) { return parseTrace(k, a) }})
+}
+
 // parseTrace parses "trace NAME data COUNTS [once]". A NAME without data
 // is a file reference: the error wraps ErrFileRef.
 func parseTrace(kind token, toks []token) (*Trace, error) {
