@@ -178,7 +178,10 @@ func proxyStatsCommand() *cli.Command {
 			"the time packets spent in the engine (sojourn; percentiles are bucket bounds),\n" +
 			"the same per stage, and the TUN device's malformed-packet and error counters.\n" +
 			"--json prints the API's Stats object (GET /v1/stats): {\"directions\": [{\"iface\",\n" +
-			"\"spec\", \"engine\": {\"totals\", \"classes\": [{\"stages\"}], \"swaps\"}, \"device\"}], \"tap\"}.",
+			"\"spec\", \"engine\": {\"totals\", \"classes\": [{\"stages\"}], \"swaps\"}, \"device\", \"schedule\"}], \"tap\"};\n" +
+			"\"schedule\" (with proxy --schedule) holds the step in force and the next one: {\"file\",\n" +
+			"\"step\", \"line\", \"spec\", \"since_ms\", \"next_step\", \"next_ms\", \"next_spec\", \"elapsed_ms\",\n" +
+			"\"loop_ms\", \"cycle\", \"stopped\", \"applied\", \"error\"}.",
 		Flags: append(controlFlags(),
 			&cli.BoolFlag{Name: "json", Usage: "print the counters as JSON"},
 		),
@@ -226,6 +229,9 @@ func writeProxyStats(out io.Writer, st control.Stats) error {
 			spec = "(no impairment)"
 		}
 		fmt.Fprintf(bw, "leaving through %s: %s\n", d.Iface, spec)
+		if d.Schedule != nil {
+			fmt.Fprintf(bw, "  schedule %s: %s\n", d.Schedule.File, d.Schedule.Describe(specAbbrev))
+		}
 		names := []string{"total"}
 		cols := []engine.Counters{d.Engine.Totals}
 		for _, cl := range d.Engine.Classes {
@@ -290,6 +296,8 @@ func writeProxyStats(out io.Writer, st control.Stats) error {
 	}
 	return bw.Flush()
 }
+
+func specAbbrev(s string) string { return spec.Abbrev(s) }
 
 // quantile returns "≤ BOUND" for the histogram bucket holding quantile q:
 // the engine keeps fixed buckets, so that bound is all one can say.

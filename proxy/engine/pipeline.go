@@ -112,6 +112,10 @@ type Options struct {
 	// again (see tbfStage). Without it (Simulate, the tests of the model)
 	// every departure is the one a perfect watchdog gives.
 	RealClock bool
+	// Start is the time the stages NewPipeline builds start at (a trace
+	// stage's millisecond 0, a tbf's full bucket); Swap starts the new
+	// stages at its own time.
+	Start int64
 	// Scheduler, if set, takes each packet leaving its class's chain and
 	// decides when it leaves the pipeline (a class hierarchy sharing one
 	// link: package htb). Nil: packets leave when their chain releases
@@ -175,7 +179,7 @@ func NewPipeline(s *spec.Spec, opt Options) (*Pipeline, error) {
 	}
 	for i, cs := range specs {
 		cl := &class{name: cs.Name, index: i}
-		c, err := pl.build(cl, cs.Spec, 0)
+		c, err := pl.build(cl, cs.Spec, opt.Start)
 		if err != nil {
 			if cs.Name != "default" || len(opt.Classes) > 0 {
 				return nil, fmt.Errorf("class %q: %w", cs.Name, err)

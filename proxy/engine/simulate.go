@@ -8,18 +8,24 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wanlab/wanlab/proxy/schedule"
 	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/units"
 )
 
 // SimConfig describes synthetic traffic for Simulate: Packets IPv4/UDP
 // packets of Size bytes (IP length), evenly spaced at PPS packets per
 // second, ECN-capable (ECT(0)) so an "ecn" spec marks instead of dropping.
 type SimConfig struct {
-	Spec    *spec.Spec
-	Packets int
-	PPS     float64
-	Size    int
-	Seed    uint64
+	Spec *spec.Spec
+	// Schedule, if set, steps the spec at its times after the first
+	// packet (Spec holds until its first step), each step a Swap at its
+	// time on the virtual clock.
+	Schedule *schedule.Schedule
+	Packets  int
+	PPS      float64
+	Size     int
+	Seed     uint64
 }
 
 // Simulation defaults.
@@ -109,8 +115,19 @@ type SimResult struct {
 	// arrivals that both left (0 when the delay does not vary).
 	DelayLag1 float64 `json:"delay_lag1"`
 	// Stages holds each stage's own counters, root first (where the drops
-	// happened, how deep each queue got).
+	// happened, how deep each queue got): the stages of the spec in
+	// force at the end when a schedule stepped it.
 	Stages []SimStage `json:"stages"`
+	// Schedule lists the schedule's steps applied, in order.
+	Schedule []SimStep `json:"schedule,omitempty"`
+}
+
+// SimStep is a schedule step Simulate applied: its time after the first
+// packet, its line in the schedule file and its spec.
+type SimStep struct {
+	AtMs float64 `json:"at_ms"`
+	Line int     `json:"line"`
+	Spec string  `json:"spec"`
 }
 
 // SimStage is one stage's share of a simulation.
@@ -143,14 +160,14 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		cfg.Spec = spec.Empty()
 	}
 	pool := NewPool(Headroom + cfg.Size)
-	pl, err := NewPipeline(cfg.Spec, Options{Direction: "simulate", Seed: cfg.Seed})
+	const start = int64(1e9) // leave t=0 free: zero means "unstamped"
+	pl, err := NewPipeline(cfg.Spec, Options{Direction: "simulate", Seed: cfg.Seed, Start: start})
 	if err != nil {
 		return nil, err
 	}
 	res := &SimResult{Spec: cfg.Spec.String(), Packets: cfg.Packets, PPS: cfg.PPS, Size: cfg.Size, Seed: cfg.Seed}
 	template := udpPacket(cfg.Size)
 	interval := 1e9 / cfg.PPS
-	const start = int64(1e9) // leave t=0 free: zero means "unstamped"
 
 	delays := make([]float64, 0, cfg.Packets)
 	bySeq := make([]float64, cfg.Packets+2) // delay of each arrival's first copy; NaN: none left
@@ -180,8 +197,32 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 			pool.Put(p)
 		}
 	}
+	// The schedule's next step: its index and time (ok false: none).
+	var pos schedule.Position
+	stepAt := func(t int64) {
+		for pos.Next >= 0 && start+int64(pos.NextAt) <= t {
+			at := start + int64(pos.NextAt)
+			batch = pl.Dequeue(at, batch[:0])
+			consume(batch)
+			st := cfg.Schedule.Steps[pos.Next]
+			if err == nil {
+				err = pl.Swap(st.Spec, at)
+			}
+			res.Schedule = append(res.Schedule, SimStep{AtMs: float64(pos.NextAt) / 1e6, Line: st.Line, Spec: st.Spec.String()})
+			pos = cfg.Schedule.At(pos.NextAt)
+		}
+	}
+	if cfg.Schedule != nil {
+		pos = schedule.Position{Step: -1, Next: -1}
+		if len(cfg.Schedule.Steps) > 0 {
+			pos.Next, pos.NextAt = 0, cfg.Schedule.Steps[0].At
+		}
+	} else {
+		pos.Next = -1
+	}
 	for i := 0; i < cfg.Packets; i++ {
 		t := start + int64(float64(i)*interval)
+		stepAt(t)
 		batch = pl.Dequeue(t, batch[:0])
 		consume(batch)
 		p := pool.Get()
@@ -189,6 +230,9 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		copy(p.Data, template)
 		p.Arrival = t
 		pl.Enqueue(p, t)
+	}
+	if err != nil {
+		return nil, err
 	}
 	for {
 		next, ok := pl.NextDeparture()
@@ -428,6 +472,21 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "traffic  %d packets of %d B at %g pkt/s (%s offered), seed %d, %s virtual\n\n",
 		r.Packets, r.Size, r.PPS, bps(c.OfferedBps), r.Seed,
 		time.Duration(r.DurationMs*1e6).Round(time.Millisecond))
+	if n := len(r.Schedule); n > 0 {
+		fmt.Fprintf(&b, "schedule %d steps applied\n", n)
+		for i, st := range r.Schedule {
+			if i == 8 && n > 10 {
+				// The first eight and the last.
+				fmt.Fprintf(&b, "  ... %d more\n", n-9)
+				st = r.Schedule[n-1]
+			}
+			fmt.Fprintf(&b, "  at %s (line %d): %s\n", stepTime(st.AtMs), st.Line, spec.Abbrev(st.Spec))
+			if i == 8 && n > 10 {
+				break
+			}
+		}
+		b.WriteString("\n")
+	}
 	// A correlated probability shows what it realizes beside what it says.
 	noted := func(param string, conf string) string {
 		var notes []string
@@ -513,4 +572,12 @@ func count(n, of uint64) string {
 		return fmt.Sprint(n)
 	}
 	return fmt.Sprintf("%d (%.3g%%)", n, 100*float64(n)/float64(of))
+}
+
+// stepTime prints a schedule step's time ("10s", "0s").
+func stepTime(atMs float64) string {
+	if atMs == 0 {
+		return "0s"
+	}
+	return units.FormatDuration(time.Duration(atMs * 1e6))
 }
