@@ -45,6 +45,7 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 		"delay": {Name: "delay", Title: "Delay (one-way, UDP probes)", Model: "the spec's engine on a virtual clock fed the run's own send times"},
 		"loss":  {Name: "loss", Title: "Loss (UDP probes; realized with its 99.9 % Wilson interval)", Model: "the loss model's stationary loss; gemodel burst length from the chain"},
 		"rate":  {Name: "rate", Title: "Rate (UDP offered at 1.5 × rate, IP bytes, once the bucket is empty; TCP bulk over its second half: goodput read by the receiver, and IP bytes at the receiver's link)", Model: "tbf rate; 1 ms burst bound = burst + rate × 1 ms; TCP goodput = rate × 1448/1500; TCP wire rate = rate"},
+		"trace": {Name: "trace", Title: "Trace replay (UDP at 1.1 × the trace's peak; IP bytes delivered per 100 ms window against the trace's capacity in it)", Model: "the trace: 1500 B per delivery opportunity"},
 		"other": {Name: "other", Title: "Reordering (packets that left ahead of an earlier one) and duplication (with its 99.9 % Wilson interval)", Model: "the spec's engine on a virtual clock fed the run's own send times"},
 	}
 	paths := []string{PathProxyOffload, PathProxyWater, PathKernel}
@@ -148,6 +149,20 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 				t.Rows = append(t.Rows, m)
 			}
 		}
+		switch {
+		case pname == PathProxyOffload || pname == PathProxyWater:
+			cfg.progress(step, total, pname+": trace replay")
+			runID++
+			lt, _ := p.(latenessTaker)
+			ms, err := traceRows(ctx, e.lab, p, lt, pname, cfg.Quick, runID)
+			if err != nil {
+				p.Close()
+				return nil, err
+			}
+			tables["trace"].Rows = append(tables["trace"].Rows, ms...)
+		case pname == PathKernel:
+			tables["trace"].Rows = append(tables["trace"].Rows, notAvailable(traceLabel, pname, "n/a: the kernel has no trace qdisc"))
+		}
 		if err := p.Set("", ""); err != nil && naReason(err) == "" {
 			p.Close()
 			return nil, err
@@ -158,7 +173,7 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	cfg.progress(total, total, "done")
 	compareWithKernel(tables["rate"].Rows)
-	for _, k := range []string{"delay", "loss", "rate", "other"} {
+	for _, k := range []string{"delay", "loss", "rate", "trace", "other"} {
 		if len(tables[k].Rows) > 0 {
 			rep.Tables = append(rep.Tables, *tables[k])
 		}
