@@ -570,7 +570,8 @@ func (pl *Pipeline) Snapshot() Snapshot {
 	for _, cl := range pl.classes {
 		cs := ClassSnapshot{Name: cl.name, Spec: cl.current.spec.String(), Totals: cl.totals}
 		for _, s := range cl.current.stages {
-			cs.Stages = append(cs.Stages, StageSnapshot{Kind: s.kind(), Spec: s.spec(), Counters: *s.counters()})
+			_, queue := s.(queueHolder)
+			cs.Stages = append(cs.Stages, StageSnapshot{Kind: s.kind(), Spec: s.spec(), Queue: queue, Counters: *s.counters()})
 		}
 		snap.Classes = append(snap.Classes, cs)
 	}

@@ -140,11 +140,15 @@ func (e *stageEnv) Drop(p *Packet, reason DropReason) {
 }
 
 func (e *stageEnv) Marked(p *Packet) {
-	p.Flags |= FlagECNMarked
-	e.stage.ECNMarked++
-	if e.child != nil {
-		e.child.ECNMarked++
+	if p.Flags&FlagECNMarked != 0 {
+		return // marked once already (codel's ce_threshold after its law)
 	}
+	p.Flags |= FlagECNMarked
+	if e.child != nil {
+		e.child.ECNMarked++ // the child qdisc marked it, not the shaper
+		return
+	}
+	e.stage.ECNMarked++
 }
 
 // queueStage is a queue discipline standing as a stage of its own, with
@@ -195,7 +199,13 @@ func (s *queueStage) next() (int64, bool) {
 }
 
 func (s *queueStage) pop(now int64) (*Packet, bool) {
-	return s.q.Dequeue(now, &s.env), false
+	p := s.q.Dequeue(now, &s.env)
+	if s.q.Len() == 0 {
+		// qdisc_restart dequeues until the qdisc returns nothing: that
+		// last, empty dequeue is where red starts its idle period.
+		s.q.Dequeue(now, &s.env)
+	}
+	return p, false
 }
 
 func (s *queueStage) head() (*Packet, bool) { return nil, false }
@@ -238,3 +248,11 @@ func (s *stash) bytes() int64 {
 	}
 	return 0
 }
+
+// queueHolder marks the stages that hold a queue discipline (for
+// snapshots: their sojourn is a queue's).
+type queueHolder interface{ holdsQdisc() }
+
+func (*queueStage) holdsQdisc()  {}
+func (*shapedStage) holdsQdisc() {}
+func (*childView) holdsQdisc()   {}

@@ -48,6 +48,9 @@ type SimDrops struct {
 	Loss     uint64 `json:"loss"`
 	Queue    uint64 `json:"queue"`
 	Oversize uint64 `json:"oversize"`
+	// AQM counts what an active queue manager (codel, fq_codel, pie,
+	// red) dropped by its control law.
+	AQM uint64 `json:"aqm,omitempty"`
 }
 
 // Expected holds what the spec predicts for the synthetic traffic.
@@ -139,6 +142,12 @@ type SimStage struct {
 	Drops      Drops  `json:"drops"`
 	// SojournMeanMs is the mean time a packet that left spent in the stage.
 	SojournMeanMs float64 `json:"sojourn_mean_ms"`
+	// SojournP50Ms and SojournP99Ms, for queue disciplines (and the
+	// shaper holding one), are the upper bounds of the sojourn
+	// histogram's buckets (SojournBoundsNs) holding the median and the
+	// 99th percentile.
+	SojournP50Ms float64 `json:"sojourn_p50_ms,omitempty"`
+	SojournP99Ms float64 `json:"sojourn_p99_ms,omitempty"`
 }
 
 // Simulate runs cfg's traffic through a pipeline on a virtual clock. It
@@ -249,7 +258,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	res.PacketsIn = uint64(cfg.Packets)
 	res.PacketsOut = tot.PacketsOut
 	res.LossPercent = 100 * float64(cfg.Packets-unique) / float64(cfg.Packets)
-	res.Drops = SimDrops{Loss: tot.Drops.Loss, Queue: tot.Drops.Queue, Oversize: tot.Drops.Oversize}
+	res.Drops = SimDrops{Loss: tot.Drops.Loss, Queue: tot.Drops.Queue, Oversize: tot.Drops.Oversize, AQM: tot.Drops.AQM}
 	for _, cl := range snap.Classes {
 		for _, s := range cl.Stages {
 			res.Duplicated += s.Duplicated
@@ -258,6 +267,10 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 			st := SimStage{Kind: s.Kind, Spec: s.Spec, PacketsIn: s.PacketsIn, PacketsOut: s.PacketsOut, Drops: s.Drops}
 			if s.Sojourn.Count > 0 {
 				st.SojournMeanMs = float64(s.Sojourn.SumNs) / float64(s.Sojourn.Count) / 1e6
+				if s.Queue {
+					st.SojournP50Ms = s.Sojourn.Quantile(0.5) / 1e6
+					st.SojournP99Ms = s.Sojourn.Quantile(0.99) / 1e6
+				}
 			}
 			res.Stages = append(res.Stages, st)
 		}
@@ -507,8 +520,12 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	var lines []line
 	row := func(name, conf, real string) { lines = append(lines, line{name, conf, real}) }
 	row("packets", fmt.Sprint(r.PacketsIn), fmt.Sprintf("%d out", r.PacketsOut))
-	row("loss", noted("loss", pct(c.LossPercent)), fmt.Sprintf("%s (dropped: loss %d, queue %d, oversize %d)",
-		pct(r.LossPercent), r.Drops.Loss, r.Drops.Queue, r.Drops.Oversize))
+	aqm := ""
+	if r.Drops.AQM > 0 {
+		aqm = fmt.Sprintf(", aqm %d", r.Drops.AQM)
+	}
+	row("loss", noted("loss", pct(c.LossPercent)), fmt.Sprintf("%s (dropped: loss %d, queue %d, oversize %d%s)",
+		pct(r.LossPercent), r.Drops.Loss, r.Drops.Queue, r.Drops.Oversize, aqm))
 	row("delay mean", ms(c.DelayMeanMs), ms(r.Delay.Mean))
 	row("delay stddev", ms(c.DelayStddevMs), ms(r.Delay.Stddev))
 	row("delay p50/p99", "", ms(r.Delay.P50)+" / "+ms(r.Delay.P99))
@@ -538,8 +555,16 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	if len(r.Stages) > 1 || len(r.Stages) == 1 && r.Stages[0].Kind == "trace" {
 		b.WriteString("\nper stage\n")
 		for i, s := range r.Stages {
-			fmt.Fprintf(&b, "  %d %-5s in %d, out %d, dropped loss %d queue %d oversize %d, mean sojourn %s\n",
-				i+1, s.Kind, s.PacketsIn, s.PacketsOut, s.Drops.Loss, s.Drops.Queue, s.Drops.Oversize, ms(s.SojournMeanMs))
+			extra := ""
+			if s.Drops.AQM > 0 || s.SojournP99Ms > 0 {
+				extra = fmt.Sprintf(" aqm %d", s.Drops.AQM)
+			}
+			soj := ms(s.SojournMeanMs)
+			if s.SojournP99Ms > 0 {
+				soj += fmt.Sprintf(" (p50 <= %s, p99 <= %s)", ms(s.SojournP50Ms), ms(s.SojournP99Ms))
+			}
+			fmt.Fprintf(&b, "  %d %-5s in %d, out %d, dropped loss %d queue %d oversize %d%s, mean sojourn %s\n",
+				i+1, s.Kind, s.PacketsIn, s.PacketsOut, s.Drops.Loss, s.Drops.Queue, s.Drops.Oversize, extra, soj)
 		}
 	}
 	if len(r.Warnings) > 0 {

@@ -62,3 +62,29 @@ func TestQueueKindErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestREDParamsAsTC(t *testing.T) {
+	// tc qdisc add dev X root red limit 400000 min 30000 max 90000 avpkt
+	// 1000 burst 55 ecn adaptive bandwidth 10Mbit: tc -d prints "ewma 5
+	// probability 0.02 Scell_log 21" (tc_red.c's arithmetic, checked by
+	// hand here: W = 2^-5 is the first with 56 - 30 <= (1-(1-W)^55)/W).
+	sp, err := Parse("red limit 400000 min 30000 max 90000 avpkt 1000 burst 55 ecn adaptive bandwidth 10mbit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sp.Stages[0].(*RED)
+	p, err := r.Params(defaultTickInUsec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Wlog != 5 || p.QthMin != 30000 || p.QthMax != 90000 || p.MaxP != 85899345 {
+		t.Errorf("params %+v", p)
+	}
+	// Plog: 0.02/60000 doubled until above 1: 2^22 * 3.33e-7 = 1.4.
+	if p.Plog != 22 {
+		t.Errorf("Plog %d, want 22", p.Plog)
+	}
+	if got := sp.String(); got != "red limit 400000b min 30000b max 90000b avpkt 1000b burst 55 ecn adaptive" {
+		t.Errorf("canonical %q", got)
+	}
+}
