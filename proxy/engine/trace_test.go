@@ -215,3 +215,20 @@ func TestTraceBufferLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceCodelChild checks an AQM as the trace's buffer: overloaded by
+// an unresponsive flow, codel drops (at dequeue, and at its limit) and the
+// trace still delivers its capacity.
+func TestTraceCodelChild(t *testing.T) {
+	tr, _ := trace.Constant(12_000_000, 2*time.Second)
+	recs, pl := saturate(t, traceSpec(t, tr, " | codel"), 4*time.Second, 2000, 1500)
+	snap := pl.Snapshot().Classes[0].Stages
+	if len(snap) != 2 || snap[1].Kind != "codel" || snap[1].Drops.Total() == 0 || snap[1].Sojourn.Count == 0 {
+		t.Fatalf("stages %+v", snap)
+	}
+	// 4 s of a 1000-opportunity-per-second trace, less the first
+	// millisecond: within one packet of 4000.
+	if n := len(recs); n < 3998 || n > 4000 {
+		t.Fatalf("%d packets left, want about 4000", n)
+	}
+}
