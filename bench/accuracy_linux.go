@@ -149,7 +149,10 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 				t.Rows = append(t.Rows, m)
 			}
 		}
+		// The trace row belongs to the built-in grid: --specs runs only
+		// the file's specs.
 		switch {
+		case len(cfg.Specs) > 0:
 		case pname == PathProxyOffload || pname == PathProxyWater:
 			cfg.progress(step, total, pname+": trace replay")
 			runID++
