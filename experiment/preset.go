@@ -16,8 +16,9 @@ type presetDef struct {
 	cfg      Config
 }
 
-// presets reproduce the five scenarios of docs/scenarios.md, each known
-// by its name (send-buffer, ...) and by its old id (seed000, ...). Sizes are
+// presets reproduce the scenarios of docs/scenarios.md, each known by its
+// name (send-buffer, ...) and the five of the seeds also by their old id
+// (seed000, ...). Sizes are
 // reduced so each runs in well under a minute; the trends (speed against
 // RTT, buffer, loss) are those the scenarios describe.
 var presets = map[string]presetDef{
@@ -44,6 +45,14 @@ var presets = map[string]presetDef{
 		about:    "netem delay 100ms with a tbf rate 50mbit burst 50kb limit 500kb child on the data path: 50 Mbit/s at 100 ms",
 		cfg: Config{
 			Impair: map[string]string{ToClient: "delay 100ms | tbf rate 50mbit burst 50kb limit 500kb"},
+			Size:   32 * units.MiB,
+		},
+	},
+	"managed-queue": {
+		scenario: "managed-queue",
+		about:    "shaped-link with fq_codel as tbf's child instead of its 500 kB FIFO: the same 50 Mbit/s at 100 ms, queueing delay near fq_codel's 5 ms target instead of ~80 ms",
+		cfg: Config{
+			Impair: map[string]string{ToClient: "delay 100ms | tbf rate 50mbit burst 50kb limit 500kb | fq_codel"},
 			Size:   32 * units.MiB,
 		},
 	},
