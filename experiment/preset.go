@@ -78,8 +78,14 @@ var presets = map[string]presetDef{
 // seedCC is the congestion control of every preset (Linux's default).
 const seedCC = "cubic"
 
-// Presets lists the preset names in order.
-func Presets() []string { return slices.Sorted(maps.Keys(presets)) }
+// Presets lists the preset names in order: the seeds' ids, then the
+// presets that have only a name.
+func Presets() []string {
+	ids := slices.Sorted(maps.Keys(presets))
+	seeds := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !strings.HasPrefix(id, "seed") })
+	rest := slices.DeleteFunc(ids, func(id string) bool { return strings.HasPrefix(id, "seed") })
+	return append(seeds, rest...)
+}
 
 // PresetAbout describes a preset (by id or scenario name) in one line.
 func PresetAbout(name string) string { return presets[presetID(name)].about }
@@ -113,7 +119,11 @@ func Preset(name string) (Config, error) {
 	if !ok {
 		var names []string
 		for _, id := range Presets() {
-			names = append(names, presets[id].scenario+" ("+id+")")
+			if presets[id].scenario == id {
+				names = append(names, id)
+			} else {
+				names = append(names, presets[id].scenario+" ("+id+")")
+			}
 		}
 		return Config{}, fmt.Errorf("preset %q: want one of %s", name, strings.Join(names, ", "))
 	}
