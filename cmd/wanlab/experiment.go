@@ -24,7 +24,7 @@ func init() {
 	register(&cli.Command{
 		Name:  "experiment",
 		Usage: "build a client-router-server lab, impair it, download through it, capture and explain",
-		UsageText: "wanlab experiment [--preset seed000..seed004] [--impair [to-client=|to-server=]SPEC]...\n" +
+		UsageText: "wanlab experiment [--preset NAME] [--impair [to-client=|to-server=]SPEC]...\n" +
 			"                  [--schedule [to-client=|to-server=]FILE]...\n" +
 			"                  [--delay RTT] [--loss P] [--rate RATE] [--kernel] [--size SIZE]\n" +
 			"                  [--client-rcvbuf SIZE] [--server-sndbuf SIZE] [--cc NAME] [--quickack]\n" +
@@ -96,7 +96,11 @@ func init() {
 func presetHelp() string {
 	var b strings.Builder
 	for _, p := range experiment.Presets() {
-		fmt.Fprintf(&b, "   %-15s %s  %s\n", experiment.ScenarioName(p), p, experiment.PresetAbout(p))
+		id := p
+		if experiment.ScenarioName(p) == p {
+			id = strings.Repeat(" ", len("seed000")) // a preset with a name only
+		}
+		fmt.Fprintf(&b, "   %-15s %s  %s\n", experiment.ScenarioName(p), id, experiment.PresetAbout(p))
 	}
 	return b.String()
 }
@@ -104,6 +108,10 @@ func presetHelp() string {
 func presetNames() string {
 	var names []string
 	for _, p := range experiment.Presets() {
+		if experiment.ScenarioName(p) == p {
+			names = append(names, p)
+			continue
+		}
 		names = append(names, experiment.ScenarioName(p)+" ("+p+")")
 	}
 	return strings.Join(names, ", ")

@@ -268,6 +268,10 @@ func writeProxyStats(out io.Writer, st control.Stats) error {
 		row("dropped: loss", num(func(c engine.Counters) uint64 { return c.Drops.Loss }))
 		row("dropped: queue", num(func(c engine.Counters) uint64 { return c.Drops.Queue }))
 		row("dropped: size", num(func(c engine.Counters) uint64 { return c.Drops.Oversize }))
+		if slices.ContainsFunc(cols, func(c engine.Counters) bool { return c.Drops.AQM > 0 }) {
+			// Only with a queue discipline that dropped by its law.
+			row("dropped: aqm", num(func(c engine.Counters) uint64 { return c.Drops.AQM }))
+		}
 		row("ecn marked", num(func(c engine.Counters) uint64 { return c.ECNMarked }))
 		row("duplicated", num(func(c engine.Counters) uint64 { return c.Duplicated }))
 		row("corrupted", num(func(c engine.Counters) uint64 { return c.Corrupted }))

@@ -32,13 +32,17 @@ func init() {
 			"ECN marks, then each stage's own counts (which queue dropped what), so a spec\n" +
 			"can be checked before it touches a network.\n\n" +
 			"SPEC is tc syntax: netem and tbf stages joined by '|' (see tc-netem(8),\n" +
-			"tc-tbf(8)); 'netem' may be omitted for the first stage.\n" +
+			"tc-tbf(8)); 'netem' may be omitted for the first stage. A queue discipline\n" +
+			"(pfifo, bfifo, codel, fq_codel, pie, red; tc-codel(8) ...) may end the spec:\n" +
+			"after tbf it is tbf's child qdisc ('tbf rate 10mbit burst 10kb limit 1mb |\n" +
+			"fq_codel'), and its stage line shows its drops (aqm: by its control law) and\n" +
+			"sojourn p50/p99 (upper bounds of the histogram's buckets).\n" +
 			"--json prints one object (fields spec, packets_in, packets_out, loss_percent,\n" +
-			"delay_ms{mean,stddev,p50,p99}, rate_bps, drops{loss,queue,oversize},\n" +
+			"delay_ms{mean,stddev,p50,p99}, rate_bps, drops{loss,queue,oversize,aqm},\n" +
 			"duplicated, corrupted, reordered, ecn_marked, configured{...}, stages[...], schedule[...])." +
 			scheduleHelp + classesHelp,
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "spec", Usage: "impairment `SPEC` in tc netem/tbf syntax (required; '' is no impairment)"},
+			&cli.StringFlag{Name: "spec", Usage: "impairment `SPEC` in tc netem/tbf/qdisc syntax (required; '' is no impairment)"},
 			&cli.IntFlag{Name: "packets", Value: engine.DefaultSimPackets, Usage: "number of packets to send"},
 			&cli.Float64Flag{Name: "pps", Value: engine.DefaultSimPPS, Usage: "packets per second offered"},
 			&cli.IntFlag{Name: "size", Value: engine.DefaultSimSize, Usage: "packet size in bytes (IP length, 28-65535)"},

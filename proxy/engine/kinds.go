@@ -29,3 +29,7 @@ func registerStage(kind string, k stageKind) {
 	}
 	stageKinds[kind] = k
 }
+
+// IsShaper reports whether kind is a shaping stage that takes a queue
+// discipline after it as its child ("tbf ... | fq_codel").
+func IsShaper(kind string) bool { return stageKinds[kind].shaper != nil }

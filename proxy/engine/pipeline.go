@@ -189,6 +189,9 @@ func NewPipeline(s *spec.Spec, opt Options) (*Pipeline, error) {
 		cl.current = c
 		pl.classes = append(pl.classes, cl)
 	}
+	if sd, ok := opt.Scheduler.(SchedulerDropper); ok {
+		sd.SetDrop(pl.schedulerDrop)
+	}
 	return pl, nil
 }
 

@@ -256,3 +256,69 @@ type queueHolder interface{ holdsQdisc() }
 func (*queueStage) holdsQdisc()  {}
 func (*shapedStage) holdsQdisc() {}
 func (*childView) holdsQdisc()   {}
+
+// LeafQueue runs a queue discipline as a class scheduler's queue for one
+// class: an htb leaf whose spec ends in a queue kind ("leaf 1:2
+// fq_codel") holds its packets in that qdisc, which htb dequeues from as
+// the kernel's htb_dequeue_tree does from the leaf's qdisc. What the
+// qdisc drops of the packets it held goes to the function SetDrop gave
+// (the pipeline counts it for the class and recycles it); a packet it
+// refuses at Enqueue is left to the caller, as a full queue's is.
+type LeafQueue struct {
+	q        Qdisc
+	class    int
+	drop     func(p *Packet, class int, reason DropReason)
+	refusing *Packet
+	refused  bool
+}
+
+// NewLeafQueue builds st's qdisc as the queue of engine class class.
+func NewLeafQueue(st spec.Stage, seed uint64, now int64, class int) (*LeafQueue, error) {
+	q, err := NewQdisc(st, seed, now)
+	if err != nil {
+		return nil, err
+	}
+	return &LeafQueue{q: q, class: class}, nil
+}
+
+// SetDrop sets where the packets the qdisc drops go.
+func (l *LeafQueue) SetDrop(f func(p *Packet, class int, reason DropReason)) { l.drop = f }
+
+// Enqueue offers p at now; false: the qdisc refused p.
+func (l *LeafQueue) Enqueue(p *Packet, _ int, now int64) bool {
+	l.refusing, l.refused = p, false
+	l.q.Enqueue(p, now, l)
+	l.refusing = nil
+	return !l.refused
+}
+
+// Dequeue returns the packet the qdisc sends at now.
+func (l *LeafQueue) Dequeue(now int64) (*Packet, int, bool) {
+	p := l.q.Dequeue(now, l)
+	if p == nil {
+		return nil, 0, false
+	}
+	return p, len(p.Data), true
+}
+
+// Len is the packets the qdisc holds.
+func (l *LeafQueue) Len() int { return l.q.Len() }
+
+// Bytes is the bytes the qdisc holds.
+func (l *LeafQueue) Bytes() uint64 { return uint64(l.q.Backlog()) }
+
+// Drop implements QdiscEnv.
+func (l *LeafQueue) Drop(p *Packet, reason DropReason) {
+	if p == l.refusing {
+		l.refused = true
+		return
+	}
+	if l.drop != nil {
+		l.drop(p, l.class, reason)
+		return
+	}
+	release(p)
+}
+
+// Marked implements QdiscEnv.
+func (l *LeafQueue) Marked(p *Packet) { p.Flags |= FlagECNMarked }
