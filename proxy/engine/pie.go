@@ -83,6 +83,11 @@ func (q *pieQdisc) catchUp(now int64) {
 	for q.nextTick <= now {
 		q.calculateProbability(uint32(min(q.Backlog(), math.MaxUint32)))
 		q.nextTick += q.tupdate
+		if v := &q.vars; q.Len() == 0 && v.prob == 0 && v.qdelay == 0 && v.qdelayOld == 0 && q.nextTick <= now {
+			// Idle with nothing to decay: every further update leaves
+			// the state as it is (pie_vars_init each time); skip them.
+			q.nextTick += (now - q.nextTick) / q.tupdate * q.tupdate
+		}
 	}
 }
 
