@@ -45,6 +45,9 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 		"delay": {Name: "delay", Title: "Delay (one-way, UDP probes)", Model: "the spec's engine on a virtual clock fed the run's own send times"},
 		"loss":  {Name: "loss", Title: "Loss (UDP probes; realized with its 99.9 % Wilson interval)", Model: "the loss model's stationary loss; gemodel burst length from the chain"},
 		"rate":  {Name: "rate", Title: "Rate (UDP offered at 1.5 × rate, IP bytes, once the bucket is empty; TCP bulk over its second half: goodput read by the receiver, and IP bytes at the receiver's link)", Model: "tbf rate; 1 ms burst bound = burst + rate × 1 ms; TCP goodput = rate × 1448/1500; TCP wire rate = rate"},
+		"trace": {Name: "trace", Title: "Trace replay (UDP at 1.1 × the trace's peak; IP bytes delivered per 100 ms window against the trace's capacity in it)", Model: "the trace: 1500 B per delivery opportunity"},
+		"aqm": {Name: "aqm", Title: "Managed queues (UDP probes every 10 ms beside a TCP bulk transfer through the bottleneck: the queueing delay the AQM leaves)",
+			Model: "codel: the standing queue near target, so a probe waits about target; fq_codel: a sparse flow goes ahead of the bulk flow, so below target"},
 		"other": {Name: "other", Title: "Reordering (packets that left ahead of an earlier one) and duplication (with its 99.9 % Wilson interval)", Model: "the spec's engine on a virtual clock fed the run's own send times"},
 	}
 	paths := []string{PathProxyOffload, PathProxyWater, PathKernel}
@@ -79,7 +82,7 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 			if pname == PathKernel || base != nil {
 				text = c.text // the kernel's own randomness: the model cannot replay it
 			}
-			if base != nil && c.netem == nil && c.text != "" {
+			if base != nil && c.netem == nil && c.aqm == nil && c.text != "" {
 				tables[c.table()].Rows = append(tables[c.table()].Rows, notAvailable(label(c.text), pname, "n/a: no netem; the host's kernel runs it (kernel rows)"))
 				continue
 			}
@@ -97,7 +100,29 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 			if lt != nil {
 				lt.TakeLateness()
 			}
+			var aqmBulk chan bulkOutcome
+			if c.aqm != nil {
+				// The bulk transfer first, so the queue stands when the
+				// probes start.
+				aqmBulk = make(chan bulkOutcome, 1)
+				go func() {
+					b, err := tcpBulk(ctx, e.lab, false, 1, c.bulk, "")
+					aqmBulk <- bulkOutcome{b, err}
+				}()
+				select {
+				case <-time.After(time.Second):
+				case <-ctx.Done():
+				}
+			}
 			run, err := udpProbe(ctx, e.lab, c.probe)
+			var bulk *bulkResult
+			if aqmBulk != nil {
+				o := <-aqmBulk
+				if err == nil && o.err != nil {
+					err = fmt.Errorf("tcp: %w", o.err)
+				}
+				bulk = &o.res
+			}
 			if err != nil {
 				p.Close()
 				return nil, fmt.Errorf("%s: %s: %w", pname, label(c.text), err)
@@ -107,8 +132,7 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 				run.late = &l
 			}
 			st := analyze(run.arrivals, c.probe.Count, c.probe.Steady)
-			var bulk *bulkResult
-			if c.bulk > 0 {
+			if c.bulk > 0 && c.aqm == nil {
 				b, err := tcpBulk(ctx, e.lab, false, 1, c.bulk, "")
 				if err != nil {
 					p.Close()
@@ -145,8 +169,28 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 				if t == nil {
 					t = tables[metricTable(m.Metric)]
 				}
+				if c.aqm != nil {
+					t = tables["aqm"]
+				}
 				t.Rows = append(t.Rows, m)
 			}
+		}
+		// The trace row belongs to the built-in grid: --specs runs only
+		// the file's specs.
+		switch {
+		case len(cfg.Specs) > 0:
+		case pname == PathProxyOffload || pname == PathProxyWater:
+			cfg.progress(step, total, pname+": trace replay")
+			runID++
+			lt, _ := p.(latenessTaker)
+			ms, err := traceRows(ctx, e.lab, p, lt, pname, cfg.Quick, runID)
+			if err != nil {
+				p.Close()
+				return nil, err
+			}
+			tables["trace"].Rows = append(tables["trace"].Rows, ms...)
+		case pname == PathKernel:
+			tables["trace"].Rows = append(tables["trace"].Rows, notAvailable(traceLabel, pname, "n/a: the kernel has no trace qdisc"))
 		}
 		if err := p.Set("", ""); err != nil && naReason(err) == "" {
 			p.Close()
@@ -158,7 +202,7 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	cfg.progress(total, total, "done")
 	compareWithKernel(tables["rate"].Rows)
-	for _, k := range []string{"delay", "loss", "rate", "other"} {
+	for _, k := range []string{"delay", "loss", "rate", "aqm", "trace", "other"} {
 		if len(tables[k].Rows) > 0 {
 			rep.Tables = append(rep.Tables, *tables[k])
 		}
@@ -222,6 +266,9 @@ func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult, run 
 	model, err := replay(c.spec, run.sends, c.probe.IPLen, 1)
 	if err != nil {
 		return nil, fmt.Errorf("%s: model: %w", lbl, err)
+	}
+	if c.aqm != nil {
+		return c.measureAQM(path, st, bulk, base), nil
 	}
 	var out []Measurement
 	if c.tbf == nil || (c.netem != nil && c.netem.Latency > 0) {
@@ -342,4 +389,49 @@ func compareWithKernel(rows []Measurement) {
 		}
 		rows[i].Note = strings.TrimSpace(fmt.Sprintf("%s; |err| %.2f %% %s kernel %.2f %%", m.Note, 100*e, verdict, 100*k))
 	}
+}
+
+// bulkOutcome is a TCP bulk transfer's result, from its goroutine.
+type bulkOutcome struct {
+	res bulkResult
+	err error
+}
+
+// measureAQM sets an AQM case's probes against the AQM's target: their
+// one-way delay less the netem delay (and, in the VM, its own delay) is
+// the queueing delay the AQM left beside a TCP flow that fills the link.
+func (c accuracyCase) measureAQM(path string, st probeStats, bulk *bulkResult, base *vmBaseline) []Measurement {
+	lbl := label(c.text)
+	var fixed time.Duration
+	if c.netem != nil {
+		fixed = c.netem.Latency
+	}
+	if base != nil && base.ok {
+		fixed += base.p50
+	}
+	target := float64(c.target) / 1e6
+	q50 := float64(st.DelayP50-fixed) / 1e6
+	q99 := float64(st.DelayP99-fixed) / 1e6
+	m50 := measured(lbl, path, "queueing delay p50", "ms", target, q50)
+	m99 := measured(lbl, path, "queueing delay p99", "ms", target, q99)
+	switch c.aqm.(type) {
+	case *spec.CoDel:
+		// One FIFO: the probe waits behind the standing queue codel
+		// keeps near target.
+		m50 = m50.withTarget("≤ 3 × target", q50 <= 3*target)
+		m50.Note = "codel holds the standing queue near target"
+	case *spec.FQCoDel:
+		// Its own flow: new-flow priority puts each probe ahead of the
+		// bulk flow's queue.
+		m50 = m50.withTarget("≤ target", q50 <= target)
+		m50.Note = "a sparse flow beside the bulk flow: new-flow priority"
+	}
+	out := []Measurement{m50, m99}
+	if bulk != nil && c.tbf != nil {
+		rate := float64(c.tbf.Rate)
+		g := measured(lbl, path, "tcp goodput beside", "Mbit/s", rate*1448/1500/1e6, bulk.Steady/1e6)
+		g.Note = "the bulk flow under the AQM (rate × 1448/1500 is the link's full use)"
+		out = append(out, g)
+	}
+	return out
 }

@@ -31,7 +31,9 @@ func AccuracyGrid() []string {
 	return append(g,
 		"delay 10ms loss 1%",
 		"delay 100ms | tbf rate 50mbit burst 50kb limit 500kb",
-		"delay 20ms 2ms distribution normal loss 0.5% | tbf rate 100mbit burst 64kb limit 1mb")
+		"delay 20ms 2ms distribution normal loss 0.5% | tbf rate 100mbit burst 64kb limit 1mb",
+		"delay 10ms | tbf rate 10mbit burst 10kb limit 1mb | codel",
+		"delay 10ms | tbf rate 10mbit burst 10kb limit 1mb | fq_codel")
 }
 
 // QuickAccuracyGrid is the CI grid: one case of each kind.
@@ -97,6 +99,11 @@ type accuracyCase struct {
 	tbf       *spec.TBF
 	probe     probeConfig
 	bulk      time.Duration // TCP bulk after the probes (rate cases)
+	// aqm is the codel or fq_codel stage of an AQM case: its probes run
+	// beside a TCP bulk transfer that keeps the queue standing, and
+	// their delay is set against the AQM's target.
+	aqm    spec.Stage
+	target time.Duration
 }
 
 // modelSeed seeds the netem stages of accuracy cases (proxyText).
@@ -123,6 +130,10 @@ func newCase(text string, quick bool) (accuracyCase, error) {
 			if c.tbf == nil || st.Rate < c.tbf.Rate {
 				c.tbf = st
 			}
+		case *spec.CoDel:
+			c.aqm, c.target = st, st.TargetTime()
+		case *spec.FQCoDel:
+			c.aqm, c.target = st, st.TargetTime()
 		}
 	}
 	secs := 5.0
@@ -134,6 +145,15 @@ func newCase(text string, quick bool) (accuracyCase, error) {
 		maxDelay = c.netem.Latency + 10*c.netem.Jitter
 	}
 	switch {
+	case c.aqm != nil:
+		// A probe every 10 ms for the length of a TCP bulk transfer
+		// that fills the bottleneck (it starts 1 s before them).
+		if quick {
+			secs = 2
+		}
+		pps := 100.0
+		c.probe = probeConfig{PPS: pps, Count: int(pps * secs), IPLen: 200, Drain: 300*time.Millisecond + maxDelay}
+		c.bulk = time.Duration(secs*float64(time.Second)) + 1500*time.Millisecond
 	case c.tbf != nil:
 		// Offer 50 % more than the rate in 1400-byte packets; the
 		// bucket empties after burst / (0.5 × rate), and the long-run
@@ -179,6 +199,8 @@ func label(text string) string {
 
 func (c accuracyCase) table() string {
 	switch {
+	case c.aqm != nil:
+		return "aqm"
 	case c.tbf != nil:
 		return "rate"
 	case c.netem != nil && c.netem.Loss.Kind != spec.LossNone:

@@ -168,7 +168,7 @@ func TestGridsParse(t *testing.T) {
 			}
 		}
 	}
-	if n := len(AccuracyGrid()); n != 31 {
-		t.Errorf("full grid has %d specs, want 31 (none, 15 delays, 4 losses, 8 rates, 3 combinations)", n)
+	if n := len(AccuracyGrid()); n != 33 {
+		t.Errorf("full grid has %d specs, want 33 (none, 15 delays, 4 losses, 8 rates, 3 combinations, 2 managed queues)", n)
 	}
 }

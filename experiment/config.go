@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wanlab/wanlab/lab/traffic"
+	"github.com/wanlab/wanlab/proxy/schedule"
 	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/tuner/sockopt"
@@ -36,6 +37,10 @@ type Config struct {
 	// Impair holds the spec per direction (ToClient, ToServer) in the
 	// proxy's tc syntax; a missing direction is not impaired.
 	Impair map[string]string `json:"impair"`
+	// Schedule holds, per direction, a schedule (package schedule, its
+	// canonical file form) that steps the direction's spec over time
+	// through the proxy; Impair holds before its first step.
+	Schedule map[string]string `json:"schedule,omitempty"`
 	// Kernel applies the specs as qdiscs on the router's veths instead of
 	// through the userspace proxy.
 	Kernel bool `json:"kernel"`
@@ -162,6 +167,25 @@ func (c Config) Specs() (map[string]*spec.Spec, error) {
 			return nil, fmt.Errorf("%s spec %q: %w", dir, c.Impair[dir], err)
 		}
 		out[dir] = s
+	}
+	return out, nil
+}
+
+// Schedules parses the schedule of each direction that has one.
+func (c Config) Schedules() (map[string]*schedule.Schedule, error) {
+	out := map[string]*schedule.Schedule{}
+	for _, dir := range slices.Sorted(maps.Keys(c.Schedule)) {
+		if dir != ToClient && dir != ToServer {
+			return nil, fmt.Errorf("schedule direction %q: want %s or %s", dir, ToClient, ToServer)
+		}
+		s, err := schedule.Parse(dir+" schedule", []byte(c.Schedule[dir]), nil)
+		if err != nil {
+			return nil, err
+		}
+		out[dir] = s
+	}
+	if len(out) > 0 && c.Kernel {
+		return nil, fmt.Errorf("a schedule steps the proxy's spec: it does not run with the kernel's qdiscs (--kernel)")
 	}
 	return out, nil
 }

@@ -26,8 +26,8 @@ import (
 var update = flag.Bool("update", false, "rewrite golden files")
 
 func TestPresetsAreValid(t *testing.T) {
-	if len(Presets()) != 5 {
-		t.Fatalf("presets %v, want seed000..seed004", Presets())
+	if len(Presets()) != 6 {
+		t.Fatalf("presets %v, want seed000..seed004 and managed-queue", Presets())
 	}
 	for _, name := range Presets() {
 		c, err := Preset(name)

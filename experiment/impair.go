@@ -38,7 +38,7 @@ func startImpairment(ctx context.Context, l *lab.Lab, cfg Config, specs map[stri
 	if cfg.Kernel {
 		return startKernel(ctx, l, specs)
 	}
-	if !cfg.Proxy && specs[ToClient].IsEmpty() && specs[ToServer].IsEmpty() {
+	if !cfg.Proxy && specs[ToClient].IsEmpty() && specs[ToServer].IsEmpty() && len(cfg.Schedule) == 0 {
 		return routing{}, nil
 	}
 	return startProxy(ctx, l, cfg, specs, out)

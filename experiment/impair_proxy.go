@@ -11,6 +11,7 @@ import (
 	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/proxy"
+	"github.com/wanlab/wanlab/proxy/schedule"
 	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/proxy/tap"
 	"github.com/wanlab/wanlab/units"
@@ -68,6 +69,12 @@ func startProxy(ctx context.Context, l *lab.Lab, cfg Config, specs map[string]*s
 		StateDir: filepath.Join(StateDir, l.ID),
 		Tap:      pi.tap,
 	}
+	scheds, err := cfg.Schedules()
+	if err != nil {
+		pi.closeTap()
+		return nil, err
+	}
+	pc.Schedules = [2]*schedule.Schedule{scheds[ToClient], scheds[ToServer]}
 	if err := os.MkdirAll(pc.StateDir, 0o755); err != nil {
 		pi.closeTap()
 		return nil, fmt.Errorf("proxy state: %w", err)

@@ -16,8 +16,9 @@ type presetDef struct {
 	cfg      Config
 }
 
-// presets reproduce the five scenarios of docs/scenarios.md, each known
-// by its name (send-buffer, ...) and by its old id (seed000, ...). Sizes are
+// presets reproduce the scenarios of docs/scenarios.md, each known by its
+// name (send-buffer, ...) and the five of the seeds also by their old id
+// (seed000, ...). Sizes are
 // reduced so each runs in well under a minute; the trends (speed against
 // RTT, buffer, loss) are those the scenarios describe.
 var presets = map[string]presetDef{
@@ -47,6 +48,14 @@ var presets = map[string]presetDef{
 			Size:   32 * units.MiB,
 		},
 	},
+	"managed-queue": {
+		scenario: "managed-queue",
+		about:    "shaped-link with fq_codel as tbf's child instead of its 500 kB FIFO: the same 50 Mbit/s at 100 ms, queueing delay near fq_codel's 5 ms target instead of ~80 ms",
+		cfg: Config{
+			Impair: map[string]string{ToClient: "delay 100ms | tbf rate 50mbit burst 50kb limit 500kb | fq_codel"},
+			Size:   32 * units.MiB,
+		},
+	},
 	"seed003": {
 		scenario: "delayed-ack",
 		about:    "wrk-style requests against a server answering in two writes with Nagle on: the client's delayed ACK adds ~40 ms",
@@ -69,8 +78,14 @@ var presets = map[string]presetDef{
 // seedCC is the congestion control of every preset (Linux's default).
 const seedCC = "cubic"
 
-// Presets lists the preset names in order.
-func Presets() []string { return slices.Sorted(maps.Keys(presets)) }
+// Presets lists the preset names in order: the seeds' ids, then the
+// presets that have only a name.
+func Presets() []string {
+	ids := slices.Sorted(maps.Keys(presets))
+	seeds := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !strings.HasPrefix(id, "seed") })
+	rest := slices.DeleteFunc(ids, func(id string) bool { return strings.HasPrefix(id, "seed") })
+	return append(seeds, rest...)
+}
 
 // PresetAbout describes a preset (by id or scenario name) in one line.
 func PresetAbout(name string) string { return presets[presetID(name)].about }
@@ -104,7 +119,11 @@ func Preset(name string) (Config, error) {
 	if !ok {
 		var names []string
 		for _, id := range Presets() {
-			names = append(names, presets[id].scenario+" ("+id+")")
+			if presets[id].scenario == id {
+				names = append(names, id)
+			} else {
+				names = append(names, presets[id].scenario+" ("+id+")")
+			}
 		}
 		return Config{}, fmt.Errorf("preset %q: want one of %s", name, strings.Join(names, ", "))
 	}

@@ -86,6 +86,9 @@ func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := cfg.Schedules(); err != nil {
+		return nil, err
+	}
 	if err := cfg.CheckSysctls(); err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ func reduced(t *testing.T, name string) Config {
 		c.Size = 256 * units.KiB
 	case "seed001":
 		c.Size = 16 * units.MiB
-	case "seed002":
+	case "seed002", "managed-queue":
 		c.Size = 1 * units.MiB
 	case "seed003":
 		c.Requests, c.Concurrency = 100, 10

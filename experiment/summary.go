@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/tuner/sockopt"
 	"github.com/wanlab/wanlab/units"
 )
@@ -51,7 +52,10 @@ func WriteSummary(w io.Writer, r *Result) error {
 		if s == "" {
 			s = "(none)"
 		}
-		fmt.Fprintf(&b, "  %-10s %s\n", dir, s)
+		fmt.Fprintf(&b, "  %-10s %s\n", dir, spec.Abbrev(s))
+		if sched := cfg.Schedule[dir]; sched != "" {
+			fmt.Fprintf(&b, "  %-10s schedule: %s\n", "", strings.Join(strings.Split(strings.TrimSpace(spec.Abbrev(sched)), "\n"), "; "))
+		}
 	}
 	for _, role := range []string{"client", "router", "server"} {
 		if h, ok := r.Hosts[role]; ok && r.Config.VMs {

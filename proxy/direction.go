@@ -11,6 +11,7 @@ import (
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/engine"
 	"github.com/wanlab/wanlab/proxy/release"
+	"github.com/wanlab/wanlab/proxy/schedule"
 	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/proxy/tap"
 )
@@ -49,6 +50,10 @@ type direction struct {
 	// classes is the direction's class set, nil for a plain spec
 	// (classes.go).
 	classes atomic.Pointer[spec.Classes]
+
+	// sched runs the direction's schedule (Options.Schedules), nil
+	// without one.
+	sched atomic.Pointer[schedule.Runner]
 
 	// lat, when set, is told of every batch (Options.Activity).
 	lat interface{ Touch(now int64) }
@@ -90,7 +95,7 @@ func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (
 	d := &direction{index: i, iface: p.opt.Ifaces[i], dev: dev, pool: p.pool, tap: p.opt.Tap, wall: p.wallOffset}
 	// RealClock: Release dequeues at the real time it runs, so a tbf
 	// stage caps a late release at its bucket as the kernel's does.
-	opt := engine.Options{Direction: d.iface, Seed: p.seed + uint64(i), RealClock: true}
+	opt := engine.Options{Direction: d.iface, Seed: p.seed + uint64(i), RealClock: true, Start: release.MonotonicNow()}
 	if d.tap != nil {
 		opt.OnDrop = func(pk *engine.Packet, reason engine.DropReason) {
 			d.tap.Dropped(d.index, d.wallTime(release.MonotonicNow()), pk.Data, reason.String())

@@ -13,6 +13,7 @@ import (
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/engine"
 	"github.com/wanlab/wanlab/proxy/release"
+	"github.com/wanlab/wanlab/proxy/schedule"
 	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/proxy/tap"
 )
@@ -42,6 +43,10 @@ type Options struct {
 	// sleeping and spin (release.Config.Early): 0 is the default (50 µs),
 	// negative turns spinning off.
 	ReleaseSpin time.Duration
+	// Schedules[i], when set, steps the spec of the direction leaving
+	// through Ifaces[i] over time (package schedule), from New on; Specs[i]
+	// holds until its first step. SetSpec on that direction ends it.
+	Schedules [2]*schedule.Schedule
 	// Activity, when set, is told the time of every batch the readers
 	// take in (the host layer's CPU latency request, cpulatency.Adaptive).
 	Activity interface{ Touch(now int64) }
@@ -65,6 +70,8 @@ type Forwarder struct {
 	// wallOffset turns release.MonotonicNow stamps into wall-clock time
 	// for the tap.
 	wallOffset int64
+	// stopSchedules ends the schedules' runners (Close).
+	stopSchedules context.CancelFunc
 }
 
 var _ control.Backend = (*Forwarder)(nil)
@@ -104,6 +111,21 @@ func New(ctx context.Context, devs [2]device.Device, opt Options) (*Forwarder, e
 			}()
 		}
 	}
+	sctx, cancel := context.WithCancel(context.Background())
+	p.stopSchedules = cancel
+	for i, s := range opt.Schedules {
+		if s == nil {
+			continue
+		}
+		d := p.dirs[i]
+		r := schedule.NewRunner(s, schedule.Real{}, func(st schedule.Step) error { return d.setSpec(st.Spec) })
+		d.sched.Store(r)
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			_ = r.Run(sctx) // errors of steps are in its State
+		}()
+	}
 	closeWhenDone(ctx, p.done, p.Close)
 	return p, nil
 }
@@ -113,6 +135,9 @@ func New(ctx context.Context, devs [2]device.Device, opt Options) (*Forwarder, e
 // It is idempotent.
 func (p *Forwarder) Close() error {
 	p.closeOnce.Do(func() {
+		if p.stopSchedules != nil {
+			p.stopSchedules()
+		}
 		for _, d := range p.dirs {
 			if d != nil {
 				d.stopping.Store(true)
@@ -170,6 +195,7 @@ func (p *Forwarder) SetSpec(iface, text string) error {
 			if err := d.setClasses(text); err != nil {
 				return err
 			}
+			d.stopSchedule()
 			if next, ok := d.pl.NextDeparture(); ok {
 				d.loop.Notify(next)
 			}
@@ -180,23 +206,38 @@ func (p *Forwarder) SetSpec(iface, text string) error {
 	if err != nil {
 		return err
 	}
-	now := release.MonotonicNow()
 	for _, d := range targets {
-		if d.classes.Load() != nil {
-			if err := d.setPlain(s); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := d.pl.Swap(s, now); err != nil {
+		d.stopSchedule()
+		if err := d.setSpec(s); err != nil {
 			return err
-		}
-		// A new spec may release earlier than the old one: wake the loop.
-		if next, ok := d.pl.NextDeparture(); ok {
-			d.loop.Notify(next)
 		}
 	}
 	return nil
+}
+
+// setSpec replaces d's spec (or class set) by the pipeline s: what
+// SetSpec and a schedule's steps do.
+func (d *direction) setSpec(s *spec.Spec) error {
+	if d.classes.Load() != nil {
+		if err := d.setPlain(s); err != nil {
+			return err
+		}
+	} else if err := d.pl.Swap(s, release.MonotonicNow()); err != nil {
+		return err
+	}
+	// A new spec may release earlier than the old one: wake the loop.
+	if next, ok := d.pl.NextDeparture(); ok {
+		d.loop.Notify(next)
+	}
+	return nil
+}
+
+// stopSchedule ends d's schedule, if it runs one: a spec set by hand
+// takes the direction over.
+func (d *direction) stopSchedule() {
+	if r := d.sched.Load(); r != nil {
+		r.Stop()
+	}
 }
 
 // Specs maps each egress interface to its canonical spec.
@@ -224,7 +265,13 @@ func (p *Forwarder) Stats() control.Stats {
 	var st control.Stats
 	for _, d := range p.dirs {
 		snap := d.pl.Snapshot()
+		var sched *schedule.State
+		if r := d.sched.Load(); r != nil {
+			v := r.State()
+			sched = &v
+		}
 		st.Directions = append(st.Directions, control.Direction{
+			Schedule: sched,
 			Iface:    d.iface,
 			Spec:     d.specText(),
 			Warnings: d.specWarnings(),

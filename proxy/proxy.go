@@ -32,6 +32,7 @@ import (
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/release"
 	"github.com/wanlab/wanlab/proxy/route"
+	"github.com/wanlab/wanlab/proxy/schedule"
 	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/proxy/tap"
 )
@@ -79,6 +80,8 @@ type Config struct {
 	// parsed where it entered (spec.ParseImpairment); the zero value means
 	// none.
 	Specs [2]spec.Impairment
+	// Schedules: see Options.
+	Schedules [2]*schedule.Schedule
 	// Backend is device.Offload (default) or device.Water.
 	Backend string
 	// Queues is the number of queues of each TUN, each with its reader
@@ -172,7 +175,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		}
 		return nil, err
 	}
-	opt := Options{Ifaces: cfg.Ifaces, Specs: cfg.Specs, Seed: cfg.Seed, HasSeed: cfg.HasSeed,
+	opt := Options{Ifaces: cfg.Ifaces, Specs: cfg.Specs, Schedules: cfg.Schedules, Seed: cfg.Seed, HasSeed: cfg.HasSeed,
 		Tap: cfg.Tap, Realtime: cfg.Realtime, ReleaseSpin: cfg.ReleaseSpin}
 	if p.lowAuto != nil {
 		opt.Activity = p.lowAuto

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wanlab/wanlab/experiment"
 	"github.com/wanlab/wanlab/lab/traffic"
+	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -23,7 +24,8 @@ func init() {
 	register(&cli.Command{
 		Name:  "experiment",
 		Usage: "build a client-router-server lab, impair it, download through it, capture and explain",
-		UsageText: "wanlab experiment [--preset seed000..seed004] [--impair [to-client=|to-server=]SPEC]...\n" +
+		UsageText: "wanlab experiment [--preset NAME] [--impair [to-client=|to-server=]SPEC]...\n" +
+			"                  [--schedule [to-client=|to-server=]FILE]...\n" +
 			"                  [--delay RTT] [--loss P] [--rate RATE] [--kernel] [--size SIZE]\n" +
 			"                  [--client-rcvbuf SIZE] [--server-sndbuf SIZE] [--cc NAME] [--quickack]\n" +
 			"                  [--client-sysctl KEY=VALUE]... [--server-sysctl KEY=VALUE]...\n" +
@@ -65,6 +67,7 @@ func init() {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "preset", Usage: "start from a scenario (docs/scenarios.md) by name or id: " + presetNames() + " (default receive-window, seed001)"},
 			&cli.StringSliceFlag{Name: "impair", Usage: "`[to-client=|to-server=]SPEC` in tc netem/tbf syntax (repeatable; no direction: both)"},
+			&cli.StringSliceFlag{Name: "schedule", Usage: "`[to-client=|to-server=]FILE`: step the direction's spec over time as the schedule FILE says (no direction: both; needs the proxy)"},
 			&cli.StringFlag{Name: "delay", Usage: "add `RTT` of delay (netem on the to-server side)"},
 			&cli.StringFlag{Name: "loss", Usage: "lose `P` percent of the data (netem loss on the to-client side)"},
 			&cli.StringFlag{Name: "rate", Usage: "limit the data to `RATE` (tbf on the to-client side)"},
@@ -102,7 +105,11 @@ func init() {
 func presetHelp() string {
 	var b strings.Builder
 	for _, p := range experiment.Presets() {
-		fmt.Fprintf(&b, "   %-15s %s  %s\n", experiment.ScenarioName(p), p, experiment.PresetAbout(p))
+		id := p
+		if experiment.ScenarioName(p) == p {
+			id = strings.Repeat(" ", len("seed000")) // a preset with a name only
+		}
+		fmt.Fprintf(&b, "   %-15s %s  %s\n", experiment.ScenarioName(p), id, experiment.PresetAbout(p))
 	}
 	return b.String()
 }
@@ -110,6 +117,10 @@ func presetHelp() string {
 func presetNames() string {
 	var names []string
 	for _, p := range experiment.Presets() {
+		if experiment.ScenarioName(p) == p {
+			names = append(names, p)
+			continue
+		}
 		names = append(names, experiment.ScenarioName(p)+" ("+p+")")
 	}
 	return strings.Join(names, ", ")
@@ -133,7 +144,32 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 			cfg.Name = "custom (from " + name + ")"
 		}
 	}
+	for _, arg := range cc.StringSlice("schedule") {
+		dir, path, err := spec.SplitDirectional(arg)
+		if err != nil {
+			return cfg, fmt.Errorf("--schedule %q: %w", arg, err)
+		}
+		s, err := readSchedule(strings.TrimSpace(path))
+		if err != nil {
+			return cfg, fmt.Errorf("--schedule: %w", err)
+		}
+		if cfg.Schedule == nil {
+			cfg.Schedule = map[string]string{}
+		}
+		switch dir {
+		case "":
+			cfg.Schedule[experiment.ToClient], cfg.Schedule[experiment.ToServer] = s.String(), s.String()
+		case experiment.ToClient, experiment.ToServer:
+			cfg.Schedule[dir] = s.String()
+		default:
+			return cfg, fmt.Errorf("--schedule %q: direction %q: want %s or %s", arg, dir, experiment.ToClient, experiment.ToServer)
+		}
+	}
 	for _, arg := range cc.StringSlice("impair") {
+		arg, err := spec.ResolveTraceFiles(arg, os.ReadFile)
+		if err != nil {
+			return cfg, fmt.Errorf("--impair: %w", err)
+		}
 		if err := cfg.AddImpair(arg); err != nil {
 			return cfg, err
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/metrics"
 	"github.com/wanlab/wanlab/proxy/route"
+	"github.com/wanlab/wanlab/proxy/schedule"
 	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/proxy/tap"
 	"github.com/wanlab/wanlab/units"
@@ -29,7 +30,8 @@ func init() {
 	register(&cli.Command{
 		Name:  "proxy",
 		Usage: "impair the traffic a router forwards between two interfaces, in userspace",
-		UsageText: "wanlab proxy --iface A --iface B [--impair [IFACE=]SPEC]... [--backend offload|water]\n" +
+		UsageText: "wanlab proxy --iface A --iface B [--impair [IFACE=]SPEC]... [--schedule [IFACE=]FILE]...\n" +
+			"             [--backend offload|water]\n" +
 			"             [--control ADDR] [--control-group GROUP] [--metrics ADDR] [--pcap FILE] [--seed N] [--netns NS]\n" +
 			"wanlab proxy set [--control ADDR] [--token-file FILE] [IFACE=]SPEC\n" +
 			"wanlab proxy stats [--control ADDR] [--token-file FILE] [--json]\n" +
@@ -41,6 +43,8 @@ func init() {
 			"       --impair 'ens3=delay 50ms' --metrics 127.0.0.1:9464 --pcap /tmp/proxy.pcapng\n" +
 			"   wanlab proxy set 'ens4=delay 100ms | tbf rate 50mbit burst 50kb limit 500kb'\n" +
 			"   wanlab proxy --iface ens3 --iface ens4 --impair ens4=@tree.txt   # traffic classes, htb tree\n" +
+			"   wanlab proxy --iface ens3 --iface ens4 --impair 'ens4=delay 20ms | trace lte.down' --impair 'ens3=delay 20ms | trace lte.up'\n" +
+			"   wanlab proxy --iface ens3 --iface ens4 --schedule ens4=spike.sched   # step the spec over time\n" +
 			"   wanlab proxy stats\n" +
 			"   wanlab proxy cleanup        # after a crash or kill -9",
 		Description: "Run on the router between two hosts (or inside its namespace with --netns). Every packet\n" +
@@ -59,10 +63,13 @@ func init() {
 			"Prometheus /metrics (loopback unless ADDR names a host); --pcap records each packet as\n" +
 			"it entered and left the engine (drops marked).\n\n" +
 			"Backends: offload (default; wireguard-go TUN with GSO/GRO and batches) or water (one\n" +
-			"packet per system call). Exit codes: 2 bad flags or spec, 3 no CAP_NET_ADMIN, 4 no TUN.",
+			"packet per system call). Exit codes: 2 bad flags or spec, 3 no CAP_NET_ADMIN, 4 no TUN.\n\n" +
+			"\"trace FILE [once]\" replays a mahimahi mm-link capacity trace (see wanlab trace); the\n" +
+			"command line reads FILE and sends its opportunities inline." + scheduleHelp,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "iface", EnvVars: []string{"WANLAB_IFACES"}, Usage: "an interface the proxy sits between; give exactly two"},
 			&cli.StringSliceFlag{Name: "impair", Usage: "`[IFACE=]SPEC` for traffic leaving through IFACE (both directions without IFACE=); repeatable; without it, WANLAB_IMPAIR and WANLAB_IMPAIR_<IFACE> are read"},
+			&cli.StringSliceFlag{Name: "schedule", EnvVars: []string{"WANLAB_SCHEDULE"}, Usage: "`[IFACE=]FILE`: step the spec of traffic leaving through IFACE (both without IFACE=) as the schedule FILE says, from the start; --impair holds before its first step; proxy set on that direction ends it"},
 			&cli.StringFlag{Name: "backend", Value: device.Offload, Usage: "TUN backend: offload or water"},
 			&cli.IntFlag{Name: "queues", EnvVars: []string{"WANLAB_QUEUES"}, Usage: "queues per TUN, each with its own reader (multi-queue TUN); `N` 0 means one per CPU", Value: 0},
 			&cli.StringFlag{Name: "control", EnvVars: []string{"WANLAB_CONTROL"}, Usage: "control API address: unix:/path or 127.0.0.1:port (default unix:/run/wanlab/A-B.sock); TCP needs the token in /run/wanlab/A-B.token"},
@@ -157,6 +164,26 @@ func proxyConfig(cc *cli.Context) (proxy.Config, error) {
 	for i, text := range texts {
 		if cfg.Specs[i], err = spec.ParseImpairment(text); err != nil {
 			return cfg, usageError(fmt.Errorf("proxy: --impair for %s: %w", cfg.Ifaces[i], err))
+		}
+	}
+	for _, v := range cc.StringSlice("schedule") {
+		name, path, err := spec.SplitDirectional(v)
+		if err != nil {
+			return cfg, usageError(fmt.Errorf("proxy: --schedule %q: %w", v, err))
+		}
+		sched, err := readSchedule(strings.TrimSpace(path))
+		if err != nil {
+			return cfg, usageError(fmt.Errorf("proxy: --schedule: %w", err))
+		}
+		switch name {
+		case "":
+			cfg.Schedules = [2]*schedule.Schedule{sched, sched}
+		case cfg.Ifaces[0]:
+			cfg.Schedules[0] = sched
+		case cfg.Ifaces[1]:
+			cfg.Schedules[1] = sched
+		default:
+			return cfg, usageError(fmt.Errorf("proxy: --schedule %q: %q is not one of the interfaces (%s, %s)", v, name, cfg.Ifaces[0], cfg.Ifaces[1]))
 		}
 	}
 	cfg.Backend = cc.String("backend")
@@ -295,7 +322,7 @@ func runProxy(cc *cli.Context) error {
 		cfg.Ifaces[0], cfg.Ifaces[1], tuns[0], tuns[1], cfg.Backend, p.Seed())
 	fmt.Fprintf(w, "  %s per TUN, a reader each\n", queuesText(p.Queues()))
 	for _, iface := range cfg.Ifaces {
-		s := specs[iface]
+		s := spec.Abbrev(specs[iface])
 		if s == "" {
 			s = "(none)"
 		}

@@ -67,19 +67,20 @@ func controlClient(cc *cli.Context) (*control.Client, error) {
 	return c.WithToken(tok), nil
 }
 
-// specFileArg replaces "@FILE" by the file's contents, read by the user who
-// typed it, so that only spec text ever reaches a proxy (which reads no
-// files for its callers).
+// specFileArg replaces "@FILE" by the file's contents and every "trace
+// FILE" stage's FILE by the trace's opportunities inline
+// (spec.ResolveTraceFiles), read by the user who typed it, so that only
+// spec text ever reaches a proxy (which reads no files for its callers).
 func specFileArg(text string) (string, error) {
 	t := strings.TrimSpace(text)
-	if !strings.HasPrefix(t, "@") {
-		return text, nil
+	if strings.HasPrefix(t, "@") {
+		b, err := os.ReadFile(t[1:])
+		if err != nil {
+			return "", err
+		}
+		text = string(b)
 	}
-	b, err := os.ReadFile(t[1:])
-	if err != nil {
-		return "", err
-	}
-	return string(b), nil
+	return spec.ResolveTraceFiles(text, os.ReadFile)
 }
 
 // proxySetCommand is `wanlab proxy set`, listed by the proxy command.
@@ -177,7 +178,10 @@ func proxyStatsCommand() *cli.Command {
 			"the time packets spent in the engine (sojourn; percentiles are bucket bounds),\n" +
 			"the same per stage, and the TUN device's malformed-packet and error counters.\n" +
 			"--json prints the API's Stats object (GET /v1/stats): {\"directions\": [{\"iface\",\n" +
-			"\"spec\", \"engine\": {\"totals\", \"classes\": [{\"stages\"}], \"swaps\"}, \"device\"}], \"tap\"}.",
+			"\"spec\", \"engine\": {\"totals\", \"classes\": [{\"stages\"}], \"swaps\"}, \"device\", \"schedule\"}], \"tap\"};\n" +
+			"\"schedule\" (with proxy --schedule) holds the step in force and the next one: {\"file\",\n" +
+			"\"step\", \"line\", \"spec\", \"since_ms\", \"next_step\", \"next_ms\", \"next_spec\", \"elapsed_ms\",\n" +
+			"\"loop_ms\", \"cycle\", \"stopped\", \"applied\", \"error\"}.",
 		Flags: append(controlFlags(),
 			&cli.BoolFlag{Name: "json", Usage: "print the counters as JSON"},
 		),
@@ -220,11 +224,14 @@ func writeProxyStats(out io.Writer, st control.Stats) error {
 		if i > 0 {
 			fmt.Fprintln(bw)
 		}
-		spec := d.Spec
+		spec := spec.Abbrev(d.Spec)
 		if spec == "" {
 			spec = "(no impairment)"
 		}
 		fmt.Fprintf(bw, "leaving through %s: %s\n", d.Iface, spec)
+		if d.Schedule != nil {
+			fmt.Fprintf(bw, "  schedule %s: %s\n", d.Schedule.File, d.Schedule.Describe(specAbbrev))
+		}
 		names := []string{"total"}
 		cols := []engine.Counters{d.Engine.Totals}
 		for _, cl := range d.Engine.Classes {
@@ -261,6 +268,10 @@ func writeProxyStats(out io.Writer, st control.Stats) error {
 		row("dropped: loss", num(func(c engine.Counters) uint64 { return c.Drops.Loss }))
 		row("dropped: queue", num(func(c engine.Counters) uint64 { return c.Drops.Queue }))
 		row("dropped: size", num(func(c engine.Counters) uint64 { return c.Drops.Oversize }))
+		if slices.ContainsFunc(cols, func(c engine.Counters) bool { return c.Drops.AQM > 0 }) {
+			// Only with a queue discipline that dropped by its law.
+			row("dropped: aqm", num(func(c engine.Counters) uint64 { return c.Drops.AQM }))
+		}
 		row("ecn marked", num(func(c engine.Counters) uint64 { return c.ECNMarked }))
 		row("duplicated", num(func(c engine.Counters) uint64 { return c.Duplicated }))
 		row("corrupted", num(func(c engine.Counters) uint64 { return c.Corrupted }))
@@ -289,6 +300,8 @@ func writeProxyStats(out io.Writer, st control.Stats) error {
 	}
 	return bw.Flush()
 }
+
+func specAbbrev(s string) string { return spec.Abbrev(s) }
 
 // quantile returns "≤ BOUND" for the histogram bucket holding quantile q:
 // the engine keeps fixed buckets, so that bound is all one can say.

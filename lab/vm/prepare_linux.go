@@ -26,6 +26,7 @@ import (
 var guestModules = []string{
 	"virtio_pci", "virtio_net", "virtio_console", "tun", "ifb", "act_mirred", "cls_u32",
 	"sch_netem", "sch_tbf", "sch_htb", "sch_ingress", "sch_prio", "sch_sfq", "sch_fq", "sch_codel",
+	"sch_pie", "sch_red",
 }
 
 // Host files the initramfs is built from, and the Debian package of each.

@@ -2,6 +2,7 @@ package control
 
 import (
 	"github.com/wanlab/wanlab/proxy/engine"
+	"github.com/wanlab/wanlab/proxy/schedule"
 	"github.com/wanlab/wanlab/proxy/tap"
 )
 
@@ -23,6 +24,9 @@ type Direction struct {
 	// that realizes far less than it says); the spec is applied as written.
 	Warnings []string        `json:"warnings,omitempty"`
 	Engine   engine.Snapshot `json:"engine"` // the impairment engine's counters (totals, per class and stage)
+	// Schedule is where the direction's schedule stands (the step in
+	// force and the next one), when it runs one.
+	Schedule *schedule.State `json:"schedule,omitempty"`
 	Device   DeviceCounters  `json:"device"` // the TUN device's counters
 }
 

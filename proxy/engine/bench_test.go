@@ -60,3 +60,13 @@ func BenchmarkPipelineNetemFull(b *testing.B) {
 func BenchmarkPipelineSeed(b *testing.B) {
 	benchPipeline(b, "delay 100ms | tbf rate 50mbit burst 50kb limit 500kb", 4000, 1500)
 }
+
+// BenchmarkPipelineAQM: the queue disciplines as tbf's child, offered
+// twice tbf's rate so they queue and drop: no allocation per packet.
+func BenchmarkPipelineAQM(b *testing.B) {
+	for _, q := range []string{"bfifo limit 500kb", "codel", "fq_codel", "pie", "red limit 500kb avpkt 1500 adaptive"} {
+		b.Run(q, func(b *testing.B) {
+			benchPipeline(b, "delay 20ms | tbf rate 1gbit burst 64kb limit 1mb | "+q, 160000, 1500)
+		})
+	}
+}

@@ -1,5 +1,7 @@
 package engine
 
+import "math"
+
 // SojournBoundsNs are the upper bounds (inclusive, in ns) of the sojourn
 // histogram's buckets; a last bucket counts everything above. They span
 // 10 µs to 10 s, roughly 1-2.5-5 per decade, fixed so a histogram is a
@@ -37,6 +39,27 @@ func (h *Histogram) add(ns int64) {
 	h.Count++
 }
 
+// Quantile is the upper bound in ns of the bucket holding the q-th
+// quantile (0 < q <= 1) of the samples, or the largest bound for the
+// last bucket; 0 without samples.
+func (h *Histogram) Quantile(q float64) float64 {
+	if h.Count == 0 {
+		return 0
+	}
+	want := uint64(math.Ceil(q * float64(h.Count)))
+	var n uint64
+	for i, c := range h.Counts {
+		n += c
+		if n >= want {
+			if i < len(SojournBoundsNs) {
+				return float64(SojournBoundsNs[i])
+			}
+			break
+		}
+	}
+	return float64(SojournBoundsNs[len(SojournBoundsNs)-1])
+}
+
 // Drops counts discarded packets by reason.
 type Drops struct {
 	// Loss: netem's loss model dropped it (not counted when ECN marked it).
@@ -47,10 +70,13 @@ type Drops struct {
 	// Oversize: tbf dropped a packet larger than its bucket (burst or mtu),
 	// as tbf_enqueue does for a non-GSO packet above max_size.
 	Oversize uint64 `json:"oversize"`
+	// AQM: an active queue manager (codel, fq_codel, pie, red) dropped
+	// it by its control law rather than for a full queue.
+	AQM uint64 `json:"aqm,omitempty"`
 }
 
 // Total is the sum of all reasons.
-func (d Drops) Total() uint64 { return d.Loss + d.Queue + d.Oversize }
+func (d Drops) Total() uint64 { return d.Loss + d.Queue + d.Oversize + d.AQM }
 
 // Counters are one stage's (or one pipeline's) counters. They are written
 // only under the pipeline's mutex and read by Snapshot under it.
@@ -100,6 +126,8 @@ func (c *Counters) dropped(p *Packet, reason dropReason) {
 		c.Drops.Queue++
 	case DropOversize:
 		c.Drops.Oversize++
+	case DropAQM:
+		c.Drops.AQM++
 	}
 }
 
@@ -114,9 +142,10 @@ const (
 	DropLoss DropReason = iota + 1
 	DropQueue
 	DropOversize
+	DropAQM
 )
 
-// String returns "loss", "queue" or "oversize".
+// String returns "loss", "queue", "oversize" or "aqm".
 func (r DropReason) String() string {
 	switch r {
 	case DropLoss:
@@ -125,6 +154,8 @@ func (r DropReason) String() string {
 		return "queue"
 	case DropOversize:
 		return "oversize"
+	case DropAQM:
+		return "aqm"
 	}
 	return "unknown"
 }
@@ -133,6 +164,9 @@ func (r DropReason) String() string {
 type StageSnapshot struct {
 	Kind string `json:"kind"`
 	Spec string `json:"spec"`
+	// Queue marks a queue discipline (pfifo ... red) or a shaper holding
+	// one as its child.
+	Queue bool `json:"queue,omitempty"`
 	Counters
 }
 

@@ -17,6 +17,14 @@ func FuzzPipeline(f *testing.F) {
 		"loss gemodel 10% 20% 80% 5% slot 1ms 2ms | tbf rate 1kbit burst 1600 limit 10kb peakrate 2kbit mtu 1600 mpu 64",
 		"tbf rate 8bit burst 100 latency 1s | delay 1ms 1ms duplicate 100%",
 		"delay 1us 4s distribution paretonormal",
+		"delay 1ms | tbf rate 1mbit burst 3kb limit 10kb | fq_codel limit 20 flows 4 quantum 256 drop_batch 3 target 1ms interval 10ms",
+		"tbf rate 2mbit burst 2kb limit 10kb | codel limit 30 target 1ms interval 5ms ecn ce_threshold 1ms",
+		"tbf rate 2mbit burst 2kb limit 10kb | pie limit 30 target 1ms tupdate 1ms ecn bytemode",
+		"tbf rate 2mbit burst 2kb limit 10kb | pie dq_rate_estimator",
+		"tbf rate 2mbit burst 2kb limit 10kb | red limit 20kb min 2kb max 6kb avpkt 500 ecn adaptive nodrop",
+		"tbf rate 2mbit burst 2kb limit 10kb peakrate 3mbit mtu 1600 | pfifo limit 5",
+		"delay 5ms 5ms | bfifo limit 3kb",
+		"red limit 20kb avpkt 500 harddrop ecn",
 	} {
 		f.Add(s, uint64(1))
 	}

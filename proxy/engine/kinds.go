@@ -13,6 +13,10 @@ type stageKind struct {
 	// expect adds st's share to what the spec predicts: e, the share of
 	// packets that pass (pass) and the delay variance in ms^2.
 	expect func(st spec.Stage, e *Expected, pass, variance *float64)
+	// shaper, for a shaping kind (tbf), is its token logic alone: a stage
+	// of the kind followed by a queue discipline ("tbf ... | fq_codel")
+	// runs as a shapedStage with that qdisc as its child queue.
+	shaper func(st spec.Stage, now int64) shaper
 }
 
 var stageKinds = map[string]stageKind{}
@@ -25,3 +29,7 @@ func registerStage(kind string, k stageKind) {
 	}
 	stageKinds[kind] = k
 }
+
+// IsShaper reports whether kind is a shaping stage that takes a queue
+// discipline after it as its child ("tbf ... | fq_codel").
+func IsShaper(kind string) bool { return stageKinds[kind].shaper != nil }

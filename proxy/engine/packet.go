@@ -40,6 +40,10 @@ type Packet struct {
 	order   uint64
 	chain   *chain
 	heapIdx int
+	// qnext links the packet in a queue discipline's list (pktList),
+	// enq is when that qdisc took it (codel's enqueue time stamp).
+	qnext *Packet
+	enq   int64
 }
 
 // Flags tell what the engine did to a packet.

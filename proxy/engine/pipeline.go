@@ -112,6 +112,10 @@ type Options struct {
 	// again (see tbfStage). Without it (Simulate, the tests of the model)
 	// every departure is the one a perfect watchdog gives.
 	RealClock bool
+	// Start is the time the stages NewPipeline builds start at (a trace
+	// stage's millisecond 0, a tbf's full bucket); Swap starts the new
+	// stages at its own time.
+	Start int64
 	// Scheduler, if set, takes each packet leaving its class's chain and
 	// decides when it leaves the pipeline (a class hierarchy sharing one
 	// link: package htb). Nil: packets leave when their chain releases
@@ -175,7 +179,7 @@ func NewPipeline(s *spec.Spec, opt Options) (*Pipeline, error) {
 	}
 	for i, cs := range specs {
 		cl := &class{name: cs.Name, index: i}
-		c, err := pl.build(cl, cs.Spec, 0)
+		c, err := pl.build(cl, cs.Spec, opt.Start)
 		if err != nil {
 			if cs.Name != "default" || len(opt.Classes) > 0 {
 				return nil, fmt.Errorf("class %q: %w", cs.Name, err)
@@ -184,6 +188,9 @@ func NewPipeline(s *spec.Spec, opt Options) (*Pipeline, error) {
 		}
 		cl.current = c
 		pl.classes = append(pl.classes, cl)
+	}
+	if sd, ok := opt.Scheduler.(SchedulerDropper); ok {
+		sd.SetDrop(pl.schedulerDrop)
 	}
 	return pl, nil
 }
@@ -201,11 +208,25 @@ func (pl *Pipeline) build(cl *class, s *spec.Spec, now int64) (*chain, error) {
 	}
 	c := &chain{pl: pl, class: cl, spec: s}
 	pl.generation++
-	for i, st := range s.Stages {
+	for i := 0; i < len(s.Stages); i++ {
+		st := s.Stages[i]
 		seed := mix(pl.opt.Seed, uint64(cl.index), uint64(i), pl.generation)
 		k, ok := stageKinds[st.Kind()]
 		if !ok {
 			return nil, fmt.Errorf("%w: stage %d: unknown kind %q", ErrBadSpec, i+1, st.Kind())
+		}
+		if i+1 < len(s.Stages) && k.shaper != nil {
+			if qk, ok := queueKinds[s.Stages[i+1].Kind()]; ok {
+				// A queue discipline after a shaper is its child qdisc
+				// (tc's "parent 1:1"): one stage holding both, and a
+				// view of the child in the child's place.
+				child := s.Stages[i+1]
+				q := qk(child, mix(pl.opt.Seed, uint64(cl.index), uint64(i+1), pl.generation), now)
+				sh := newShapedStage(st, k.shaper(st, now), child, q)
+				c.stages = append(c.stages, sh, &childView{s: sh})
+				i++
+				continue
+			}
 		}
 		c.stages = append(c.stages, k.build(st, seed, now, pl))
 	}
@@ -552,7 +573,8 @@ func (pl *Pipeline) Snapshot() Snapshot {
 	for _, cl := range pl.classes {
 		cs := ClassSnapshot{Name: cl.name, Spec: cl.current.spec.String(), Totals: cl.totals}
 		for _, s := range cl.current.stages {
-			cs.Stages = append(cs.Stages, StageSnapshot{Kind: s.kind(), Spec: s.spec(), Counters: *s.counters()})
+			_, queue := s.(queueHolder)
+			cs.Stages = append(cs.Stages, StageSnapshot{Kind: s.kind(), Spec: s.spec(), Queue: queue, Counters: *s.counters()})
 		}
 		snap.Classes = append(snap.Classes, cs)
 	}

@@ -23,6 +23,22 @@ type SchedulerStats interface {
 	SchedulerStats(now int64) any
 }
 
+// SchedulerDropper is a Scheduler whose queues drop packets they held
+// (an htb leaf's AQM): the pipeline gives it the function that counts
+// such a drop for the packet's class and recycles the packet.
+type SchedulerDropper interface {
+	SetDrop(func(p *Packet, class int, reason DropReason))
+}
+
+// schedulerDrop is what a SchedulerDropper's queues drop: counted for
+// their class, recycled.
+func (pl *Pipeline) schedulerDrop(p *Packet, ci int, reason DropReason) {
+	if ci >= 0 && ci < len(pl.classes) {
+		pl.classes[ci].totals.dropped(p, reason)
+	}
+	pl.discard(p, reason)
+}
+
 // Drainer is a Scheduler that can hand back everything it holds, for
 // Replace.
 type Drainer interface {
@@ -70,6 +86,9 @@ func (pl *Pipeline) Replace(classes []ClassSpec, cl Classifier, sched Scheduler,
 	pl.opt.Classes = classes
 	pl.opt.Classifier = cl
 	pl.opt.Scheduler = sched
+	if sd, ok := sched.(SchedulerDropper); ok {
+		sd.SetDrop(pl.schedulerDrop)
+	}
 	if d, ok := oldSched.(Drainer); ok {
 		// What the old tree held moves to the new one's class of the same
 		// name (its queue, in order), or leaves now if there is none.

@@ -8,18 +8,24 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wanlab/wanlab/proxy/schedule"
 	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/units"
 )
 
 // SimConfig describes synthetic traffic for Simulate: Packets IPv4/UDP
 // packets of Size bytes (IP length), evenly spaced at PPS packets per
 // second, ECN-capable (ECT(0)) so an "ecn" spec marks instead of dropping.
 type SimConfig struct {
-	Spec    *spec.Spec
-	Packets int
-	PPS     float64
-	Size    int
-	Seed    uint64
+	Spec *spec.Spec
+	// Schedule, if set, steps the spec at its times after the first
+	// packet (Spec holds until its first step), each step a Swap at its
+	// time on the virtual clock.
+	Schedule *schedule.Schedule
+	Packets  int
+	PPS      float64
+	Size     int
+	Seed     uint64
 }
 
 // Simulation defaults.
@@ -42,6 +48,9 @@ type SimDrops struct {
 	Loss     uint64 `json:"loss"`
 	Queue    uint64 `json:"queue"`
 	Oversize uint64 `json:"oversize"`
+	// AQM counts what an active queue manager (codel, fq_codel, pie,
+	// red) dropped by its control law.
+	AQM uint64 `json:"aqm,omitempty"`
 }
 
 // Expected holds what the spec predicts for the synthetic traffic.
@@ -109,8 +118,19 @@ type SimResult struct {
 	// arrivals that both left (0 when the delay does not vary).
 	DelayLag1 float64 `json:"delay_lag1"`
 	// Stages holds each stage's own counters, root first (where the drops
-	// happened, how deep each queue got).
+	// happened, how deep each queue got): the stages of the spec in
+	// force at the end when a schedule stepped it.
 	Stages []SimStage `json:"stages"`
+	// Schedule lists the schedule's steps applied, in order.
+	Schedule []SimStep `json:"schedule,omitempty"`
+}
+
+// SimStep is a schedule step Simulate applied: its time after the first
+// packet, its line in the schedule file and its spec.
+type SimStep struct {
+	AtMs float64 `json:"at_ms"`
+	Line int     `json:"line"`
+	Spec string  `json:"spec"`
 }
 
 // SimStage is one stage's share of a simulation.
@@ -122,6 +142,12 @@ type SimStage struct {
 	Drops      Drops  `json:"drops"`
 	// SojournMeanMs is the mean time a packet that left spent in the stage.
 	SojournMeanMs float64 `json:"sojourn_mean_ms"`
+	// SojournP50Ms and SojournP99Ms, for queue disciplines (and the
+	// shaper holding one), are the upper bounds of the sojourn
+	// histogram's buckets (SojournBoundsNs) holding the median and the
+	// 99th percentile.
+	SojournP50Ms float64 `json:"sojourn_p50_ms,omitempty"`
+	SojournP99Ms float64 `json:"sojourn_p99_ms,omitempty"`
 }
 
 // Simulate runs cfg's traffic through a pipeline on a virtual clock. It
@@ -143,14 +169,14 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		cfg.Spec = spec.Empty()
 	}
 	pool := NewPool(Headroom + cfg.Size)
-	pl, err := NewPipeline(cfg.Spec, Options{Direction: "simulate", Seed: cfg.Seed})
+	const start = int64(1e9) // leave t=0 free: zero means "unstamped"
+	pl, err := NewPipeline(cfg.Spec, Options{Direction: "simulate", Seed: cfg.Seed, Start: start})
 	if err != nil {
 		return nil, err
 	}
 	res := &SimResult{Spec: cfg.Spec.String(), Packets: cfg.Packets, PPS: cfg.PPS, Size: cfg.Size, Seed: cfg.Seed}
 	template := udpPacket(cfg.Size)
 	interval := 1e9 / cfg.PPS
-	const start = int64(1e9) // leave t=0 free: zero means "unstamped"
 
 	delays := make([]float64, 0, cfg.Packets)
 	bySeq := make([]float64, cfg.Packets+2) // delay of each arrival's first copy; NaN: none left
@@ -180,8 +206,32 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 			pool.Put(p)
 		}
 	}
+	// The schedule's next step: its index and time (ok false: none).
+	var pos schedule.Position
+	stepAt := func(t int64) {
+		for pos.Next >= 0 && start+int64(pos.NextAt) <= t {
+			at := start + int64(pos.NextAt)
+			batch = pl.Dequeue(at, batch[:0])
+			consume(batch)
+			st := cfg.Schedule.Steps[pos.Next]
+			if err == nil {
+				err = pl.Swap(st.Spec, at)
+			}
+			res.Schedule = append(res.Schedule, SimStep{AtMs: float64(pos.NextAt) / 1e6, Line: st.Line, Spec: st.Spec.String()})
+			pos = cfg.Schedule.At(pos.NextAt)
+		}
+	}
+	if cfg.Schedule != nil {
+		pos = schedule.Position{Step: -1, Next: -1}
+		if len(cfg.Schedule.Steps) > 0 {
+			pos.Next, pos.NextAt = 0, cfg.Schedule.Steps[0].At
+		}
+	} else {
+		pos.Next = -1
+	}
 	for i := 0; i < cfg.Packets; i++ {
 		t := start + int64(float64(i)*interval)
+		stepAt(t)
 		batch = pl.Dequeue(t, batch[:0])
 		consume(batch)
 		p := pool.Get()
@@ -189,6 +239,9 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		copy(p.Data, template)
 		p.Arrival = t
 		pl.Enqueue(p, t)
+	}
+	if err != nil {
+		return nil, err
 	}
 	for {
 		next, ok := pl.NextDeparture()
@@ -205,7 +258,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	res.PacketsIn = uint64(cfg.Packets)
 	res.PacketsOut = tot.PacketsOut
 	res.LossPercent = 100 * float64(cfg.Packets-unique) / float64(cfg.Packets)
-	res.Drops = SimDrops{Loss: tot.Drops.Loss, Queue: tot.Drops.Queue, Oversize: tot.Drops.Oversize}
+	res.Drops = SimDrops{Loss: tot.Drops.Loss, Queue: tot.Drops.Queue, Oversize: tot.Drops.Oversize, AQM: tot.Drops.AQM}
 	for _, cl := range snap.Classes {
 		for _, s := range cl.Stages {
 			res.Duplicated += s.Duplicated
@@ -214,6 +267,10 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 			st := SimStage{Kind: s.Kind, Spec: s.Spec, PacketsIn: s.PacketsIn, PacketsOut: s.PacketsOut, Drops: s.Drops}
 			if s.Sojourn.Count > 0 {
 				st.SojournMeanMs = float64(s.Sojourn.SumNs) / float64(s.Sojourn.Count) / 1e6
+				if s.Queue {
+					st.SojournP50Ms = s.Sojourn.Quantile(0.5) / 1e6
+					st.SojournP99Ms = s.Sojourn.Quantile(0.99) / 1e6
+				}
 			}
 			res.Stages = append(res.Stages, st)
 		}
@@ -420,7 +477,7 @@ func fourStateStationary(l spec.Loss) [4]float64 {
 func (r *SimResult) WriteText(w io.Writer) error {
 	var b strings.Builder
 	c := r.Configured
-	specText := r.Spec
+	specText := spec.Abbrev(r.Spec)
 	if specText == "" {
 		specText = "(empty: no impairment)"
 	}
@@ -428,6 +485,21 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "traffic  %d packets of %d B at %g pkt/s (%s offered), seed %d, %s virtual\n\n",
 		r.Packets, r.Size, r.PPS, bps(c.OfferedBps), r.Seed,
 		time.Duration(r.DurationMs*1e6).Round(time.Millisecond))
+	if n := len(r.Schedule); n > 0 {
+		fmt.Fprintf(&b, "schedule %d steps applied\n", n)
+		for i, st := range r.Schedule {
+			if i == 8 && n > 10 {
+				// The first eight and the last.
+				fmt.Fprintf(&b, "  ... %d more\n", n-9)
+				st = r.Schedule[n-1]
+			}
+			fmt.Fprintf(&b, "  at %s (line %d): %s\n", stepTime(st.AtMs), st.Line, spec.Abbrev(st.Spec))
+			if i == 8 && n > 10 {
+				break
+			}
+		}
+		b.WriteString("\n")
+	}
 	// A correlated probability shows what it realizes beside what it says.
 	noted := func(param string, conf string) string {
 		var notes []string
@@ -448,8 +520,12 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	var lines []line
 	row := func(name, conf, real string) { lines = append(lines, line{name, conf, real}) }
 	row("packets", fmt.Sprint(r.PacketsIn), fmt.Sprintf("%d out", r.PacketsOut))
-	row("loss", noted("loss", pct(c.LossPercent)), fmt.Sprintf("%s (dropped: loss %d, queue %d, oversize %d)",
-		pct(r.LossPercent), r.Drops.Loss, r.Drops.Queue, r.Drops.Oversize))
+	aqm := ""
+	if r.Drops.AQM > 0 {
+		aqm = fmt.Sprintf(", aqm %d", r.Drops.AQM)
+	}
+	row("loss", noted("loss", pct(c.LossPercent)), fmt.Sprintf("%s (dropped: loss %d, queue %d, oversize %d%s)",
+		pct(r.LossPercent), r.Drops.Loss, r.Drops.Queue, r.Drops.Oversize, aqm))
 	row("delay mean", ms(c.DelayMeanMs), ms(r.Delay.Mean))
 	row("delay stddev", ms(c.DelayStddevMs), ms(r.Delay.Stddev))
 	row("delay p50/p99", "", ms(r.Delay.P50)+" / "+ms(r.Delay.P99))
@@ -476,11 +552,19 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	for _, l := range lines {
 		fmt.Fprintf(&b, "%-14s %-*s %s\n", l.name, width, l.conf, l.real)
 	}
-	if len(r.Stages) > 1 {
+	if len(r.Stages) > 1 || len(r.Stages) == 1 && r.Stages[0].Kind == "trace" {
 		b.WriteString("\nper stage\n")
 		for i, s := range r.Stages {
-			fmt.Fprintf(&b, "  %d %-5s in %d, out %d, dropped loss %d queue %d oversize %d, mean sojourn %s\n",
-				i+1, s.Kind, s.PacketsIn, s.PacketsOut, s.Drops.Loss, s.Drops.Queue, s.Drops.Oversize, ms(s.SojournMeanMs))
+			extra := ""
+			if s.Drops.AQM > 0 || s.SojournP99Ms > 0 {
+				extra = fmt.Sprintf(" aqm %d", s.Drops.AQM)
+			}
+			soj := ms(s.SojournMeanMs)
+			if s.SojournP99Ms > 0 {
+				soj += fmt.Sprintf(" (p50 <= %s, p99 <= %s)", ms(s.SojournP50Ms), ms(s.SojournP99Ms))
+			}
+			fmt.Fprintf(&b, "  %d %-5s in %d, out %d, dropped loss %d queue %d oversize %d%s, mean sojourn %s\n",
+				i+1, s.Kind, s.PacketsIn, s.PacketsOut, s.Drops.Loss, s.Drops.Queue, s.Drops.Oversize, extra, soj)
 		}
 	}
 	if len(r.Warnings) > 0 {
@@ -513,4 +597,12 @@ func count(n, of uint64) string {
 		return fmt.Sprint(n)
 	}
 	return fmt.Sprintf("%d (%.3g%%)", n, 100*float64(n)/float64(of))
+}
+
+// stepTime prints a schedule step's time ("10s", "0s").
+func stepTime(atMs float64) string {
+	if atMs == 0 {
+		return "0s"
+	}
+	return units.FormatDuration(time.Duration(atMs * 1e6))
 }

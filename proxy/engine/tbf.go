@@ -327,6 +327,7 @@ func init() {
 			return newTBF(st.(*spec.TBF), clock)
 		},
 		expect: expectTBF,
+		shaper: func(st spec.Stage, now int64) shaper { return newTBFShaper(st.(*spec.TBF), now) },
 	})
 }
 

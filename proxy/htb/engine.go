@@ -70,12 +70,49 @@ func NewSetup(cs *spec.Classes, opt Options) (*Setup, error) {
 	sc := &Scheduler{tree: tree, leafOf: make([]int, len(s.Classes)), classOf: make([]int, len(tree.leaves))}
 	for i, c := range s.Classes {
 		sc.leafOf[i] = tree.Leaf(c.Name) // -1 for the direct class
-		if sc.leafOf[i] >= 0 {
-			sc.classOf[sc.leafOf[i]] = i
+		if sc.leafOf[i] < 0 {
+			continue
+		}
+		sc.classOf[sc.leafOf[i]] = i
+		// A leaf spec ending in a queue discipline: that qdisc is the
+		// leaf's queue (the kernel's cl->leaf.q, or the queue of a netem
+		// in front, which moves its due packets into its child), and the
+		// stages before it run as the class's chain.
+		if sp := c.Spec; sp != nil && len(sp.Stages) > 0 {
+			last := sp.Stages[len(sp.Stages)-1]
+			// After a shaper (tbf) it is the shaper's child instead.
+			if spec.IsQueueKind(last.Kind()) && (len(sp.Stages) == 1 || !engine.IsShaper(sp.Stages[len(sp.Stages)-2].Kind())) {
+				lq, err := engine.NewLeafQueue(last, leafSeed(c.Name), opt.Now, i)
+				if err != nil {
+					return nil, fmt.Errorf("leaf %s: %w", c.Name, err)
+				}
+				tree.SetQueue(sc.leafOf[i], lq)
+				sc.queues = append(sc.queues, lq)
+				s.Classes[i].Spec = &spec.Spec{Stages: sp.Stages[:len(sp.Stages)-1]}
+			}
 		}
 	}
 	s.Scheduler = sc
 	return s, nil
+}
+
+// leafSeed seeds a leaf qdisc's randomness (fq_codel's hash, pie's and
+// red's drops) from its class id.
+func leafSeed(id string) uint64 {
+	h := uint64(0xcbf29ce484222325)
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
+		h *= 0x100000001b3
+	}
+	return h
+}
+
+// SetDrop implements engine.SchedulerDropper: the leaves' qdiscs drop
+// through f.
+func (s *Scheduler) SetDrop(f func(p *engine.Packet, class int, reason engine.DropReason)) {
+	for _, q := range s.queues {
+		q.SetDrop(f)
+	}
 }
 
 // Options fills an engine.Options' class fields from the setup.
@@ -120,6 +157,7 @@ type Scheduler struct {
 	classOf []int // leaf → engine class
 	direct  ring[*engine.Packet]
 	dtime   int64
+	queues  []*engine.LeafQueue // the leaves' own qdiscs
 }
 
 // Enqueue implements engine.Scheduler.

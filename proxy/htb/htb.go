@@ -193,6 +193,7 @@ type class[P any] struct {
 	tc       int64 // time of the last checkpoint
 	deficit  [MaxDepth]int64
 	q        ring[P]
+	qd       Queue[P] // the leaf's queue discipline, when SetQueue gave one (else q)
 	stats    ClassStats
 	path     []int // leaf: itself, its parent, ... a root class
 	mode     Mode  // scratch for Dequeue/Next
@@ -420,10 +421,55 @@ func (t *Tree[P]) Config() Config { return t.cfg }
 // Len is the number of packets queued in all leaves.
 func (t *Tree[P]) Len() int { return t.backlog }
 
+// Queue is a leaf's queue discipline, in place of the pfifo of Limit
+// packets the kernel gives a leaf by default: the qdisc a leaf spec ends
+// with ("leaf 1:2 fq_codel"), which htb dequeues from as the kernel's
+// htb_dequeue_tree does from cl->leaf.q. It drops what it refuses or
+// manages away itself (and accounts for it); Len is what it holds.
+type Queue[P any] interface {
+	// Enqueue takes p (size bytes) at now; false: it dropped p.
+	Enqueue(p P, size int, now int64) bool
+	// Dequeue returns the packet to send at now and its size, or ok
+	// false when it holds none (an AQM may have dropped what it held).
+	Dequeue(now int64) (p P, size int, ok bool)
+	Len() int
+	Bytes() uint64
+}
+
+// SetQueue makes q the queue of leaf (by index, as Leaf returns it),
+// before anything is queued there.
+func (t *Tree[P]) SetQueue(leaf int, q Queue[P]) {
+	t.classes[t.leaves[leaf]].qd = q
+}
+
+func (c *class[P]) qlen() int {
+	if c.qd != nil {
+		return c.qd.Len()
+	}
+	return c.q.n
+}
+
+func (c *class[P]) qbytes() uint64 {
+	if c.qd != nil {
+		return c.qd.Bytes()
+	}
+	return c.q.bytes
+}
+
 // Enqueue queues p (size bytes) in leaf at time now. It returns false,
-// keeping nothing, when the leaf's queue is full (the caller drops p).
+// keeping nothing, when the leaf's queue is full (the caller drops p);
+// with a Queue of its own, the Queue decides (and drops).
 func (t *Tree[P]) Enqueue(leaf int, p P, size int, now int64) bool {
 	c := t.classes[t.leaves[leaf]]
+	if c.qd != nil {
+		before := c.qd.Len()
+		ok := c.qd.Enqueue(p, size, now)
+		t.backlog += c.qd.Len() - before
+		if !ok {
+			c.stats.DroppedQueue++
+		}
+		return ok
+	}
 	if c.q.n >= c.cfg.Limit {
 		c.stats.DroppedQueue++
 		return false
@@ -469,7 +515,7 @@ func (t *Tree[P]) Next() (int64, bool) {
 	best := int64(math.MaxInt64)
 	for _, li := range t.leaves {
 		c := t.classes[li]
-		if c.q.n == 0 {
+		if c.qlen() == 0 {
 			continue
 		}
 		// Through each ancestor A: every class from the leaf to A needs
@@ -504,7 +550,7 @@ func (t *Tree[P]) Dequeue(now int64) (p P, leaf int, ok bool) {
 	for _, li := range t.leaves {
 		c := t.classes[li]
 		c.servedAt = -1
-		if c.q.n == 0 {
+		if c.qlen() == 0 {
 			continue
 		}
 		l := t.sendLevel(c)
@@ -529,8 +575,20 @@ func (t *Tree[P]) Dequeue(now int64) (p P, leaf int, ok bool) {
 		if c.servedAt != bestLevel || int(c.cfg.Prio) != bestPrio {
 			continue
 		}
-		e := c.q.pop()
-		t.backlog--
+		var e entry[P]
+		if c.qd != nil {
+			before := c.qd.Len()
+			p, size, ok := c.qd.Dequeue(now)
+			t.backlog -= before - c.qd.Len()
+			if !ok {
+				// Its AQM dropped all it held: choose again.
+				return t.Dequeue(now)
+			}
+			e = entry[P]{p: p, size: size}
+		} else {
+			e = c.q.pop()
+			t.backlog--
+		}
 		c.deficit[bestLevel] -= int64(e.size)
 		if c.deficit[bestLevel] < 0 {
 			c.deficit[bestLevel] += c.quantum
@@ -591,8 +649,8 @@ func (t *Tree[P]) Stats(now int64) []ClassStats {
 		s.CTokens = min(c.ctokens+diff, c.cbuffer)
 		s.Mode = c.modeAt(max(now, c.tc)).String()
 		if c.leaf {
-			s.QueuePackets = uint64(c.q.n)
-			s.QueueBytes = c.q.bytes
+			s.QueuePackets = uint64(c.qlen())
+			s.QueueBytes = c.qbytes()
 		}
 		out[i] = s
 	}
@@ -600,8 +658,8 @@ func (t *Tree[P]) Stats(now int64) []ClassStats {
 	for _, li := range t.leaves {
 		c := t.classes[li]
 		for _, i := range c.path[1:] {
-			out[i].QueuePackets += uint64(c.q.n)
-			out[i].QueueBytes += c.q.bytes
+			out[i].QueuePackets += uint64(c.qlen())
+			out[i].QueueBytes += c.qbytes()
 		}
 	}
 	return out
@@ -616,6 +674,14 @@ func (t *Tree[P]) Drain(fn func(p P, leaf int)) {
 			e := c.q.pop()
 			t.backlog--
 			fn(e.p, c.leafIdx)
+		}
+		for c.qd != nil && c.qd.Len() > 0 {
+			before := c.qd.Len()
+			p, _, ok := c.qd.Dequeue(t.last)
+			t.backlog -= before - c.qd.Len()
+			if ok {
+				fn(p, c.leafIdx)
+			}
 		}
 	}
 }

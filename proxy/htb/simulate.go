@@ -325,6 +325,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 			sc.Drops.Loss += d.Loss
 			sc.Drops.Queue += d.Queue
 			sc.Drops.Oversize += d.Oversize
+			sc.Drops.AQM += d.AQM
 			dsum += delaySum[ci]
 			dn += delayN[ci]
 			sc.QueueMax = max(sc.QueueMax, queueMax[ci])

@@ -88,3 +88,44 @@ func TestParseFlowErrors(t *testing.T) {
 		}
 	}
 }
+
+// An htb leaf whose spec is a queue discipline holds its packets in it:
+// an unresponsive flow at 1.2 times a 10 Mbit/s class's rate fills the
+// default pfifo (1000 packets, over a second of delay), pfifo limit 50
+// caps it at 50 packets, and a codel leaf drops it down to near its
+// target once its drop rate has caught up with the excess (about 2 s).
+func TestSimulateQueueLeaf(t *testing.T) {
+	const tree = "htb default 2; class 1:1 htb rate 10mbit; class 1:2 parent 1:1 htb rate 10mbit"
+	run := func(classes string) SimClass {
+		cs, err := spec.ParseClasses(classes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fl, _ := ParseFlow("dst=10.0.2.1,rate=12mbit")
+		res, err := Simulate(SimConfig{Classes: cs, Duration: 10 * time.Second, Warmup: 4 * time.Second, Seed: 1, Flows: []Flow{fl}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range res.Result {
+			if c.ID == "1:2" {
+				return c
+			}
+		}
+		t.Fatal("no class 1:2")
+		return SimClass{}
+	}
+	fifo := run(tree)
+	small := run(tree + "; leaf 1:2 pfifo limit 50")
+	cd := run(tree + "; leaf 1:2 codel")
+	t.Logf("pfifo: %+v\npfifo 50: %+v\ncodel: %+v", fifo, small, cd)
+	if fifo.DelayMeanMs < 500 {
+		t.Errorf("default pfifo: mean delay %.1f ms, want the full 1000-packet queue", fifo.DelayMeanMs)
+	}
+	if small.QueueMax > 50 || small.DelayMeanMs > 70 {
+		t.Errorf("pfifo limit 50: queue max %d, mean delay %.1f ms", small.QueueMax, small.DelayMeanMs)
+	}
+	if cd.DelayMeanMs > fifo.DelayMeanMs/4 || cd.Drops.AQM == 0 {
+		t.Errorf("codel leaf: mean delay %.1f ms (pfifo %.1f ms), drops %+v", cd.DelayMeanMs, fifo.DelayMeanMs, cd.Drops)
+	}
+	within(t, "1:2 with codel", cd.RealizedBps, 10*mbit, 0.03)
+}

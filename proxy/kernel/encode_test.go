@@ -267,3 +267,11 @@ func mustNetem(t *testing.T, s string) *spec.Netem {
 	}
 	return sp.Stages[0].(*spec.Netem)
 }
+
+func TestEncodeTraceRefused(t *testing.T) {
+	s := spec.MustParse("delay 1ms | trace x data 0,1")
+	_, err := encodeStage(Clock{}, s.Stages[1])
+	if err == nil || err.Error() != "trace: the kernel has no trace qdisc; replay a trace with wanlab proxy or wanlab simulate" {
+		t.Fatalf("encode trace: %v", err)
+	}
+}

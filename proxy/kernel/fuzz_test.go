@@ -44,3 +44,43 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeQueues feeds arbitrary option bytes to the queue
+// disciplines' decoders (kind picks one): an error or a stage, never a
+// panic, and a decoded stage that validates must encode.
+func FuzzDecodeQueues(f *testing.F) {
+	kinds := []string{"pfifo", "bfifo", "codel", "fq_codel", "pie", "red"}
+	for _, s := range []string{
+		"pfifo limit 100", "bfifo limit 150kb", "codel limit 500 target 2ms interval 50ms ce_threshold 1ms ecn",
+		"fq_codel limit 1000 flows 64 quantum 300 target 10ms interval 50ms memory_limit 4mb noecn drop_batch 8",
+		"pie limit 500 target 20ms tupdate 32ms alpha 4 beta 30 ecn bytemode dq_rate_estimator",
+		"red limit 500kb min 20kb max 100kb avpkt 1000 probability 0.1 ecn harddrop nodrop",
+	} {
+		sp, err := spec.Parse(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		b, err := encodeStage(DefaultClock, sp.Stages[0])
+		if err != nil {
+			f.Fatal(err)
+		}
+		for i, k := range kinds {
+			if k == sp.Stages[0].Kind() {
+				f.Add(b, uint8(i))
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte, k uint8) {
+		kind := kinds[int(k)%len(kinds)]
+		st, err := decodeStage(DefaultClock, kind, b)
+		if err != nil {
+			return
+		}
+		_ = st.String()
+		if (&spec.Spec{Stages: []spec.Stage{st}}).Validate() == nil {
+			if _, err := encodeStage(DefaultClock, st); err != nil {
+				t.Fatalf("%s decoded from %x validates but does not encode: %v", st, b, err)
+			}
+		}
+	})
+}

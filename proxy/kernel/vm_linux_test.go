@@ -115,14 +115,19 @@ var stageMark = regexp.MustCompile(`^@@(\d+) (\w+)$`)
 
 // TestNetemAgainstRealKernel runs the kernel path against the real
 // sch_netem of the reference VM, in one boot: the netem corpus stage by
-// stage, seed 002's netem and tbf chain, and an htb tree with netem leaves.
+// stage, seed 002's netem and tbf chain, an htb tree with netem leaves,
+// and the queue disciplines (codel, fq_codel, pie, red, pfifo, bfifo)
+// alone, as tbf's child and as an htb leaf.
 func TestNetemAgainstRealKernel(t *testing.T) {
 	testenv.RequireVM(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	v := testenv.VM(t, ctx, vm.Config{})
+	// WANLAB_VM_CACHE picks another prepared cache than the default
+	// (one built from a tree whose guest modules changed).
+	v := testenv.VM(t, ctx, vm.Config{CacheDir: os.Getenv("WANLAB_VM_CACHE")})
 	t.Run("corpus", func(t *testing.T) { testVMCorpus(t, ctx, v) })
 	t.Run("trees", func(t *testing.T) { testVMTrees(t, ctx, v) })
+	t.Run("queues", func(t *testing.T) { testVMQueues(t, ctx, v) })
 }
 
 // testVMCorpus sends every netem stage of the corpus through "wanlab

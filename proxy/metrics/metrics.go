@@ -112,6 +112,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			counter(drops, e.Drops.Loss, d.Iface, cl.Name, engine.DropLoss.String())
 			counter(drops, e.Drops.Queue, d.Iface, cl.Name, engine.DropQueue.String())
 			counter(drops, e.Drops.Oversize, d.Iface, cl.Name, engine.DropOversize.String())
+			if e.Drops.AQM > 0 { // a queue discipline's own drops (codel, fq_codel, pie, red)
+				counter(drops, e.Drops.AQM, d.Iface, cl.Name, engine.DropAQM.String())
+			}
 			counter(ecnMarked, e.ECNMarked, l...)
 			counter(duplicated, e.Duplicated, l...)
 			counter(corrupted, e.Corrupted, l...)

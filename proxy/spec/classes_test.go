@@ -152,6 +152,8 @@ func FuzzParseClasses(f *testing.F) {
 	f.Add(seed004)
 	f.Add("htb default 20 r2q 100; class 1:1 htb rate 100mbit; class 1:10 parent 1:1 htb rate 20mbit ceil 100mbit burst 15k prio 1; filter dst 10.0.2.0/24 flowid 1:10; leaf 1:10 delay 10ms")
 	f.Add("class 1:1; class 1:2; filter dport 443 flowid 1:1; default 1:2")
+	f.Add("htb default 20; class 1:1 htb rate 100mbit; class 1:20 parent 1:1 htb rate 80mbit; leaf 1:20 fq_codel target 10ms")
+	f.Add("htb default 2; class 1:2 htb rate 10mbit; leaf 1:2 delay 5ms | red limit 100kb avpkt 1000 ecn")
 	f.Fuzz(func(t *testing.T, s string) {
 		cs, err := ParseClasses(s)
 		if err != nil {

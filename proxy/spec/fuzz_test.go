@@ -25,8 +25,15 @@ func FuzzParse(f *testing.F) {
 		"slot distribution pareto 800us 100us", "seed 42 corrupt 0.1% duplicate 1% 50%",
 		"tbf rate 0.5mbit burst 5kb latency 70ms peakrate 1mbit minburst 1540",
 		"tbf rate 1mbit buffer 10kb/16 limit 20kb mpu 64 overhead 4 linklayer atm",
+		"trace lte.down data 0,1x1000", "delay 20ms | trace x data 2,0x3,1 once", "trace x", "trace x data 1,0",
 		"netem | netem", "dela 100ms", "loss 120%", "limit 0x10 delay 1e3us",
 		"sudo tc qdisc add dev ens3 root handle 1:0 netem delay 100ms | tc qdisc add dev ens3 parent 1:1 handle 10:0 tbf rate 50mbit burst 50kb limit 500kb",
+		"pfifo limit 100", "bfifo limit 150kb", "codel target 2ms interval 50ms ecn ce_threshold 1ms",
+		"tbf rate 10mbit burst 10kb limit 1mb | fq_codel limit 1000 flows 64 quantum 300 noecn drop_batch 8 memory_limit 4mb",
+		"delay 100ms | tbf rate 50mbit burst 50kb limit 500kb | fq_codel",
+		"pie limit 500 target 20ms tupdate 30ms alpha 4 beta 30 ecn bytemode dq_rate_estimator",
+		"red limit 400kb min 30kb max 90kb avpkt 1000 burst 55 probability 0.1 bandwidth 10mbit ecn adaptive harddrop nodrop",
+		"red limit 1mb avpkt 1500", "codel | delay 1ms", "red limit 1mb", "fq_codel flows 0",
 	} {
 		f.Add(s)
 	}

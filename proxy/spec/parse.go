@@ -85,6 +85,11 @@ func Parse(s string) (*Spec, error) {
 		if i < len(toks) && toks[i].text != "|" {
 			continue
 		}
+		if n := len(spec.Stages); n > 0 && IsQueueKind(spec.Stages[n-1].Kind()) {
+			t := toks[start-1] // the "|" after the queue
+			return nil, &ParseError{Pos: t.pos, Token: t.text,
+				Msg: fmt.Sprintf("stage %d: %s is classless: it must be the last stage (no qdisc can hang from it)", n+1, spec.Stages[n-1].Kind())}
+		}
 		stage, err := parseStage(toks[start:i], len(spec.Stages), sepAt(toks, i))
 		if err != nil {
 			return nil, err
@@ -115,18 +120,15 @@ func parseStage(toks []token, index int, sep token) (Stage, error) {
 		}
 	}
 	kw := toks[0]
-	switch kw.text {
-	case "netem":
-		return parseNetem(kw, toks[1:])
-	case "tbf":
-		return parseTBF(kw, toks[1:])
+	if k, ok := kinds[kw.text]; ok {
+		return k.parse(kw, toks[1:])
 	}
 	if index == 0 {
 		// "netem" may be left out for the first stage.
 		return parseNetem(token{text: "netem", pos: kw.pos}, toks)
 	}
 	return nil, &ParseError{Pos: kw.pos, Token: kw.text,
-		Msg: fmt.Sprintf("stage %d must start with netem or tbf, not %q", index+1, kw.text)}
+		Msg: fmt.Sprintf("stage %d must start with %s, not %q", index+1, kindList(), kw.text)}
 }
 
 // stripTCCommand drops the "[sudo] tc qdisc add|replace|change dev DEV
@@ -180,15 +182,16 @@ func stripTCCommand(toks []token, index int) ([]token, error) {
 			if _, err := expect(t.text+" ID", anyWord); err != nil {
 				return nil, err
 			}
-		case "netem", "tbf":
-			return c.toks[c.i:], nil
 		default:
+			if _, ok := kinds[t.text]; ok {
+				return c.toks[c.i:], nil
+			}
 			return nil, &ParseError{Pos: t.pos, Token: t.text,
-				Msg: fmt.Sprintf("stage %d: qdisc %q is not an impairment stage (use netem or tbf)", index+1, t.text)}
+				Msg: fmt.Sprintf("stage %d: qdisc %q is not an impairment stage (use %s)", index+1, t.text, kindList())}
 		}
 	}
 	last := toks[len(toks)-1]
-	return nil, &ParseError{Pos: last.pos, Token: last.text, Msg: "tc command: missing the qdisc kind (netem or tbf)"}
+	return nil, &ParseError{Pos: last.pos, Token: last.text, Msg: "tc command: missing the qdisc kind (" + kindList() + ")"}
 }
 
 // SplitDirectional splits the "[IFACE=]TEXT" form every command takes

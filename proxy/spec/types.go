@@ -11,7 +11,8 @@ import (
 // qdisc with a tbf child. An empty Spec means "no impairment".
 type Spec struct{ Stages []Stage }
 
-// Stage is *Netem or *TBF.
+// Stage is one qdisc of a pipeline: *Netem, *TBF, or a queue discipline
+// (*PFIFO, *BFIFO, *CoDel, *FQCoDel, *PIE, *RED; see IsQueueKind).
 type Stage interface {
 	Kind() string
 	String() string

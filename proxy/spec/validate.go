@@ -28,7 +28,7 @@ func (s *Spec) Validate() error {
 			return &ParseError{Token: pe.Token, Msg: fmt.Sprintf("stage %d: %s", i+1, pe.Msg), Err: pe.Err}
 		}
 	}
-	return nil
+	return checkQueueLast(s)
 }
 
 // validate is Validate for one netem stage.

@@ -1,0 +1,201 @@
+package spec
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/wanlab/wanlab/units"
+)
+
+// This file holds what the queue disciplines' parsers share (pfifo,
+// bfifo, codel, fq_codel, pie, red). Their grammar is iproute2's: a loop
+// over keywords in any order, a repeated keyword overwriting the earlier
+// value, flags without arguments. As everywhere in a Spec, a zero field
+// means the kernel's default, so Parse stores zero for a value equal to
+// the default and String leaves it out.
+
+// queueKeyword reads one keyword's arguments (the keyword itself is kw).
+type queueKeyword func(kw token, c *cursor) error
+
+// parseQueueArgs runs the keyword loop of a queue discipline's parser.
+func parseQueueArgs(kind token, toks []token, kws map[string]queueKeyword) error {
+	c := &cursor{toks: toks}
+	for c.more() {
+		kw := c.next()
+		h, ok := kws[kw.text]
+		if !ok {
+			msg := fmt.Sprintf("unknown %s keyword %q", kind.text, kw.text)
+			if netemKeywords[kw.text] || tbfKeywords[kw.text] {
+				msg += ` (start a netem or tbf stage with "| netem" or "| tbf", before the queue)`
+			}
+			return &ParseError{Pos: kw.pos, Token: kw.text, Msg: msg}
+		}
+		if err := h(kw, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// usTime parses a time as iproute2's get_time does: bare numbers are
+// microseconds, no "ns", kept in whole microseconds below 2^32 us (the
+// u32 the qdiscs' netlink attributes carry). Zero is refused: in a Spec
+// it means "the default".
+func usTime(kw token, t token) (time.Duration, error) {
+	num := strings.TrimRightFunc(t.text, unicode.IsLetter)
+	switch strings.ToLower(t.text[len(num):]) {
+	case "ns", "nsec", "nsecs":
+		return 0, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: takes s, ms or us, not ns", kw.text, t.text)}
+	}
+	d, err := units.ParseTime(t.text, time.Microsecond)
+	if err != nil {
+		return 0, valueError(kw.text, t, err)
+	}
+	d = d.Truncate(time.Microsecond)
+	if d < 0 || d/time.Microsecond > math.MaxUint32 {
+		return 0, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must be below 4294s", kw.text, t.text)}
+	}
+	if d == 0 {
+		return 0, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must be at least 1us", kw.text, t.text)}
+	}
+	return d, nil
+}
+
+// timeKeyword stores a usTime in *dst, or zero when it equals def.
+func timeKeyword(dst *time.Duration, def time.Duration) queueKeyword {
+	return func(kw token, c *cursor) error {
+		t, err := c.need(kw, "TIME")
+		if err != nil {
+			return err
+		}
+		d, err := usTime(kw, t)
+		if err != nil {
+			return err
+		}
+		*dst = orZero(d, def)
+		return nil
+	}
+}
+
+// countKeyword stores an unsigned count in [lo, hi] in *dst, or zero when
+// it equals def.
+func countKeyword(dst *uint32, def, lo, hi uint32, what string) queueKeyword {
+	return func(kw token, c *cursor) error {
+		t, err := c.need(kw, what)
+		if err != nil {
+			return err
+		}
+		v, err := uint32Arg(kw.text, t)
+		if err != nil {
+			return err
+		}
+		if v < lo || v > hi {
+			return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must be %d-%d", kw.text, t.text, lo, hi)}
+		}
+		*dst = orZero(v, def)
+		return nil
+	}
+}
+
+// sizeKeyword stores a size in [lo, hi] bytes in *dst, or zero when it
+// equals def.
+func sizeKeyword(dst *units.Size, def, lo, hi units.Size) queueKeyword {
+	return func(kw token, c *cursor) error {
+		t, err := c.need(kw, "BYTES")
+		if err != nil {
+			return err
+		}
+		v, err := sizeArg(kw.text, t)
+		if err != nil {
+			return err
+		}
+		if v < lo || v > hi {
+			return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must be %s-%s", kw.text, t.text, lo, hi)}
+		}
+		*dst = orZero(v, def)
+		return nil
+	}
+}
+
+// flagKeyword sets *dst to v.
+func flagKeyword(dst *bool, v bool) queueKeyword {
+	return func(token, *cursor) error { *dst = v; return nil }
+}
+
+func orZero[T comparable](v, def T) T {
+	if v == def {
+		var zero T
+		return zero
+	}
+	return v
+}
+
+// or returns v, or def when v is zero.
+func or[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// queueArgs builds a stage's canonical words.
+type queueArgs []string
+
+func (a *queueArgs) count(kw string, v uint32) {
+	if v != 0 {
+		*a = append(*a, kw, strconv.FormatUint(uint64(v), 10))
+	}
+}
+
+func (a *queueArgs) time(kw string, d time.Duration) {
+	if d != 0 {
+		*a = append(*a, kw, units.FormatDuration(d))
+	}
+}
+
+func (a *queueArgs) size(kw string, s units.Size) {
+	if s != 0 {
+		*a = append(*a, kw, s.String())
+	}
+}
+
+func (a *queueArgs) flag(kw string, on bool) {
+	if on {
+		*a = append(*a, kw)
+	}
+}
+
+func (a queueArgs) String() string { return strings.Join(a, " ") }
+
+// checkUsTime is Validate's check of a time usTime would have produced.
+func checkUsTime(kind, kw string, d time.Duration) error {
+	if d < 0 || d%time.Microsecond != 0 || d/time.Microsecond > math.MaxUint32 {
+		return &ParseError{Token: kind, Msg: fmt.Sprintf("%s: %s %s: must be whole microseconds below 4294s", kind, kw, d)}
+	}
+	return nil
+}
+
+// checkRange is Validate's check of a count.
+func checkRange(kind, kw string, v, lo, hi uint64) error {
+	if v != 0 && (v < lo || v > hi) {
+		return &ParseError{Token: kind, Msg: fmt.Sprintf("%s: %s %d: must be %d-%d", kind, kw, v, lo, hi)}
+	}
+	return nil
+}
+
+// checkQueueLast is the rule every queue discipline shares: it is
+// classless, so no stage can follow it (the kernel has no class to
+// attach one to).
+func checkQueueLast(s *Spec) error {
+	for i, st := range s.Stages {
+		if st != nil && IsQueueKind(st.Kind()) && i < len(s.Stages)-1 {
+			return &ParseError{Token: st.Kind(), Msg: fmt.Sprintf("stage %d: %s is classless: it must be the last stage (no qdisc can hang from it)", i+2, st.Kind())}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package spec
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseTrace(t *testing.T) {
+	s, err := Parse("delay 20ms | trace lte.down data 0,1x3,0,2 once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := s.Stages[1].(*Trace)
+	if tr.Name != "lte.down" || !tr.Once || !reflect.DeepEqual(tr.Times, []uint32{1, 2, 3, 5, 5}) {
+		t.Fatalf("parsed %+v", tr)
+	}
+	if got, want := s.String(), "delay 20ms | trace lte.down data 0,1x3,0,2 once"; got != want {
+		t.Fatalf("String = %q, want %q", got, want)
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.Summary(); got != "trace lte.down (5 opportunities, mean 12Mbit/s, period 5ms, once)" {
+		t.Fatalf("Summary = %q", got)
+	}
+}
+
+func TestParseTraceErrors(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"trace", "trace: missing FILE at position 1"},
+		{"trace lte.down data", "data: missing COUNTS at position 3"},
+		{"trace x data 1", "trace x data: trace must last for a nonzero amount of time at position 4"},
+		{"trace x data 0,1 once once", "trace: once given twice (first at position 5) at position 6"},
+		{"trace x data 0,1 delay 1ms", `unknown trace keyword "delay" (want once) (start another stage with "|") at position 5`},
+		{"trace a=b data 0,1", `trace: name "a=b": use letters, digits and . _ - / : only at position 2`},
+	} {
+		_, err := Parse(c.in)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("Parse(%q) = %v, want %q", c.in, err, c.want)
+		}
+	}
+	_, err := ParseImpairment("delay 1ms | trace lte.down")
+	if !errors.Is(err, ErrFileRef) {
+		t.Fatalf("trace FILE: %v, want ErrFileRef", err)
+	}
+}
+
+func TestResolveTraceFiles(t *testing.T) {
+	dir := t.TempDir()
+	up := filepath.Join(dir, "lte.up")
+	if err := os.WriteFile(up, []byte("1\n2\n2\n4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := "eth0=delay 20ms|trace " + up + " once | trace keep data 0,1\nleaf 1:2 trace " + up
+	got, err := ResolveTraceFiles(in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "eth0=delay 20ms|trace lte.up data 0,1,2,0,1 once | trace keep data 0,1\nleaf 1:2 trace lte.up data 0,1,2,0,1"
+	if got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	if _, err := ResolveTraceFiles("trace "+filepath.Join(dir, "missing"), nil); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("missing file: %v", err)
+	}
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(bad, []byte("1\n0\n"), 0o644)
+	if _, err := ResolveTraceFiles("trace "+bad, nil); err == nil || err.Error() != bad+":2: 0 after 1: timestamps must be monotonically nondecreasing" {
+		t.Fatalf("bad file: %v", err)
+	}
+	// A name that is not a valid label is cleaned.
+	if got := baseName("/x/my trace=1"); got != "my_trace_1" {
+		t.Fatalf("baseName = %q", got)
+	}
+}
