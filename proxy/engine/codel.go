@@ -45,12 +45,13 @@ type codelVars struct {
 	ldelay           codelTime
 }
 
-// codelStats is what codel_dequeue counts (struct codel_stats).
+// codelStats is what codel_dequeue counts (struct codel_stats, and
+// sch_codel's drop_overlimit): the kernel's xstats, kept for parity
+// (the stage's Counters are what snapshots show).
 type codelStats struct {
-	maxPacket            int
-	dropCount, ecnMark   uint32
-	ceMark, dropOverlim  uint64
-	dropCountSinceReport uint64
+	maxPacket           int
+	dropCount, ecnMark  uint32
+	ceMark, dropOverlim uint64
 }
 
 func newCodelParams(target, interval, ce int64, ecn bool) codelParams {

@@ -223,6 +223,9 @@ func (pl *Pipeline) build(cl *class, s *spec.Spec, now int64) (*chain, error) {
 				child := s.Stages[i+1]
 				q := qk(child, mix(pl.opt.Seed, uint64(cl.index), uint64(i+1), pl.generation), now)
 				sh := newShapedStage(st, k.shaper(st, now), child, q)
+				if pl.opt.RealClock {
+					sh.clock = &pl.clock
+				}
 				c.stages = append(c.stages, sh, &childView{s: sh})
 				i++
 				continue

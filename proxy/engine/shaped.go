@@ -35,8 +35,8 @@ type shaper interface {
 //
 // Unlike the FIFO-only tbfStage, departures are decided at dequeue, not
 // at entry (an AQM can drop or reorder what is queued). Times are event
-// times, as under a perfect qdisc watchdog; a late real-clock dequeue is
-// not modelled here.
+// times, as under a perfect qdisc watchdog, except on a real clock, where
+// a late dequeue charges the shaper at the real time (see clock).
 type shapedStage struct {
 	cfg   spec.Stage // the shaper's spec
 	child spec.Stage // the child qdisc's spec (nil: a default the shaper chose)
@@ -49,6 +49,12 @@ type shapedStage struct {
 	// the shaper; due is when the shaper lets it go.
 	peeked *Packet
 	due    int64
+	// clock, on a real clock (Options.RealClock: the proxy), is the time
+	// of the dequeue in progress: a dequeue that comes after the head was
+	// due sends it then, as tbf_dequeue does when its watchdog fired
+	// late, and the shaper charges it then (tbf caps its tokens at the
+	// bucket, so a late dequeue sends at most a bucket's worth at once).
+	clock *realClock
 }
 
 func newShapedStage(cfg spec.Stage, sh shaper, child spec.Stage, q Qdisc) *shapedStage {
@@ -98,6 +104,9 @@ func (s *shapedStage) next() (int64, bool) {
 func (s *shapedStage) pop(now int64) (*Packet, bool) {
 	if s.peeked == nil || s.due > now {
 		return nil, false
+	}
+	if s.clock != nil && s.clock.on && s.clock.now > now {
+		now = s.clock.now
 	}
 	p := s.q.Dequeue(now, &s.env)
 	if p == nil { // cannot happen: a peeked packet stays the head

@@ -72,7 +72,8 @@ type Expected struct {
 	BottleneckBps float64 `json:"bottleneck_bps"`
 	OfferedBps    float64 `json:"offered_bps"`
 	// QueueDelayMaxMs is the longest a packet can wait in tbf queues
-	// (limit / rate per tbf stage), on top of the netem delay.
+	// (limit / rate per tbf stage, the child qdisc's limit when tbf has
+	// one, in packets of the simulated size), on top of the netem delay.
 	QueueDelayMaxMs  float64 `json:"queue_delay_max_ms"`
 	DuplicatePercent float64 `json:"duplicate_percent"`
 	CorruptPercent   float64 `json:"corrupt_percent"`
@@ -282,7 +283,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		res.DurationMs = float64(lastDep-start) / 1e6
 	}
 	res.Delay = delayStats(delays)
-	res.Configured = expected(cfg.Spec, float64(cfg.Size)*8*cfg.PPS)
+	res.Configured = expected(cfg.Spec, float64(cfg.Size)*8*cfg.PPS, cfg.Size)
 	res.Realized = RealizedOf(cfg.Spec)
 	res.Warnings = Warnings(cfg.Spec)
 	if res.Warnings == nil {
@@ -389,13 +390,19 @@ func quantile(sorted []float64, q float64) float64 {
 }
 
 // expected derives what a spec predicts for traffic offered at offeredBps.
-func expected(s *spec.Spec, offeredBps float64) Expected {
+func expected(s *spec.Spec, offeredBps float64, packetSize int) Expected {
 	e := Expected{OfferedBps: offeredBps, RateBps: offeredBps}
 	pass := 1.0
 	var variance float64
-	for _, st := range s.Stages {
+	for i, st := range s.Stages {
 		if k, ok := stageKinds[st.Kind()]; ok && k.expect != nil {
 			k.expect(st, &e, &pass, &variance)
+		}
+		if tb, ok := st.(*spec.TBF); ok && i+1 < len(s.Stages) {
+			// tbf's queue is its child qdisc's: its limit, not tbf's.
+			if lim, ok := childLimitBytes(s.Stages[i+1], packetSize); ok {
+				e.QueueDelayMaxMs += (lim - float64(tb.Limit)) * 8 / float64(tb.Rate) * 1e3
+			}
 		}
 	}
 	e.RateBps = offeredBps * pass
@@ -409,6 +416,27 @@ func expected(s *spec.Spec, offeredBps float64) Expected {
 		*f = math.Round(*f*1e9) / 1e9 // no float dust in the JSON
 	}
 	return e
+}
+
+// childLimitBytes is the most a queue discipline holds, in bytes of
+// packetSize-byte packets (ok false: st is not a queue discipline).
+func childLimitBytes(st spec.Stage, packetSize int) (float64, bool) {
+	size := float64(packetSize)
+	switch q := st.(type) {
+	case *spec.PFIFO:
+		return float64(q.PacketLimit()) * size, true
+	case *spec.BFIFO:
+		return float64(q.ByteLimit()), true
+	case *spec.CoDel:
+		return float64(q.PacketLimit()) * size, true
+	case *spec.FQCoDel:
+		return math.Min(float64(q.PacketLimit())*size, float64(q.MemoryBytes())), true
+	case *spec.PIE:
+		return float64(q.PacketLimit()) * size, true
+	case *spec.RED:
+		return float64(q.Limit), true
+	}
+	return 0, false
 }
 
 // minRate is the smaller of two rates where 0 means "no limit".

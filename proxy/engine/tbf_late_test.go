@@ -127,6 +127,9 @@ func TestTBFBurstBoundAfterLateWakeups(t *testing.T) {
 		{"tbf rate 10mbit burst 10kb limit 200kb", 10e6},
 		{"tbf rate 100mbit burst 4kb limit 1mb peakrate 200mbit mtu 1600", 3e6},
 		{"delay 5ms | tbf rate 100mbit burst 4kb limit 1mb", 3e6},
+		{"tbf rate 100mbit burst 4kb limit 1mb | bfifo limit 1mb", 3e6},
+		{"tbf rate 10mbit burst 10kb limit 1mb | fq_codel", 10e6},
+		{"delay 5ms | tbf rate 100mbit burst 4kb limit 1mb peakrate 200mbit mtu 1600 | codel", 3e6},
 	} {
 		tbfRate, burst := tbfParams(t, c.spec)
 		const size, dur = 1500, int64(2e9)
@@ -152,7 +155,8 @@ func TestTBFBurstBoundAfterLateWakeups(t *testing.T) {
 // clock changes no departure, and the rate holds within 0.5 %.
 func TestTBFRealClockOnTime(t *testing.T) {
 	for _, s := range []string{"tbf rate 100mbit burst 4kb limit 1mb", "tbf rate 1gbit burst 64kb limit 1mb",
-		"tbf rate 10mbit burst 10kb limit 100kb peakrate 20mbit mtu 1600"} {
+		"tbf rate 10mbit burst 10kb limit 100kb peakrate 20mbit mtu 1600",
+		"tbf rate 100mbit burst 4kb limit 1mb | fq_codel", "tbf rate 10mbit burst 10kb limit 1mb | pie"} {
 		r, _ := tbfParams(t, s)
 		pps := 2 * float64(r) / (1500 * 8)
 		_, d1 := runLate(t, s, true, pps, 1500, 1e9, 0, 3)
@@ -186,6 +190,9 @@ func TestTBFRateUnderModestLateness(t *testing.T) {
 func tbfParams(t *testing.T, s string) (units.Rate, uint64) {
 	t.Helper()
 	sp := mustParse(t, s)
+	if n := len(sp.Stages); n > 1 && spec.IsQueueKind(sp.Stages[n-1].Kind()) {
+		sp.Stages = sp.Stages[:n-1] // tbf's child
+	}
 	tb, ok := sp.Stages[len(sp.Stages)-1].(*spec.TBF)
 	if !ok {
 		t.Fatalf("%s: last stage is not tbf", s)

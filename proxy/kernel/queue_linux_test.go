@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"errors"
 	"os"
 	"testing"
 
@@ -43,5 +44,39 @@ func TestFIFOChildApplyShowClear(t *testing.T) {
 	}
 	if after := tree(t, tg); after != before {
 		t.Fatalf("clear did not restore:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestAQMOnThisKernel applies each AQM kind on this host's kernel: where
+// the kernel has it, it reads back as applied; where it lacks it (this
+// machine's has none of them), apply says which kind is missing and
+// changes nothing.
+func TestAQMOnThisKernel(t *testing.T) {
+	testenv.RequireRoot(t)
+	tg := newTarget(t)
+	before := tree(t, tg)
+	for _, s := range []string{"codel", "fq_codel target 10ms", "pie", "red limit 400kb avpkt 1000",
+		"tbf rate 10mbit burst 10kb limit 1mb | fq_codel"} {
+		sp := mustParse(t, s)
+		err := Apply(tg, sp)
+		var nk *NoKindError
+		switch {
+		case errors.As(err, &nk):
+			if last := sp.Stages[len(sp.Stages)-1].Kind(); nk.Kind != last {
+				t.Errorf("%s: missing kind %q, want %q", s, nk.Kind, last)
+			}
+			if after := tree(t, tg); after != before {
+				t.Errorf("%s refused, yet the tree changed:\nbefore %s\nafter  %s", s, before, after)
+			}
+		case err != nil:
+			t.Errorf("apply %s: %v", s, err)
+		default:
+			if got, err := Show(tg); err != nil || got != sp.String() {
+				t.Errorf("show after apply %s: %q %v", s, got, err)
+			}
+			if err := Clear(tg); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
