@@ -221,11 +221,19 @@ func WriteText(w io.Writer, r *Result, conns []*Connection) error {
 	for _, wn := range r.Warnings {
 		fmt.Fprintf(b, "warning: %s\n", wn)
 	}
-	for _, c := range conns {
-		writeConnText(b, c)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	// A connection at a time: the output of a busy server's capture is
+	// tens of MB, and never held whole.
+	for _, c := range conns {
+		b.Reset()
+		writeConnText(b, c)
+		if _, err := io.WriteString(w, b.String()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func fmtDur(d time.Duration) string {
