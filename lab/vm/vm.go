@@ -107,6 +107,12 @@ type Config struct {
 	MemoryMB int
 	// Accel chooses KVM or emulation; AccelAuto probes.
 	Accel Accel
+	// CPU is the CPU model qemu emulates under TCG; empty means "max"
+	// (every feature). A plain "qemu64" guest runs its copies and
+	// checksums without AVX, which qemu emulates slowly: about twice the
+	// network throughput between two emulated guests. KVM always runs
+	// the host's CPU.
+	CPU string
 	// Netns is the named namespace, which the caller owns and configures,
 	// where the TAP device of each NIC is created; the TAPs live as long
 	// as the VM.

@@ -232,7 +232,7 @@ func qemuArgs(p *Prepared, cfg Config, accel Accel, initrd, sock, console string
 		"-chardev", "socket,id=ctl,path=" + sock,
 		"-device", "virtserialport,bus=vs0.0,chardev=ctl,name=" + controlPortName,
 	}
-	args = append(args, accelArgs(accel)...)
+	args = append(args, accelArgs(accel, cfg.CPU)...)
 	if len(cfg.NICs) == 0 {
 		return append(args, "-netdev", "hubport,id=n0,hubid=0", "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:57:4c:00")
 	}
@@ -243,11 +243,14 @@ func qemuArgs(p *Prepared, cfg Config, accel Accel, initrd, sock, console string
 	return args
 }
 
-func accelArgs(a Accel) []string {
+func accelArgs(a Accel, cpu string) []string {
 	if a == AccelKVM {
 		return []string{"-accel", "kvm", "-cpu", "host"}
 	}
-	return []string{"-accel", "tcg,thread=multi", "-cpu", "max"}
+	if cpu == "" {
+		cpu = "max"
+	}
+	return []string{"-accel", "tcg,thread=multi", "-cpu", cpu}
 }
 
 // awaitHello waits for qemu to connect to the control socket and the
