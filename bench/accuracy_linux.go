@@ -354,7 +354,10 @@ func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult, run 
 			// loop catching up after a stall, not the engine's schedule.
 			b.Note = fmt.Sprintf("%d of %d packets written ≥ 1 ms after their departure, the latest %.3g ms", l.Late1ms, l.Packets, float64(l.Max)/1e6)
 		}
-		out = append(out, b.withTarget("≤ burst+rate×1ms", b.Realized <= bound))
+		// The kernel's tbf may send one packet past an empty bucket's
+		// worth in a window (a packet straddles its edge): the bound
+		// allows one MTU (the lab's 1500 bytes) above burst + rate × 1 ms.
+		out = append(out, b.withTarget("≤ burst+rate×1ms+MTU", b.Realized <= bound+1500))
 		if bulk != nil {
 			g := measured(lbl, path, "tcp goodput", "Mbit/s", rate*1448/1500/1e6, bulk.Steady/1e6)
 			g.Note = fmt.Sprintf("arrived unread (out of order) at the half %d kB, at the end %d kB", bulk.HeldHalf/1000, bulk.HeldEnd/1000)
