@@ -196,30 +196,9 @@ func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 		res.Client = dl.Local
 	}
 
-	for name, c := range caps {
-		st, err := c.Stop()
-		if err != nil {
-			return nil, err
-		}
-		res.Captures[name].Stats = st
-		delete(caps, name)
-	}
-	st, serr := imp.Stop()
-	imp = nil
-	if serr != nil {
-		return nil, serr
-	}
-	res.Impairment = st
-
-	var serverAnalysis *analyzer.Result
-	for _, name := range []string{SideClient, SideServer} {
-		ar, err := analyzeCapture(res, name)
-		if err != nil {
-			return nil, err
-		}
-		if name == SideServer {
-			serverAnalysis = ar
-		}
+	serverAnalysis, err := stopAndAnalyze(res, caps, &imp)
+	if err != nil {
+		return nil, err
 	}
 	if res.Download != nil {
 		if res.Tuning, err = planTuning(l, res, serverAnalysis); err != nil {
@@ -232,6 +211,38 @@ func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// stopAndAnalyze stops the captures (removing each from caps) and the
+// impairment (setting *imp to nil, so the caller's deferred stop does
+// nothing), records their figures in res, and analyzes both captures; it
+// returns the server capture's analysis, from which the tuner plans.
+func stopAndAnalyze(res *Result, caps map[string]*capture.Capture, imp *impairment) (*analyzer.Result, error) {
+	for name, c := range caps {
+		st, err := c.Stop()
+		if err != nil {
+			return nil, err
+		}
+		res.Captures[name].Stats = st
+		delete(caps, name)
+	}
+	st, err := (*imp).Stop()
+	*imp = nil
+	if err != nil {
+		return nil, err
+	}
+	res.Impairment = st
+	var server *analyzer.Result
+	for _, name := range []string{SideClient, SideServer} {
+		ar, err := analyzeCapture(res, name)
+		if err != nil {
+			return nil, err
+		}
+		if name == SideServer {
+			server = ar
+		}
+	}
+	return server, nil
 }
 
 // outDir creates the output directory: dir, or a new

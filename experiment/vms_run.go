@@ -215,30 +215,9 @@ func RunOn(ctx context.Context, cfg Config, v *VMs) (_ *Result, err error) {
 		res.Client = dl.Local
 	}
 
-	for name, c := range caps {
-		st, err := c.Stop()
-		if err != nil {
-			return nil, err
-		}
-		res.Captures[name].Stats = st
-		delete(caps, name)
-	}
-	st, serr := imp.Stop()
-	imp = nil
-	if serr != nil {
-		return nil, serr
-	}
-	res.Impairment = st
-
-	var serverAnalysis *analyzer.Result
-	for _, name := range []string{SideClient, SideServer} {
-		ar, err := analyzeCapture(res, name)
-		if err != nil {
-			return nil, err
-		}
-		if name == SideServer {
-			serverAnalysis = ar
-		}
+	serverAnalysis, err := stopAndAnalyze(res, caps, &imp)
+	if err != nil {
+		return nil, err
 	}
 	if res.Download != nil {
 		res.Tuning, err = planTuningWith(func(role string) (*tuner.Snapshot, error) {
