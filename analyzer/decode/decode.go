@@ -196,11 +196,13 @@ func Decode(link LinkType, frame []byte, wireLen int, p *Packet) error {
 func decodeIP(b []byte, v uint8, wireLen int, p *Packet) error {
 	var ip header.IP
 	err := ip.Parse(b)
-	switch {
-	case errors.Is(err, header.ErrTruncated):
-		return ErrTruncated
-	case err != nil:
+	if err != nil {
+		if errors.Is(err, header.ErrTruncated) {
+			return ErrTruncated
+		}
 		return ErrCorrupt
+	}
+	switch {
 	case ip.Version != v:
 		return ErrCorrupt
 	case ip.LaterFragment:
