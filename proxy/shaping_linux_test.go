@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/proxy/device"
 )
 
@@ -47,12 +49,29 @@ func TestLatenessCountsStalledWrites(t *testing.T) {
 	t.Cleanup(func() { p.Close() })
 	pkt := ipv4(17, []byte("on time"), 0, false)
 
+	// The count follows the write the fake delivers (the forwarder
+	// records a batch once Write returns): take it until it holds every
+	// packet written, summing what each take returns.
+	take := func(want uint64) [2]Lateness {
+		var sum [2]Lateness
+		testenv.WaitFor(t, fmt.Sprintf("%d writes counted", want), func() bool {
+			l := p.TakeLateness()
+			for i := range sum {
+				sum[i].Iface = l[i].Iface
+				sum[i].Packets += l[i].Packets
+				sum[i].Late1ms += l[i].Late1ms
+				sum[i].Max = max(sum[i].Max, l[i].Max)
+			}
+			return sum[0].Packets+sum[1].Packets >= want
+		})
+		return sum
+	}
 	const n = 5
 	for range n {
 		fa.Inject(pkt)
 		receive(t, fa.Fake, 5*time.Second)
 	}
-	l := p.TakeLateness()
+	l := take(n)
 	if l[0].Iface != "eth-a" || l[0].Packets != n || l[1].Packets != 0 {
 		t.Fatalf("after %d packets one way: %+v, want %d packets on eth-a, none on eth-b", n, l, n)
 	}
@@ -63,7 +82,7 @@ func TestLatenessCountsStalledWrites(t *testing.T) {
 	<-fa.entered
 	time.AfterFunc(stall, func() { close(fa.gate) })
 	receive(t, fa.Fake, 5*time.Second)
-	l = p.TakeLateness()
+	l = take(1)
 	if l[0].Packets != 1 || l[0].Late1ms != 1 || l[0].Max < stall {
 		t.Errorf("a write stalled %v: %+v, want 1 packet, 1 late by ≥ 1 ms, max ≥ %v", stall, l[0], stall)
 	}
