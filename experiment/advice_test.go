@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/tuner"
 )
 
@@ -41,5 +42,26 @@ func TestOnePredictionPerChange(t *testing.T) {
 	}
 	if k != 0 {
 		t.Errorf("%d advice lines for net.ipv4.tcp_rmem, want the tuner's alone:\n%s", k, strings.Join(got, "\n"))
+	}
+}
+
+// TestNeedsProxy: a schedule alone starts the proxy, in the namespace and
+// the VM runs alike (they decide by the same function).
+func TestNeedsProxy(t *testing.T) {
+	none := map[string]*spec.Spec{}
+	delay := map[string]*spec.Spec{ToClient: spec.MustParse("delay 10ms")}
+	for _, c := range []struct {
+		cfg   Config
+		specs map[string]*spec.Spec
+		want  bool
+	}{
+		{Config{}, none, false},
+		{Config{Proxy: true}, none, true},
+		{Config{}, delay, true},
+		{Config{Schedule: map[string]string{ToServer: "0s delay 20ms\nend\n"}}, none, true},
+	} {
+		if got := needsProxy(c.cfg, c.specs); got != c.want {
+			t.Errorf("needsProxy(%+v, %v) = %v, want %v", c.cfg, c.specs, got, c.want)
+		}
 	}
 }

@@ -38,10 +38,17 @@ func startImpairment(ctx context.Context, l *lab.Lab, cfg Config, specs map[stri
 	if cfg.Kernel {
 		return startKernel(ctx, l, specs)
 	}
-	if !cfg.Proxy && specs[ToClient].IsEmpty() && specs[ToServer].IsEmpty() && len(cfg.Schedule) == 0 {
+	if !needsProxy(cfg, specs) {
 		return routing{}, nil
 	}
 	return startProxy(ctx, l, cfg, specs, out)
+}
+
+// needsProxy reports whether the router runs the proxy (without Kernel):
+// asked to, or a spec or a schedule to apply. The namespace and the VM
+// runs both decide by it.
+func needsProxy(cfg Config, specs map[string]*spec.Spec) bool {
+	return cfg.Proxy || !specs[ToClient].IsEmpty() || !specs[ToServer].IsEmpty() || len(cfg.Schedule) > 0
 }
 
 // routing is the router without impairment: kernel forwarding only.

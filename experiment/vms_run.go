@@ -153,7 +153,7 @@ func RunOn(ctx context.Context, cfg Config, v *VMs) (_ *Result, err error) {
 	switch {
 	case cfg.Kernel:
 		imp, err = startVMKernel(ctx, v, specs)
-	case !cfg.Proxy && specs[ToClient].IsEmpty() && specs[ToServer].IsEmpty():
+	case !needsProxy(cfg, specs):
 		imp = routing{}
 	default:
 		imp, err = startProxy(ctx, l, cfg, specs, res.Out)
