@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
@@ -42,6 +43,7 @@ func init() {
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text, json or csv"},
 			&cli.StringFlag{Name: "flow", Usage: "connections to show: `N,ADDR,ADDR:PORT,:PORT` (default all)"},
 			&cli.IntFlag{Name: "max-points", Value: 4096, Usage: "points per time series before decimation"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the run to `FILE` (go tool pprof)", Hidden: true},
 		}, plotFlags()...),
 		Action: runAnalyze,
 	})
@@ -60,6 +62,17 @@ func runAnalyze(cc *cli.Context) error {
 	sel, err := analyzer.ParseFlowSelector(cc.String("flow"))
 	if err != nil {
 		return usageError(fmt.Errorf("analyze: --flow: %w", err))
+	}
+	if path := cc.String("cpuprofile"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("analyze: --cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("analyze: --cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	path := cc.Args().First()
 	opts := analyzer.Options{MaxPoints: cc.Int("max-points")}
