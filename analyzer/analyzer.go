@@ -13,7 +13,6 @@
 package analyzer
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -43,6 +42,13 @@ type Options struct {
 	// the end of the capture. The Result then lists no connections, so
 	// memory stays bounded by the connections still open.
 	OnFinish func(*Connection)
+	// ConcurrentFinish runs OnFinish, and the diagnosis of the connection
+	// it receives, on a goroutine of its own, so that writing finished
+	// connections (JSON) overlaps the analysis of the rest. The calls stay
+	// one at a time and in order; Finish returns after the last. A few
+	// batches of connections wait for it at most: the analysis waits when
+	// they are full.
+	ConcurrentFinish bool
 	// NoSeries: record no time series (outputs that show none); every
 	// Direction's Series is then empty.
 	NoSeries bool
@@ -150,6 +156,7 @@ type Analyzer struct {
 	res    *Result
 	conns  map[connKey]*Connection
 	pkt    decode.Packet
+	spare  decode.Packet // AddFrom's decoding place for a frame queued for the merge
 	info   PacketInfo
 	start  int64 // ns since epoch of the first frame
 	last   int64 // ns relative to start of the latest frame
@@ -174,6 +181,7 @@ type Analyzer struct {
 	// freeDirs holds the per-packet state of retired connections, reset,
 	// for new ones.
 	freeDirs []*[2]dirAnalysis
+	fin      *finisher // ConcurrentFinish's goroutine, once started
 }
 
 // maxFreeDirs bounds the pool of reusable per-packet states.
@@ -214,34 +222,6 @@ func AnalyzeStream(r io.Reader, name string, opts Options) (*Result, error) {
 	return res, err
 }
 
-// AnalyzeReader analyzes every frame of r.
-func AnalyzeReader(r *pcapfile.Reader, opts Options) (*Result, error) {
-	a := New(opts)
-	for {
-		f, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			if errors.Is(err, pcapfile.ErrTruncated) {
-				a.res.Warnings = append(a.res.Warnings, err.Error())
-				break
-			}
-			if a.res.Frames == 0 {
-				return nil, err
-			}
-			a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("stopped early: %v", err))
-			break
-		}
-		a.ExpectInterfaces(r.Interfaces())
-		a.AddFrom(f.Interface, f.Link, f.Data, f.WireLen, f.Timestamp)
-		if a.opts.Progress != nil && a.res.Frames&0xFFFF == 0 {
-			a.opts.Progress(r.Offset())
-		}
-	}
-	return a.Finish(), nil
-}
-
 // Add analyzes one frame of a single-interface capture. data is only read
 // during the call.
 func (a *Analyzer) Add(link decode.LinkType, data []byte, wireLen int, ts time.Time) {
@@ -268,28 +248,40 @@ func (a *Analyzer) ExpectInterfaces(n int) {
 // window was too short, or one interface's clock went backwards) is
 // analyzed at the latest time and counted in TimeBackwards.
 func (a *Analyzer) AddFrom(iface int, link decode.LinkType, data []byte, wireLen int, ts time.Time) {
+	p := &a.pkt
+	if len(a.ifq) > 1 || iface > 0 {
+		p = &a.spare
+	}
+	err := decode.Decode(link, data, wireLen, p)
+	a.addDecoded(iface, err, p, ts.UnixNano())
+}
+
+// addDecoded analyzes one frame that decode.Decode read into p with
+// verdict err, captured at ns on interface iface. With one interface the
+// packet is analyzed at once; otherwise it is copied into that
+// interface's queue for the merge, so p is free again on return.
+func (a *Analyzer) addDecoded(iface int, err error, p *decode.Packet, ns int64) {
 	a.res.Frames++
 	a.ExpectInterfaces(iface + 1)
 	if len(a.ifq) == 1 {
 		// One interface: its frames are analyzed as they come.
-		ns := ts.UnixNano()
-		if a.decodeFrame(link, data, wireLen, &a.pkt) {
-			a.packet(&a.pkt, ns, a.res.Frames)
+		if a.count(err) {
+			a.packet(p, ns, a.res.Frames)
 		} else {
 			a.clock(ns)
 		}
 		return
 	}
+	if !a.count(err) {
+		return
+	}
+	if a.began && ns < a.lastNs {
+		a.packet(p, ns, a.res.Frames) // too late to place
+		return
+	}
 	q := &a.ifq[iface]
 	slot := q.slot()
-	if !a.decodeFrame(link, data, wireLen, &slot.p) {
-		return
-	}
-	slot.ns, slot.frame = ts.UnixNano(), a.res.Frames
-	if a.began && slot.ns < a.lastNs {
-		a.packet(&slot.p, slot.ns, slot.frame) // too late to place
-		return
-	}
+	slot.p, slot.ns, slot.frame = *p, ns, a.res.Frames
 	q.commit()
 	a.buffered++
 	a.merge(false)
@@ -341,10 +333,9 @@ func (a *Analyzer) clock(ns int64) int64 {
 	return a.last
 }
 
-// decodeFrame decodes a frame into p and counts it by kind; it reports
-// whether the frame is TCP.
-func (a *Analyzer) decodeFrame(link decode.LinkType, data []byte, wireLen int, p *decode.Packet) bool {
-	err := decode.Decode(link, data, wireLen, p)
+// count counts a frame by decode's verdict err; it reports whether the
+// frame is TCP.
+func (a *Analyzer) count(err error) bool {
 	switch err {
 	case nil:
 		a.res.TCPPackets++
@@ -462,21 +453,37 @@ func (a *Analyzer) retire(c *Connection) {
 }
 
 // emitFinished hands OnFinish the finished connections at the head of the
-// order.
+// order, diagnosed first (here, or on the finisher's goroutine).
 func (a *Analyzer) emitFinished() {
 	if a.opts.OnFinish == nil {
 		return
 	}
 	n := 0
 	for n < len(a.unfinished) && a.unfinished[n].finished {
-		a.opts.OnFinish(a.unfinished[n])
 		n++
 	}
-	if n > 0 {
-		rest := copy(a.unfinished, a.unfinished[n:])
-		clear(a.unfinished[rest:])
-		a.unfinished = a.unfinished[:rest]
+	if n == 0 {
+		return
 	}
+	if a.opts.ConcurrentFinish {
+		a.finisher().send(a.unfinished[:n])
+	} else {
+		for _, c := range a.unfinished[:n] {
+			diagnose(c)
+			a.opts.OnFinish(c)
+		}
+	}
+	rest := copy(a.unfinished, a.unfinished[n:])
+	clear(a.unfinished[rest:])
+	a.unfinished = a.unfinished[:rest]
+}
+
+// finisher starts the goroutine of ConcurrentFinish on first use.
+func (a *Analyzer) finisher() *finisher {
+	if a.fin == nil {
+		a.fin = newFinisher(a.opts.OnFinish)
+	}
+	return a.fin
 }
 
 // Finish completes the analysis and returns the result.
@@ -492,6 +499,10 @@ func (a *Analyzer) Finish() *Result {
 	}
 	a.live = nil
 	a.emitFinished()
+	if a.fin != nil {
+		a.fin.wait()
+		a.fin = nil
+	}
 	if a.res.TimeBackwards > 0 {
 		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames were older than a frame already analyzed (their interface's clock went backwards, or they came more than %d frames late); analyzed at that frame's time", a.res.TimeBackwards, reorderWindow))
 	}

@@ -608,7 +608,9 @@ func (c *Connection) finish(a *Analyzer) {
 		}
 		c.Directions[i] = &Direction{From: from, To: to, DirectionStats: *st, Series: ser}
 	}
-	diagnose(c)
+	if a.opts.OnFinish == nil {
+		diagnose(c) // else just before OnFinish (see emitFinished)
+	}
 }
 
 // compact drops what a finished connection no longer needs: its

@@ -74,6 +74,47 @@ func TestFinishedConnectionsLeave(t *testing.T) {
 	}
 }
 
+// TestConcurrentFinish checks that with ConcurrentFinish every connection
+// still reaches OnFinish once, in order, diagnosed as the one-shot
+// analysis diagnoses it, and that Finish returns after the last (run it
+// with -race: the finisher's goroutine must not share state with the
+// analysis).
+func TestConcurrentFinish(t *testing.T) {
+	const conns = 2000
+	var buf bytes.Buffer
+	if _, err := synth.WriteMany(&buf, synth.ManyConfig{Conns: conns, Concurrent: 40}); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := AnalyzeReader(mustReader(t, buf.Bytes()), Options{NoSeries: true, FinishedPoints: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][]byte
+	res, err := AnalyzeReader(mustReader(t, buf.Bytes()), Options{NoSeries: true, FinishedPoints: -1, ConcurrentFinish: true,
+		OnFinish: func(c *Connection) {
+			j, err := json.Marshal(c)
+			if err != nil {
+				t.Error(err)
+			}
+			got = append(got, j)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != conns || len(res.Connections) != 0 {
+		t.Fatalf("OnFinish got %d connections, Result lists %d; want %d and 0", len(got), len(res.Connections), conns)
+	}
+	for i, j := range got {
+		w, _ := json.Marshal(whole.Connections[i])
+		if !bytes.Equal(j, w) {
+			t.Fatalf("connection %d differs when finished concurrently:\n%s\n%s", i+1, j, w)
+		}
+	}
+	if res.Frames != whole.Frames || res.TCPPackets != whole.TCPPackets {
+		t.Errorf("frames %d/%d, want %d/%d", res.Frames, res.TCPPackets, whole.Frames, whole.TCPPackets)
+	}
+}
+
 func mustReader(t *testing.T, b []byte) *pcapfile.Reader {
 	t.Helper()
 	r, err := pcapfile.NewReader(bytes.NewReader(b), "many")

@@ -209,18 +209,7 @@ func WriteCSV(w io.Writer, conns []*Connection) error {
 // the diagnosis.
 func WriteText(w io.Writer, r *Result, conns []*Connection) error {
 	b := &strings.Builder{}
-	fmt.Fprintf(b, "file: %s\n", r.File)
-	fmt.Fprintf(b, "%d frames, %d TCP packets, %d connections (%d shown)", r.Frames, r.TCPPackets, len(r.Connections), len(conns))
-	if r.Frames > 0 {
-		fmt.Fprintf(b, ", %s of capture", fmtDur(r.End.Sub(r.Start)))
-	}
-	b.WriteString("\n")
-	if r.NotTCP > 0 {
-		fmt.Fprintf(b, "%d frames were not TCP\n", r.NotTCP)
-	}
-	for _, wn := range r.Warnings {
-		fmt.Fprintf(b, "warning: %s\n", wn)
-	}
+	writeTextHeader(b, r, len(r.Connections), len(conns))
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
@@ -234,6 +223,23 @@ func WriteText(w io.Writer, r *Result, conns []*Connection) error {
 		}
 	}
 	return nil
+}
+
+// writeTextHeader writes the capture's totals that head the text output:
+// total connections in the capture, shown of them in the output.
+func writeTextHeader(b *strings.Builder, r *Result, total, shown int) {
+	fmt.Fprintf(b, "file: %s\n", r.File)
+	fmt.Fprintf(b, "%d frames, %d TCP packets, %d connections (%d shown)", r.Frames, r.TCPPackets, total, shown)
+	if r.Frames > 0 {
+		fmt.Fprintf(b, ", %s of capture", fmtDur(r.End.Sub(r.Start)))
+	}
+	b.WriteString("\n")
+	if r.NotTCP > 0 {
+		fmt.Fprintf(b, "%d frames were not TCP\n", r.NotTCP)
+	}
+	for _, wn := range r.Warnings {
+		fmt.Fprintf(b, "warning: %s\n", wn)
+	}
 }
 
 func fmtDur(d time.Duration) string {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/analyzer/pcapfile"
+	"github.com/wanlab/wanlab/internal/heapbound"
 )
 
 func init() {
@@ -49,6 +50,10 @@ func init() {
 	})
 }
 
+// analyzeHeapFloor is the memory limit of an analysis whose live data is
+// small: with the binary's own pages the process stays under 64 MB.
+const analyzeHeapFloor = 56 << 20
+
 func runAnalyze(cc *cli.Context) error {
 	if cc.NArg() != 1 {
 		return usageError(errors.New("analyze: want exactly one capture FILE"))
@@ -74,6 +79,9 @@ func runAnalyze(cc *cli.Context) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	// The live data is the open connections; the rest churns. Keep the
+	// heap near it (see heapbound) rather than at twice it.
+	defer heapbound.Start(analyzeHeapFloor)()
 	path := cc.Args().First()
 	opts := analyzer.Options{MaxPoints: cc.Int("max-points")}
 	graphs := cc.String("plots") != "" || cc.String("report") != ""
@@ -84,15 +92,27 @@ func runAnalyze(cc *cli.Context) error {
 	}
 	w := bufio.NewWriter(cc.App.Writer)
 	var js *analyzer.JSONWriter
+	var txt *analyzer.TextWriter
 	var seen, shown int
-	if format == "json" && !graphs {
-		// Connections go to the output as they finish.
-		js = analyzer.NewJSONWriter(w)
+	if !graphs && format != "csv" {
+		// Connections are written as they finish (JSON to the output, text
+		// to a spool behind the totals that head it), beside the analysis.
+		var write func(*analyzer.Connection) error
+		if format == "json" {
+			js = analyzer.NewJSONWriter(w)
+			write = js.Connection
+		} else {
+			if txt, err = analyzer.NewTextWriter(w, ""); err != nil {
+				return fmt.Errorf("analyze: %w", err)
+			}
+			write = txt.Connection
+		}
+		opts.ConcurrentFinish = true
 		opts.OnFinish = func(c *analyzer.Connection) {
 			seen++
 			if sel.Match(c) {
 				shown++
-				js.Connection(c)
+				write(c)
 			}
 		}
 	}
@@ -104,7 +124,7 @@ func runAnalyze(cc *cli.Context) error {
 		return fmt.Errorf("analyze: %w", err)
 	}
 	var conns []*analyzer.Connection
-	if js == nil {
+	if opts.OnFinish == nil {
 		seen = len(res.Connections)
 		conns = res.Select(sel)
 		shown = len(conns)
@@ -115,6 +135,8 @@ func runAnalyze(cc *cli.Context) error {
 	switch {
 	case js != nil:
 		err = js.Close(res)
+	case txt != nil:
+		err = txt.Close(res, seen)
 	case format == "json":
 		err = analyzer.WriteJSON(w, res, conns)
 	case format == "csv":

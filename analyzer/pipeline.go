@@ -1,0 +1,153 @@
+package analyzer
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/wanlab/wanlab/analyzer/decode"
+	"github.com/wanlab/wanlab/analyzer/pcapfile"
+)
+
+// Reading a capture is split in two stages that run on two cores: a
+// reader goroutine reads and decodes frames into batches, and the caller's
+// goroutine analyzes them in file order. A bulk transfer spends about a
+// third of its time reading and decoding, so the analysis no longer waits
+// for it. Batches cycle between the stages through two channels, so the
+// memory is a fixed handful of batches however long the capture.
+
+// frameBatchLen is the number of frames per batch: large enough that the
+// hand-over between the stages costs nothing per frame, small enough to
+// stay in cache.
+const frameBatchLen = 256
+
+// frameBatches is how many batches are in flight between the stages.
+const frameBatches = 4
+
+// decodedFrame is one frame after the reader stage.
+type decodedFrame struct {
+	err    error // decode's verdict: nil for a TCP packet
+	ns     int64 // capture time
+	iface  int
+	nIface int   // interfaces the file had described when the frame was read
+	offset int64 // bytes of the file read after the frame
+}
+
+// frameBatch carries decoded frames from the reader to the analysis; err
+// is the reader's error after the last frame (io.EOF at the clean end).
+type frameBatch struct {
+	n      int
+	frames [frameBatchLen]decodedFrame
+	pkts   [frameBatchLen]decode.Packet
+	err    error
+}
+
+// readFrames is the reader stage: it fills free batches from r until the
+// file ends or fails, sends each on full, and closes full after the last.
+func readFrames(r *pcapfile.Reader, free <-chan *frameBatch, full chan<- *frameBatch, stop <-chan struct{}) {
+	defer close(full)
+	for {
+		var b *frameBatch
+		select {
+		case b = <-free:
+		case <-stop:
+			return
+		}
+		b.n, b.err = 0, nil
+		for b.n < frameBatchLen {
+			f, err := r.Next()
+			if err != nil {
+				b.err = err
+				break
+			}
+			df := &b.frames[b.n]
+			df.err = decode.Decode(f.Link, f.Data, f.WireLen, &b.pkts[b.n])
+			df.ns, df.iface, df.nIface, df.offset = f.Timestamp.UnixNano(), f.Interface, r.Interfaces(), r.Offset()
+			b.n++
+		}
+		select {
+		case full <- b:
+		case <-stop:
+			return
+		}
+		if b.err != nil {
+			return
+		}
+	}
+}
+
+// AnalyzeReader analyzes every frame of r.
+func AnalyzeReader(r *pcapfile.Reader, opts Options) (*Result, error) {
+	a := New(opts)
+	free := make(chan *frameBatch, frameBatches)
+	for range frameBatches {
+		free <- new(frameBatch)
+	}
+	full := make(chan *frameBatch, frameBatches)
+	stop := make(chan struct{})
+	defer close(stop)
+	go readFrames(r, free, full, stop)
+	for b := range full {
+		for i := range b.n {
+			df := &b.frames[i]
+			a.ExpectInterfaces(df.nIface)
+			a.addDecoded(df.iface, df.err, &b.pkts[i], df.ns)
+			if a.opts.Progress != nil && a.res.Frames&0xFFFF == 0 {
+				a.opts.Progress(df.offset)
+			}
+		}
+		err := b.err
+		if err == nil {
+			free <- b
+			continue
+		}
+		switch {
+		case err == io.EOF:
+		case errors.Is(err, pcapfile.ErrTruncated):
+			a.res.Warnings = append(a.res.Warnings, err.Error())
+		case a.res.Frames == 0:
+			a.Finish()
+			return nil, err
+		default:
+			a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("stopped early: %v", err))
+		}
+		break
+	}
+	return a.Finish(), nil
+}
+
+// finisher is the goroutine of Options.ConcurrentFinish: it diagnoses
+// finished connections and hands them to OnFinish, in the order sent.
+// The connections it receives are no longer touched by the analysis.
+type finisher struct {
+	batches chan []*Connection
+	done    chan struct{}
+}
+
+// finisherQueue is the number of batches (one per sweep) that may wait.
+const finisherQueue = 4
+
+func newFinisher(onFinish func(*Connection)) *finisher {
+	f := &finisher{batches: make(chan []*Connection, finisherQueue), done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		for b := range f.batches {
+			for _, c := range b {
+				diagnose(c)
+				onFinish(c)
+			}
+		}
+	}()
+	return f
+}
+
+// send queues a copy of conns (the caller reuses its slice).
+func (f *finisher) send(conns []*Connection) {
+	f.batches <- append([]*Connection(nil), conns...)
+}
+
+// wait returns once every connection sent has been handed over.
+func (f *finisher) wait() {
+	close(f.batches)
+	<-f.done
+}
