@@ -155,15 +155,15 @@ func TestCompareWithTcptrace(t *testing.T) {
 	tc := run("tcptrace", "-lr", "-n", path)
 	t.Logf("wanlab analyze --format csv: wall %v, cpu %v, peak RSS %.1f MB (best of runs)", w.wall, w.cpu, float64(w.rssKB)/1024)
 	t.Logf("tcptrace -lr -n:             wall %v, cpu %v, peak RSS %.1f MB (best of runs)", tc.wall, tc.cpu, float64(tc.rssKB)/1024)
-	wrss := w.rssKB
-	// CPU time is compared: wall time on a shared 2-core machine mostly
-	// measures the neighbours.
-	wt, tt := w.cpu, tc.cpu
-	if wrss > 64<<10 {
-		t.Errorf("peak RSS %d MB > 64 MB", wrss>>10)
+	// The target: at most half of tcptrace's time (wall, best of the runs:
+	// wanlab reads and decodes on one core while it analyzes on the
+	// other), in at most 64 MB.
+	if w.rssKB > 64<<10 {
+		t.Errorf("peak RSS %d MB > 64 MB", w.rssKB>>10)
 	}
-	if wt > tt {
-		t.Errorf("wanlab %v slower than tcptrace %v", wt, tt)
+	t.Logf("wall time wanlab/tcptrace %.2f (target at most 0.5), CPU time %.2f", w.wall.Seconds()/tc.wall.Seconds(), w.cpu.Seconds()/tc.cpu.Seconds())
+	if 2*w.wall > tc.wall {
+		t.Errorf("wanlab took %v, more than half of tcptrace's %v", w.wall, tc.wall)
 	}
 }
 
@@ -260,8 +260,9 @@ func TestCompareManyWithTcptrace(t *testing.T) {
 		if limit := int64(64<<10) + int64(n)*2; w.rssKB > limit {
 			t.Errorf("%d connections: peak RSS %.1f MB > 64 MB + 2 KB per connection (%.1f MB)", n, float64(w.rssKB)/1024, float64(limit)/1024)
 		}
-		if w.cpu > tc.cpu {
-			t.Errorf("%d connections: wanlab %v slower than tcptrace %v", n, w.cpu, tc.cpu)
+		t.Logf("  wall time wanlab/tcptrace %.2f (target at most 1), CPU time %.2f", w.wall.Seconds()/tc.wall.Seconds(), w.cpu.Seconds()/tc.cpu.Seconds())
+		if w.wall > tc.wall {
+			t.Errorf("%d connections: wanlab took %v, tcptrace %v", n, w.wall, tc.wall)
 		}
 	}
 }
