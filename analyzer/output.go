@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // FlowSelector picks connections: a comma-separated list of terms, any of
@@ -263,55 +264,23 @@ func writeConnText(b *strings.Builder, c *Connection) {
 		fmt.Fprintf(b, "\thandshake RTT: %.3f ms\n", float64(c.hsRTT)/1e6)
 	}
 	a, z := &c.Directions[0].DirectionStats, &c.Directions[1].DirectionStats
-	fmt.Fprintf(b, "   %-38s %s\n", "a->b:", "b->a:")
-	row := func(label string, f func(s *DirectionStats) string) {
-		fmt.Fprintf(b, "     %-20s %14s      %-20s %14s\n", label+":", f(a), label+":", f(z))
+	b.WriteString("   a->b:                                  b->a:\n")
+	var va, vz [40]byte
+	for i := range textRows {
+		r := &textRows[i]
+		// "     %-20s %14s      %-20s %14s\n" without fmt's cost, which
+		// is most of the text output's time on a capture of many
+		// connections.
+		b.WriteString("     ")
+		padRight(b, r.label, 20)
+		b.WriteByte(' ')
+		padLeft(b, r.value(va[:0], a), 14)
+		b.WriteString("      ")
+		padRight(b, r.label, 20)
+		b.WriteByte(' ')
+		padLeft(b, r.value(vz[:0], z), 14)
+		b.WriteByte('\n')
 	}
-	i := func(f func(s *DirectionStats) int64) func(s *DirectionStats) string {
-		return func(s *DirectionStats) string { return strconv.FormatInt(f(s), 10) }
-	}
-	fl := func(unit string, f func(s *DirectionStats) float64) func(s *DirectionStats) string {
-		return func(s *DirectionStats) string { return strconv.FormatFloat(f(s), 'f', 3, 64) + unit }
-	}
-	row("total packets", i(func(s *DirectionStats) int64 { return int64(s.Packets) }))
-	row("pure acks sent", i(func(s *DirectionStats) int64 { return int64(s.PureAcks) }))
-	row("sack pkts sent", i(func(s *DirectionStats) int64 { return int64(s.SACKPackets) }))
-	row("unique bytes sent", i(func(s *DirectionStats) int64 { return s.UniqueBytes }))
-	row("actual data pkts", i(func(s *DirectionStats) int64 { return int64(s.DataPackets) }))
-	row("actual data bytes", i(func(s *DirectionStats) int64 { return s.DataBytes }))
-	row("rexmt data pkts", i(func(s *DirectionStats) int64 { return int64(s.RetransmittedPackets) }))
-	row("rexmt data bytes", i(func(s *DirectionStats) int64 { return s.RetransmittedBytes }))
-	row("fast rexmt pkts", i(func(s *DirectionStats) int64 { return int64(s.FastRetransmissions) }))
-	row("spurious rexmt pkts", i(func(s *DirectionStats) int64 { return int64(s.SpuriousRetransmissions) }))
-	row("outoforder pkts", i(func(s *DirectionStats) int64 { return int64(s.OutOfOrderPackets) }))
-	row("lost segments", i(func(s *DirectionStats) int64 { return int64(s.LostSegments) }))
-	row("dup acks", i(func(s *DirectionStats) int64 { return int64(s.DupAcks) }))
-	row("triple dup acks", i(func(s *DirectionStats) int64 { return int64(s.TripleDupAcks) }))
-	row("zero win adv", i(func(s *DirectionStats) int64 { return int64(s.ZeroWindows) }))
-	row("window full", i(func(s *DirectionStats) int64 { return int64(s.WindowFull) }))
-	row("zwnd probe pkts", i(func(s *DirectionStats) int64 { return int64(s.ZeroWindowProbes) }))
-	row("keep alives", i(func(s *DirectionStats) int64 { return int64(s.KeepAlives) }))
-	row("mss requested", i(func(s *DirectionStats) int64 { return int64(s.MSS) }))
-	row("adv wind scale", i(func(s *DirectionStats) int64 { return int64(s.WindowScale) }))
-	row("max segm size", i(func(s *DirectionStats) int64 { return int64(s.MaxSegmentBytes) }))
-	row("max win adv", i(func(s *DirectionStats) int64 { return s.MaxWindowBytes }))
-	row("min win adv", i(func(s *DirectionStats) int64 { return s.MinWindowBytes }))
-	row("max in flight", i(func(s *DirectionStats) int64 { return s.MaxInFlightBytes }))
-	row("throughput", fl(" Bps", func(s *DirectionStats) float64 { return s.ThroughputBps / 8 }))
-	row("data rate", fl(" Bps", func(s *DirectionStats) float64 { return s.DataRateBps / 8 }))
-	row("transfer time", fl(" ms", func(s *DirectionStats) float64 { return s.TransferMs }))
-	row("idle gaps", i(func(s *DirectionStats) int64 { return int64(s.IdleGaps) }))
-	row("idle total", fl(" ms", func(s *DirectionStats) float64 { return s.IdleTotalMs }))
-	row("captured near", func(s *DirectionStats) string { return s.CapturedNear })
-	row("RTT samples", i(func(s *DirectionStats) int64 { return int64(s.RTTSamples) }))
-	row("RTT min", fl(" ms", func(s *DirectionStats) float64 { return s.RTTMinMs }))
-	row("RTT max", fl(" ms", func(s *DirectionStats) float64 { return s.RTTMaxMs }))
-	row("RTT avg", fl(" ms", func(s *DirectionStats) float64 { return s.RTTAvgMs }))
-	row("RTT stdev", fl(" ms", func(s *DirectionStats) float64 { return s.RTTStdevMs }))
-	row("RTT p50", fl(" ms", func(s *DirectionStats) float64 { return s.RTTP50Ms }))
-	row("RTT p99", fl(" ms", func(s *DirectionStats) float64 { return s.RTTP99Ms }))
-	row("TS RTT samples", i(func(s *DirectionStats) int64 { return int64(s.TSRTTSamples) }))
-	row("TS RTT p50", fl(" ms", func(s *DirectionStats) float64 { return s.TSRTTP50Ms }))
 	for _, d := range c.Directions {
 		dg := d.Diagnosis
 		if dg == nil {
@@ -332,4 +301,80 @@ func writeConnText(b *strings.Builder, c *Connection) {
 			fmt.Fprintf(b, "  advice:   %s\n", a)
 		}
 	}
+}
+
+// textRow is one line of the per-direction table of the text output: the
+// label (with its colon) and the value's formatter.
+type textRow struct {
+	label string
+	value func(b []byte, s *DirectionStats) []byte
+}
+
+func intRow(label string, f func(*DirectionStats) int64) textRow {
+	return textRow{label + ":", func(b []byte, s *DirectionStats) []byte { return strconv.AppendInt(b, f(s), 10) }}
+}
+
+func floatRow(label, unit string, f func(*DirectionStats) float64) textRow {
+	return textRow{label + ":", func(b []byte, s *DirectionStats) []byte {
+		return append(strconv.AppendFloat(b, f(s), 'f', 3, 64), unit...)
+	}}
+}
+
+// textRows are the rows of tcptrace -l's table that the text output prints.
+var textRows = [...]textRow{
+	intRow("total packets", func(s *DirectionStats) int64 { return int64(s.Packets) }),
+	intRow("pure acks sent", func(s *DirectionStats) int64 { return int64(s.PureAcks) }),
+	intRow("sack pkts sent", func(s *DirectionStats) int64 { return int64(s.SACKPackets) }),
+	intRow("unique bytes sent", func(s *DirectionStats) int64 { return s.UniqueBytes }),
+	intRow("actual data pkts", func(s *DirectionStats) int64 { return int64(s.DataPackets) }),
+	intRow("actual data bytes", func(s *DirectionStats) int64 { return s.DataBytes }),
+	intRow("rexmt data pkts", func(s *DirectionStats) int64 { return int64(s.RetransmittedPackets) }),
+	intRow("rexmt data bytes", func(s *DirectionStats) int64 { return s.RetransmittedBytes }),
+	intRow("fast rexmt pkts", func(s *DirectionStats) int64 { return int64(s.FastRetransmissions) }),
+	intRow("spurious rexmt pkts", func(s *DirectionStats) int64 { return int64(s.SpuriousRetransmissions) }),
+	intRow("outoforder pkts", func(s *DirectionStats) int64 { return int64(s.OutOfOrderPackets) }),
+	intRow("lost segments", func(s *DirectionStats) int64 { return int64(s.LostSegments) }),
+	intRow("dup acks", func(s *DirectionStats) int64 { return int64(s.DupAcks) }),
+	intRow("triple dup acks", func(s *DirectionStats) int64 { return int64(s.TripleDupAcks) }),
+	intRow("zero win adv", func(s *DirectionStats) int64 { return int64(s.ZeroWindows) }),
+	intRow("window full", func(s *DirectionStats) int64 { return int64(s.WindowFull) }),
+	intRow("zwnd probe pkts", func(s *DirectionStats) int64 { return int64(s.ZeroWindowProbes) }),
+	intRow("keep alives", func(s *DirectionStats) int64 { return int64(s.KeepAlives) }),
+	intRow("mss requested", func(s *DirectionStats) int64 { return int64(s.MSS) }),
+	intRow("adv wind scale", func(s *DirectionStats) int64 { return int64(s.WindowScale) }),
+	intRow("max segm size", func(s *DirectionStats) int64 { return int64(s.MaxSegmentBytes) }),
+	intRow("max win adv", func(s *DirectionStats) int64 { return s.MaxWindowBytes }),
+	intRow("min win adv", func(s *DirectionStats) int64 { return s.MinWindowBytes }),
+	intRow("max in flight", func(s *DirectionStats) int64 { return s.MaxInFlightBytes }),
+	floatRow("throughput", " Bps", func(s *DirectionStats) float64 { return s.ThroughputBps / 8 }),
+	floatRow("data rate", " Bps", func(s *DirectionStats) float64 { return s.DataRateBps / 8 }),
+	floatRow("transfer time", " ms", func(s *DirectionStats) float64 { return s.TransferMs }),
+	intRow("idle gaps", func(s *DirectionStats) int64 { return int64(s.IdleGaps) }),
+	floatRow("idle total", " ms", func(s *DirectionStats) float64 { return s.IdleTotalMs }),
+	{"captured near:", func(b []byte, s *DirectionStats) []byte { return append(b, s.CapturedNear...) }},
+	intRow("RTT samples", func(s *DirectionStats) int64 { return int64(s.RTTSamples) }),
+	floatRow("RTT min", " ms", func(s *DirectionStats) float64 { return s.RTTMinMs }),
+	floatRow("RTT max", " ms", func(s *DirectionStats) float64 { return s.RTTMaxMs }),
+	floatRow("RTT avg", " ms", func(s *DirectionStats) float64 { return s.RTTAvgMs }),
+	floatRow("RTT stdev", " ms", func(s *DirectionStats) float64 { return s.RTTStdevMs }),
+	floatRow("RTT p50", " ms", func(s *DirectionStats) float64 { return s.RTTP50Ms }),
+	floatRow("RTT p99", " ms", func(s *DirectionStats) float64 { return s.RTTP99Ms }),
+	intRow("TS RTT samples", func(s *DirectionStats) int64 { return int64(s.TSRTTSamples) }),
+	floatRow("TS RTT p50", " ms", func(s *DirectionStats) float64 { return s.TSRTTP50Ms }),
+}
+
+// padRight writes s padded with spaces to width runes, as fmt's %-Ns.
+func padRight(b *strings.Builder, s string, width int) {
+	b.WriteString(s)
+	for n := utf8.RuneCountInString(s); n < width; n++ {
+		b.WriteByte(' ')
+	}
+}
+
+// padLeft writes v right-aligned in width runes, as fmt's %Ns.
+func padLeft(b *strings.Builder, v []byte, width int) {
+	for n := utf8.RuneCount(v); n < width; n++ {
+		b.WriteByte(' ')
+	}
+	b.Write(v)
 }
