@@ -160,8 +160,15 @@ func Download(ctx context.Context, ns netns.NsHandle, cfg DownloadConfig) (Downl
 
 	var got atomic.Uint64
 	var progDone chan struct{}
+	// lastByte is when the body's end was read: the final report's time,
+	// not when Download returns, which is after the TCP_INFO queries (a
+	// connection of its own to the server: two more round trips).
+	var lastByte time.Time
 	report := func(last *units.Size, lastAt *time.Time, done bool) {
 		t := now()
+		if done && !lastByte.IsZero() {
+			t = lastByte
+		}
 		n := units.Size(got.Load())
 		p := Progress{Bytes: n, Total: cfg.Size, Elapsed: t.Sub(start), Done: done,
 			Rate: rateOf(n-*last, t.Sub(*lastAt)), Average: rateOf(n, t.Sub(start))}
@@ -219,6 +226,7 @@ func Download(ctx context.Context, ns netns.NsHandle, cfg DownloadConfig) (Downl
 		}
 	}
 	end := now()
+	lastByte = end
 	res.Bytes = units.Size(off)
 	res.Elapsed = end.Sub(start)
 	res.Average = rateOf(res.Bytes, res.Elapsed)

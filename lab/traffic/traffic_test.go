@@ -70,6 +70,11 @@ func TestDownloadThroughLab(t *testing.T) {
 	if !last.Done || last.Bytes != size || last.ETA != 0 {
 		t.Errorf("last progress %+v, want done at %d bytes", last, size)
 	}
+	// The final report is at the last byte, not after the TCP_INFO
+	// queries that follow it.
+	if last.Elapsed != res.Elapsed {
+		t.Errorf("last progress at %v, the last byte at %v", last.Elapsed, res.Elapsed)
+	}
 	for i := 1; i < len(progress); i++ {
 		if progress[i].Bytes < progress[i-1].Bytes {
 			t.Fatalf("progress went backwards: %+v then %+v", progress[i-1], progress[i])
