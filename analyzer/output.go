@@ -1,6 +1,7 @@
 package analyzer
 
 import (
+	"bufio"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -178,7 +179,16 @@ func (j *JSONWriter) Close(r *Result) error {
 func WriteCSV(w io.Writer, conns []*Connection) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"connection", "direction", "series", "unit", "t_s", "bucket_s", "first", "min", "max", "last", "sum", "n", "rate_bps"})
-	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 10, 64) }
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return err
+	}
+	// The rows are appended by hand: their fields are numbers and names
+	// that need no quoting (csvSafe), and encoding/csv's string per
+	// field cost more than the analysis of a bulk capture's packets.
+	bw := bufio.NewWriterSize(w, 64<<10)
+	var row []byte
+	f := func(b []byte, v float64) []byte { return strconv.AppendFloat(b, v, 'g', 10, 64) }
 	for _, c := range conns {
 		for i, d := range c.Directions {
 			name := "client->server"
@@ -190,20 +200,46 @@ func WriteCSV(w io.Writer, conns []*Connection) error {
 			}
 			end := time.Duration(c.firstT + int64(c.Duration))
 			for _, s := range d.Series.All() {
+				series, unit := csvField(s.Name), csvField(s.Unit)
+				bucket := strconv.FormatFloat(s.Bucket.Seconds(), 'f', 6, 64)
 				for k, p := range s.Points {
-					rate := ""
+					row = strconv.AppendInt(row[:0], int64(c.Index), 10)
+					row = append(append(row, ','), name...)
+					row = append(append(row, ','), series...)
+					row = append(append(row, ','), unit...)
+					row = strconv.AppendFloat(append(row, ','), p.T.Seconds(), 'f', 6, 64)
+					row = append(append(row, ','), bucket...)
+					row = f(append(row, ','), p.First)
+					row = f(append(row, ','), p.Min)
+					row = f(append(row, ','), p.Max)
+					row = f(append(row, ','), p.Last)
+					row = f(append(row, ','), p.Sum)
+					row = strconv.AppendInt(append(row, ','), int64(p.N), 10)
+					row = append(row, ',')
 					if s.Unit == "bytes/bucket" {
-						rate = f(8 * s.Rate(k, end))
+						row = f(row, 8*s.Rate(k, end))
 					}
-					cw.Write([]string{strconv.Itoa(c.Index), name, s.Name, s.Unit,
-						strconv.FormatFloat(p.T.Seconds(), 'f', 6, 64), strconv.FormatFloat(s.Bucket.Seconds(), 'f', 6, 64),
-						f(p.First), f(p.Min), f(p.Max), f(p.Last), f(p.Sum), strconv.Itoa(p.N), rate})
+					row = append(row, '\n')
+					if _, err := bw.Write(row); err != nil {
+						return err
+					}
 				}
 			}
 		}
 	}
+	return bw.Flush()
+}
+
+// csvField is name as encoding/csv writes it (quoted if it must be).
+func csvField(name string) string {
+	if !strings.ContainsAny(name, ",\"\r\n") && !strings.HasPrefix(name, " ") && !strings.HasPrefix(name, "\t") && name != `\.` {
+		return name
+	}
+	var b strings.Builder
+	cw := csv.NewWriter(&b)
+	cw.Write([]string{name})
 	cw.Flush()
-	return cw.Error()
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // WriteText writes a tcptrace -l style summary per connection followed by
