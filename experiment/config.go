@@ -101,9 +101,11 @@ type Config struct {
 	// program name); the tuner's re-run hint extends it.
 	Args []string `json:"args,omitempty"`
 
-	// Progress receives the download's progress; Log one line per step.
-	Progress func(traffic.Progress) `json:"-"`
-	Log      io.Writer              `json:"-"`
+	// Progress receives the download's progress, every ProgressEvery
+	// (default 250 ms) and at the last byte; Log one line per step.
+	Progress      func(traffic.Progress) `json:"-"`
+	ProgressEvery time.Duration          `json:"-"`
+	Log           io.Writer              `json:"-"`
 	// Timeout bounds the traffic phase (default 5 minutes).
 	Timeout time.Duration `json:"timeout_ns"`
 }

@@ -187,7 +187,7 @@ func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 		logf("download: %s from http://%s%s%d", cfg.Size.Human(), srv.Addr(), traffic.GenPath, uint64(cfg.Size))
 		dl, err := traffic.Download(tctx, l.Client.Handle, traffic.DownloadConfig{
 			Server: srv.Addr(), Size: cfg.Size, Sockopt: cfg.Client, Peer: srv,
-			Progress: cfg.Progress,
+			Progress: cfg.Progress, ProgressEvery: cfg.ProgressEvery,
 		})
 		if err != nil {
 			return nil, err

@@ -44,8 +44,10 @@ type GuestDownload struct {
 	Server  netip.AddrPort  `json:"server"`
 	Size    units.Size      `json:"size_bytes"`
 	Sockopt sockopt.Options `json:"sockopt"`
-	// Progress writes one JSON Progress line to stderr every 250 ms.
-	Progress bool `json:"progress,omitempty"`
+	// Progress writes one JSON Progress line to stderr every
+	// ProgressEvery (default 250 ms) and one at the last byte.
+	Progress      bool          `json:"progress,omitempty"`
+	ProgressEvery time.Duration `json:"progress_every_ns,omitempty"`
 }
 
 // GuestRR configures `wanlab vm rr`.
@@ -125,7 +127,7 @@ func GuestDownloadRun(ctx context.Context, config string, stdout, stderr io.Writ
 	if err := json.Unmarshal([]byte(config), &c); err != nil {
 		return fmt.Errorf("vm download: config: %w", err)
 	}
-	dc := traffic.DownloadConfig{Server: c.Server, Size: c.Size, Sockopt: c.Sockopt, AskPeer: true}
+	dc := traffic.DownloadConfig{Server: c.Server, Size: c.Size, Sockopt: c.Sockopt, AskPeer: true, ProgressEvery: c.ProgressEvery}
 	if c.Progress {
 		enc := json.NewEncoder(stderr)
 		dc.Progress = func(p traffic.Progress) { _ = enc.Encode(p) }

@@ -52,6 +52,7 @@ func TestVMs(t *testing.T) {
 			points = append(points, progressPoint{p.Bytes, p.Elapsed})
 			mu.Unlock()
 		}
+		cfg.ProgressEvery = 10 * time.Millisecond // see steadyRate
 		cfg.Out = t.TempDir()
 		cfg.Timeout = 2 * time.Minute
 		if cfg.Client.CC == "" {
@@ -197,25 +198,39 @@ func TestVMs(t *testing.T) {
 		cfg.Impair = map[string]string{ToServer: "delay 200ms"}
 		cfg.ClientSysctls = map[string]string{"net.ipv4.tcp_rmem": "4096 131072 524288"}
 		cfg.Size = 4 * units.MiB
-		// What holds on every run: the window is half the buffer, and no
-		// rate exceeds what that window allows per round trip. How close
-		// the rate comes to the tuner's prediction is logged, not asserted:
-		// under emulation the steady rate came out 22-29 % below it on
-		// every run seen, and the server's last delivery-rate sample
-		// anywhere from 61 % below to 2 % above (one sample, noisy).
-		res, steady := run(t, cfg)
-		maxWin, _ = window(t, res)
+		// The window is half the buffer and the steady rate within 15 %
+		// of the tuner's prediction. (It read 22-29 % below while the
+		// last progress report came after the TCP_INFO queries, two
+		// more round trips; the server's last delivery-rate sample is one
+		// sample, anywhere from 61 % below to 2 % above, and only logged.)
+		// The prediction is the window's, for a path that loses nothing:
+		// a run in which the server retransmitted (the emulated guests
+		// beside other work drop a packet now and then: the transfer is
+		// then congestion-window limited) runs again, up to three times.
 		predicted := tuner.RateFor(m.Window(small), far)
-		delivery := res.Download.Server.DeliveryRate
-		t.Logf("512 KiB at 200 ms: client's largest window %d B (%.3f of the buffer); predicted %.2f MB/s; steady %.2f MB/s (%+.0f %%), server's delivery rate %.2f MB/s (%+.0f %%), average %.2f MB/s; server rwnd-limited %.0f %%",
-			maxWin, float64(maxWin)/small, mbpsF(predicted),
-			mbpsF(steady), 100*(mbpsF(steady)/mbpsF(predicted)-1), mbpsF(delivery), 100*(mbpsF(delivery)/mbpsF(predicted)-1),
-			mbpsF(res.Download.Transfer), 100*res.Download.Server.RwndLimitedFraction())
-		if share := float64(maxWin) / small; share < 0.48 || share > 0.51 {
-			t.Errorf("client advertised at most %d B, %.3f of its %d B buffer: want half", maxWin, share, small)
+		clean := false
+		for attempt := 1; attempt <= 3 && !clean; attempt++ {
+			res, steady := run(t, cfg)
+			maxWin, _ = window(t, res)
+			srv := res.Download.Server
+			delivery := srv.DeliveryRate
+			t.Logf("512 KiB at 200 ms, run %d: client's largest window %d B (%.3f of the buffer); predicted %.2f MB/s; steady %.2f MB/s (%+.0f %%), server's delivery rate %.2f MB/s (%+.0f %%), average %.2f MB/s; server rwnd-limited %.0f %%, %d segments retransmitted",
+				attempt, maxWin, float64(maxWin)/small, mbpsF(predicted),
+				mbpsF(steady), 100*(mbpsF(steady)/mbpsF(predicted)-1), mbpsF(delivery), 100*(mbpsF(delivery)/mbpsF(predicted)-1),
+				mbpsF(res.Download.Transfer), 100*srv.RwndLimitedFraction(), srv.TotalRetrans)
+			if share := float64(maxWin) / small; share < 0.48 || share > 0.51 {
+				t.Errorf("client advertised at most %d B, %.3f of its %d B buffer: want half", maxWin, share, small)
+			}
+			if srv.TotalRetrans > 0 {
+				continue
+			}
+			clean = true
+			if off := mbpsF(steady)/mbpsF(predicted) - 1; off < -0.15 || off > 0.15 {
+				t.Errorf("steady %.2f MB/s, %+.0f %% off the tuner's prediction of %.2f MB/s for the window: want within 15 %%", mbpsF(steady), 100*off, mbpsF(predicted))
+			}
 		}
-		if mbpsF(steady) > mbpsF(predicted)*1.1 {
-			t.Errorf("steady %.2f MB/s above the window's %.2f MB/s", mbpsF(steady), mbpsF(predicted))
+		if !clean {
+			t.Errorf("the server retransmitted in each of three runs over a path that drops nothing")
 		}
 	})
 
@@ -414,15 +429,25 @@ type progressPoint struct {
 	elapsed time.Duration
 }
 
-// steadyRate is the rate over the second half of the bytes.
+// steadyRate is the rate over the second half of the bytes, from the
+// first progress point past half to the last byte. A window-limited
+// transfer arrives as a staircase, a window per round trip: a point in the
+// flat part of a step would leave part of a round trip out of the span
+// (up to one round trip in the eight or so of the half), so the span
+// starts where that step's bytes were first seen, which with points every
+// 10 ms is within 10 ms of the step's end.
 func steadyRate(points []progressPoint, size units.Size) units.Rate {
 	n := len(points)
 	if n < 3 {
 		return 0
 	}
 	last := points[n-1]
-	for _, p := range points {
+	for i, p := range points {
 		if p.bytes >= size/2 && p.elapsed < last.elapsed {
+			for i > 0 && points[i-1].bytes == p.bytes {
+				i--
+			}
+			p = points[i]
 			return units.Rate(float64(last.bytes-p.bytes) * 8 / (last.elapsed - p.elapsed).Seconds())
 		}
 	}

@@ -207,7 +207,7 @@ func RunOn(ctx context.Context, cfg Config, v *VMs) (_ *Result, err error) {
 		res.RR = rr
 	} else {
 		logf("download in the client VM: %s from http://%s/gen/%d", cfg.Size.Human(), srv.addr, uint64(cfg.Size))
-		dl, err := guestDownload(tctx, v.Client, GuestDownload{Server: srv.addr, Size: cfg.Size, Sockopt: cfg.Client}, cfg.Progress)
+		dl, err := guestDownload(tctx, v.Client, GuestDownload{Server: srv.addr, Size: cfg.Size, Sockopt: cfg.Client, ProgressEvery: cfg.ProgressEvery}, cfg.Progress)
 		if err != nil {
 			return nil, err
 		}
