@@ -117,11 +117,44 @@ func appendJSONArray(b []byte, elem jsonEncoder, p unsafe.Pointer, n int, size u
 }
 
 type jsonField struct {
-	key       string // `"name":`
+	key       string   // `,"name":`
+	key32     [32]byte // key, padded, when it fits: copied without a call to memmove
 	offset    uintptr
 	enc       jsonEncoder
 	omitEmpty bool
 	kind      reflect.Kind
+	op        byte // how the struct encoder writes the value itself
+}
+
+// Values the struct encoder writes without a call through enc: most of a
+// connection's fields.
+const (
+	opEnc byte = iota
+	opInt
+	opInt64
+	opFloat
+	opString
+	opBool
+)
+
+// fieldOp is the op for a field of type t.
+func fieldOp(t reflect.Type) byte {
+	if t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(textMarshalerType) {
+		return opEnc
+	}
+	switch t {
+	case reflect.TypeFor[int]():
+		return opInt
+	case reflect.TypeFor[int64]():
+		return opInt64
+	case reflect.TypeFor[float64]():
+		return opFloat
+	case reflect.TypeFor[string]():
+		return opString
+	case reflect.TypeFor[bool]():
+		return opBool
+	}
+	return opEnc
 }
 
 // structFields lists t's JSON fields in encoding/json's order, embedded
@@ -145,8 +178,10 @@ func structFields(t reflect.Type, base uintptr) []jsonField {
 		if name == "" {
 			name = f.Name
 		}
-		out = append(out, jsonField{key: string(appendJSONString(nil, name)) + ":", offset: base + f.Offset,
-			enc: encoderFor(f.Type), omitEmpty: strings.Contains(opts, "omitempty"), kind: f.Type.Kind()})
+		out = append(out, jsonField{key: "," + string(appendJSONString(nil, name)) + ":", offset: base + f.Offset,
+			enc: encoderFor(f.Type), omitEmpty: strings.Contains(opts, "omitempty"), kind: f.Type.Kind(),
+			op: fieldOp(f.Type)})
+		copy(out[len(out)-1].key32[:], out[len(out)-1].key)
 	}
 	return out
 }
@@ -157,7 +192,7 @@ func structEncoder(t reflect.Type) jsonEncoder {
 	return func(b []byte, p unsafe.Pointer) ([]byte, error) {
 		once.Do(func() { fields = structFields(t, 0) })
 		b = append(b, '{')
-		first := true
+		open := len(b) // the first field's key goes without its comma
 		var err error
 		for i := range fields {
 			f := &fields[i]
@@ -165,13 +200,34 @@ func structEncoder(t reflect.Type) jsonEncoder {
 			if f.omitEmpty && isEmptyJSON(f.kind, fp) {
 				continue
 			}
-			if !first {
-				b = append(b, ',')
+			switch n := len(b); {
+			case n == open:
+				b = append(b, f.key[1:]...)
+			case len(f.key) <= len(f.key32) && cap(b)-n >= len(f.key32):
+				// A fixed-size copy is a few moves; the bytes past the
+				// key are overwritten next.
+				*(*[32]byte)(b[n : n+len(f.key32)]) = f.key32
+				b = b[:n+len(f.key)]
+			default:
+				b = append(b, f.key...)
 			}
-			first = false
-			b = append(b, f.key...)
-			if b, err = f.enc(b, fp); err != nil {
-				return b, err
+			switch f.op {
+			case opInt:
+				b = appendJSONInt(b, int64(*(*int)(fp)))
+			case opInt64:
+				b = appendJSONInt(b, *(*int64)(fp))
+			case opFloat:
+				if b, err = appendJSONFloat(b, *(*float64)(fp)); err != nil {
+					return b, err
+				}
+			case opString:
+				b = appendJSONString(b, *(*string)(fp))
+			case opBool:
+				b = strconv.AppendBool(b, *(*bool)(fp))
+			default:
+				if b, err = f.enc(b, fp); err != nil {
+					return b, err
+				}
 			}
 		}
 		return append(b, '}'), nil
@@ -201,8 +257,79 @@ func isEmptyJSON(k reflect.Kind, p unsafe.Pointer) bool {
 	return false
 }
 
-// appendJSONFloat formats f as encoding/json does.
+// appendJSONInt appends i in decimal; most counters of a short
+// connection are below 100.
+func appendJSONInt(b []byte, i int64) []byte {
+	switch {
+	case uint64(i) < 10:
+		return append(b, byte('0'+i))
+	case uint64(i) < 100:
+		return append(b, byte('0'+i/10), byte('0'+i%10))
+	}
+	return strconv.AppendInt(b, i, 10)
+}
+
+// appendJSONFloat formats f as encoding/json does. Most of a
+// connection's floats are zero, whole numbers (20 ms, 1448 bytes) or
+// short decimals (20.16 ms); those take a fast path that writes what
+// strconv's shortest 'f' form would, and the rest go to strconv.
 func appendJSONFloat(b []byte, f float64) ([]byte, error) {
+	a := math.Abs(f) // NaN fails every comparison below
+	if a < 1<<53 {
+		if i := int64(f); float64(i) == f {
+			if i == 0 && math.Signbit(f) {
+				return append(b, "-0"...), nil
+			}
+			// Every integer below 2^53 is a float of its own, and its
+			// digits are the shortest text that reads back as it.
+			return strconv.AppendInt(b, i, 10), nil
+		}
+		if a >= 1e-4 && a < 1e10 {
+			if b, ok := appendShortDecimal(b, f, a); ok {
+				return b, nil
+			}
+		}
+	}
+	return appendJSONFloatSlow(b, f)
+}
+
+// appendShortDecimal writes f (a = |f|, 1e-4 <= a < 1e10, not a whole
+// number) with at most four decimals if that text reads back as f: then it
+// is what strconv's shortest 'f' form writes. Why: m/10^4 with m < 2^53 is
+// exact on both sides of the division, so m/10^4 == a says the decimal
+// m·10^-4 rounds to a, exactly as ParseFloat would round it; since
+// m < 2^47 the spacing of floats near a is below 10^-4, so no other
+// 4-decimal rounds to a (strconv, which picks the closest, picks this
+// one), and a value with fewer decimals is m without its trailing zeros.
+// If no decimal of at most four places rounds to a, m/10^4 != a for any
+// m and strconv has the work.
+func appendShortDecimal(b []byte, f, a float64) ([]byte, bool) {
+	// The nearest integer, or one off where a·10^4 is almost a half:
+	// then no 4-decimal reads back as a and the check fails for any m.
+	m := uint64(a*1e4 + 0.5)
+	if float64(m)/1e4 != a || m%1e4 == 0 {
+		return b, false
+	}
+	if f < 0 {
+		b = append(b, '-')
+	}
+	b = strconv.AppendUint(b, m/1e4, 10)
+	frac, digits := m%1e4, 4
+	for frac%10 == 0 {
+		frac /= 10
+		digits--
+	}
+	var d [5]byte
+	d[0] = '.'
+	for i := digits; i > 0; i-- {
+		d[i] = byte('0' + frac%10)
+		frac /= 10
+	}
+	return append(b, d[:digits+1]...), true
+}
+
+// appendJSONFloatSlow is appendJSONFloat for any value.
+func appendJSONFloatSlow(b []byte, f float64) ([]byte, error) {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return b, &json.UnsupportedValueError{Str: strconv.FormatFloat(f, 'g', -1, 64)}
 	}
@@ -226,17 +353,53 @@ func appendJSONFloat(b []byte, f float64) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
-// appendJSONString quotes s as encoding/json does (HTML-safe).
+// jsonSafe marks the bytes encoding/json copies as they are: printable
+// ASCII except the quote, the backslash and HTML's <, > and &.
+var jsonSafe = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// zeroByte has a byte's top bit set where w has a zero byte, if w has
+// one, and is zero otherwise (w's bytes below 0x80; others are caught by
+// the caller).
+func zeroByte(w uint64) uint64 { return (w - lsb) &^ w & msb }
+
+// needsEscape says whether any of w's eight bytes is not jsonSafe.
+func needsEscape(w uint64) bool {
+	return (w|(w-0x20*lsb)&^w|zeroByte(w^'"'*lsb)|zeroByte(w^'\\'*lsb)|zeroByte(w^'&'*lsb)|
+		zeroByte((w^'<'*lsb)&^(2*lsb)))&msb != 0 // '<' and '>' differ in bit 1 only
+}
+
+// appendJSONString quotes s as encoding/json does (HTML-safe): runs of
+// safe bytes are found eight at a time and copied at once.
 func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		for i+8 <= len(s) {
+			w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+				uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+			if needsEscape(w) {
+				break
+			}
+			i += 8
+		}
+		for i < len(s) && jsonSafe[s[i]] {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '\\', '"':
