@@ -129,29 +129,46 @@ func (j *JSONWriter) start() {
 	}
 }
 
-// Connection writes one connection, on one line.
+// jsonBatch is how much JSON a JSONWriter gathers before it writes: a
+// short connection's JSON is a few KiB, and a write per connection was a
+// system call per connection through a small bufio.Writer.
+const jsonBatch = 64 << 10
+
+// Connection writes one connection, on one line (at the latest when
+// jsonBatch bytes have gathered, or at Close).
 func (j *JSONWriter) Connection(c *Connection) error {
 	j.start()
-	b := j.buf[:0]
+	mark := len(j.buf)
+	b := j.buf
 	if j.n > 0 {
 		b = append(b, ',')
 	}
 	b = append(b, "\n    "...)
 	b, err := appendConnectionJSON(b, c)
 	if err != nil {
+		j.buf = b[:mark]
 		return fmt.Errorf("json: connection %d: %w", c.Index, err)
 	}
 	j.buf = b
-	if j.err == nil {
-		_, j.err = j.w.Write(b)
-	}
 	j.n++
+	if len(b) >= jsonBatch {
+		j.flush()
+	}
 	return j.err
+}
+
+// flush writes the gathered connections.
+func (j *JSONWriter) flush() {
+	if j.err == nil && len(j.buf) > 0 {
+		_, j.err = j.w.Write(j.buf)
+	}
+	j.buf = j.buf[:0]
 }
 
 // Close writes the capture's totals and ends the document.
 func (j *JSONWriter) Close(r *Result) error {
 	j.start()
+	j.flush()
 	type totals struct {
 		*Result
 		Connections []*Connection `json:"connections,omitempty"` // shadows Result's: written above
