@@ -21,7 +21,7 @@ import (
 // output byte for byte (Marshal, no indent): same field names and order,
 // omitempty, embedded structs flattened, floats and strings formatted and
 // escaped as encoding/json does. It knows the kinds a Connection holds.
-type jsonEncoder func(b []byte, p unsafe.Pointer) ([]byte, error)
+type jsonEncoder func(e *jsonState, b []byte, p unsafe.Pointer) ([]byte, error)
 
 var (
 	connEncoderOnce sync.Once
@@ -30,8 +30,67 @@ var (
 
 // appendConnectionJSON appends c's JSON, as json.Marshal(c) writes it.
 func appendConnectionJSON(b []byte, c *Connection) ([]byte, error) {
+	var e jsonState
+	return e.appendConnection(b, c)
+}
+
+// appendConnection is appendConnectionJSON with e's memory (which
+// escapes through the encoders: a JSONWriter keeps one).
+func (e *jsonState) appendConnection(b []byte, c *Connection) ([]byte, error) {
 	connEncoderOnce.Do(func() { connEncoder = encoderFor(reflect.TypeOf(Connection{})) })
-	return connEncoder(b, unsafe.Pointer(c))
+	*e = jsonState{}
+	return connEncoder(e, b, unsafe.Pointer(c))
+}
+
+// jsonState is what one call of an encoder remembers: where in b the
+// last few leaf structs reached by pointer were written, so that one met
+// again is copied, not encoded again (a connection's diagnosis is its
+// busier direction's).
+type jsonState struct {
+	seen [4]struct {
+		p          unsafe.Pointer
+		start, end int
+	}
+	next int
+}
+
+// written returns where the struct at p was written, if it is remembered.
+func (e *jsonState) written(p unsafe.Pointer) (start, end int, ok bool) {
+	for i := range e.seen {
+		if s := &e.seen[i]; s.p == p {
+			return s.start, s.end, true
+		}
+	}
+	return 0, 0, false
+}
+
+func (e *jsonState) remember(p unsafe.Pointer, start, end int) {
+	e.seen[e.next] = struct {
+		p          unsafe.Pointer
+		start, end int
+	}{p, start, end}
+	e.next = (e.next + 1) % len(e.seen)
+}
+
+// leafStruct says whether t is a struct whose JSON depends on its own
+// fields only: no pointers, no slices but of scalars and strings, so its
+// text cannot change while an encoder runs.
+func leafStruct(t reflect.Type) bool {
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := 0; i < t.NumField(); i++ {
+		ft := t.Field(i).Type
+		if ft.Kind() == reflect.Slice || ft.Kind() == reflect.Array {
+			ft = ft.Elem()
+		}
+		switch ft.Kind() {
+		case reflect.Bool, reflect.Int, reflect.Int64, reflect.Float64, reflect.String:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 var textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
@@ -39,7 +98,7 @@ var textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
 func encoderFor(t reflect.Type) jsonEncoder {
 	if t == reflect.TypeFor[netip.AddrPort]() {
 		// MarshalText without its allocation.
-		return func(b []byte, p unsafe.Pointer) ([]byte, error) {
+		return func(e *jsonState, b []byte, p unsafe.Pointer) ([]byte, error) {
 			ap := (*netip.AddrPort)(p)
 			var tmp [64]byte
 			txt := tmp[:0]
@@ -50,7 +109,7 @@ func encoderFor(t reflect.Type) jsonEncoder {
 		}
 	}
 	if t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(textMarshalerType) {
-		return func(b []byte, p unsafe.Pointer) ([]byte, error) {
+		return func(e *jsonState, b []byte, p unsafe.Pointer) ([]byte, error) {
 			m := reflect.NewAt(t, p).Interface().(encoding.TextMarshaler)
 			txt, err := m.MarshalText()
 			if err != nil {
@@ -61,29 +120,48 @@ func encoderFor(t reflect.Type) jsonEncoder {
 	}
 	switch t.Kind() {
 	case reflect.Bool:
-		return func(b []byte, p unsafe.Pointer) ([]byte, error) { return strconv.AppendBool(b, *(*bool)(p)), nil }
+		return func(e *jsonState, b []byte, p unsafe.Pointer) ([]byte, error) {
+			return strconv.AppendBool(b, *(*bool)(p)), nil
+		}
 	case reflect.Int:
-		return func(b []byte, p unsafe.Pointer) ([]byte, error) {
+		return func(e *jsonState, b []byte, p unsafe.Pointer) ([]byte, error) {
 			return strconv.AppendInt(b, int64(*(*int)(p)), 10), nil
 		}
 	case reflect.Int64:
-		return func(b []byte, p unsafe.Pointer) ([]byte, error) { return strconv.AppendInt(b, *(*int64)(p), 10), nil }
+		return func(e *jsonState, b []byte, p unsafe.Pointer) ([]byte, error) {
+			return strconv.AppendInt(b, *(*int64)(p), 10), nil
+		}
 	case reflect.Float64:
-		return func(b []byte, p unsafe.Pointer) ([]byte, error) { return appendJSONFloat(b, *(*float64)(p)) }
+		return func(e *jsonState, b []byte, p unsafe.Pointer) ([]byte, error) {
+			return appendJSONFloat(b, *(*float64)(p))
+		}
 	case reflect.String:
-		return func(b []byte, p unsafe.Pointer) ([]byte, error) { return appendJSONString(b, *(*string)(p)), nil }
+		return func(e *jsonState, b []byte, p unsafe.Pointer) ([]byte, error) {
+			return appendJSONString(b, *(*string)(p)), nil
+		}
 	case reflect.Pointer:
-		elem := encoderFor(t.Elem())
-		return func(b []byte, p unsafe.Pointer) ([]byte, error) {
+		elem, leaf := encoderFor(t.Elem()), leafStruct(t.Elem())
+		return func(e *jsonState, b []byte, p unsafe.Pointer) ([]byte, error) {
 			q := *(*unsafe.Pointer)(p)
 			if q == nil {
 				return append(b, "null"...), nil
 			}
-			return elem(b, q)
+			if !leaf {
+				return elem(e, b, q)
+			}
+			if start, end, ok := e.written(q); ok {
+				return append(b, b[start:end]...), nil
+			}
+			start := len(b)
+			b, err := elem(e, b, q)
+			if err == nil {
+				e.remember(q, start, len(b))
+			}
+			return b, err
 		}
 	case reflect.Slice:
 		elem, size := encoderFor(t.Elem()), t.Elem().Size()
-		return func(b []byte, p unsafe.Pointer) ([]byte, error) {
+		return func(e *jsonState, b []byte, p unsafe.Pointer) ([]byte, error) {
 			h := (*struct {
 				data     unsafe.Pointer
 				len, cap int
@@ -91,25 +169,27 @@ func encoderFor(t reflect.Type) jsonEncoder {
 			if h.data == nil {
 				return append(b, "null"...), nil
 			}
-			return appendJSONArray(b, elem, h.data, h.len, size)
+			return appendJSONArray(e, b, elem, h.data, h.len, size)
 		}
 	case reflect.Array:
 		elem, size, n := encoderFor(t.Elem()), t.Elem().Size(), t.Len()
-		return func(b []byte, p unsafe.Pointer) ([]byte, error) { return appendJSONArray(b, elem, p, n, size) }
+		return func(e *jsonState, b []byte, p unsafe.Pointer) ([]byte, error) {
+			return appendJSONArray(e, b, elem, p, n, size)
+		}
 	case reflect.Struct:
 		return structEncoder(t)
 	}
 	panic(fmt.Sprintf("analyzer: no JSON encoder for %v", t))
 }
 
-func appendJSONArray(b []byte, elem jsonEncoder, p unsafe.Pointer, n int, size uintptr) ([]byte, error) {
+func appendJSONArray(e *jsonState, b []byte, elem jsonEncoder, p unsafe.Pointer, n int, size uintptr) ([]byte, error) {
 	b = append(b, '[')
 	var err error
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		if b, err = elem(b, unsafe.Add(p, uintptr(i)*size)); err != nil {
+		if b, err = elem(e, b, unsafe.Add(p, uintptr(i)*size)); err != nil {
 			return b, err
 		}
 	}
@@ -189,7 +269,7 @@ func structFields(t reflect.Type, base uintptr) []jsonField {
 func structEncoder(t reflect.Type) jsonEncoder {
 	var fields []jsonField
 	var once sync.Once // recursive types: build on first use
-	return func(b []byte, p unsafe.Pointer) ([]byte, error) {
+	return func(e *jsonState, b []byte, p unsafe.Pointer) ([]byte, error) {
 		once.Do(func() { fields = structFields(t, 0) })
 		b = append(b, '{')
 		open := len(b) // the first field's key goes without its comma
@@ -225,7 +305,7 @@ func structEncoder(t reflect.Type) jsonEncoder {
 			case opBool:
 				b = strconv.AppendBool(b, *(*bool)(fp))
 			default:
-				if b, err = f.enc(b, fp); err != nil {
+				if b, err = f.enc(e, b, fp); err != nil {
 					return b, err
 				}
 			}

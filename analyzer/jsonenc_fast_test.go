@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -182,4 +183,27 @@ func FuzzJSONFloat(f *testing.F) {
 		f.Add(math.Float64bits(v))
 	}
 	f.Fuzz(func(t *testing.T, bits uint64) { checkJSONFloat(t, math.Float64frombits(bits)) })
+}
+
+// TestJSONSharedDiagnosis checks that a diagnosis met twice is written
+// twice the same (the second time copied).
+func TestJSONSharedDiagnosis(t *testing.T) {
+	if !leafStruct(reflect.TypeFor[Diagnosis]()) || leafStruct(reflect.TypeFor[Direction]()) {
+		t.Fatal("Diagnosis should be a leaf struct, Direction not")
+	}
+	dg := &Diagnosis{Direction: "server->client", Limit: LimitNone, Evidence: []string{"a <b>"}, RateBps: 1.5}
+	c := &Connection{Diagnosis: dg}
+	c.Directions[0] = &Direction{Diagnosis: &Diagnosis{Limit: LimitLoss}}
+	c.Directions[1] = &Direction{Diagnosis: dg}
+	want, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := appendConnectionJSON([]byte("prefix"), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "prefix"+string(want) {
+		t.Fatalf("got  %s\nwant prefix%s", got, want)
+	}
 }

@@ -110,6 +110,7 @@ type JSONWriter struct {
 	n       int
 	err     error
 	buf     []byte
+	enc     jsonState
 }
 
 // NewJSONWriter returns a JSONWriter; nothing is written before the
@@ -144,7 +145,7 @@ func (j *JSONWriter) Connection(c *Connection) error {
 		b = append(b, ',')
 	}
 	b = append(b, "\n    "...)
-	b, err := appendConnectionJSON(b, c)
+	b, err := j.enc.appendConnection(b, c)
 	if err != nil {
 		j.buf = b[:mark]
 		return fmt.Errorf("json: connection %d: %w", c.Index, err)
