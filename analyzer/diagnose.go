@@ -101,6 +101,17 @@ func mb(bytesPerSec float64) string {
 	return string(appendMB(buf[:0], bytesPerSec))
 }
 
+// shortTransfer is the evidence of a transfer too short to diagnose;
+// shortTransfers holds it written for the first segment counts.
+const shortTransfer = "only %d segments' worth of data: too short for the network to be the limit"
+
+var shortTransfers = func() (s [20]string) {
+	for i := range s {
+		s[i] = sprintf(shortTransfer, ai(i))
+	}
+	return s
+}()
+
 // nextPow2 rounds n up to a power of two (buffer sizes read better so).
 func nextPow2(n float64) int64 {
 	p := int64(1)
@@ -174,7 +185,11 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 
 	if float64(d.UniqueBytes) < 20*mss {
 		dg.Limit = LimitNone
-		ev("only %d segments' worth of data: too short for the network to be the limit", ai(int(float64(d.UniqueBytes)/mss)+1))
+		if n := int(float64(d.UniqueBytes)/mss) + 1; uint(n) < uint(len(shortTransfers)) {
+			dg.Evidence = append(dg.Evidence, shortTransfers[n]) // most connections of a busy server
+		} else {
+			ev(shortTransfer, ai(n))
+		}
 		if d.DelayedAckStalls > 0 {
 			dg.Limit = LimitDelayedAck
 			delayedAckAdvice(dg, d, rttMin, sender, receiver)

@@ -80,6 +80,9 @@ func (a *farg) boxed() any {
 
 // sprintf is fmt.Sprintf(format, args...) for the subset above.
 func sprintf(format string, args ...farg) string {
+	if len(args) == 0 && strings.IndexByte(format, '%') < 0 {
+		return format // a constant sentence: no copy
+	}
 	var buf [512]byte
 	return string(appendf(buf[:0], format, args...))
 }
