@@ -8,7 +8,9 @@ import (
 	"net/netip"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/wanlab/wanlab/analyzer/internal/synth"
 	"github.com/wanlab/wanlab/units"
@@ -257,6 +259,67 @@ func BenchmarkDiagnoseFmt(b *testing.B) {
 	for b.Loop() {
 		for i, d := range c.Directions {
 			d.Diagnosis = diagnoseDirectionFmt("client->server", d, c.Directions[1-i], c)
+		}
+	}
+}
+
+// TestConnTextMatchesFmt checks the text summary byte for byte against
+// the one written with fmt, on captures and random connections.
+func TestConnTextMatchesFmt(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join("testdata", "*.pcap"))
+	var conns []*Connection
+	for _, p := range paths {
+		res, err := AnalyzeFile(p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, res.Connections...)
+	}
+	var buf bytes.Buffer
+	if _, err := synth.WriteMany(&buf, synth.ManyConfig{Conns: 100, Concurrent: 10}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := AnalyzeReader(mustReader(t, buf.Bytes()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns = append(conns, res.Connections...)
+	r := rand.New(rand.NewPCG(11, 12))
+	states := []string{"closed", "open", "reset", "", "é<>\xff", strings.Repeat("long", 10)}
+	for i := 0; i < 20000; i++ {
+		c := &Connection{Index: r.IntN(1 << 20), State: states[r.IntN(len(states))],
+			HandshakeSeen: r.IntN(2) == 0, Start: time.Duration(r.Int64N(1e12)), Duration: time.Duration(r.Int64N(1e11)),
+			hsRTT: r.Int64N(3e8) - 1e8}
+		c.Client = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(r.IntN(256)), 1}), uint16(r.IntN(65536)))
+		if r.IntN(5) == 0 {
+			c.Client = netip.AddrPort{}
+		}
+		c.Server = netip.MustParseAddrPort("[fd00::1]:443")
+		for k := range c.Directions {
+			d := randDirection(r)
+			d.CapturedNear = states[r.IntN(len(states))]
+			d.RTTMinMs, d.RTTMaxMs, d.RTTAvgMs, d.RTTStdevMs, d.RTTP99Ms = randFloat(r), randFloat(r), randFloat(r), randFloat(r), randFloat(r)
+			d.WindowScale = r.IntN(16) - 1
+			c.Directions[k] = d
+		}
+		for k, d := range c.Directions {
+			if r.IntN(4) > 0 {
+				d.Diagnosis = diagnoseDirection("client->server", d, c.Directions[1-k], c)
+				if r.IntN(3) == 0 {
+					d.Diagnosis.RateBps, d.Diagnosis.PredictedBps = randFloat(r), randFloat(r)
+				}
+			}
+		}
+		conns = append(conns, c)
+	}
+	var got, want strings.Builder
+	for _, c := range conns {
+		got.Reset()
+		want.Reset()
+		writeConnText(&got, c)
+		writeConnTextFmt(&want, c)
+		if got.String() != want.String() {
+			t.Fatalf("connection %d:\n got %s\nwant %s", c.Index, got.String(), want.String())
 		}
 	}
 }
