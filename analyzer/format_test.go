@@ -323,3 +323,19 @@ func TestConnTextMatchesFmt(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSprintf checks sprintf against fmt.Sprintf on arbitrary formats:
+// inside the subset it writes the same, outside it hands over to fmt.
+func FuzzSprintf(f *testing.F) {
+	for _, s := range []string{"%d %.3g %s %v", "%.1f ms, %%", "%5d", "%.", "%", "%.3%", "%.1000f", "%s %s %s %s %s"} {
+		f.Add(s)
+	}
+	addr := netip.MustParseAddr("10.0.0.1")
+	f.Fuzz(func(t *testing.T, format string) {
+		got := sprintf(format, ai(-42), af(3.25), as("x"), aa(addr))
+		want := fmt.Sprintf(format, int64(-42), 3.25, "x", addr)
+		if got != want {
+			t.Fatalf("%q: got %q, want %q", format, got, want)
+		}
+	})
+}
