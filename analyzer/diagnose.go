@@ -1,7 +1,6 @@
 package analyzer
 
 import (
-	"fmt"
 	"math"
 	"time"
 
@@ -96,12 +95,22 @@ func diagnose(c *Connection) {
 	}
 }
 
-// mb prints a rate in bits and, as the seeds quote them, bytes per second.
+// mb prints a rate in bits and, as users quote them, bytes per second.
 func mb(bytesPerSec float64) string {
-	return fmt.Sprintf("%s (%.3g MB/s)", units.Rate(bytesPerSec*8).Human(), bytesPerSec/1e6)
+	var buf [64]byte
+	return string(appendMB(buf[:0], bytesPerSec))
 }
 
-func sz(b float64) string { return units.Size(b).Human() }
+// shortTransfer is the evidence of a transfer too short to diagnose;
+// shortTransfers holds it written for the first segment counts.
+const shortTransfer = "only %d segments' worth of data: too short for the network to be the limit"
+
+var shortTransfers = func() (s [20]string) {
+	for i := range s {
+		s[i] = sprintf(shortTransfer, ai(i))
+	}
+	return s
+}()
 
 // nextPow2 rounds n up to a power of two (buffer sizes read better so).
 func nextPow2(n float64) int64 {
@@ -113,7 +122,9 @@ func nextPow2(n float64) int64 {
 }
 
 func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosis {
-	dg := &Diagnosis{Direction: name, RateBps: d.DataRateBps}
+	// Every diagnosis has evidence, most two to four sentences; advice
+	// stays nil (JSON null) when there is none.
+	dg := &Diagnosis{Direction: name, RateBps: d.DataRateBps, Evidence: make([]string, 0, 4)}
 	rate := d.DataRateBps / 8 // bytes/s
 	rttMin := d.PathRTTMs / 1e3
 	rttMed := d.RTTP50Ms / 1e3
@@ -151,15 +162,15 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		maxFlight = flight
 	}
 	transfer := d.TransferMs
-	ev := func(f string, a ...any) { dg.Evidence = append(dg.Evidence, fmt.Sprintf(f, a...)) }
-	adv := func(f string, a ...any) { dg.Advice = append(dg.Advice, fmt.Sprintf(f, a...)) }
-	sender, receiver := d.From.Addr(), d.To.Addr()
+	ev := func(f string, a ...farg) { dg.Evidence = append(dg.Evidence, sprintf(f, a...)) }
+	adv := func(f string, a ...farg) { dg.Advice = append(dg.Advice, sprintf(f, a...)) }
+	sender, receiver := aa(d.From.Addr()), aa(d.To.Addr())
 
 	ev("%s of data in %.1f ms: %s; min RTT %.3g ms (from %s), median %.3g ms",
-		sz(float64(d.UniqueBytes)), transfer, mb(rate), rttMin*1e3, rttSourceName(source), rttMed*1e3)
+		asz(float64(d.UniqueBytes)), af(transfer), amb(rate), af(rttMin*1e3), as(rttSourceName(source)), af(rttMed*1e3))
 	if d.CapturedNear == "receiver" {
 		if d.EchoRTTSamples >= 10 {
-			ev("captured near the receiver %s: min RTT from the handshake, median from %d timestamp echoes; bytes in flight estimated as rate x RTT", receiver, d.EchoRTTSamples)
+			ev("captured near the receiver %s: min RTT from the handshake, median from %d timestamp echoes; bytes in flight estimated as rate x RTT", receiver, ai(d.EchoRTTSamples))
 		} else {
 			ev("captured near the receiver %s: RTT from the handshake, bytes in flight estimated as rate x RTT", receiver)
 		}
@@ -174,7 +185,11 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 
 	if float64(d.UniqueBytes) < 20*mss {
 		dg.Limit = LimitNone
-		ev("only %d segments' worth of data: too short for the network to be the limit", int(float64(d.UniqueBytes)/mss)+1)
+		if n := int(float64(d.UniqueBytes)/mss) + 1; uint(n) < uint(len(shortTransfers)) {
+			dg.Evidence = append(dg.Evidence, shortTransfers[n]) // most connections of a busy server
+		} else {
+			ev(shortTransfer, ai(n))
+		}
 		if d.DelayedAckStalls > 0 {
 			dg.Limit = LimitDelayedAck
 			delayedAckAdvice(dg, d, rttMin, sender, receiver)
@@ -196,30 +211,30 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 	case lossP >= lossMinRate && mathis > 0 && rate <= lossRateSlack*mathis:
 		dg.Limit = LimitLoss
 		ev("%d of %d data segments sent again (p = %.2f %%: %d re-sent, %d filling gaps; Wireshark: %d retransmissions, %d fast, %d spurious, %d out-of-order), %d triple duplicate ACKs from the receiver",
-			d.ResentPackets+d.GapFills, d.DataPackets+d.GapFills, lossP*100, d.ResentPackets, d.GapFills,
-			d.RetransmittedPackets, d.FastRetransmissions, d.SpuriousRetransmissions, d.OutOfOrderPackets, peer.TripleDupAcks)
+			ai(d.ResentPackets+d.GapFills), ai(d.DataPackets+d.GapFills), af(lossP*100), ai(d.ResentPackets), ai(d.GapFills),
+			ai(d.RetransmittedPackets), ai(d.FastRetransmissions), ai(d.SpuriousRetransmissions), ai(d.OutOfOrderPackets), ai(peer.TripleDupAcks))
 		ev("Mathis bound MSS*1.2247/(RTT*sqrt(p)) = %.0f B * 1.2247 / (%.3g ms * sqrt(%.4f)) = %s, with the median RTT from %s; measured %s",
-			mss, rttMed*1e3, lossP, mb(mathis), rttSourceName(medSource), mb(rate))
+			af(mss), af(rttMed*1e3), af(lossP), amb(mathis), as(rttSourceName(medSource)), amb(rate))
 		adv("the loss happens on the path between %s and %s: buffer and window settings cannot help; find the drop point (tc -s qdisc show: drops/overlimits; ip -s link: errors) and remove it", sender, receiver)
 		adv("if the loss is random and cannot be removed, a congestion control that does not treat every loss as congestion helps: on %s run `wanlab tune apply --set net.ipv4.tcp_congestion_control=bbr`", sender)
 		dg.PredictedBps = 8 * mathis * math.Sqrt(10)
-		adv("predicted: at a tenth of the loss rate the bound rises sqrt(10)x, to about %s", mb(mathis*math.Sqrt(10)))
+		adv("predicted: at a tenth of the loss rate the bound rises sqrt(10)x, to about %s", amb(mathis*math.Sqrt(10)))
 
 	case transfer > 0 && d.IdleTotalMs >= appIdleShare*transfer:
 		dg.Limit = LimitApplication
 		ev("the sender had nothing outstanding for %.1f ms in %d gaps (%.0f %% of the transfer; longest %.1f ms) while the receiver's window was open",
-			d.IdleTotalMs, d.IdleGaps, 100*d.IdleTotalMs/transfer, d.IdleMaxMs)
+			af(d.IdleTotalMs), ai(d.IdleGaps), af(100*d.IdleTotalMs/transfer), af(d.IdleMaxMs))
 		adv("the application on %s did not hand data to TCP fast enough (or waited for the next request): TCP and network tuning will not speed this up; write larger chunks, pipeline requests, or find what the application waits for", sender)
 		if busy := transfer - d.IdleTotalMs; busy > 0 {
 			p := float64(d.UniqueBytes) / (busy / 1e3)
 			dg.PredictedBps = 8 * p
-			adv("predicted: without the idle gaps the same data would take %.1f ms, %s", busy, mb(p))
+			adv("predicted: without the idle gaps the same data would take %.1f ms, %s", af(busy), amb(p))
 		}
 
 	case peer.ZeroWindows > 0 && zeroWindowShare(d, peer) >= receiverAppShare:
 		dg.Limit = LimitApplication
 		ev("the receiver %s advertised a zero window %d times (%d zero-window probes; %.1f %% of its packets): its application did not read as fast as the data arrived",
-			receiver, peer.ZeroWindows, d.ZeroWindowProbes, 100*zeroWindowShare(d, peer))
+			receiver, ai(peer.ZeroWindows), ai(d.ZeroWindowProbes), af(100*zeroWindowShare(d, peer)))
 		adv("the receiving application on %s is the bottleneck: a larger receive buffer only postpones the stall; make it read faster (larger reads, fewer per-read costs, a separate reader thread)", receiver)
 
 	case rttMin > 0 && rttMed >= queueRTTFactor*rttMin+0.002 && flight > 1.3*rate*rttMin,
@@ -227,14 +242,14 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		dg.Limit = LimitBandwidth
 		q := (rttMed - rttMin) * rate
 		if d.PauseShare < saturatedPauseShare {
-			ev("data flowed without pauses longer than a quarter RTT (%.0f %% of the time paused): the bottleneck was busy all along", 100*d.PauseShare)
+			ev("data flowed without pauses longer than a quarter RTT (%.0f %% of the time paused): the bottleneck was busy all along", af(100*d.PauseShare))
 		}
 		if rttMed >= queueRTTFactor*rttMin+0.002 {
 			ev("RTT rose from %.3g ms (min) to %.3g ms (median) while the rate held at %s: a queue of about %s built at the bottleneck",
-				rttMin*1e3, rttMed*1e3, mb(rate), sz(q))
-			ev("median flight %s is more than the path's bandwidth-delay product %s", sz(flight), sz(rate*rttMin))
+				af(rttMin*1e3), af(rttMed*1e3), amb(rate), asz(q))
+			ev("median flight %s is more than the path's bandwidth-delay product %s", asz(flight), asz(rate*rttMin))
 		}
-		adv("the bottleneck between %s and %s runs at about %s: more window or buffer only adds queueing delay", sender, receiver, mb(rate))
+		adv("the bottleneck between %s and %s runs at about %s: more window or buffer only adds queueing delay", sender, receiver, amb(rate))
 		adv("to keep the rate but cut the delay, use a congestion control that paces to the bottleneck (on %s: `wanlab tune apply --set net.ipv4.tcp_congestion_control=bbr`) or shorten the bottleneck queue (tbf limit/latency)", sender)
 		dg.PredictedBps = 8 * rate
 
@@ -242,38 +257,38 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		windowKnown && rttMin > 0 && peerWin > 0 && rate >= windowRateShare*peerWin/rttMin:
 		dg.Limit = LimitReceiveWindow
 		if d.CapturedNear == "receiver" {
-			ev("the rate is %.0f %% of what the receive window %s advertised allows per RTT", 100*rate*rttMin/peerWin, receiver)
+			ev("the rate is %.0f %% of what the receive window %s advertised allows per RTT", af(100*rate*rttMin/peerWin), receiver)
 		} else {
 			ev("bytes in flight were within 10 %% of the receive window %s advertised on %.0f %% of data segments (%d window-full segments)",
-				receiver, 100*d.WindowLimitedShare, d.WindowFull)
+				receiver, af(100*d.WindowLimitedShare), ai(d.WindowFull))
 		}
 		if rttMin > 0 {
 			ev("throughput = window / RTT = %s / %.3g ms = %s; measured %s",
-				sz(peerWin), rttMin*1e3, mb(peerWin/rttMin), mb(rate))
+				asz(peerWin), af(rttMin*1e3), amb(peerWin/rttMin), amb(rate))
 		}
 		target := 4 * peerWin
 		buf := nextPow2(target / scalingRatio)
 		adv("raise the receive buffer on %s: net.ipv4.tcp_rmem max >= %d bytes (the kernel offers about %.0f %% of the buffer as window), e.g. `wanlab tune apply --set net.ipv4.tcp_rmem=\"4096 131072 %d\"`; an application that sets SO_RCVBUF also needs net.core.rmem_max >= %d",
-			receiver, buf, scalingRatio*100, buf, buf)
+			receiver, ai(buf), af(scalingRatio*100), ai(buf), ai(buf))
 		if rttMin > 0 {
 			p := predict.WindowRate(units.Size(float64(buf)*scalingRatio), secondsDur(rttMin)).BytesPerSecond()
 			dg.PredictedBps = 8 * p
-			adv("predicted: a %s window allows up to %s at this RTT, if the path has the capacity (the next limit is then congestion or bandwidth)", sz(float64(buf)*scalingRatio), mb(p))
+			adv("predicted: a %s window allows up to %s at this RTT, if the path has the capacity (the next limit is then congestion or bandwidth)", asz(float64(buf)*scalingRatio), amb(p))
 		}
 
 	case windowKnown && peerWin > 0 && flight > 0 && flight <= sndbufShare*peerWin && lossP < lossMinRate && maxFlight <= 1.5*flight+2*mss:
 		dg.Limit = LimitSendBuffer
 		ev("bytes in flight stayed near %s (median; max %s), only %.0f %% of the %s window %s offered, without loss",
-			sz(flight), sz(maxFlight), 100*flight/peerWin, sz(peerWin), receiver)
+			asz(flight), asz(maxFlight), af(100*flight/peerWin), asz(peerWin), receiver)
 		if rttMin > 0 {
-			ev("throughput = flight / RTT = %s / %.3g ms = %s; measured %s", sz(flight), rttMin*1e3, mb(flight/rttMin), mb(rate))
+			ev("throughput = flight / RTT = %s / %.3g ms = %s; measured %s", asz(flight), af(rttMin*1e3), amb(flight/rttMin), amb(rate))
 		}
 		buf := nextPow2(peerWin / scalingRatio)
-		adv("raise the send buffer on %s: net.ipv4.tcp_wmem max >= %d bytes, e.g. `wanlab tune apply --set net.ipv4.tcp_wmem=\"4096 16384 %d\"` (an application that sets SO_SNDBUF also needs net.core.wmem_max >= %d)", sender, buf, buf, buf)
+		adv("raise the send buffer on %s: net.ipv4.tcp_wmem max >= %d bytes, e.g. `wanlab tune apply --set net.ipv4.tcp_wmem=\"4096 16384 %d\"` (an application that sets SO_SNDBUF also needs net.core.wmem_max >= %d)", sender, ai(buf), ai(buf), ai(buf))
 		if rttMin > 0 {
 			p := predict.WindowRate(units.Size(peerWin), secondsDur(rttMin)).BytesPerSecond()
 			dg.PredictedBps = 8 * p
-			adv("predicted: the flight can then fill the receiver's %s window: up to %s at this RTT", sz(peerWin), mb(p))
+			adv("predicted: the flight can then fill the receiver's %s window: up to %s at this RTT", asz(peerWin), amb(p))
 		}
 
 	case !windowKnown:
@@ -284,27 +299,27 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		dg.Limit = LimitCongestion
 		if lossP >= lossMinRate {
 			ev("flight reached %s (median %s) below the receiver's %s window, without a queue building; %.2f %% of segments were sent again, yet the rate stayed above the Mathis bound: the sender's congestion window (slow start, growth, a loss-tolerant congestion control) set the pace",
-				sz(maxFlight), sz(flight), sz(peerWin), lossP*100)
+				asz(maxFlight), asz(flight), asz(peerWin), af(lossP*100))
 		} else {
 			ev("flight reached %s (median %s) below the receiver's %s window, without a queue building or significant loss: the sender's congestion window (slow start, growth) set the pace",
-				sz(maxFlight), sz(flight), sz(peerWin))
+				asz(maxFlight), asz(flight), asz(peerWin))
 		}
 		adv("for short transfers a larger initial window helps (`ip route change <route> initcwnd 20` on %s); long transfers grow out of this limit", sender)
 		if rttMin > 0 && peerWin > 0 {
 			p := predict.WindowRate(units.Size(peerWin), secondsDur(rttMin)).BytesPerSecond()
 			dg.PredictedBps = 8 * p
-			adv("predicted: at most %s once the congestion window reaches the receiver's window", mb(p))
+			adv("predicted: at most %s once the congestion window reaches the receiver's window", amb(p))
 		}
 	}
 	if q := d.QueueDelayMs; d.QueueRTTSource != "" && q >= bufferbloatMs && q >= 0.5*rttMin*1e3 {
 		ev("a queue of %.0f ms built at the bottleneck while data flowed: the RTT (%s) rose %.0f ms above its minimum at the 95th percentile, %.0f ms at the median (bufferbloat)",
-			q, rttSourceName(d.QueueRTTSource), q, d.QueueDelayP50Ms)
+			af(q), as(rttSourceName(d.QueueRTTSource)), af(q), af(d.QueueDelayP50Ms))
 		if dg.Limit != LimitBandwidth {
-			adv("the bottleneck queue between %s and %s adds up to %.0f ms of delay: an AQM on the bottleneck link (fq_codel or cake: `tc qdisc replace dev DEV root fq_codel`) keeps it short without costing rate", sender, receiver, q)
+			adv("the bottleneck queue between %s and %s adds up to %.0f ms of delay: an AQM on the bottleneck link (fq_codel or cake: `tc qdisc replace dev DEV root fq_codel`) keeps it short without costing rate", sender, receiver, af(q))
 		}
 	}
 	if peer.ZeroWindows > 0 && dg.Limit != LimitApplication {
-		ev("the receiver advertised a zero window %d times (%d zero-window probes): its application did not always read fast enough", peer.ZeroWindows, d.ZeroWindowProbes)
+		ev("the receiver advertised a zero window %d times (%d zero-window probes): its application did not always read fast enough", ai(peer.ZeroWindows), ai(d.ZeroWindowProbes))
 	}
 	return dg
 }
@@ -329,18 +344,18 @@ func rttSourceName(s string) string {
 // secondsDur turns seconds into a Duration.
 func secondsDur(s float64) time.Duration { return time.Duration(s * 1e9) }
 
-func delayedAckAdvice(dg *Diagnosis, d *Direction, rttMin float64, sender, receiver any) {
-	dg.Evidence = append(dg.Evidence, fmt.Sprintf(
+func delayedAckAdvice(dg *Diagnosis, d *Direction, rttMin float64, sender, receiver farg) {
+	dg.Evidence = append(dg.Evidence, sprintf(
 		"%d lone segments were acknowledged at least 30 ms later than the %.3g ms minimum RTT, costing %.1f ms of %.1f ms: the receiver's delayed-ACK timer (40 ms minimum on Linux)",
-		d.DelayedAckStalls, rttMin*1e3, d.DelayedAckTotalMs, d.TransferMs))
+		ai(d.DelayedAckStalls), af(rttMin*1e3), af(d.DelayedAckTotalMs), af(d.TransferMs)))
 	dg.Advice = append(dg.Advice,
-		fmt.Sprintf("on %v (the receiver) acknowledge at once: set TCP_QUICKACK on the socket after each read, or `ip route change <route to %v> quickack 1`", receiver, sender),
-		fmt.Sprintf("on %v (the sender) set TCP_NODELAY so a small last segment is not held back by Nagle while the receiver waits", sender))
+		sprintf("on %v (the receiver) acknowledge at once: set TCP_QUICKACK on the socket after each read, or `ip route change <route to %v> quickack 1`", receiver, sender),
+		sprintf("on %v (the sender) set TCP_NODELAY so a small last segment is not held back by Nagle while the receiver waits", sender))
 	if d.TransferMs > d.DelayedAckTotalMs && d.TransferMs > 0 {
 		busy := max(d.TransferMs-d.DelayedAckTotalMs, rttMin*1e3)
 		p := float64(d.UniqueBytes) / (busy / 1e3)
 		dg.PredictedBps = 8 * p
-		dg.Advice = append(dg.Advice, fmt.Sprintf("predicted: %.1f ms instead of %.1f ms, %s", busy, d.TransferMs, mb(p)))
+		dg.Advice = append(dg.Advice, sprintf("predicted: %.1f ms instead of %.1f ms, %s", af(busy), af(d.TransferMs), amb(p)))
 	}
 }
 

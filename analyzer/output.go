@@ -112,6 +112,7 @@ type JSONWriter struct {
 	n       int
 	err     error
 	buf     []byte
+	enc     jsonState
 }
 
 // NewJSONWriter returns a JSONWriter; nothing is written before the
@@ -131,29 +132,46 @@ func (j *JSONWriter) start() {
 	}
 }
 
-// Connection writes one connection, on one line.
+// jsonBatch is how much JSON a JSONWriter gathers before it writes: a
+// short connection's JSON is a few KiB, and a write per connection was a
+// system call per connection through a small bufio.Writer.
+const jsonBatch = 64 << 10
+
+// Connection writes one connection, on one line (at the latest when
+// jsonBatch bytes have gathered, or at Close).
 func (j *JSONWriter) Connection(c *Connection) error {
 	j.start()
-	b := j.buf[:0]
+	mark := len(j.buf)
+	b := j.buf
 	if j.n > 0 {
 		b = append(b, ',')
 	}
 	b = append(b, "\n    "...)
-	b, err := appendConnectionJSON(b, c)
+	b, err := j.enc.appendConnection(b, c)
 	if err != nil {
+		j.buf = b[:mark]
 		return fmt.Errorf("json: connection %d: %w", c.Index, err)
 	}
 	j.buf = b
-	if j.err == nil {
-		_, j.err = j.w.Write(b)
-	}
 	j.n++
+	if len(b) >= jsonBatch {
+		j.flush()
+	}
 	return j.err
+}
+
+// flush writes the gathered connections.
+func (j *JSONWriter) flush() {
+	if j.err == nil && len(j.buf) > 0 {
+		_, j.err = j.w.Write(j.buf)
+	}
+	j.buf = j.buf[:0]
 }
 
 // Close writes the capture's totals and ends the document.
 func (j *JSONWriter) Close(r *Result) error {
 	j.start()
+	j.flush()
 	type totals struct {
 		*Result
 		Connections []*Connection `json:"connections,omitempty"` // shadows Result's: written above
@@ -283,134 +301,163 @@ func fmtDur(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', 6, 64) + " s"
 }
 
-func writeConnText(b *strings.Builder, c *Connection) {
-	b.WriteString("================================\n")
-	fmt.Fprintf(b, "TCP connection %d:\n", c.Index)
-	fmt.Fprintf(b, "\thost a:        %s (client)\n", c.Client)
-	fmt.Fprintf(b, "\thost b:        %s (server)\n", c.Server)
-	hs := "no"
-	if c.HandshakeSeen {
-		hs = "yes"
+// textColumns is the heading of the two directions' columns.
+var textColumns = fmt.Sprintf("   %-38s %s\n", "a->b:", "b->a:")
+
+// textWriter writes a connection's text as fmt's verbs did (widths in
+// runes, as fmt counts them), from appends into one scratch buffer.
+type textWriter struct {
+	b   *strings.Builder
+	tmp [64]byte
+}
+
+func (w *textWriter) s(s string) { w.b.WriteString(s) }
+
+func (w *textWriter) int(n int64) { w.b.Write(strconv.AppendInt(w.tmp[:0], n, 10)) }
+
+func (w *textWriter) dur(d time.Duration) {
+	w.b.Write(append(strconv.AppendFloat(w.tmp[:0], d.Seconds(), 'f', 6, 64), " s"...))
+}
+
+func (w *textWriter) addrPort(ap netip.AddrPort) {
+	if !ap.IsValid() {
+		w.s("invalid AddrPort") // AddrPort.String's word for the zero AddrPort
+		return
 	}
-	fmt.Fprintf(b, "\thandshake:     %s\n", hs)
-	fmt.Fprintf(b, "\tstate:         %s\n", c.State)
-	fmt.Fprintf(b, "\tfirst packet:  %s\n", fmtDur(c.Start))
-	fmt.Fprintf(b, "\telapsed time:  %s\n", fmtDur(c.Duration))
+	w.b.Write(ap.AppendTo(w.tmp[:0]))
+}
+
+func (w *textWriter) pad(n int) {
+	for ; n > 0; n-- {
+		w.b.WriteByte(' ')
+	}
+}
+
+// cell writes "%-20s %14s" of label+":" and v.
+func (w *textWriter) cell(label string, v []byte) {
+	w.s(label)
+	w.b.WriteByte(':')
+	w.pad(19 - utf8.RuneCountInString(label))
+	w.b.WriteByte(' ')
+	w.pad(14 - utf8.RuneCount(v))
+	w.b.Write(v)
+}
+
+// row writes a row of both directions, "     %-20s %14s      %-20s %14s\n".
+func (w *textWriter) row(label string, a, z []byte) {
+	w.s("     ")
+	w.cell(label, a)
+	w.s("      ")
+	w.cell(label, z)
+	w.b.WriteByte('\n')
+}
+
+func (w *textWriter) rowInt(label string, a, z int64) {
+	var bz [24]byte
+	w.row(label, strconv.AppendInt(w.tmp[:0], a, 10), strconv.AppendInt(bz[:0], z, 10))
+}
+
+// rowFloat writes "%.3f" and unit of both.
+func (w *textWriter) rowFloat(label, unit string, a, z float64) {
+	var bz [48]byte
+	w.row(label, append(strconv.AppendFloat(w.tmp[:0], a, 'f', 3, 64), unit...),
+		append(strconv.AppendFloat(bz[:0], z, 'f', 3, 64), unit...))
+}
+
+func writeConnText(b *strings.Builder, c *Connection) {
+	w := &textWriter{b: b}
+	w.s("================================\nTCP connection ")
+	w.int(int64(c.Index))
+	w.s(":\n\thost a:        ")
+	w.addrPort(c.Client)
+	w.s(" (client)\n\thost b:        ")
+	w.addrPort(c.Server)
+	w.s(" (server)\n\thandshake:     ")
+	if c.HandshakeSeen {
+		w.s("yes")
+	} else {
+		w.s("no")
+	}
+	w.s("\n\tstate:         ")
+	w.s(c.State)
+	w.s("\n\tfirst packet:  ")
+	w.dur(c.Start)
+	w.s("\n\telapsed time:  ")
+	w.dur(c.Duration)
+	w.s("\n")
 	if c.hsRTT > 0 {
-		fmt.Fprintf(b, "\thandshake RTT: %.3f ms\n", float64(c.hsRTT)/1e6)
+		w.s("\thandshake RTT: ")
+		w.b.Write(strconv.AppendFloat(w.tmp[:0], float64(c.hsRTT)/1e6, 'f', 3, 64))
+		w.s(" ms\n")
 	}
 	a, z := &c.Directions[0].DirectionStats, &c.Directions[1].DirectionStats
-	b.WriteString("   a->b:                                  b->a:\n")
-	var va, vz [40]byte
-	for i := range textRows {
-		r := &textRows[i]
-		// "     %-20s %14s      %-20s %14s\n" without fmt's cost, which
-		// is most of the text output's time on a capture of many
-		// connections.
-		b.WriteString("     ")
-		padRight(b, r.label, 20)
-		b.WriteByte(' ')
-		padLeft(b, r.value(va[:0], a), 14)
-		b.WriteString("      ")
-		padRight(b, r.label, 20)
-		b.WriteByte(' ')
-		padLeft(b, r.value(vz[:0], z), 14)
-		b.WriteByte('\n')
-	}
+	w.s(textColumns)
+	w.rowInt("total packets", int64(a.Packets), int64(z.Packets))
+	w.rowInt("pure acks sent", int64(a.PureAcks), int64(z.PureAcks))
+	w.rowInt("sack pkts sent", int64(a.SACKPackets), int64(z.SACKPackets))
+	w.rowInt("unique bytes sent", a.UniqueBytes, z.UniqueBytes)
+	w.rowInt("actual data pkts", int64(a.DataPackets), int64(z.DataPackets))
+	w.rowInt("actual data bytes", a.DataBytes, z.DataBytes)
+	w.rowInt("rexmt data pkts", int64(a.RetransmittedPackets), int64(z.RetransmittedPackets))
+	w.rowInt("rexmt data bytes", a.RetransmittedBytes, z.RetransmittedBytes)
+	w.rowInt("fast rexmt pkts", int64(a.FastRetransmissions), int64(z.FastRetransmissions))
+	w.rowInt("spurious rexmt pkts", int64(a.SpuriousRetransmissions), int64(z.SpuriousRetransmissions))
+	w.rowInt("outoforder pkts", int64(a.OutOfOrderPackets), int64(z.OutOfOrderPackets))
+	w.rowInt("lost segments", int64(a.LostSegments), int64(z.LostSegments))
+	w.rowInt("dup acks", int64(a.DupAcks), int64(z.DupAcks))
+	w.rowInt("triple dup acks", int64(a.TripleDupAcks), int64(z.TripleDupAcks))
+	w.rowInt("zero win adv", int64(a.ZeroWindows), int64(z.ZeroWindows))
+	w.rowInt("window full", int64(a.WindowFull), int64(z.WindowFull))
+	w.rowInt("zwnd probe pkts", int64(a.ZeroWindowProbes), int64(z.ZeroWindowProbes))
+	w.rowInt("keep alives", int64(a.KeepAlives), int64(z.KeepAlives))
+	w.rowInt("mss requested", int64(a.MSS), int64(z.MSS))
+	w.rowInt("adv wind scale", int64(a.WindowScale), int64(z.WindowScale))
+	w.rowInt("max segm size", int64(a.MaxSegmentBytes), int64(z.MaxSegmentBytes))
+	w.rowInt("max win adv", a.MaxWindowBytes, z.MaxWindowBytes)
+	w.rowInt("min win adv", a.MinWindowBytes, z.MinWindowBytes)
+	w.rowInt("max in flight", a.MaxInFlightBytes, z.MaxInFlightBytes)
+	w.rowFloat("throughput", " Bps", a.ThroughputBps/8, z.ThroughputBps/8)
+	w.rowFloat("data rate", " Bps", a.DataRateBps/8, z.DataRateBps/8)
+	w.rowFloat("transfer time", " ms", a.TransferMs, z.TransferMs)
+	w.rowInt("idle gaps", int64(a.IdleGaps), int64(z.IdleGaps))
+	w.rowFloat("idle total", " ms", a.IdleTotalMs, z.IdleTotalMs)
+	w.row("captured near", []byte(a.CapturedNear), []byte(z.CapturedNear))
+	w.rowInt("RTT samples", int64(a.RTTSamples), int64(z.RTTSamples))
+	w.rowFloat("RTT min", " ms", a.RTTMinMs, z.RTTMinMs)
+	w.rowFloat("RTT max", " ms", a.RTTMaxMs, z.RTTMaxMs)
+	w.rowFloat("RTT avg", " ms", a.RTTAvgMs, z.RTTAvgMs)
+	w.rowFloat("RTT stdev", " ms", a.RTTStdevMs, z.RTTStdevMs)
+	w.rowFloat("RTT p50", " ms", a.RTTP50Ms, z.RTTP50Ms)
+	w.rowFloat("RTT p99", " ms", a.RTTP99Ms, z.RTTP99Ms)
+	w.rowInt("TS RTT samples", int64(a.TSRTTSamples), int64(z.TSRTTSamples))
+	w.rowFloat("TS RTT p50", " ms", a.TSRTTP50Ms, z.TSRTTP50Ms)
 	for _, d := range c.Directions {
 		dg := d.Diagnosis
 		if dg == nil {
 			continue
 		}
-		fmt.Fprintf(b, "diagnosis %s: %s", dg.Direction, dg.Limit)
+		w.s("diagnosis ")
+		w.s(dg.Direction)
+		w.s(": ")
+		w.s(dg.Limit)
 		if dg.RateBps > 0 {
-			fmt.Fprintf(b, " at %s", mb(dg.RateBps/8))
+			w.s(" at ")
+			w.b.Write(appendMB(w.tmp[:0], dg.RateBps/8))
 		}
 		if dg.PredictedBps > 0 {
-			fmt.Fprintf(b, ", predicted after the change %s", mb(dg.PredictedBps/8))
+			w.s(", predicted after the change ")
+			w.b.Write(appendMB(w.tmp[:0], dg.PredictedBps/8))
 		}
-		b.WriteString("\n")
+		w.s("\n")
 		for _, e := range dg.Evidence {
-			fmt.Fprintf(b, "  evidence: %s\n", e)
+			w.s("  evidence: ")
+			w.s(e)
+			w.s("\n")
 		}
 		for _, a := range dg.Advice {
-			fmt.Fprintf(b, "  advice:   %s\n", a)
+			w.s("  advice:   ")
+			w.s(a)
+			w.s("\n")
 		}
 	}
-}
-
-// textRow is one line of the per-direction table of the text output: the
-// label (with its colon) and the value's formatter.
-type textRow struct {
-	label string
-	value func(b []byte, s *DirectionStats) []byte
-}
-
-func intRow(label string, f func(*DirectionStats) int64) textRow {
-	return textRow{label + ":", func(b []byte, s *DirectionStats) []byte { return strconv.AppendInt(b, f(s), 10) }}
-}
-
-func floatRow(label, unit string, f func(*DirectionStats) float64) textRow {
-	return textRow{label + ":", func(b []byte, s *DirectionStats) []byte {
-		return append(strconv.AppendFloat(b, f(s), 'f', 3, 64), unit...)
-	}}
-}
-
-// textRows are the rows of tcptrace -l's table that the text output prints.
-var textRows = [...]textRow{
-	intRow("total packets", func(s *DirectionStats) int64 { return int64(s.Packets) }),
-	intRow("pure acks sent", func(s *DirectionStats) int64 { return int64(s.PureAcks) }),
-	intRow("sack pkts sent", func(s *DirectionStats) int64 { return int64(s.SACKPackets) }),
-	intRow("unique bytes sent", func(s *DirectionStats) int64 { return s.UniqueBytes }),
-	intRow("actual data pkts", func(s *DirectionStats) int64 { return int64(s.DataPackets) }),
-	intRow("actual data bytes", func(s *DirectionStats) int64 { return s.DataBytes }),
-	intRow("rexmt data pkts", func(s *DirectionStats) int64 { return int64(s.RetransmittedPackets) }),
-	intRow("rexmt data bytes", func(s *DirectionStats) int64 { return s.RetransmittedBytes }),
-	intRow("fast rexmt pkts", func(s *DirectionStats) int64 { return int64(s.FastRetransmissions) }),
-	intRow("spurious rexmt pkts", func(s *DirectionStats) int64 { return int64(s.SpuriousRetransmissions) }),
-	intRow("outoforder pkts", func(s *DirectionStats) int64 { return int64(s.OutOfOrderPackets) }),
-	intRow("lost segments", func(s *DirectionStats) int64 { return int64(s.LostSegments) }),
-	intRow("dup acks", func(s *DirectionStats) int64 { return int64(s.DupAcks) }),
-	intRow("triple dup acks", func(s *DirectionStats) int64 { return int64(s.TripleDupAcks) }),
-	intRow("zero win adv", func(s *DirectionStats) int64 { return int64(s.ZeroWindows) }),
-	intRow("window full", func(s *DirectionStats) int64 { return int64(s.WindowFull) }),
-	intRow("zwnd probe pkts", func(s *DirectionStats) int64 { return int64(s.ZeroWindowProbes) }),
-	intRow("keep alives", func(s *DirectionStats) int64 { return int64(s.KeepAlives) }),
-	intRow("mss requested", func(s *DirectionStats) int64 { return int64(s.MSS) }),
-	intRow("adv wind scale", func(s *DirectionStats) int64 { return int64(s.WindowScale) }),
-	intRow("max segm size", func(s *DirectionStats) int64 { return int64(s.MaxSegmentBytes) }),
-	intRow("max win adv", func(s *DirectionStats) int64 { return s.MaxWindowBytes }),
-	intRow("min win adv", func(s *DirectionStats) int64 { return s.MinWindowBytes }),
-	intRow("max in flight", func(s *DirectionStats) int64 { return s.MaxInFlightBytes }),
-	floatRow("throughput", " Bps", func(s *DirectionStats) float64 { return s.ThroughputBps / 8 }),
-	floatRow("data rate", " Bps", func(s *DirectionStats) float64 { return s.DataRateBps / 8 }),
-	floatRow("transfer time", " ms", func(s *DirectionStats) float64 { return s.TransferMs }),
-	intRow("idle gaps", func(s *DirectionStats) int64 { return int64(s.IdleGaps) }),
-	floatRow("idle total", " ms", func(s *DirectionStats) float64 { return s.IdleTotalMs }),
-	{"captured near:", func(b []byte, s *DirectionStats) []byte { return append(b, s.CapturedNear...) }},
-	intRow("RTT samples", func(s *DirectionStats) int64 { return int64(s.RTTSamples) }),
-	floatRow("RTT min", " ms", func(s *DirectionStats) float64 { return s.RTTMinMs }),
-	floatRow("RTT max", " ms", func(s *DirectionStats) float64 { return s.RTTMaxMs }),
-	floatRow("RTT avg", " ms", func(s *DirectionStats) float64 { return s.RTTAvgMs }),
-	floatRow("RTT stdev", " ms", func(s *DirectionStats) float64 { return s.RTTStdevMs }),
-	floatRow("RTT p50", " ms", func(s *DirectionStats) float64 { return s.RTTP50Ms }),
-	floatRow("RTT p99", " ms", func(s *DirectionStats) float64 { return s.RTTP99Ms }),
-	intRow("TS RTT samples", func(s *DirectionStats) int64 { return int64(s.TSRTTSamples) }),
-	floatRow("TS RTT p50", " ms", func(s *DirectionStats) float64 { return s.TSRTTP50Ms }),
-}
-
-// padRight writes s padded with spaces to width runes, as fmt's %-Ns.
-func padRight(b *strings.Builder, s string, width int) {
-	b.WriteString(s)
-	for n := utf8.RuneCountInString(s); n < width; n++ {
-		b.WriteByte(' ')
-	}
-}
-
-// padLeft writes v right-aligned in width runes, as fmt's %Ns.
-func padLeft(b *strings.Builder, v []byte, width int) {
-	for n := utf8.RuneCount(v); n < width; n++ {
-		b.WriteByte(' ')
-	}
-	b.Write(v)
 }

@@ -1,0 +1,230 @@
+package analyzer
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/wanlab/wanlab/predict"
+	"github.com/wanlab/wanlab/units"
+)
+
+// The diagnosis as it was written with fmt.Sprintf, kept as the reference
+// the append-based one must match string for string.
+
+func mbFmt(bytesPerSec float64) string {
+	return fmt.Sprintf("%s (%.3g MB/s)", units.Rate(bytesPerSec*8).Human(), bytesPerSec/1e6)
+}
+
+func szFmt(b float64) string { return units.Size(b).Human() }
+
+func diagnoseDirectionFmt(name string, d, peer *Direction, c *Connection) *Diagnosis {
+	dg := &Diagnosis{Direction: name, RateBps: d.DataRateBps}
+	rate := d.DataRateBps / 8 // bytes/s
+	rttMin := d.PathRTTMs / 1e3
+	rttMed := d.RTTP50Ms / 1e3
+	medSource := "karn"
+	if d.CapturedNear == "receiver" || d.RTTSamples == 0 {
+		// Next to the receiver the data-to-ACK time is not the path's;
+		// the echo RTT (receiver's TSval to the data echoing it) shows how
+		// the round trip grew; without timestamps the handshake is all.
+		rttMed, medSource = rttMin, d.PathRTTSource
+		if d.EchoRTTSamples >= 10 {
+			rttMed = max(rttMin, d.EchoRTTP50Ms/1e3-0.001) // the TSval tick adds up to 1 ms
+			medSource = "echo"
+		}
+	}
+	source := d.PathRTTSource
+	if rttMin == 0 && d.TSRTTSamples > 0 {
+		rttMin, rttMed, source, medSource = d.TSRTTMinMs/1e3, d.TSRTTP50Ms/1e3, "timestamps", "timestamps"
+	}
+	// Segment size: what the sender actually sent, bounded by the MSS the
+	// receiver announced (GRO captures show larger super-segments).
+	mss := float64(peer.MSS)
+	if seg := float64(d.MaxSegmentBytes); seg > 0 && (mss == 0 || seg <= mss) {
+		mss = seg
+	}
+	if mss == 0 {
+		mss = 1448
+	}
+	peerWin := float64(d.PeerMaxWindowBytes)
+	flight := float64(d.P50InFlightBytes)
+	maxFlight := float64(d.MaxInFlightBytes)
+	if d.CapturedNear == "receiver" {
+		// Flight is invisible near the receiver; a rate over an RTT is it
+		// (the median RTT from its echoed timestamps includes a queue).
+		flight = rate * rttMed
+		maxFlight = flight
+	}
+	transfer := d.TransferMs
+	ev := func(f string, a ...any) { dg.Evidence = append(dg.Evidence, fmt.Sprintf(f, a...)) }
+	adv := func(f string, a ...any) { dg.Advice = append(dg.Advice, fmt.Sprintf(f, a...)) }
+	sender, receiver := d.From.Addr(), d.To.Addr()
+
+	ev("%s of data in %.1f ms: %s; min RTT %.3g ms (from %s), median %.3g ms",
+		szFmt(float64(d.UniqueBytes)), transfer, mbFmt(rate), rttMin*1e3, rttSourceName(source), rttMed*1e3)
+	if d.CapturedNear == "receiver" {
+		if d.EchoRTTSamples >= 10 {
+			ev("captured near the receiver %s: min RTT from the handshake, median from %d timestamp echoes; bytes in flight estimated as rate x RTT", receiver, d.EchoRTTSamples)
+		} else {
+			ev("captured near the receiver %s: RTT from the handshake, bytes in flight estimated as rate x RTT", receiver)
+		}
+	}
+	// Without both SYNs the window scale is unknown and windows are raw
+	// header values: the window tests would compare flight with a window
+	// up to 16384 times too small, so they are skipped.
+	windowKnown := d.WindowScaleKnown
+	if !windowKnown {
+		ev("handshake not captured: window scaling unknown, so receive-window and send-buffer limits cannot be tested (capture from the connection's start)")
+	}
+
+	if float64(d.UniqueBytes) < 20*mss {
+		dg.Limit = LimitNone
+		ev("only %d segments' worth of data: too short for the network to be the limit", int(float64(d.UniqueBytes)/mss)+1)
+		if d.DelayedAckStalls > 0 {
+			dg.Limit = LimitDelayedAck
+			delayedAckAdviceFmt(dg, d, rttMin, sender, receiver)
+		}
+		return dg
+	}
+
+	lossP := d.LossRate
+	var mathis float64
+	if lossP > 0 && rttMed > 0 {
+		mathis = predict.Mathis(units.Size(mss), secondsDur(rttMed), lossP).BytesPerSecond()
+	}
+
+	switch {
+	case d.DelayedAckStalls > 0 && transfer > 0 && d.DelayedAckTotalMs >= delackShare*transfer:
+		dg.Limit = LimitDelayedAck
+		delayedAckAdviceFmt(dg, d, rttMin, sender, receiver)
+
+	case lossP >= lossMinRate && mathis > 0 && rate <= lossRateSlack*mathis:
+		dg.Limit = LimitLoss
+		ev("%d of %d data segments sent again (p = %.2f %%: %d re-sent, %d filling gaps; Wireshark: %d retransmissions, %d fast, %d spurious, %d out-of-order), %d triple duplicate ACKs from the receiver",
+			d.ResentPackets+d.GapFills, d.DataPackets+d.GapFills, lossP*100, d.ResentPackets, d.GapFills,
+			d.RetransmittedPackets, d.FastRetransmissions, d.SpuriousRetransmissions, d.OutOfOrderPackets, peer.TripleDupAcks)
+		ev("Mathis bound MSS*1.2247/(RTT*sqrt(p)) = %.0f B * 1.2247 / (%.3g ms * sqrt(%.4f)) = %s, with the median RTT from %s; measured %s",
+			mss, rttMed*1e3, lossP, mbFmt(mathis), rttSourceName(medSource), mbFmt(rate))
+		adv("the loss happens on the path between %s and %s: buffer and window settings cannot help; find the drop point (tc -s qdisc show: drops/overlimits; ip -s link: errors) and remove it", sender, receiver)
+		adv("if the loss is random and cannot be removed, a congestion control that does not treat every loss as congestion helps: on %s run `wanlab tune apply --set net.ipv4.tcp_congestion_control=bbr`", sender)
+		dg.PredictedBps = 8 * mathis * math.Sqrt(10)
+		adv("predicted: at a tenth of the loss rate the bound rises sqrt(10)x, to about %s", mbFmt(mathis*math.Sqrt(10)))
+
+	case transfer > 0 && d.IdleTotalMs >= appIdleShare*transfer:
+		dg.Limit = LimitApplication
+		ev("the sender had nothing outstanding for %.1f ms in %d gaps (%.0f %% of the transfer; longest %.1f ms) while the receiver's window was open",
+			d.IdleTotalMs, d.IdleGaps, 100*d.IdleTotalMs/transfer, d.IdleMaxMs)
+		adv("the application on %s did not hand data to TCP fast enough (or waited for the next request): TCP and network tuning will not speed this up; write larger chunks, pipeline requests, or find what the application waits for", sender)
+		if busy := transfer - d.IdleTotalMs; busy > 0 {
+			p := float64(d.UniqueBytes) / (busy / 1e3)
+			dg.PredictedBps = 8 * p
+			adv("predicted: without the idle gaps the same data would take %.1f ms, %s", busy, mbFmt(p))
+		}
+
+	case peer.ZeroWindows > 0 && zeroWindowShare(d, peer) >= receiverAppShare:
+		dg.Limit = LimitApplication
+		ev("the receiver %s advertised a zero window %d times (%d zero-window probes; %.1f %% of its packets): its application did not read as fast as the data arrived",
+			receiver, peer.ZeroWindows, d.ZeroWindowProbes, 100*zeroWindowShare(d, peer))
+		adv("the receiving application on %s is the bottleneck: a larger receive buffer only postpones the stall; make it read faster (larger reads, fewer per-read costs, a separate reader thread)", receiver)
+
+	case rttMin > 0 && rttMed >= queueRTTFactor*rttMin+0.002 && flight > 1.3*rate*rttMin,
+		rttMin > 0 && transfer >= 10*rttMin*1e3 && d.PauseShare < saturatedPauseShare && float64(d.OutOfOrderPackets) < reorderShare*float64(d.DataPackets):
+		dg.Limit = LimitBandwidth
+		q := (rttMed - rttMin) * rate
+		if d.PauseShare < saturatedPauseShare {
+			ev("data flowed without pauses longer than a quarter RTT (%.0f %% of the time paused): the bottleneck was busy all along", 100*d.PauseShare)
+		}
+		if rttMed >= queueRTTFactor*rttMin+0.002 {
+			ev("RTT rose from %.3g ms (min) to %.3g ms (median) while the rate held at %s: a queue of about %s built at the bottleneck",
+				rttMin*1e3, rttMed*1e3, mbFmt(rate), szFmt(q))
+			ev("median flight %s is more than the path's bandwidth-delay product %s", szFmt(flight), szFmt(rate*rttMin))
+		}
+		adv("the bottleneck between %s and %s runs at about %s: more window or buffer only adds queueing delay", sender, receiver, mbFmt(rate))
+		adv("to keep the rate but cut the delay, use a congestion control that paces to the bottleneck (on %s: `wanlab tune apply --set net.ipv4.tcp_congestion_control=bbr`) or shorten the bottleneck queue (tbf limit/latency)", sender)
+		dg.PredictedBps = 8 * rate
+
+	case windowKnown && d.CapturedNear != "receiver" && (d.WindowLimitedShare >= windowLimitedShare || (d.DataPackets > 0 && float64(d.WindowFull)/float64(d.DataPackets) >= 0.1)),
+		windowKnown && rttMin > 0 && peerWin > 0 && rate >= windowRateShare*peerWin/rttMin:
+		dg.Limit = LimitReceiveWindow
+		if d.CapturedNear == "receiver" {
+			ev("the rate is %.0f %% of what the receive window %s advertised allows per RTT", 100*rate*rttMin/peerWin, receiver)
+		} else {
+			ev("bytes in flight were within 10 %% of the receive window %s advertised on %.0f %% of data segments (%d window-full segments)",
+				receiver, 100*d.WindowLimitedShare, d.WindowFull)
+		}
+		if rttMin > 0 {
+			ev("throughput = window / RTT = %s / %.3g ms = %s; measured %s",
+				szFmt(peerWin), rttMin*1e3, mbFmt(peerWin/rttMin), mbFmt(rate))
+		}
+		target := 4 * peerWin
+		buf := nextPow2(target / scalingRatio)
+		adv("raise the receive buffer on %s: net.ipv4.tcp_rmem max >= %d bytes (the kernel offers about %.0f %% of the buffer as window), e.g. `wanlab tune apply --set net.ipv4.tcp_rmem=\"4096 131072 %d\"`; an application that sets SO_RCVBUF also needs net.core.rmem_max >= %d",
+			receiver, buf, scalingRatio*100, buf, buf)
+		if rttMin > 0 {
+			p := predict.WindowRate(units.Size(float64(buf)*scalingRatio), secondsDur(rttMin)).BytesPerSecond()
+			dg.PredictedBps = 8 * p
+			adv("predicted: a %s window allows up to %s at this RTT, if the path has the capacity (the next limit is then congestion or bandwidth)", szFmt(float64(buf)*scalingRatio), mbFmt(p))
+		}
+
+	case windowKnown && peerWin > 0 && flight > 0 && flight <= sndbufShare*peerWin && lossP < lossMinRate && maxFlight <= 1.5*flight+2*mss:
+		dg.Limit = LimitSendBuffer
+		ev("bytes in flight stayed near %s (median; max %s), only %.0f %% of the %s window %s offered, without loss",
+			szFmt(flight), szFmt(maxFlight), 100*flight/peerWin, szFmt(peerWin), receiver)
+		if rttMin > 0 {
+			ev("throughput = flight / RTT = %s / %.3g ms = %s; measured %s", szFmt(flight), rttMin*1e3, mbFmt(flight/rttMin), mbFmt(rate))
+		}
+		buf := nextPow2(peerWin / scalingRatio)
+		adv("raise the send buffer on %s: net.ipv4.tcp_wmem max >= %d bytes, e.g. `wanlab tune apply --set net.ipv4.tcp_wmem=\"4096 16384 %d\"` (an application that sets SO_SNDBUF also needs net.core.wmem_max >= %d)", sender, buf, buf, buf)
+		if rttMin > 0 {
+			p := predict.WindowRate(units.Size(peerWin), secondsDur(rttMin)).BytesPerSecond()
+			dg.PredictedBps = 8 * p
+			adv("predicted: the flight can then fill the receiver's %s window: up to %s at this RTT", szFmt(peerWin), mbFmt(p))
+		}
+
+	case !windowKnown:
+		dg.Limit = LimitNone
+		ev("no loss, delayed-ACK, idle or queueing signature; without the window scale the remaining candidates (receive window, send buffer, congestion window) cannot be told apart")
+
+	default:
+		dg.Limit = LimitCongestion
+		if lossP >= lossMinRate {
+			ev("flight reached %s (median %s) below the receiver's %s window, without a queue building; %.2f %% of segments were sent again, yet the rate stayed above the Mathis bound: the sender's congestion window (slow start, growth, a loss-tolerant congestion control) set the pace",
+				szFmt(maxFlight), szFmt(flight), szFmt(peerWin), lossP*100)
+		} else {
+			ev("flight reached %s (median %s) below the receiver's %s window, without a queue building or significant loss: the sender's congestion window (slow start, growth) set the pace",
+				szFmt(maxFlight), szFmt(flight), szFmt(peerWin))
+		}
+		adv("for short transfers a larger initial window helps (`ip route change <route> initcwnd 20` on %s); long transfers grow out of this limit", sender)
+		if rttMin > 0 && peerWin > 0 {
+			p := predict.WindowRate(units.Size(peerWin), secondsDur(rttMin)).BytesPerSecond()
+			dg.PredictedBps = 8 * p
+			adv("predicted: at most %s once the congestion window reaches the receiver's window", mbFmt(p))
+		}
+	}
+	if q := d.QueueDelayMs; d.QueueRTTSource != "" && q >= bufferbloatMs && q >= 0.5*rttMin*1e3 {
+		ev("a queue of %.0f ms built at the bottleneck while data flowed: the RTT (%s) rose %.0f ms above its minimum at the 95th percentile, %.0f ms at the median (bufferbloat)",
+			q, rttSourceName(d.QueueRTTSource), q, d.QueueDelayP50Ms)
+		if dg.Limit != LimitBandwidth {
+			adv("the bottleneck queue between %s and %s adds up to %.0f ms of delay: an AQM on the bottleneck link (fq_codel or cake: `tc qdisc replace dev DEV root fq_codel`) keeps it short without costing rate", sender, receiver, q)
+		}
+	}
+	if peer.ZeroWindows > 0 && dg.Limit != LimitApplication {
+		ev("the receiver advertised a zero window %d times (%d zero-window probes): its application did not always read fast enough", peer.ZeroWindows, d.ZeroWindowProbes)
+	}
+	return dg
+}
+
+func delayedAckAdviceFmt(dg *Diagnosis, d *Direction, rttMin float64, sender, receiver any) {
+	dg.Evidence = append(dg.Evidence, fmt.Sprintf(
+		"%d lone segments were acknowledged at least 30 ms later than the %.3g ms minimum RTT, costing %.1f ms of %.1f ms: the receiver's delayed-ACK timer (40 ms minimum on Linux)",
+		d.DelayedAckStalls, rttMin*1e3, d.DelayedAckTotalMs, d.TransferMs))
+	dg.Advice = append(dg.Advice,
+		fmt.Sprintf("on %v (the receiver) acknowledge at once: set TCP_QUICKACK on the socket after each read, or `ip route change <route to %v> quickack 1`", receiver, sender),
+		fmt.Sprintf("on %v (the sender) set TCP_NODELAY so a small last segment is not held back by Nagle while the receiver waits", sender))
+	if d.TransferMs > d.DelayedAckTotalMs && d.TransferMs > 0 {
+		busy := max(d.TransferMs-d.DelayedAckTotalMs, rttMin*1e3)
+		p := float64(d.UniqueBytes) / (busy / 1e3)
+		dg.PredictedBps = 8 * p
+		dg.Advice = append(dg.Advice, fmt.Sprintf("predicted: %.1f ms instead of %.1f ms, %s", busy, d.TransferMs, mbFmt(p)))
+	}
+}

@@ -1,0 +1,341 @@
+package analyzer
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/netip"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer/internal/synth"
+	"github.com/wanlab/wanlab/units"
+)
+
+// oddFloats are values where number formatting tends to go wrong.
+var oddFloats = []float64{0, math.Copysign(0, -1), 1, -1, 0.5, 0.05, 0.0005, 0.00049999, 9.995, 9.9949999,
+	999.5, 999.4999, 1e-7, 1e-6, 9.99999e-7, 1e21, 1e20, 1e22, 123456789.123, 1 << 53, 1<<53 + 2, 1 << 63,
+	-1 << 63, 1 << 64, math.MaxUint64, math.MaxFloat64, math.SmallestNonzeroFloat64, 2.2250738585072014e-308,
+	math.Inf(1), math.Inf(-1), math.NaN(), 1023.9, 1024, 1048575.5, 1<<30 - 1, 1 << 40, 999, 1000, 999999.9,
+	1e12, 1e15, 0.1, 0.2, 0.3, 1.0 / 3, 2.0 / 3, 1448, 64256}
+
+// randFloat draws from several magnitudes, integers and round decimals.
+func randFloat(r *rand.Rand) float64 {
+	switch r.IntN(8) {
+	case 0:
+		return oddFloats[r.IntN(len(oddFloats))]
+	case 1:
+		return float64(r.Int64N(1 << 40))
+	case 2:
+		return float64(r.Int64N(1e6)) / math.Pow10(r.IntN(7))
+	case 3:
+		return -float64(r.Int64N(1e9)) / math.Pow10(r.IntN(5))
+	case 4:
+		return math.Float64frombits(r.Uint64()) // anything, NaN and subnormals included
+	case 5:
+		return r.Float64() * math.Pow10(r.IntN(40)-20)
+	case 6:
+		return float64(r.Int64N(1<<53)) * math.Pow(2, float64(r.IntN(20)-10))
+	}
+	return r.NormFloat64() * 1e4
+}
+
+func TestAppendRateAndSizeMatchUnits(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 200000; i++ {
+		f := randFloat(r)
+		if got, want := string(appendMB(nil, f)), mbFmt(f); got != want {
+			t.Fatalf("mb(%v) = %q, want %q", f, got, want)
+		}
+		if got, want := string(appendSize(nil, units.Size(f))), szFmt(f); got != want {
+			t.Fatalf("sz(%v) = %q, want %q", f, got, want)
+		}
+		u := r.Uint64() >> r.IntN(64)
+		if got, want := string(appendRate(nil, units.Rate(u))), units.Rate(u).Human(); got != want {
+			t.Fatalf("Rate(%d) = %q, want %q", u, got, want)
+		}
+		if got, want := string(appendSize(nil, units.Size(u))), units.Size(u).Human(); got != want {
+			t.Fatalf("Size(%d) = %q, want %q", u, got, want)
+		}
+	}
+}
+
+func TestSprintfMatchesFmt(t *testing.T) {
+	addrs := []netip.Addr{{}, netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("fd00::1"),
+		netip.MustParseAddr("::ffff:10.1.2.3"), netip.MustParseAddr("fe80::1%eth0")}
+	for _, a := range addrs {
+		if got, want := sprintf("on %v (%s)", aa(a), aa(a)), fmt.Sprintf("on %v (%s)", a, a); got != want {
+			t.Errorf("address %q: got %q, want %q", a, got, want)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 100000; i++ {
+		f, n := randFloat(r), r.Int64()>>r.IntN(64)
+		if r.IntN(2) == 0 {
+			n = -n
+		}
+		prec := r.IntN(6)
+		format := fmt.Sprintf("a %%.%df b %%.%dg %%%% %%d %%s", prec, prec)
+		got := sprintf(format, af(f), af(f), ai(n), as("x"))
+		want := fmt.Sprintf(format, f, f, n, "x")
+		if got != want {
+			t.Fatalf("%q of %v, %d: got %q, want %q", format, f, n, got, want)
+		}
+	}
+	// Outside the subset sprintf hands over to fmt, which says what is wrong.
+	for _, c := range []struct {
+		format string
+		args   []farg
+		boxed  []any
+	}{
+		{"%d", []farg{af(1.5)}, []any{1.5}},
+		{"%s and %s", []farg{as("a")}, []any{"a"}},
+		{"%s", []farg{as("a"), ai(2)}, []any{"a", int64(2)}},
+		{"%5.1f|%x|%", []farg{af(2), ai(255)}, []any{2.0, int64(255)}},
+		{"%.f %.", []farg{af(2)}, []any{2.0}},
+		{"%s", []farg{amb(1e6)}, []any{mbFmt(1e6)}},
+		{"%s", []farg{asz(1e6)}, []any{szFmt(1e6)}},
+	} {
+		if got, want := sprintf(c.format, c.args...), fmt.Sprintf(c.format, c.boxed...); got != want {
+			t.Errorf("%q: got %q, want %q", c.format, got, want)
+		}
+	}
+}
+
+// TestDiagnosisMatchesFmt checks the diagnosis string for string against
+// the one written with fmt.Sprintf, on every committed capture, the
+// synthetic scenarios, many short connections, and random directions that
+// reach every branch.
+func TestDiagnosisMatchesFmt(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join("testdata", "*.pcap"))
+	for _, sc := range agreementScenarios {
+		p, _ := writeSynth(t, sc.cfg)
+		paths = append(paths, p)
+	}
+	var conns []*Connection
+	for _, p := range paths {
+		res, err := AnalyzeFile(p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, res.Connections...)
+	}
+	var buf bytes.Buffer
+	if _, err := synth.WriteMany(&buf, synth.ManyConfig{Conns: 200, Concurrent: 10}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := AnalyzeReader(mustReader(t, buf.Bytes()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns = append(conns, res.Connections...)
+	check := func(d, peer *Direction, c *Connection) string {
+		got := diagnoseDirection("client->server", d, peer, c)
+		want := diagnoseDirectionFmt("client->server", d, peer, c)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("direction %+v:\n got %#v\nwant %#v", d.DirectionStats, got, want)
+		}
+		return got.Limit
+	}
+	for _, c := range conns {
+		for i, d := range c.Directions {
+			if d != nil && d.UniqueBytes > 0 {
+				check(d, c.Directions[1-i], c)
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	limits := map[string]int{}
+	for i := 0; i < 100000; i++ {
+		d, peer := randDirection(r), randDirection(r)
+		limits[check(d, peer, nil)]++
+	}
+	for _, l := range []string{LimitReceiveWindow, LimitSendBuffer, LimitLoss, LimitDelayedAck, LimitApplication,
+		LimitBandwidth, LimitCongestion, LimitNone} {
+		if limits[l] == 0 {
+			t.Errorf("no random direction was limited by %s: %v", l, limits)
+		}
+	}
+}
+
+// randDirection draws counters loosely related as the analysis makes them,
+// so that every limit and every optional sentence comes up.
+func randDirection(r *rand.Rand) *Direction {
+	small := func(n int) int {
+		if r.IntN(3) == 0 {
+			return 0
+		}
+		return r.IntN(n)
+	}
+	ms := func(max float64) float64 {
+		switch r.IntN(5) {
+		case 0:
+			return 0
+		case 1:
+			return math.Round(r.Float64()*max*100) / 100
+		}
+		return r.Float64() * max
+	}
+	d := &Direction{
+		From: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(r.IntN(256))}), 80),
+		To:   netip.AddrPortFrom(netip.MustParseAddr("fd00::2"), 40000),
+	}
+	s := &d.DirectionStats
+	s.DataPackets = small(20000)
+	s.Packets = s.DataPackets + small(20000)
+	s.MSS = []int{0, 536, 1460, 8960}[r.IntN(4)]
+	s.MaxSegmentBytes = []int{0, 1448, 1400, 64000}[r.IntN(4)]
+	s.UniqueBytes = int64(s.DataPackets) * int64(small(1448))
+	if r.IntN(4) == 0 {
+		s.UniqueBytes = int64(small(1 << 34))
+	}
+	s.ResentPackets, s.GapFills = small(s.DataPackets/10+2), small(20)
+	s.RetransmittedPackets, s.FastRetransmissions, s.SpuriousRetransmissions = small(100), small(50), small(5)
+	s.OutOfOrderPackets, s.TripleDupAcks, s.ZeroWindows, s.ZeroWindowProbes = small(300), small(30), small(30), small(10)
+	s.WindowFull = small(s.DataPackets + 1)
+	if s.DataPackets+s.GapFills > 0 {
+		s.LossRate = float64(s.ResentPackets+s.GapFills) / float64(s.DataPackets+s.GapFills)
+	}
+	s.WindowScaleKnown = r.IntN(5) > 0
+	s.CapturedNear = []string{"sender", "receiver", "", "sender"}[r.IntN(4)]
+	s.RTTSamples, s.TSRTTSamples, s.EchoRTTSamples = small(100), small(100), small(100)
+	s.PathRTTMs = ms(300)
+	s.PathRTTSource = []string{"karn", "handshake", "timestamps", "", "other"}[r.IntN(5)]
+	s.RTTP50Ms = s.PathRTTMs * (1 + 3*r.Float64())
+	s.TSRTTMinMs, s.TSRTTP50Ms, s.EchoRTTP50Ms = ms(300), ms(600), ms(600)
+	s.PeerMaxWindowBytes = int64(small(16 << 20))
+	s.P50InFlightBytes = int64(small(8 << 20))
+	s.MaxInFlightBytes = s.P50InFlightBytes + int64(small(1<<20))
+	s.TransferMs = ms(60000)
+	if s.TransferMs > 0 {
+		s.DataRateBps = float64(s.UniqueBytes) * 8 / (s.TransferMs / 1e3)
+	}
+	if r.IntN(6) == 0 && s.PathRTTMs > 0 && s.PeerMaxWindowBytes > 0 {
+		s.DataRateBps = 8 * float64(s.PeerMaxWindowBytes) / (s.PathRTTMs / 1e3) * (0.5 + r.Float64())
+	}
+	s.ThroughputBps = s.DataRateBps * r.Float64()
+	s.IdleGaps = small(50)
+	s.IdleTotalMs, s.IdleMaxMs = s.TransferMs*r.Float64()*r.Float64(), ms(1000)
+	s.PauseShare = r.Float64() * r.Float64()
+	s.DelayedAckStalls = small(3)
+	s.DelayedAckTotalMs = s.TransferMs * r.Float64() * 0.3
+	s.WindowLimitedShare = r.Float64() * r.Float64()
+	s.QueueDelayMs, s.QueueDelayP50Ms = ms(200), ms(100)
+	s.QueueRTTSource = []string{"", "karn", "echo", "timestamps"}[r.IntN(4)]
+	return d
+}
+
+func BenchmarkDiagnose(b *testing.B) {
+	var buf bytes.Buffer
+	if _, err := synth.WriteMany(&buf, synth.ManyConfig{Conns: 20, Concurrent: 5}); err != nil {
+		b.Fatal(err)
+	}
+	r, err := AnalyzeStream(&buf, "many", Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := r.Connections[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		diagnose(c)
+	}
+}
+
+func BenchmarkDiagnoseFmt(b *testing.B) {
+	var buf bytes.Buffer
+	if _, err := synth.WriteMany(&buf, synth.ManyConfig{Conns: 20, Concurrent: 5}); err != nil {
+		b.Fatal(err)
+	}
+	r, err := AnalyzeStream(&buf, "many", Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := r.Connections[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		for i, d := range c.Directions {
+			d.Diagnosis = diagnoseDirectionFmt("client->server", d, c.Directions[1-i], c)
+		}
+	}
+}
+
+// TestConnTextMatchesFmt checks the text summary byte for byte against
+// the one written with fmt, on captures and random connections.
+func TestConnTextMatchesFmt(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join("testdata", "*.pcap"))
+	var conns []*Connection
+	for _, p := range paths {
+		res, err := AnalyzeFile(p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, res.Connections...)
+	}
+	var buf bytes.Buffer
+	if _, err := synth.WriteMany(&buf, synth.ManyConfig{Conns: 100, Concurrent: 10}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := AnalyzeReader(mustReader(t, buf.Bytes()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns = append(conns, res.Connections...)
+	r := rand.New(rand.NewPCG(11, 12))
+	states := []string{"closed", "open", "reset", "", "é<>\xff", strings.Repeat("long", 10)}
+	for i := 0; i < 20000; i++ {
+		c := &Connection{Index: r.IntN(1 << 20), State: states[r.IntN(len(states))],
+			HandshakeSeen: r.IntN(2) == 0, Start: time.Duration(r.Int64N(1e12)), Duration: time.Duration(r.Int64N(1e11)),
+			hsRTT: r.Int64N(3e8) - 1e8}
+		c.Client = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(r.IntN(256)), 1}), uint16(r.IntN(65536)))
+		if r.IntN(5) == 0 {
+			c.Client = netip.AddrPort{}
+		}
+		c.Server = netip.MustParseAddrPort("[fd00::1]:443")
+		for k := range c.Directions {
+			d := randDirection(r)
+			d.CapturedNear = states[r.IntN(len(states))]
+			d.RTTMinMs, d.RTTMaxMs, d.RTTAvgMs, d.RTTStdevMs, d.RTTP99Ms = randFloat(r), randFloat(r), randFloat(r), randFloat(r), randFloat(r)
+			d.WindowScale = r.IntN(16) - 1
+			c.Directions[k] = d
+		}
+		for k, d := range c.Directions {
+			if r.IntN(4) > 0 {
+				d.Diagnosis = diagnoseDirection("client->server", d, c.Directions[1-k], c)
+				if r.IntN(3) == 0 {
+					d.Diagnosis.RateBps, d.Diagnosis.PredictedBps = randFloat(r), randFloat(r)
+				}
+			}
+		}
+		conns = append(conns, c)
+	}
+	var got, want strings.Builder
+	for _, c := range conns {
+		got.Reset()
+		want.Reset()
+		writeConnText(&got, c)
+		writeConnTextFmt(&want, c)
+		if got.String() != want.String() {
+			t.Fatalf("connection %d:\n got %s\nwant %s", c.Index, got.String(), want.String())
+		}
+	}
+}
+
+// FuzzSprintf checks sprintf against fmt.Sprintf on arbitrary formats:
+// inside the subset it writes the same, outside it hands over to fmt.
+func FuzzSprintf(f *testing.F) {
+	for _, s := range []string{"%d %.3g %s %v", "%.1f ms, %%", "%5d", "%.", "%", "%.3%", "%.1000f", "%s %s %s %s %s"} {
+		f.Add(s)
+	}
+	addr := netip.MustParseAddr("10.0.0.1")
+	f.Fuzz(func(t *testing.T, format string) {
+		got := sprintf(format, ai(-42), af(3.25), as("x"), aa(addr))
+		want := fmt.Sprintf(format, int64(-42), 3.25, "x", addr)
+		if got != want {
+			t.Fatalf("%q: got %q, want %q", format, got, want)
+		}
+	})
+}
