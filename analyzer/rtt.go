@@ -93,6 +93,7 @@ type tsRing struct {
 // The ring starts small (most connections need a few entries) and doubles,
 // up to tsRingMax, when an echo refers to a value it has already dropped:
 // a standing queue of Q seconds needs about Q*1000 entries at 1 ms ticks.
+// Both are powers of two (see at).
 const (
 	tsRingMin = 64
 	tsRingMax = 16384
@@ -103,7 +104,7 @@ func (r *tsRing) sent(v uint32, t int64) {
 		r.vals, r.times = make([]uint32, tsRingMin), make([]int64, tsRingMin)
 	}
 	if r.n > 0 {
-		last := r.vals[(r.n-1)%len(r.vals)]
+		last := r.vals[r.at(r.n-1)]
 		if !seqGT(v, last) {
 			return
 		}
@@ -113,15 +114,21 @@ func (r *tsRing) sent(v uint32, t int64) {
 		k := min(r.n, len(r.vals))
 		vals, times := make([]uint32, 2*len(r.vals)), make([]int64, 2*len(r.vals))
 		for i := 0; i < k; i++ {
-			j := (r.n - k + i) % len(r.vals)
+			j := r.at(r.n - k + i)
 			vals[i], times[i] = r.vals[j], r.times[j]
 		}
 		r.vals, r.times, r.n = vals, times, k
 	}
-	r.vals[r.n%len(r.vals)] = v
-	r.times[r.n%len(r.times)] = t
+	j := r.at(r.n)
+	r.vals[j] = v
+	r.times[j] = t
 	r.n++
 }
+
+// at is the slot of the i-th value ever stored. The ring's length is a
+// power of two (tsRingMin, doubling), so a mask stands in for the modulo:
+// an integer division per access on the per-packet path otherwise.
+func (r *tsRing) at(i int) int { return i & (len(r.vals) - 1) }
 
 func (r *tsRing) lookup(v uint32) (int64, bool) {
 	k := min(r.n, len(r.vals))
@@ -130,17 +137,17 @@ func (r *tsRing) lookup(v uint32) (int64, bool) {
 	}
 	// The echoed value is almost always one of the newest.
 	for i := 1; i <= min(k, 4); i++ {
-		j := (r.n - i) % len(r.vals)
+		j := r.at(r.n - i)
 		if r.vals[j] == v {
 			return r.times[j], true
 		}
 	}
 	// Binary search over the k newest entries, oldest first.
 	i := sort.Search(k, func(i int) bool {
-		return !seqLT(r.vals[(r.n-k+i)%len(r.vals)], v)
+		return !seqLT(r.vals[r.at(r.n-k+i)], v)
 	})
-	if i < k && r.vals[(r.n-k+i)%len(r.vals)] == v {
-		return r.times[(r.n-k+i)%len(r.times)], true
+	if i < k && r.vals[r.at(r.n-k+i)] == v {
+		return r.times[r.at(r.n-k+i)], true
 	}
 	if i == 0 && k == len(r.vals) {
 		r.grow = true // older than the oldest kept

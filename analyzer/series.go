@@ -81,29 +81,29 @@ func (s *Series) AddRange(t time.Duration, lo, hi float64) {
 	s.lastEnd = start + s.Bucket
 }
 
-// addPoint merges an already accumulated point (an initial bucket) into
-// the series.
-func (s *Series) addPoint(p Point) {
-	if n := len(s.Points); n > 0 && p.T < s.lastEnd {
+// addAcc merges the samples an accumulator gathered in the initial bucket
+// starting at t into the series. The accumulator is read in place: a Point
+// built from it and passed by value would be copied twice per flush.
+func (s *Series) addAcc(t time.Duration, a *acc) {
+	if n := len(s.Points); n > 0 && t < s.lastEnd {
 		last := &s.Points[n-1]
-		last.Min = min(last.Min, p.Min)
-		last.Max = max(last.Max, p.Max)
-		last.Last = p.Last
-		last.Sum += p.Sum
-		last.N += p.N
+		last.Min = min(last.Min, a.lo)
+		last.Max = max(last.Max, a.hi)
+		last.Last = a.last
+		last.Sum += a.sum
+		last.N += a.n
 		return
 	}
 	for len(s.Points) >= s.maxPoints {
 		s.merge()
 	}
-	start := p.T - p.T%s.Bucket
+	start := t - t%s.Bucket
 	if n := len(s.Points); n > 0 && start <= s.Points[n-1].T {
 		s.lastEnd = s.Points[n-1].T + s.Bucket
-		s.addPoint(p)
+		s.addAcc(t, a)
 		return
 	}
-	p.T = start
-	s.Points = append(s.Points, p)
+	s.Points = append(s.Points, Point{T: start, First: a.first, Min: a.lo, Max: a.hi, Last: a.last, Sum: a.sum, N: a.n})
 	s.lastEnd = start + s.Bucket
 }
 
@@ -215,11 +215,16 @@ func (a *acc) add(lo, hi float64) {
 
 // roll flushes the accumulators if t is past their bucket.
 // The accumulators span the narrowest bucket any non-empty series has
-// reached, so a long transfer flushes rarely.
+// reached, so a long transfer flushes rarely. roll is the comparison
+// alone, small enough to inline: most packets stay within the bucket.
 func (s *DirectionSeries) roll(t time.Duration) {
-	if t < s.pendEnd {
-		return
+	if t >= s.pendEnd {
+		s.rollOver(t)
 	}
+}
+
+// rollOver flushes the accumulators and starts the bucket holding t.
+func (s *DirectionSeries) rollOver(t time.Duration) {
 	s.flush()
 	if s.pendStep == 0 {
 		s.pendStep = initialBucket
@@ -234,7 +239,7 @@ func (s *DirectionSeries) flush() {
 		a := &s.pend[i]
 		sr := s.ptrs[i]
 		if a.n > 0 {
-			sr.addPoint(Point{T: s.pendT, First: a.first, Min: a.lo, Max: a.hi, Last: a.last, Sum: a.sum, N: a.n})
+			sr.addAcc(s.pendT, a)
 			*a = acc{}
 		}
 		if len(sr.Points) > 0 && (step == 0 || sr.Bucket < step) {
