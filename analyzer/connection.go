@@ -252,7 +252,12 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 	if rev.series != nil {
 		rev.series.roll(time.Duration(t))
 	}
-	sg := c.handshake(fwd, rev, p, t)
+	// sg and span are filled through pointers, field by field: returned
+	// by value, structs of their size are built in memory and copied in
+	// wide moves right after narrow stores, which stalls the CPU's store
+	// forwarding on every packet.
+	var sg segment
+	c.handshake(fwd, rev, p, t, &sg)
 	fwd.countPacket(p, &sg)
 	setBases(fs, rs, &sg)
 
@@ -261,9 +266,10 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 		fwd.countFlags(fl, sg.len)
 	}
 
-	span := fs.sent(&sg, fl)
+	var span seqSpan
+	fs.sent(&sg, fl, &span)
 	if span.below && sg.len > 0 && fl&(KeepAlive|ZeroWindowProbe) == 0 {
-		fwd.countResent(span)
+		fwd.countResent(&span)
 	}
 	if sg.occupiesSeq() {
 		// A segment into a zero window (a probe, whatever its length)
@@ -272,7 +278,7 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 			fwd.q.sent(span.start, span.end, t)
 		}
 		if sg.len > 0 {
-			fwd.dataSent(a, span, &sg, fl)
+			fwd.dataSent(a, &span, &sg, fl)
 		}
 	}
 	if fl&AnyRetransmission != 0 || span.below && fl&(KeepAlive|ZeroWindowProbe) == 0 {
@@ -310,8 +316,8 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 }
 
 // handshake records SYN options, the handshake RTTs and the connection's
-// end, and returns the segment with its window scaled.
-func (c *Connection) handshake(fwd, rev *dirAnalysis, p *decode.Packet, t int64) segment {
+// end, and fills sg with the segment, its window scaled.
+func (c *Connection) handshake(fwd, rev *dirAnalysis, p *decode.Packet, t int64, sg *segment) {
 	fs, rs := &fwd.st, &rev.st
 	flags := p.Flags
 	if flags&fSYN != 0 {
@@ -350,7 +356,7 @@ func (c *Connection) handshake(fwd, rev *dirAnalysis, p *decode.Packet, t int64)
 	if flags&fSYN == 0 && fs.shift > 0 {
 		window <<= uint(fs.shift) // never applied to SYN segments (RFC 7323 2.2)
 	}
-	return segment{seq: p.Seq, ack: p.Ack, len: uint32(p.PayloadLen), flags: flags, window: window, t: t}
+	sg.seq, sg.ack, sg.len, sg.flags, sg.window, sg.t = p.Seq, p.Ack, uint32(p.PayloadLen), flags, window, t
 }
 
 // countPacket counts the packet by kind.
@@ -412,7 +418,7 @@ func (d *dirAnalysis) countFlags(fl PacketFlags, seglen uint32) {
 }
 
 // countResent counts a data segment's re-sent bytes and gap fills.
-func (d *dirAnalysis) countResent(span seqSpan) {
+func (d *dirAnalysis) countResent(span *seqSpan) {
 	st := &d.stats
 	if span.resent > 0 {
 		st.ResentPackets++
@@ -425,7 +431,7 @@ func (d *dirAnalysis) countResent(span seqSpan) {
 
 // dataSent records a data segment: series, unique bytes, idle gaps and
 // pauses between data segments.
-func (d *dirAnalysis) dataSent(a *Analyzer, span seqSpan, sg *segment, fl PacketFlags) {
+func (d *dirAnalysis) dataSent(a *Analyzer, span *seqSpan, sg *segment, fl PacketFlags) {
 	st, t := &d.stats, sg.t
 	d.ser(a, t).recordSegment(span, sg.len, fl&AnyRetransmission != 0)
 	st.UniqueBytes += span.newBytes

@@ -279,7 +279,7 @@ func (s *DirectionSeries) All() []*Series {
 }
 
 // recordSegment records a data segment's sequence range and bytes.
-func (s *DirectionSeries) recordSegment(span seqSpan, seglen uint32, retrans bool) {
+func (s *DirectionSeries) recordSegment(span *seqSpan, seglen uint32, retrans bool) {
 	if retrans {
 		s.pend[sRetransmissions].add(float64(span.start), float64(span.end))
 	} else {
