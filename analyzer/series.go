@@ -77,6 +77,7 @@ func (s *Series) AddRange(t time.Duration, lo, hi float64) {
 		s.AddRange(t, lo, hi)
 		return
 	}
+	s.reserve()
 	s.Points = append(s.Points, Point{T: start, First: lo, Min: lo, Max: hi, Last: hi, Sum: lo, N: 1})
 	s.lastEnd = start + s.Bucket
 }
@@ -103,8 +104,20 @@ func (s *Series) addAcc(t time.Duration, a *acc) {
 		s.addAcc(t, a)
 		return
 	}
+	s.reserve()
 	s.Points = append(s.Points, Point{T: start, First: a.first, Min: a.lo, Max: a.hi, Last: a.last, Sum: a.sum, N: a.n})
 	s.lastEnd = start + s.Bucket
+}
+
+// reserve makes room for one more point (there are fewer than maxPoints):
+// the array doubles, up to maxPoints. Left to append, it would grow by
+// 1.25x past 256 points, copying a long transfer's series some seven times
+// instead of four on their way to the budget.
+func (s *Series) reserve() {
+	if n := len(s.Points); n == cap(s.Points) {
+		grow := min(max(n, 1), max(s.maxPoints-n, 1))
+		s.Points = append(s.Points, make([]Point, grow)...)[:n]
+	}
 }
 
 // merge doubles the bucket width, folding points into their new buckets.
