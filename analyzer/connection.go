@@ -470,20 +470,19 @@ func (d *dirAnalysis) windowAdvertised(sg *segment) {
 func (d *dirAnalysis) ackArrived(a *Analyzer, p *decode.Packet, sg *segment, fl PacketFlags, ackAdvanced bool, info *PacketInfo) {
 	relAck := d.st.rel(sg.ack)
 	t := sg.t
-	// Series of a direction start with its first data segment; ACKs of a
-	// direction without data (SYN-only, pure ACK streams) go to a scratch
-	// accumulator that is never kept.
+	// Series of a direction start with its first data segment; the ACKs
+	// of a direction without data (SYN-only, pure ACK streams: the ACK
+	// field of every data segment the peer sends) are not recorded.
 	ser := d.series
-	if ser == nil {
-		ser = &a.scratch
+	if ser != nil {
+		ser.recordAck(relAck, int64(sg.window), sg.flags&fSYN == 0, fl)
+		for i := 0; i < p.NSACK; i++ {
+			b := &p.SACK[i]
+			ser.recordSACK(d.st.rel(b.Left), d.st.rel(b.Right))
+		}
 	}
-	ser.recordAck(relAck, int64(sg.window), sg.flags&fSYN == 0, fl)
 	if sg.flags&fSYN == 0 {
 		d.peerMaxWin = max(d.peerMaxWin, int64(sg.window))
-	}
-	for i := 0; i < p.NSACK; i++ {
-		b := p.SACK[i]
-		ser.recordSACK(d.st.rel(b.Left), d.st.rel(b.Right))
 	}
 	var s ackResult
 	kind := d.acked(relAck, t, &s)
@@ -492,7 +491,9 @@ func (d *dirAnalysis) ackArrived(a *Analyzer, p *decode.Packet, sg *segment, fl 
 		switch kind {
 		case ackKarn:
 			info.KarnRTT = info.AckRTT
-			ser.recordRTT(t - s.sent)
+			if ser != nil {
+				ser.recordRTT(t - s.sent)
+			}
 		case ackPostLoss:
 			d.stats.PostLossAcks++
 		}
@@ -504,7 +505,7 @@ func (d *dirAnalysis) ackArrived(a *Analyzer, p *decode.Packet, sg *segment, fl 
 		d.allAcked, d.allAckedAt = true, t
 	}
 	if p.HasTimestamp && ackAdvanced && s.acked > 0 {
-		if rtt, ok := d.timestampEchoed(p.TSEcr, t); ok {
+		if rtt, ok := d.timestampEchoed(p.TSEcr, t); ok && ser != nil {
 			ser.recordTSRTT(rtt)
 		}
 	}
