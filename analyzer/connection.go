@@ -226,15 +226,21 @@ func (d *dirAnalysis) reset() {
 }
 
 // ser returns the direction's series, creating them at time t (the
-// analyzer's scratch series when it records none).
+// analyzer's scratch series when it records none). The creation is apart
+// so that ser inlines.
 func (d *dirAnalysis) ser(a *Analyzer, t int64) *DirectionSeries {
 	if d.series == nil {
-		if a.opts.NoSeries {
-			return &a.scratch
-		}
-		d.series = newDirSeries(a.opts.MaxPoints)
-		d.series.roll(time.Duration(t))
+		return d.newSeries(a, t)
 	}
+	return d.series
+}
+
+func (d *dirAnalysis) newSeries(a *Analyzer, t int64) *DirectionSeries {
+	if a.opts.NoSeries {
+		return &a.scratch
+	}
+	d.series = newDirSeries(a.opts.MaxPoints)
+	d.series.roll(time.Duration(t))
 	return d.series
 }
 

@@ -121,13 +121,17 @@ func (s *Series) reserve() {
 }
 
 // merge doubles the bucket width, folding points into their new buckets.
+// Points are folded in place by index: ranging over them by value would
+// copy every point twice.
 func (s *Series) merge() {
 	s.Bucket *= 2
-	out := s.Points[:0]
-	for _, p := range s.Points {
-		p.T -= p.T % s.Bucket
-		if k := len(out); k > 0 && out[k-1].T == p.T {
-			q := &out[k-1]
+	pts := s.Points
+	k := 0 // points kept so far
+	for i := range pts {
+		p := &pts[i]
+		t := p.T - p.T%s.Bucket
+		if k > 0 && pts[k-1].T == t {
+			q := &pts[k-1]
 			q.Min = min(q.Min, p.Min)
 			q.Max = max(q.Max, p.Max)
 			q.Last = p.Last
@@ -135,15 +139,17 @@ func (s *Series) merge() {
 			q.N += p.N
 			continue
 		}
-		out = append(out, p)
+		if k != i {
+			pts[k] = *p
+		}
+		pts[k].T = t
+		k++
 	}
 	// Zero the tail so the slice does not pin stale values.
-	for i := len(out); i < len(s.Points); i++ {
-		s.Points[i] = Point{}
-	}
-	s.Points = out
-	if n := len(out); n > 0 {
-		s.lastEnd = out[n-1].T + s.Bucket
+	clear(pts[k:])
+	s.Points = pts[:k]
+	if k > 0 {
+		s.lastEnd = pts[k-1].T + s.Bucket
 	}
 }
 
@@ -214,12 +220,20 @@ type acc struct {
 	first, lo, hi, last, sum float64
 }
 
+// add records one sample. Plain comparisons stand in for min and max,
+// whose NaN and signed-zero rules cost several instructions each: samples
+// are byte counts, sequence offsets and non-negative times, never NaN nor
+// -0, so the result is the same.
 func (a *acc) add(lo, hi float64) {
 	if a.n == 0 {
 		a.first, a.lo, a.hi = lo, lo, hi
 	} else {
-		a.lo = min(a.lo, lo)
-		a.hi = max(a.hi, hi)
+		if lo < a.lo {
+			a.lo = lo
+		}
+		if hi > a.hi {
+			a.hi = hi
+		}
 	}
 	a.last = hi
 	a.sum += lo
