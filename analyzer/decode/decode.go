@@ -265,16 +265,34 @@ func decodeTCP(b []byte, segLen int, p *Packet) error {
 	return nil
 }
 
-// parseOptions reads the TCP options o into p.
+// parseOptions reads the TCP options o into p. Walking an option list is
+// a chain of dependent loads (each option's length says where the next
+// one starts), so the layouts Linux sends are recognised at once by their
+// fixed bytes, and the walk goes on only after them, as it would have.
 func parseOptions(o []byte, p *Packet) {
-	// What Linux puts on every segment after the handshake: NOP, NOP,
-	// timestamps. Read at once, it skips the walk for most packets.
-	if len(o) == 12 && o[0] == 1 && o[1] == 1 && o[2] == 8 && o[3] == 10 {
+	switch {
+	case len(o) >= 12 && o[0] == 1 && o[1] == 1 && o[2] == 8 && o[3] == 10:
+		// NOP, NOP, timestamps: every segment after the handshake.
 		p.HasTimestamp = true
 		p.TSVal = binary.BigEndian.Uint32(o[4:8])
 		p.TSEcr = binary.BigEndian.Uint32(o[8:12])
-		return
+		o = o[12:]
+	case len(o) >= 20 && o[0] == 2 && o[1] == 4 && o[4] == 4 && o[5] == 2 && o[6] == 8 && o[7] == 10 &&
+		o[16] == 1 && o[17] == 3 && o[18] == 3:
+		// MSS, SACK permitted, timestamps, NOP, window scale: a SYN.
+		p.MSS = binary.BigEndian.Uint16(o[2:4])
+		p.SACKPermitted = true
+		p.HasTimestamp = true
+		p.TSVal = binary.BigEndian.Uint32(o[8:12])
+		p.TSEcr = binary.BigEndian.Uint32(o[12:16])
+		p.WScale = int8(min(o[19], 14)) // RFC 7323 2.3: larger shifts are treated as 14
+		o = o[20:]
 	}
+	walkOptions(o, p)
+}
+
+// walkOptions reads the options o into p one by one.
+func walkOptions(o []byte, p *Packet) {
 	for len(o) > 0 {
 		kind := o[0]
 		if kind == 0 { // end of list

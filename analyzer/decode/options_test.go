@@ -6,8 +6,7 @@ import (
 )
 
 // parseOptionsRef is the option walk alone, without parseOptions' fast
-// path for the usual NOP, NOP, timestamps: the reference it must agree
-// with.
+// paths for Linux's layouts: the reference it must agree with.
 func parseOptionsRef(o []byte, p *Packet) {
 	for len(o) > 0 {
 		kind := o[0]
@@ -60,6 +59,10 @@ func parseOptionsRef(o []byte, p *Packet) {
 func FuzzParseOptions(f *testing.F) {
 	f.Add(tcpSegment()[20:])
 	f.Add([]byte{1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2})
+	f.Add([]byte{1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2, 1, 1, 5, 10, 0, 0, 0, 1, 0, 0, 0, 2})
+	f.Add([]byte{2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 20})
+	f.Add([]byte{2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 20, 8, 10, 0, 0, 0, 2, 0, 0, 0, 3})
+	f.Add([]byte{1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2, 8, 10, 0, 0})
 	f.Add([]byte{1, 1, 5, 34, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0, 6, 0, 0, 0, 7, 0, 0, 0, 8})
 	f.Add([]byte{2, 4, 5})
 	f.Add([]byte{3, 1, 9})
