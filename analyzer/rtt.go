@@ -86,8 +86,10 @@ func (r *rttSampler) timestampSent(peer *rttSampler, p *decode.Packet, sg *segme
 type tsRing struct {
 	vals  []uint32 // allocated on first use, tsRingMin entries, doubling
 	times []int64
-	n     int  // total ever stored
-	grow  bool // a lookup missed a value older than the ring holds
+	n     int // total ever stored
+	// newest is the value stored last (valid when n > 0).
+	newest uint32
+	grow   bool // a lookup missed a value older than the ring holds
 }
 
 // The ring starts small (most connections need a few entries) and doubles,
@@ -99,15 +101,21 @@ const (
 	tsRingMax = 16384
 )
 
+// sent notes that value v was sent at t, if it is newer than the newest
+// kept. That test alone is inlined: TSvals tick every millisecond or so,
+// so most segments repeat the newest value.
 func (r *tsRing) sent(v uint32, t int64) {
+	if r.n > 0 && int32(v-r.newest) <= 0 { // !seqGT(v, r.newest)
+		return
+	}
+	r.store(v, t)
+}
+
+// store adds v, sent at t, as the newest value, growing the ring first if
+// a lookup asked for more history.
+func (r *tsRing) store(v uint32, t int64) {
 	if r.vals == nil {
 		r.vals, r.times = make([]uint32, tsRingMin), make([]int64, tsRingMin)
-	}
-	if r.n > 0 {
-		last := r.vals[r.at(r.n-1)]
-		if !seqGT(v, last) {
-			return
-		}
 	}
 	if r.grow && len(r.vals) < tsRingMax {
 		r.grow = false
@@ -122,6 +130,7 @@ func (r *tsRing) sent(v uint32, t int64) {
 	j := r.at(r.n)
 	r.vals[j] = v
 	r.times[j] = t
+	r.newest = v
 	r.n++
 }
 
