@@ -82,10 +82,11 @@ func (s *Series) AddRange(t time.Duration, lo, hi float64) {
 	s.lastEnd = start + s.Bucket
 }
 
-// addAcc merges the samples an accumulator gathered in the initial bucket
-// starting at t into the series. The accumulator is read in place: a Point
-// built from it and passed by value would be copied twice per flush.
-func (s *Series) addAcc(t time.Duration, a *acc) {
+// addAcc merges the samples an accumulator gathered in the bucket of width
+// step starting at t (a multiple of step) into the series. The accumulator
+// is read in place: a Point built from it and passed by value would be
+// copied twice per flush.
+func (s *Series) addAcc(t, step time.Duration, a *acc) {
 	if n := len(s.Points); n > 0 && t < s.lastEnd {
 		last := &s.Points[n-1]
 		last.Min = min(last.Min, a.lo)
@@ -98,10 +99,14 @@ func (s *Series) addAcc(t time.Duration, a *acc) {
 	for len(s.Points) >= s.maxPoints {
 		s.merge()
 	}
-	start := t - t%s.Bucket
+	start := t
+	if s.Bucket != step {
+		// Only then is the division needed: t is a multiple of step.
+		start = t - t%s.Bucket
+	}
 	if n := len(s.Points); n > 0 && start <= s.Points[n-1].T {
 		s.lastEnd = s.Points[n-1].T + s.Bucket
-		s.addAcc(t, a)
+		s.addAcc(t, step, a)
 		return
 	}
 	s.reserve()
@@ -266,7 +271,7 @@ func (s *DirectionSeries) flush() {
 		a := &s.pend[i]
 		sr := s.ptrs[i]
 		if a.n > 0 {
-			sr.addAcc(s.pendT, a)
+			sr.addAcc(s.pendT, s.pendStep, a)
 			*a = acc{}
 		}
 		if len(sr.Points) > 0 && (step == 0 || sr.Bucket < step) {
