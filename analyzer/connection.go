@@ -226,15 +226,21 @@ func (d *dirAnalysis) reset() {
 }
 
 // ser returns the direction's series, creating them at time t (the
-// analyzer's scratch series when it records none).
+// analyzer's scratch series when it records none). The creation is apart
+// so that ser inlines.
 func (d *dirAnalysis) ser(a *Analyzer, t int64) *DirectionSeries {
 	if d.series == nil {
-		if a.opts.NoSeries {
-			return &a.scratch
-		}
-		d.series = newDirSeries(a.opts.MaxPoints)
-		d.series.roll(time.Duration(t))
+		return d.newSeries(a, t)
 	}
+	return d.series
+}
+
+func (d *dirAnalysis) newSeries(a *Analyzer, t int64) *DirectionSeries {
+	if a.opts.NoSeries {
+		return &a.scratch
+	}
+	d.series = newDirSeries(a.opts.MaxPoints)
+	d.series.roll(time.Duration(t))
 	return d.series
 }
 
@@ -252,7 +258,12 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 	if rev.series != nil {
 		rev.series.roll(time.Duration(t))
 	}
-	sg := c.handshake(fwd, rev, p, t)
+	// sg and span are filled through pointers, field by field: returned
+	// by value, structs of their size are built in memory and copied in
+	// wide moves right after narrow stores, which stalls the CPU's store
+	// forwarding on every packet.
+	var sg segment
+	c.handshake(fwd, rev, p, t, &sg)
 	fwd.countPacket(p, &sg)
 	setBases(fs, rs, &sg)
 
@@ -261,9 +272,10 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 		fwd.countFlags(fl, sg.len)
 	}
 
-	span := fs.sent(&sg, fl)
+	var span seqSpan
+	fs.sent(&sg, fl, &span)
 	if span.below && sg.len > 0 && fl&(KeepAlive|ZeroWindowProbe) == 0 {
-		fwd.countResent(span)
+		fwd.countResent(&span)
 	}
 	if sg.occupiesSeq() {
 		// A segment into a zero window (a probe, whatever its length)
@@ -272,7 +284,7 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 			fwd.q.sent(span.start, span.end, t)
 		}
 		if sg.len > 0 {
-			fwd.dataSent(a, span, &sg, fl)
+			fwd.dataSent(a, &span, &sg, fl)
 		}
 	}
 	if fl&AnyRetransmission != 0 || span.below && fl&(KeepAlive|ZeroWindowProbe) == 0 {
@@ -310,8 +322,8 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 }
 
 // handshake records SYN options, the handshake RTTs and the connection's
-// end, and returns the segment with its window scaled.
-func (c *Connection) handshake(fwd, rev *dirAnalysis, p *decode.Packet, t int64) segment {
+// end, and fills sg with the segment, its window scaled.
+func (c *Connection) handshake(fwd, rev *dirAnalysis, p *decode.Packet, t int64, sg *segment) {
 	fs, rs := &fwd.st, &rev.st
 	flags := p.Flags
 	if flags&fSYN != 0 {
@@ -350,7 +362,7 @@ func (c *Connection) handshake(fwd, rev *dirAnalysis, p *decode.Packet, t int64)
 	if flags&fSYN == 0 && fs.shift > 0 {
 		window <<= uint(fs.shift) // never applied to SYN segments (RFC 7323 2.2)
 	}
-	return segment{seq: p.Seq, ack: p.Ack, len: uint32(p.PayloadLen), flags: flags, window: window, t: t}
+	sg.seq, sg.ack, sg.len, sg.flags, sg.window, sg.t = p.Seq, p.Ack, uint32(p.PayloadLen), flags, window, t
 }
 
 // countPacket counts the packet by kind.
@@ -412,7 +424,7 @@ func (d *dirAnalysis) countFlags(fl PacketFlags, seglen uint32) {
 }
 
 // countResent counts a data segment's re-sent bytes and gap fills.
-func (d *dirAnalysis) countResent(span seqSpan) {
+func (d *dirAnalysis) countResent(span *seqSpan) {
 	st := &d.stats
 	if span.resent > 0 {
 		st.ResentPackets++
@@ -425,7 +437,7 @@ func (d *dirAnalysis) countResent(span seqSpan) {
 
 // dataSent records a data segment: series, unique bytes, idle gaps and
 // pauses between data segments.
-func (d *dirAnalysis) dataSent(a *Analyzer, span seqSpan, sg *segment, fl PacketFlags) {
+func (d *dirAnalysis) dataSent(a *Analyzer, span *seqSpan, sg *segment, fl PacketFlags) {
 	st, t := &d.stats, sg.t
 	d.ser(a, t).recordSegment(span, sg.len, fl&AnyRetransmission != 0)
 	st.UniqueBytes += span.newBytes
@@ -464,20 +476,19 @@ func (d *dirAnalysis) windowAdvertised(sg *segment) {
 func (d *dirAnalysis) ackArrived(a *Analyzer, p *decode.Packet, sg *segment, fl PacketFlags, ackAdvanced bool, info *PacketInfo) {
 	relAck := d.st.rel(sg.ack)
 	t := sg.t
-	// Series of a direction start with its first data segment; ACKs of a
-	// direction without data (SYN-only, pure ACK streams) go to a scratch
-	// accumulator that is never kept.
+	// Series of a direction start with its first data segment; the ACKs
+	// of a direction without data (SYN-only, pure ACK streams: the ACK
+	// field of every data segment the peer sends) are not recorded.
 	ser := d.series
-	if ser == nil {
-		ser = &a.scratch
+	if ser != nil {
+		ser.recordAck(relAck, int64(sg.window), sg.flags&fSYN == 0, fl)
+		for i := 0; i < p.NSACK; i++ {
+			b := &p.SACK[i]
+			ser.recordSACK(d.st.rel(b.Left), d.st.rel(b.Right))
+		}
 	}
-	ser.recordAck(relAck, int64(sg.window), sg.flags&fSYN == 0, fl)
 	if sg.flags&fSYN == 0 {
 		d.peerMaxWin = max(d.peerMaxWin, int64(sg.window))
-	}
-	for i := 0; i < p.NSACK; i++ {
-		b := p.SACK[i]
-		ser.recordSACK(d.st.rel(b.Left), d.st.rel(b.Right))
 	}
 	var s ackResult
 	kind := d.acked(relAck, t, &s)
@@ -486,7 +497,9 @@ func (d *dirAnalysis) ackArrived(a *Analyzer, p *decode.Packet, sg *segment, fl 
 		switch kind {
 		case ackKarn:
 			info.KarnRTT = info.AckRTT
-			ser.recordRTT(t - s.sent)
+			if ser != nil {
+				ser.recordRTT(t - s.sent)
+			}
 		case ackPostLoss:
 			d.stats.PostLossAcks++
 		}
@@ -498,7 +511,7 @@ func (d *dirAnalysis) ackArrived(a *Analyzer, p *decode.Packet, sg *segment, fl 
 		d.allAcked, d.allAckedAt = true, t
 	}
 	if p.HasTimestamp && ackAdvanced && s.acked > 0 {
-		if rtt, ok := d.timestampEchoed(p.TSEcr, t); ok {
+		if rtt, ok := d.timestampEchoed(p.TSEcr, t); ok && ser != nil {
 			ser.recordTSRTT(rtt)
 		}
 	}

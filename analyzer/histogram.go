@@ -46,10 +46,14 @@ func histValue(i int) float64 {
 
 func (h *histogram) add(v uint64) {
 	i := histIndex(v)
-	if i < h.lo || i >= h.lo+len(h.counts) {
+	// One unsigned comparison checks both ends of the allocated buckets
+	// (and lets the compiler drop the bounds check of the increment).
+	if j := uint(i - h.lo); j < uint(len(h.counts)) {
+		h.counts[j]++
+	} else {
 		h.grow(i)
+		h.counts[i-h.lo]++
 	}
-	h.counts[i-h.lo]++
 	if h.n == 0 || v < h.min {
 		h.min = v
 	}

@@ -86,42 +86,58 @@ func (r *rttSampler) timestampSent(peer *rttSampler, p *decode.Packet, sg *segme
 type tsRing struct {
 	vals  []uint32 // allocated on first use, tsRingMin entries, doubling
 	times []int64
-	n     int  // total ever stored
-	grow  bool // a lookup missed a value older than the ring holds
+	n     int // total ever stored
+	// newest is the value stored last (valid when n > 0).
+	newest uint32
+	grow   bool // a lookup missed a value older than the ring holds
 }
 
 // The ring starts small (most connections need a few entries) and doubles,
 // up to tsRingMax, when an echo refers to a value it has already dropped:
 // a standing queue of Q seconds needs about Q*1000 entries at 1 ms ticks.
+// Both are powers of two (see at).
 const (
 	tsRingMin = 64
 	tsRingMax = 16384
 )
 
+// sent notes that value v was sent at t, if it is newer than the newest
+// kept. That test alone is inlined: TSvals tick every millisecond or so,
+// so most segments repeat the newest value.
 func (r *tsRing) sent(v uint32, t int64) {
+	if r.n > 0 && int32(v-r.newest) <= 0 { // !seqGT(v, r.newest)
+		return
+	}
+	r.store(v, t)
+}
+
+// store adds v, sent at t, as the newest value, growing the ring first if
+// a lookup asked for more history.
+func (r *tsRing) store(v uint32, t int64) {
 	if r.vals == nil {
 		r.vals, r.times = make([]uint32, tsRingMin), make([]int64, tsRingMin)
-	}
-	if r.n > 0 {
-		last := r.vals[(r.n-1)%len(r.vals)]
-		if !seqGT(v, last) {
-			return
-		}
 	}
 	if r.grow && len(r.vals) < tsRingMax {
 		r.grow = false
 		k := min(r.n, len(r.vals))
 		vals, times := make([]uint32, 2*len(r.vals)), make([]int64, 2*len(r.vals))
 		for i := 0; i < k; i++ {
-			j := (r.n - k + i) % len(r.vals)
+			j := r.at(r.n - k + i)
 			vals[i], times[i] = r.vals[j], r.times[j]
 		}
 		r.vals, r.times, r.n = vals, times, k
 	}
-	r.vals[r.n%len(r.vals)] = v
-	r.times[r.n%len(r.times)] = t
+	j := r.at(r.n)
+	r.vals[j] = v
+	r.times[j] = t
+	r.newest = v
 	r.n++
 }
+
+// at is the slot of the i-th value ever stored. The ring's length is a
+// power of two (tsRingMin, doubling), so a mask stands in for the modulo:
+// an integer division per access on the per-packet path otherwise.
+func (r *tsRing) at(i int) int { return i & (len(r.vals) - 1) }
 
 func (r *tsRing) lookup(v uint32) (int64, bool) {
 	k := min(r.n, len(r.vals))
@@ -130,17 +146,17 @@ func (r *tsRing) lookup(v uint32) (int64, bool) {
 	}
 	// The echoed value is almost always one of the newest.
 	for i := 1; i <= min(k, 4); i++ {
-		j := (r.n - i) % len(r.vals)
+		j := r.at(r.n - i)
 		if r.vals[j] == v {
 			return r.times[j], true
 		}
 	}
 	// Binary search over the k newest entries, oldest first.
 	i := sort.Search(k, func(i int) bool {
-		return !seqLT(r.vals[(r.n-k+i)%len(r.vals)], v)
+		return !seqLT(r.vals[r.at(r.n-k+i)], v)
 	})
-	if i < k && r.vals[(r.n-k+i)%len(r.vals)] == v {
-		return r.times[(r.n-k+i)%len(r.times)], true
+	if i < k && r.vals[r.at(r.n-k+i)] == v {
+		return r.times[r.at(r.n-k+i)], true
 	}
 	if i == 0 && k == len(r.vals) {
 		r.grow = true // older than the oldest kept

@@ -147,9 +147,9 @@ type seqSpan struct {
 }
 
 // sent advances the sender's sequence state past segment sg (classified
-// as fl) and returns the range it occupied (empty for a pure ACK).
-func (s *seqState) sent(sg *segment, fl PacketFlags) seqSpan {
-	var sp seqSpan
+// as fl) and fills sp with the range it occupied (empty for a pure ACK).
+func (s *seqState) sent(sg *segment, fl PacketFlags, sp *seqSpan) {
+	*sp = seqSpan{}
 	nextseq := sg.nextseq()
 	if sg.occupiesSeq() {
 		sp.start = s.rel(sg.seq)
@@ -182,7 +182,7 @@ func (s *seqState) sent(sg *segment, fl PacketFlags) seqSpan {
 		sp.filledGap = sp.below && sp.newBytes > 0 && sp.resent == 0 && fl&OutOfOrder == 0
 	}
 	if fl&ZeroWindowProbe != 0 {
-		return sp
+		return
 	}
 	if seqGT(nextseq, s.nextseq) || !s.nextseqValid {
 		s.nextseq, s.nextseqTime, s.nextseqValid = nextseq, sg.t, true
@@ -190,7 +190,6 @@ func (s *seqState) sent(sg *segment, fl PacketFlags) seqSpan {
 	if sg.seq == s.maxSeqToBeAcked || !s.maxSeqValid {
 		s.maxSeqToBeAcked, s.maxSeqValid = s.nextseq, true
 	}
-	return sp
 }
 
 // received records the ACK, window and flags sg carries from this side;

@@ -77,44 +77,66 @@ func (s *Series) AddRange(t time.Duration, lo, hi float64) {
 		s.AddRange(t, lo, hi)
 		return
 	}
+	s.reserve()
 	s.Points = append(s.Points, Point{T: start, First: lo, Min: lo, Max: hi, Last: hi, Sum: lo, N: 1})
 	s.lastEnd = start + s.Bucket
 }
 
-// addPoint merges an already accumulated point (an initial bucket) into
-// the series.
-func (s *Series) addPoint(p Point) {
-	if n := len(s.Points); n > 0 && p.T < s.lastEnd {
+// addAcc merges the samples an accumulator gathered in the bucket of width
+// step starting at t (a multiple of step) into the series. The accumulator
+// is read in place: a Point built from it and passed by value would be
+// copied twice per flush.
+func (s *Series) addAcc(t, step time.Duration, a *acc) {
+	if n := len(s.Points); n > 0 && t < s.lastEnd {
 		last := &s.Points[n-1]
-		last.Min = min(last.Min, p.Min)
-		last.Max = max(last.Max, p.Max)
-		last.Last = p.Last
-		last.Sum += p.Sum
-		last.N += p.N
+		last.Min = min(last.Min, a.lo)
+		last.Max = max(last.Max, a.hi)
+		last.Last = a.last
+		last.Sum += a.sum
+		last.N += a.n
 		return
 	}
 	for len(s.Points) >= s.maxPoints {
 		s.merge()
 	}
-	start := p.T - p.T%s.Bucket
+	start := t
+	if s.Bucket != step {
+		// Only then is the division needed: t is a multiple of step.
+		start = t - t%s.Bucket
+	}
 	if n := len(s.Points); n > 0 && start <= s.Points[n-1].T {
 		s.lastEnd = s.Points[n-1].T + s.Bucket
-		s.addPoint(p)
+		s.addAcc(t, step, a)
 		return
 	}
-	p.T = start
-	s.Points = append(s.Points, p)
+	s.reserve()
+	s.Points = append(s.Points, Point{T: start, First: a.first, Min: a.lo, Max: a.hi, Last: a.last, Sum: a.sum, N: a.n})
 	s.lastEnd = start + s.Bucket
 }
 
+// reserve makes room for one more point (there are fewer than maxPoints):
+// the array doubles, up to maxPoints. Left to append, it would grow by
+// 1.25x past 256 points, copying a long transfer's series some seven times
+// instead of four on their way to the budget.
+func (s *Series) reserve() {
+	if n := len(s.Points); n == cap(s.Points) {
+		grow := min(max(n, 1), max(s.maxPoints-n, 1))
+		s.Points = append(s.Points, make([]Point, grow)...)[:n]
+	}
+}
+
 // merge doubles the bucket width, folding points into their new buckets.
+// Points are folded in place by index: ranging over them by value would
+// copy every point twice.
 func (s *Series) merge() {
 	s.Bucket *= 2
-	out := s.Points[:0]
-	for _, p := range s.Points {
-		p.T -= p.T % s.Bucket
-		if k := len(out); k > 0 && out[k-1].T == p.T {
-			q := &out[k-1]
+	pts := s.Points
+	k := 0 // points kept so far
+	for i := range pts {
+		p := &pts[i]
+		t := p.T - p.T%s.Bucket
+		if k > 0 && pts[k-1].T == t {
+			q := &pts[k-1]
 			q.Min = min(q.Min, p.Min)
 			q.Max = max(q.Max, p.Max)
 			q.Last = p.Last
@@ -122,15 +144,17 @@ func (s *Series) merge() {
 			q.N += p.N
 			continue
 		}
-		out = append(out, p)
+		if k != i {
+			pts[k] = *p
+		}
+		pts[k].T = t
+		k++
 	}
 	// Zero the tail so the slice does not pin stale values.
-	for i := len(out); i < len(s.Points); i++ {
-		s.Points[i] = Point{}
-	}
-	s.Points = out
-	if n := len(out); n > 0 {
-		s.lastEnd = out[n-1].T + s.Bucket
+	clear(pts[k:])
+	s.Points = pts[:k]
+	if k > 0 {
+		s.lastEnd = pts[k-1].T + s.Bucket
 	}
 }
 
@@ -201,12 +225,20 @@ type acc struct {
 	first, lo, hi, last, sum float64
 }
 
+// add records one sample. Plain comparisons stand in for min and max,
+// whose NaN and signed-zero rules cost several instructions each: samples
+// are byte counts, sequence offsets and non-negative times, never NaN nor
+// -0, so the result is the same.
 func (a *acc) add(lo, hi float64) {
 	if a.n == 0 {
 		a.first, a.lo, a.hi = lo, lo, hi
 	} else {
-		a.lo = min(a.lo, lo)
-		a.hi = max(a.hi, hi)
+		if lo < a.lo {
+			a.lo = lo
+		}
+		if hi > a.hi {
+			a.hi = hi
+		}
 	}
 	a.last = hi
 	a.sum += lo
@@ -215,11 +247,16 @@ func (a *acc) add(lo, hi float64) {
 
 // roll flushes the accumulators if t is past their bucket.
 // The accumulators span the narrowest bucket any non-empty series has
-// reached, so a long transfer flushes rarely.
+// reached, so a long transfer flushes rarely. roll is the comparison
+// alone, small enough to inline: most packets stay within the bucket.
 func (s *DirectionSeries) roll(t time.Duration) {
-	if t < s.pendEnd {
-		return
+	if t >= s.pendEnd {
+		s.rollOver(t)
 	}
+}
+
+// rollOver flushes the accumulators and starts the bucket holding t.
+func (s *DirectionSeries) rollOver(t time.Duration) {
 	s.flush()
 	if s.pendStep == 0 {
 		s.pendStep = initialBucket
@@ -234,7 +271,7 @@ func (s *DirectionSeries) flush() {
 		a := &s.pend[i]
 		sr := s.ptrs[i]
 		if a.n > 0 {
-			sr.addPoint(Point{T: s.pendT, First: a.first, Min: a.lo, Max: a.hi, Last: a.last, Sum: a.sum, N: a.n})
+			sr.addAcc(s.pendT, s.pendStep, a)
 			*a = acc{}
 		}
 		if len(sr.Points) > 0 && (step == 0 || sr.Bucket < step) {
@@ -274,7 +311,7 @@ func (s *DirectionSeries) All() []*Series {
 }
 
 // recordSegment records a data segment's sequence range and bytes.
-func (s *DirectionSeries) recordSegment(span seqSpan, seglen uint32, retrans bool) {
+func (s *DirectionSeries) recordSegment(span *seqSpan, seglen uint32, retrans bool) {
 	if retrans {
 		s.pend[sRetransmissions].add(float64(span.start), float64(span.end))
 	} else {

@@ -187,17 +187,16 @@ func Decode(link LinkType, frame []byte, wireLen int, p *Packet) error {
 }
 
 // decodeIP reads the IP header of b (which the link layer said is IP
-// version v) through header.ParseIP, the decoder the proxy and the capture
-// filter use, and decodes the TCP segment behind it. wireLen, the frame's
-// length on the wire from b on, stands in for a stated length of 0: a
-// TSO/GSO or BIG TCP super-packet captured at the sender before
+// version v) through header's Layout.Locate, the length checks the proxy and the
+// capture filter use, and decodes the TCP segment behind it. wireLen, the
+// frame's length on the wire from b on, stands in for a stated length of
+// 0: a TSO/GSO or BIG TCP super-packet captured at the sender before
 // segmentation (the proxy's reader takes the same packet by its read
 // length).
 func decodeIP(b []byte, v uint8, wireLen int, p *Packet) error {
-	var ip header.IP
-	err := ip.Parse(b)
-	if err != nil {
-		if errors.Is(err, header.ErrTruncated) {
+	var ip header.Layout
+	if err := ip.Locate(b); err != nil {
+		if err == header.ErrTruncated {
 			return ErrTruncated
 		}
 		return ErrCorrupt
@@ -219,10 +218,10 @@ func decodeIP(b []byte, v uint8, wireLen int, p *Packet) error {
 	if total < ip.HeaderLen {
 		return ErrCorrupt
 	}
-	p.IPVersion = ip.Version
+	p.IPVersion = v
 	p.IPID = ip.ID
-	// The addresses are copied from the header ParseIP checked: its
-	// netip.Addr values would cost a conversion per packet.
+	// The addresses are copied from the header Locate checked (at least
+	// 20 bytes for IPv4, 40 for IPv6).
 	if v == 4 {
 		p.Src, p.Dst = [16]byte{}, [16]byte{}
 		copy(p.Src[:4], b[12:16])
@@ -266,7 +265,34 @@ func decodeTCP(b []byte, segLen int, p *Packet) error {
 	return nil
 }
 
+// parseOptions reads the TCP options o into p. Walking an option list is
+// a chain of dependent loads (each option's length says where the next
+// one starts), so the layouts Linux sends are recognised at once by their
+// fixed bytes, and the walk goes on only after them, as it would have.
 func parseOptions(o []byte, p *Packet) {
+	switch {
+	case len(o) >= 12 && o[0] == 1 && o[1] == 1 && o[2] == 8 && o[3] == 10:
+		// NOP, NOP, timestamps: every segment after the handshake.
+		p.HasTimestamp = true
+		p.TSVal = binary.BigEndian.Uint32(o[4:8])
+		p.TSEcr = binary.BigEndian.Uint32(o[8:12])
+		o = o[12:]
+	case len(o) >= 20 && o[0] == 2 && o[1] == 4 && o[4] == 4 && o[5] == 2 && o[6] == 8 && o[7] == 10 &&
+		o[16] == 1 && o[17] == 3 && o[18] == 3:
+		// MSS, SACK permitted, timestamps, NOP, window scale: a SYN.
+		p.MSS = binary.BigEndian.Uint16(o[2:4])
+		p.SACKPermitted = true
+		p.HasTimestamp = true
+		p.TSVal = binary.BigEndian.Uint32(o[8:12])
+		p.TSEcr = binary.BigEndian.Uint32(o[12:16])
+		p.WScale = int8(min(o[19], 14)) // RFC 7323 2.3: larger shifts are treated as 14
+		o = o[20:]
+	}
+	walkOptions(o, p)
+}
+
+// walkOptions reads the options o into p one by one.
+func walkOptions(o []byte, p *Packet) {
 	for len(o) > 0 {
 		kind := o[0]
 		if kind == 0 { // end of list

@@ -35,9 +35,16 @@ var (
 // more is not worth it (its transport header stays unknown).
 const maxExtHeaders = 8
 
-// IP is what a packet's IPv4 or IPv6 header says.
-type IP struct {
+// Layout is where a packet's IP header puts things: its version, lengths,
+// transport protocol and IPv4 ID, with every length check of ParseIP. It is
+// what a decoder that copies the addresses itself needs (the analyzer's),
+// without the netip.Addr conversions of a whole IP.
+type Layout struct {
 	Version uint8
+	// Proto is the transport protocol, after IPv6 extension headers.
+	Proto uint8
+	// ID is IPv4's identification field (IPv6 has none outside fragments).
+	ID uint16
 	// HeaderLen is the length of the IP header, IPv6 extension headers
 	// included: where the transport header starts (when TransportOK).
 	HeaderLen int
@@ -47,14 +54,6 @@ type IP struct {
 	// behind (a TSO, BIG TCP or jumbo super-packet, as captures at a
 	// sender hold them). It may exceed the bytes at hand (a snap length).
 	Length int
-	// Proto is the transport protocol, after IPv6 extension headers.
-	Proto    uint8
-	DSCP     uint8 // differentiated services code point
-	ECN      uint8 // the two ECN bits
-	HopLimit uint8 // IPv4 TTL, IPv6 hop limit
-	// ID is IPv4's identification field (IPv6 has none outside fragments).
-	ID       uint16
-	Src, Dst netip.Addr
 	// LaterFragment is set for a fragment other than the first: it
 	// carries no transport header.
 	LaterFragment bool
@@ -62,6 +61,55 @@ type IP struct {
 	// packet is not a later fragment and its extension headers were
 	// walked to the end.
 	TransportOK bool
+}
+
+// Locate reads the layout of the IP header at the start of b into l, which
+// it overwrites whole (all zero on error). It fails as ParseIP does: only
+// when the header itself is cut off or malformed.
+//
+// Every field is stored on its own rather than as one composite value: a
+// Layout is too big for the compiler to keep in registers, and a struct
+// copied in wide moves right after narrow field stores stalls the CPU's
+// store forwarding, which cost per-packet callers more than the checks.
+func (l *Layout) Locate(b []byte) error {
+	if len(b) < 1 {
+		*l = Layout{}
+		return ErrTruncated
+	}
+	switch b[0] >> 4 {
+	case 4:
+		ihl, total, err := checkIPv4(b)
+		if err != nil {
+			*l = Layout{}
+			return err
+		}
+		later := binary.BigEndian.Uint16(b[6:8])&0x1fff != 0
+		l.Version, l.Proto, l.ID = 4, b[9], binary.BigEndian.Uint16(b[4:6])
+		l.HeaderLen, l.Length = ihl, total
+		l.LaterFragment, l.TransportOK = later, !later
+		return nil
+	case 6:
+		total, err := checkIPv6(b)
+		if err != nil {
+			*l = Layout{}
+			return err
+		}
+		l.Version, l.ID, l.Length = 6, 0, total
+		l.Proto, l.HeaderLen, l.LaterFragment, l.TransportOK = walkIPv6(b)
+		return nil
+	}
+	*l = Layout{}
+	return ErrVersion
+}
+
+// IP is what a packet's IPv4 or IPv6 header says: its Layout and the
+// fields a forwarder or classifier reads besides.
+type IP struct {
+	Layout
+	DSCP     uint8 // differentiated services code point
+	ECN      uint8 // the two ECN bits
+	HopLimit uint8 // IPv4 TTL, IPv6 hop limit
+	Src, Dst netip.Addr
 }
 
 // ParseIP reads the IP header at the start of b. It fails only when the
@@ -74,42 +122,27 @@ func ParseIP(b []byte) (IP, error) {
 }
 
 // Parse is ParseIP into ip, which it overwrites whole: the form for hot
-// paths, which keep one IP and avoid copying it back per packet.
+// paths, which keep one IP and avoid copying it back per packet. The
+// checks are Locate's.
 func (ip *IP) Parse(b []byte) error {
-	*ip = IP{}
-	if len(b) < 1 {
-		return ErrTruncated
+	if err := ip.Layout.Locate(b); err != nil {
+		*ip = IP{}
+		return err
 	}
-	switch b[0] >> 4 {
-	case 4:
-		ihl, total, err := checkIPv4(b)
-		if err != nil {
-			return err
-		}
-		ip.Version, ip.HeaderLen, ip.Length = 4, ihl, total
+	// Locate set the Layout; the rest of ip is set in full below.
+	if ip.Version == 4 {
 		ip.DSCP, ip.ECN = b[1]>>2, b[1]&3
-		ip.ID = binary.BigEndian.Uint16(b[4:6])
-		ip.HopLimit, ip.Proto = b[8], b[9]
+		ip.HopLimit = b[8]
 		ip.Src = netip.AddrFrom4([4]byte(b[12:16]))
 		ip.Dst = netip.AddrFrom4([4]byte(b[16:20]))
-		ip.LaterFragment = binary.BigEndian.Uint16(b[6:8])&0x1fff != 0
-		ip.TransportOK = !ip.LaterFragment
-		return nil
-	case 6:
-		total, err := checkIPv6(b)
-		if err != nil {
-			return err
-		}
-		ip.Version, ip.Length = 6, total
-		tc := b[0]<<4 | b[1]>>4
-		ip.DSCP, ip.ECN = tc>>2, tc&3
-		ip.HopLimit = b[7]
-		ip.Src = netip.AddrFrom16([16]byte(b[8:24]))
-		ip.Dst = netip.AddrFrom16([16]byte(b[24:40]))
-		ip.walkIPv6(b)
 		return nil
 	}
-	return ErrVersion
+	tc := b[0]<<4 | b[1]>>4
+	ip.DSCP, ip.ECN = tc>>2, tc&3
+	ip.HopLimit = b[7]
+	ip.Src = netip.AddrFrom16([16]byte(b[8:24]))
+	ip.Dst = netip.AddrFrom16([16]byte(b[24:40]))
+	return nil
 }
 
 // StatedLength is ParseIP's length check alone, for a hot path that needs
@@ -164,38 +197,34 @@ func checkIPv6(b []byte) (total int, err error) {
 
 // walkIPv6 follows the extension headers (hop-by-hop, routing,
 // destination options, fragment) to the transport header.
-func (ip *IP) walkIPv6(b []byte) {
+func walkIPv6(b []byte) (proto uint8, hdrLen int, later, transportOK bool) {
 	next, off := b[6], 40
 	for range maxExtHeaders {
 		switch next {
 		case ipv6HopOpt, ipv6Route, ipv6Dest:
 			if len(b) < off+8 {
-				ip.Proto, ip.HeaderLen = next, off
-				return
+				return next, off, false, false
 			}
 			next, off = b[off], off+8*(int(b[off+1])+1)
 		case ipv6Frag:
 			if len(b) < off+8 {
-				ip.Proto, ip.HeaderLen = next, off
-				return
+				return next, off, false, false
 			}
 			offset := binary.BigEndian.Uint16(b[off+2:off+4]) &^ 7
 			next, off = b[off], off+8
 			if offset != 0 {
-				ip.Proto, ip.HeaderLen, ip.LaterFragment = next, off, true
-				return
+				return next, off, true, false
 			}
 		default:
-			ip.Proto, ip.HeaderLen, ip.TransportOK = next, off, off <= len(b)
-			return
+			return next, off, false, off <= len(b)
 		}
 	}
-	ip.Proto, ip.HeaderLen = next, off
+	return next, off, false, false
 }
 
 // Transport returns the transport header and payload of b, cut at the
 // stated Length, or nil when ip has none (TransportOK false).
-func (ip *IP) Transport(b []byte) []byte {
+func (ip *Layout) Transport(b []byte) []byte {
 	if !ip.TransportOK || ip.HeaderLen > len(b) {
 		return nil
 	}

@@ -218,3 +218,24 @@ func BenchmarkParseIP(b *testing.B) {
 		})
 	}
 }
+
+// FuzzLocate: Locate, the lean entry point, agrees with ParseIP on every
+// input (same error, same layout), and leaves nothing of an earlier
+// packet behind.
+func FuzzLocate(f *testing.F) {
+	f.Add(ipv4(ProtoTCP, 20, 0))
+	f.Add(ipv4(ProtoTCP, 20, 0x10))
+	f.Add(ipv6(ProtoUDP, nil, 8))
+	f.Add(ipv6(ipv6HopOpt, []byte{ipv6Frag, 0, 0, 0, 0, 0, 0, 0, ProtoTCP, 0, 0, 1, 0, 0, 0, 1}, 20))
+	f.Add(ipv6(ipv6Frag, []byte{ProtoTCP, 0, 0, 0x10, 0, 0, 0, 1}, 20))
+	f.Add([]byte{0x4f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ip, perr := ParseIP(b)
+		// A layout left over from another packet must not show through.
+		l := Layout{Version: 9, Proto: 9, ID: 9, HeaderLen: 9, Length: 9, LaterFragment: true, TransportOK: true}
+		err := l.Locate(b)
+		if err != perr || l != ip.Layout {
+			t.Fatalf("% x: Locate %+v, %v; ParseIP %+v, %v", b, l, err, ip.Layout, perr)
+		}
+	})
+}
