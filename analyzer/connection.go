@@ -209,7 +209,7 @@ func (d *dirAnalysis) reset() {
 		q = nil
 	}
 	ts := d.ts
-	if len(ts.vals) != tsRingMin {
+	if len(ts.vals) > tsRingMin {
 		ts = tsRing{}
 	}
 	ts.n, ts.grow = 0, false

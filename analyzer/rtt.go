@@ -84,7 +84,7 @@ func (r *rttSampler) timestampSent(peer *rttSampler, p *decode.Packet, sg *segme
 // tsRing remembers when each TSval was first sent, for timestamp RTT
 // samples. TSvals only grow, so the ring stays sorted.
 type tsRing struct {
-	vals  []uint32 // allocated on first use, tsRingMin entries, doubling
+	vals  []uint32 // allocated on first use, tsRingFirst entries, doubling
 	times []int64
 	n     int // total ever stored
 	// newest is the value stored last (valid when n > 0).
@@ -92,13 +92,18 @@ type tsRing struct {
 	grow   bool // a lookup missed a value older than the ring holds
 }
 
-// The ring starts small (most connections need a few entries) and doubles,
-// up to tsRingMax, when an echo refers to a value it has already dropped:
-// a standing queue of Q seconds needs about Q*1000 entries at 1 ms ticks.
-// Both are powers of two (see at).
+// The ring keeps at least the tsRingMin newest values and doubles, up to
+// tsRingMax, when an echo refers to a value it has already dropped: a
+// standing queue of Q seconds needs about Q*1000 entries at 1 ms ticks.
+// Below tsRingMin it starts at tsRingFirst entries and doubles when full,
+// dropping nothing, so it holds what a ring of tsRingMin would: most
+// connections are short and send a few values, and the ring is most of
+// the memory of the many that linger after their close. All are powers of
+// two (see at).
 const (
-	tsRingMin = 64
-	tsRingMax = 16384
+	tsRingFirst = 8
+	tsRingMin   = 64
+	tsRingMax   = 16384
 )
 
 // sent notes that value v was sent at t, if it is newer than the newest
@@ -115,7 +120,13 @@ func (r *tsRing) sent(v uint32, t int64) {
 // a lookup asked for more history.
 func (r *tsRing) store(v uint32, t int64) {
 	if r.vals == nil {
-		r.vals, r.times = make([]uint32, tsRingMin), make([]int64, tsRingMin)
+		r.vals, r.times = make([]uint32, tsRingFirst), make([]int64, tsRingFirst)
+	}
+	if r.n == len(r.vals) && len(r.vals) < tsRingMin {
+		// Full before it ever dropped a value: the values sit in slots
+		// 0..n-1, where the doubled ring wants them too.
+		r.vals = append(make([]uint32, 0, 2*len(r.vals)), r.vals...)[:2*len(r.vals)]
+		r.times = append(make([]int64, 0, 2*len(r.times)), r.times...)[:2*len(r.times)]
 	}
 	if r.grow && len(r.vals) < tsRingMax {
 		r.grow = false
@@ -158,7 +169,7 @@ func (r *tsRing) lookup(v uint32) (int64, bool) {
 	if i < k && r.vals[r.at(r.n-k+i)] == v {
 		return r.times[r.at(r.n-k+i)], true
 	}
-	if i == 0 && k == len(r.vals) {
+	if i == 0 && k == len(r.vals) && k >= tsRingMin {
 		r.grow = true // older than the oldest kept
 	}
 	return 0, false

@@ -1,0 +1,52 @@
+package analyzer
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestTSRingStartsSmall checks that the ring starting at tsRingFirst
+// entries answers every lookup as one allocated at tsRingMin does (what
+// the ring was before it started small), over random sends and echoes.
+func TestTSRingStartsSmall(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for run := 0; run < 200; run++ {
+		var small tsRing
+		big := tsRing{vals: make([]uint32, tsRingMin), times: make([]int64, tsRingMin)}
+		v := rng.Uint32()
+		var sent []uint32
+		for step := 0; step < 3000; step++ {
+			if rng.IntN(3) > 0 {
+				v += uint32(rng.IntN(3))
+				ts := int64(step)
+				small.sent(v, ts)
+				big.sent(v, ts)
+				sent = append(sent, v)
+				continue
+			}
+			if len(sent) == 0 {
+				continue
+			}
+			back := rng.IntN(min(len(sent), 1+rng.IntN(200)))
+			e := sent[len(sent)-1-back]
+			if rng.IntN(10) == 0 {
+				e -= 1000 // never sent
+			}
+			t1, ok1 := small.lookup(e)
+			t2, ok2 := big.lookup(e)
+			if t1 != t2 || ok1 != ok2 {
+				t.Fatalf("run %d step %d: lookup(%d) = %d, %v; the ring of %d answers %d, %v", run, step, e, t1, ok1, tsRingMin, t2, ok2)
+			}
+		}
+		if len(small.vals) != len(big.vals) && len(big.vals) > tsRingMin {
+			t.Fatalf("run %d: %d entries, the ring of %d grew to %d", run, len(small.vals), tsRingMin, len(big.vals))
+		}
+	}
+	var r tsRing
+	for i := range 5 {
+		r.sent(uint32(i+1), int64(i))
+	}
+	if len(r.vals) != tsRingFirst {
+		t.Errorf("5 values in %d entries, want %d", len(r.vals), tsRingFirst)
+	}
+}
