@@ -79,14 +79,18 @@ type dupKey struct {
 	flags        uint8
 }
 
+// dupEntry is a packet's fingerprint (a 64-bit hash of its dupKey) and
+// capture time: 16 bytes, so the table stays in the cache.
 type dupEntry struct {
-	key dupKey
-	ns  int64
+	fp uint64
+	ns int64
 }
 
-// dupFilter remembers the latest packets by key in a hash table where
-// each key has two slots (the older entry gives way), so that a packet
-// between a frame and its copy rarely evicts the frame.
+// dupFilter remembers the latest packets by fingerprint in a hash table
+// where each has two slots (the older entry gives way), so that a packet
+// between a frame and its copy rarely evicts the frame. Two different
+// packets within dupWithin share a fingerprint with a chance of about
+// 2^-64 per pair.
 type dupFilter struct {
 	table *[dupSlots]dupEntry
 }
@@ -95,6 +99,24 @@ const (
 	dupSlots  = 4096
 	dupWithin = int64(200 * time.Millisecond)
 )
+
+// fingerprint hashes every field of k: multiply-xorshift rounds, each a
+// bijection of the running hash for a given word, so keys that differ in
+// one word never collide.
+func (k *dupKey) fingerprint() uint64 {
+	w := [4]uint64{
+		uint64(binary.BigEndian.Uint32(k.src[:]))<<32 | uint64(binary.BigEndian.Uint32(k.dst[:])),
+		uint64(k.sport)<<48 | uint64(k.dport)<<32 | uint64(k.seq),
+		uint64(k.ack)<<32 | uint64(uint32(k.payload)),
+		uint64(k.payload>>32)<<24 | uint64(k.id)<<8 | uint64(k.flags),
+	}
+	h := uint64(0x243F6A8885A308D3)
+	for _, x := range w {
+		h = (h ^ x) * 0x9E3779B97F4A7C15
+		h ^= h >> 31
+	}
+	return h
+}
 
 // duplicate reports whether p, captured at ns, is a copy of a packet
 // seen shortly before. IPv6 has no ID, and an IPv4 ID of 0 (allowed with
@@ -108,19 +130,16 @@ func (f *dupFilter) duplicate(p *decode.Packet, ns int64) bool {
 	if f.table == nil {
 		f.table = new([dupSlots]dupEntry)
 	}
-	h := uint64(binary.BigEndian.Uint32(k.src[:]))<<32 | uint64(binary.BigEndian.Uint32(k.dst[:]))
-	h ^= uint64(k.sport)<<48 | uint64(k.dport)<<32 | uint64(k.seq)
-	h ^= uint64(k.ack)<<16 ^ uint64(k.id)
-	h *= 0x9E3779B97F4A7C15
+	h := k.fingerprint()
 	a, b := &f.table[h>>(64-12)], &f.table[h&(dupSlots-1)]
 	for _, e := range [2]*dupEntry{a, b} {
-		if e.key == k && ns-e.ns <= dupWithin && ns >= e.ns {
+		if e.fp == h && ns-e.ns <= dupWithin && ns >= e.ns {
 			return true
 		}
 	}
 	if b.ns < a.ns {
 		a = b
 	}
-	*a = dupEntry{key: k, ns: ns}
+	*a = dupEntry{fp: h, ns: ns}
 	return false
 }

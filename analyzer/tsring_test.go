@@ -50,3 +50,26 @@ func TestTSRingStartsSmall(t *testing.T) {
 		t.Errorf("5 values in %d entries, want %d", len(r.vals), tsRingFirst)
 	}
 }
+
+// TestDupFingerprint checks that packets differing in any one field of
+// their key get different fingerprints.
+func TestDupFingerprint(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 10000 {
+		k := dupKey{src: [4]byte{byte(rng.Uint32()), 1, 2, 3}, dst: [4]byte{10, 0, 0, byte(rng.Uint32())},
+			sport: uint16(rng.Uint32()), dport: 80, seq: rng.Uint32(), ack: rng.Uint32(), payload: rng.IntN(65536),
+			id: uint16(rng.Uint32()), flags: uint8(rng.Uint32())}
+		base := k.fingerprint()
+		for i, mod := range []func(*dupKey){
+			func(k *dupKey) { k.src[3]++ }, func(k *dupKey) { k.dst[0]++ }, func(k *dupKey) { k.sport++ },
+			func(k *dupKey) { k.dport++ }, func(k *dupKey) { k.seq++ }, func(k *dupKey) { k.ack++ },
+			func(k *dupKey) { k.payload++ }, func(k *dupKey) { k.id++ }, func(k *dupKey) { k.flags ^= 0x10 },
+		} {
+			m := k
+			mod(&m)
+			if m.fingerprint() == base {
+				t.Fatalf("field %d changed, fingerprint the same: %+v %+v", i, k, m)
+			}
+		}
+	}
+}
