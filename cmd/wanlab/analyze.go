@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/pprof"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
@@ -68,17 +67,11 @@ func runAnalyze(cc *cli.Context) error {
 	if err != nil {
 		return usageError(fmt.Errorf("analyze: --flow: %w", err))
 	}
-	if path := cc.String("cpuprofile"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			return fmt.Errorf("analyze: --cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("analyze: --cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(cc.String("cpuprofile"))
+	if err != nil {
+		return fmt.Errorf("analyze: --cpuprofile: %w", err)
 	}
+	defer stopProfile()
 	// The live data is the open connections; the rest churns. Keep the
 	// heap near it (see heapbound) rather than at twice it.
 	defer heapbound.Start(analyzeHeapFloor)()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sort"
 
 	"github.com/urfave/cli/v2"
@@ -104,4 +105,25 @@ type kindError struct {
 func (e *kindError) Error() string { return e.err.Error() }
 func (e *kindError) Unwrap() []error {
 	return []error{e.err, e.kind}
+}
+
+// startCPUProfile writes a Go CPU profile to path (nothing when path is
+// empty) until the returned stop is called: the hidden --cpuprofile of the
+// commands whose speed matters.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

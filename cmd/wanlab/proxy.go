@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -222,17 +221,11 @@ func runProxy(cc *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(cc.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if path := cc.String("cpuprofile"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			return fmt.Errorf("proxy: --cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("proxy: --cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(cc.String("cpuprofile"))
+	if err != nil {
+		return fmt.Errorf("proxy: --cpuprofile: %w", err)
 	}
+	defer stopProfile()
 
 	var closers []func() error // run in reverse on the way out
 	defer func() {
