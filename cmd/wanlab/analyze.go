@@ -87,19 +87,22 @@ func runAnalyze(cc *cli.Context) error {
 	var js *analyzer.JSONWriter
 	var txt *analyzer.TextWriter
 	var seen, shown int
-	if !graphs && format != "csv" {
-		// Connections are written as they finish (JSON to the output, text
-		// to a spool behind the totals that head it), beside the analysis.
-		var write func(*analyzer.Connection) error
-		if format == "json" {
-			js = analyzer.NewJSONWriter(w)
-			write = js.Connection
-		} else {
-			if txt, err = analyzer.NewTextWriter(w, ""); err != nil {
-				return fmt.Errorf("analyze: %w", err)
-			}
+	var write func(*analyzer.Connection) error
+	switch {
+	case graphs || format == "csv":
+	case format == "json":
+		js = analyzer.NewJSONWriter(w)
+		write = js.Connection
+	default:
+		// Without a writable temporary directory (a read-only container)
+		// the text is written at the end, from memory, as before.
+		if txt, err = analyzer.NewTextWriter(w, ""); err == nil {
 			write = txt.Connection
 		}
+	}
+	if write != nil {
+		// Connections are written as they finish (JSON to the output, text
+		// to a spool behind the totals that head it), beside the analysis.
 		opts.ConcurrentFinish = true
 		opts.OnFinish = func(c *analyzer.Connection) {
 			seen++

@@ -49,6 +49,26 @@ func TestAnalyzeFormats(t *testing.T) {
 	}
 }
 
+// TestAnalyzeTextWithoutTempDir checks that the text output, spooled
+// through a temporary file, comes out the same when there is no writable
+// temporary directory (written from memory then), and leaves no file.
+func TestAnalyzeTextWithoutTempDir(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	want, code := runWanlab(t, "analyze", analyzeCapture)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, want)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("the spool left %v in TMPDIR", left)
+	}
+	t.Setenv("TMPDIR", filepath.Join(tmp, "missing"))
+	got, code := runWanlab(t, "analyze", analyzeCapture)
+	if code != exitOK || got != want {
+		t.Errorf("without a temporary directory (exit %d):\n%s\nwant:\n%s", code, got, want)
+	}
+}
+
 func TestAnalyzeBadInput(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty.pcap")
