@@ -156,7 +156,6 @@ type Analyzer struct {
 	res    *Result
 	conns  map[connKey]*Connection
 	pkt    decode.Packet
-	spare  decode.Packet // AddFrom's decoding place for a frame queued for the merge
 	info   PacketInfo
 	start  int64 // ns since epoch of the first frame
 	last   int64 // ns relative to start of the latest frame
@@ -248,12 +247,8 @@ func (a *Analyzer) ExpectInterfaces(n int) {
 // window was too short, or one interface's clock went backwards) is
 // analyzed at the latest time and counted in TimeBackwards.
 func (a *Analyzer) AddFrom(iface int, link decode.LinkType, data []byte, wireLen int, ts time.Time) {
-	p := &a.pkt
-	if len(a.ifq) > 1 || iface > 0 {
-		p = &a.spare
-	}
-	err := decode.Decode(link, data, wireLen, p)
-	a.addDecoded(iface, err, p, ts.UnixNano())
+	err := decode.Decode(link, data, wireLen, &a.pkt)
+	a.addDecoded(iface, err, &a.pkt, ts.UnixNano())
 }
 
 // addDecoded analyzes one frame that decode.Decode read into p with

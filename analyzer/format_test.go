@@ -1,18 +1,15 @@
 package analyzer
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/netip"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/wanlab/wanlab/analyzer/internal/synth"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -111,28 +108,7 @@ func TestSprintfMatchesFmt(t *testing.T) {
 // synthetic scenarios, many short connections, and random directions that
 // reach every branch.
 func TestDiagnosisMatchesFmt(t *testing.T) {
-	paths, _ := filepath.Glob(filepath.Join("testdata", "*.pcap"))
-	for _, sc := range agreementScenarios {
-		p, _ := writeSynth(t, sc.cfg)
-		paths = append(paths, p)
-	}
-	var conns []*Connection
-	for _, p := range paths {
-		res, err := AnalyzeFile(p, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, res.Connections...)
-	}
-	var buf bytes.Buffer
-	if _, err := synth.WriteMany(&buf, synth.ManyConfig{Conns: 200, Concurrent: 10}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := AnalyzeReader(mustReader(t, buf.Bytes()), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns = append(conns, res.Connections...)
+	conns := corpusConnections(t, true, 200)
 	check := func(d, peer *Direction, c *Connection) string {
 		got := diagnoseDirection("client->server", d, peer, c)
 		want := diagnoseDirectionFmt("client->server", d, peer, c)
@@ -230,15 +206,7 @@ func randDirection(r *rand.Rand) *Direction {
 }
 
 func BenchmarkDiagnose(b *testing.B) {
-	var buf bytes.Buffer
-	if _, err := synth.WriteMany(&buf, synth.ManyConfig{Conns: 20, Concurrent: 5}); err != nil {
-		b.Fatal(err)
-	}
-	r, err := AnalyzeStream(&buf, "many", Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := r.Connections[0]
+	c := shortConnection(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		diagnose(c)
@@ -246,15 +214,7 @@ func BenchmarkDiagnose(b *testing.B) {
 }
 
 func BenchmarkDiagnoseFmt(b *testing.B) {
-	var buf bytes.Buffer
-	if _, err := synth.WriteMany(&buf, synth.ManyConfig{Conns: 20, Concurrent: 5}); err != nil {
-		b.Fatal(err)
-	}
-	r, err := AnalyzeStream(&buf, "many", Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := r.Connections[0]
+	c := shortConnection(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		for i, d := range c.Directions {
@@ -266,24 +226,7 @@ func BenchmarkDiagnoseFmt(b *testing.B) {
 // TestConnTextMatchesFmt checks the text summary byte for byte against
 // the one written with fmt, on captures and random connections.
 func TestConnTextMatchesFmt(t *testing.T) {
-	paths, _ := filepath.Glob(filepath.Join("testdata", "*.pcap"))
-	var conns []*Connection
-	for _, p := range paths {
-		res, err := AnalyzeFile(p, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, res.Connections...)
-	}
-	var buf bytes.Buffer
-	if _, err := synth.WriteMany(&buf, synth.ManyConfig{Conns: 100, Concurrent: 10}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := AnalyzeReader(mustReader(t, buf.Bytes()), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns = append(conns, res.Connections...)
+	conns := corpusConnections(t, false, 100)
 	r := rand.New(rand.NewPCG(11, 12))
 	states := []string{"closed", "open", "reset", "", "é<>\xff", strings.Repeat("long", 10)}
 	for i := 0; i < 20000; i++ {

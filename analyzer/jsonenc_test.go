@@ -3,10 +3,7 @@ package analyzer
 import (
 	"bytes"
 	"encoding/json"
-	"path/filepath"
 	"testing"
-
-	"github.com/wanlab/wanlab/analyzer/internal/synth"
 )
 
 // TestConnectionJSONMatchesEncodingJSON checks the connection encoder
@@ -14,28 +11,7 @@ import (
 // synthetic scenarios and a capture of many short connections, and on
 // strings that need escaping.
 func TestConnectionJSONMatchesEncodingJSON(t *testing.T) {
-	var conns []*Connection
-	paths, _ := filepath.Glob(filepath.Join("testdata", "*.pcap"))
-	for _, sc := range agreementScenarios {
-		p, _ := writeSynth(t, sc.cfg)
-		paths = append(paths, p)
-	}
-	for _, p := range paths {
-		res, err := AnalyzeFile(p, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, res.Connections...)
-	}
-	var buf bytes.Buffer
-	if _, err := synth.WriteMany(&buf, synth.ManyConfig{Conns: 50, Concurrent: 5}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := AnalyzeReader(mustReader(t, buf.Bytes()), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns = append(conns, res.Connections...)
+	conns := corpusConnections(t, true, 50)
 	odd := *conns[0]
 	odd.State = "<a & b> \"q\" \\ \n\t\x01 \u2028 é \xff"
 	odd.Diagnosis = &Diagnosis{Evidence: []string{}, RateBps: 1e-7, PredictedBps: 1e22}
@@ -57,15 +33,7 @@ func TestConnectionJSONMatchesEncodingJSON(t *testing.T) {
 }
 
 func BenchmarkConnectionJSON(b *testing.B) {
-	var buf bytes.Buffer
-	if _, err := synth.WriteMany(&buf, synth.ManyConfig{Conns: 20, Concurrent: 5}); err != nil {
-		b.Fatal(err)
-	}
-	r, err := AnalyzeStream(&buf, "many", Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := r.Connections[0]
+	c := shortConnection(b)
 	out, _ := appendConnectionJSON(nil, c)
 	b.SetBytes(int64(len(out)))
 	b.ReportAllocs()

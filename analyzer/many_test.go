@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -113,6 +114,53 @@ func TestConcurrentFinish(t *testing.T) {
 	if res.Frames != whole.Frames || res.TCPPackets != whole.TCPPackets {
 		t.Errorf("frames %d/%d, want %d/%d", res.Frames, res.TCPPackets, whole.Frames, whole.TCPPackets)
 	}
+}
+
+// corpusConnections analyzes the committed captures, with scenarios the
+// agreement tests' synthetic ones, and a capture of many short
+// connections (many, 10 open at a time): the connections the output
+// writers are checked on.
+func corpusConnections(t *testing.T, scenarios bool, many int) []*Connection {
+	t.Helper()
+	paths, _ := filepath.Glob(filepath.Join("testdata", "*.pcap"))
+	if scenarios {
+		for _, sc := range agreementScenarios {
+			p, _ := writeSynth(t, sc.cfg)
+			paths = append(paths, p)
+		}
+	}
+	var conns []*Connection
+	for _, p := range paths {
+		res, err := AnalyzeFile(p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, res.Connections...)
+	}
+	var buf bytes.Buffer
+	if _, err := synth.WriteMany(&buf, synth.ManyConfig{Conns: many, Concurrent: 10}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := AnalyzeReader(mustReader(t, buf.Bytes()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(conns, res.Connections...)
+}
+
+// shortConnection is the first of a capture of short HTTP-like
+// connections, for the benchmarks of what is written per connection.
+func shortConnection(b *testing.B) *Connection {
+	b.Helper()
+	var buf bytes.Buffer
+	if _, err := synth.WriteMany(&buf, synth.ManyConfig{Conns: 20, Concurrent: 5}); err != nil {
+		b.Fatal(err)
+	}
+	r, err := AnalyzeStream(&buf, "many", Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r.Connections[0]
 }
 
 func mustReader(t *testing.T, b []byte) *pcapfile.Reader {

@@ -49,11 +49,20 @@ func (t *TextWriter) Connection(c *Connection) error {
 	return t.err
 }
 
+// Discard drops what was spooled, writing nothing: for an analysis that
+// failed. After Close it does nothing.
+func (t *TextWriter) Discard() {
+	if t.spool != nil {
+		t.spool.Close()
+		t.spool = nil
+	}
+}
+
 // Close writes the totals of r (total connections in the capture, the
 // ones spooled shown) and then the spooled connections, and removes the
 // spool.
 func (t *TextWriter) Close(r *Result, total int) error {
-	defer t.spool.Close()
+	defer t.Discard()
 	if t.err != nil {
 		return t.err
 	}

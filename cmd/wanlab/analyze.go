@@ -98,6 +98,7 @@ func runAnalyze(cc *cli.Context) error {
 		// the text is written at the end, from memory, as before.
 		if txt, err = analyzer.NewTextWriter(w, ""); err == nil {
 			write = txt.Connection
+			defer txt.Discard() // when the analysis fails before Close
 		}
 	}
 	if write != nil {
