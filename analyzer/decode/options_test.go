@@ -1,58 +1,8 @@
 package decode
 
 import (
-	"encoding/binary"
 	"testing"
 )
-
-// parseOptionsRef is the option walk alone, without parseOptions' fast
-// paths for Linux's layouts: the reference it must agree with.
-func parseOptionsRef(o []byte, p *Packet) {
-	for len(o) > 0 {
-		kind := o[0]
-		if kind == 0 { // end of list
-			return
-		}
-		if kind == 1 { // NOP
-			o = o[1:]
-			continue
-		}
-		if len(o) < 2 {
-			p.OptionsTruncated = true
-			return
-		}
-		l := int(o[1])
-		if l < 2 || l > len(o) {
-			p.OptionsTruncated = true
-			return
-		}
-		v := o[2:l]
-		switch kind {
-		case 2:
-			if len(v) == 2 {
-				p.MSS = binary.BigEndian.Uint16(v)
-			}
-		case 3:
-			if len(v) == 1 {
-				p.WScale = int8(min(v[0], 14)) // RFC 7323 2.3: larger shifts are treated as 14
-			}
-		case 4:
-			p.SACKPermitted = true
-		case 5:
-			for i := 0; i+8 <= len(v) && p.NSACK < len(p.SACK); i += 8 {
-				p.SACK[p.NSACK] = SACKBlock{binary.BigEndian.Uint32(v[i:]), binary.BigEndian.Uint32(v[i+4:])}
-				p.NSACK++
-			}
-		case 8:
-			if len(v) == 8 {
-				p.HasTimestamp = true
-				p.TSVal = binary.BigEndian.Uint32(v[0:4])
-				p.TSEcr = binary.BigEndian.Uint32(v[4:8])
-			}
-		}
-		o = o[l:]
-	}
-}
 
 // FuzzParseOptions: parseOptions reads every option list as the walk
 // alone does, truncated and malformed lists included.
@@ -73,7 +23,7 @@ func FuzzParseOptions(f *testing.F) {
 			p.WScale = -1
 		}
 		parseOptions(o, &got)
-		parseOptionsRef(o, &want)
+		walkOptions(o, &want)
 		if got != want {
 			t.Fatalf("% x: %+v, reference %+v", o, got, want)
 		}
