@@ -490,6 +490,7 @@ func (a *Analyzer) Finish() *Result {
 	for _, c := range a.live {
 		if !c.finished {
 			c.finish(a)
+			c.release() // kept in the Result, not compacted
 		}
 	}
 	a.live = nil

@@ -532,21 +532,22 @@ func (d *dirAnalysis) inFlight(a *Analyzer, rs *seqState, info *PacketInfo, t in
 	}
 }
 
-// release drops per-packet tracking state of a connection whose 4-tuple
-// was reused; its statistics and series stay.
+// release drops the RTT tracking buffers of a connection that will
+// acknowledge nothing more (reset, or open at the end of the capture); its
+// statistics and series stay, and so does the count of segments the queue
+// could not track, which its summary reports.
 func (c *Connection) release() {
 	if c.dirs == nil {
 		return
 	}
 	for i := range c.dirs {
-		c.dirs[i].q = unackedQueue{}
+		c.dirs[i].q = unackedQueue{overflow: c.dirs[i].q.overflow}
 		c.dirs[i].ts = tsRing{}
 	}
 }
 
 func (c *Connection) finish(a *Analyzer) {
 	c.finished = true
-	c.release()
 	for i := range c.dirs {
 		if c.dirs[i].series != nil {
 			c.dirs[i].series.flush()

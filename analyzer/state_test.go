@@ -73,3 +73,27 @@ func TestDupFingerprint(t *testing.T) {
 		}
 	}
 }
+
+// TestUntrackedSegmentsReported checks that the segments the RTT queue
+// could not track reach the summary (rtt_untracked_segments), whether the
+// connection is retired during the capture, reset, or open at its end.
+func TestUntrackedSegmentsReported(t *testing.T) {
+	for _, how := range []string{"retired", "reset", "end"} {
+		a := New(Options{})
+		c := &Connection{dirs: new([2]dirAnalysis)}
+		c.dirs[1].q.overflow = 3
+		switch how {
+		case "retired":
+			a.retire(c)
+		case "reset":
+			c.release()
+			c.finish(a)
+		case "end":
+			a.live = append(a.live, c)
+			a.Finish()
+		}
+		if got := c.Directions[1].RTTTrackOverflow; got != 3 {
+			t.Errorf("%s: rtt_untracked_segments %d, want 3", how, got)
+		}
+	}
+}
