@@ -44,11 +44,12 @@ func classOptions(cs *spec.Classes, opt engine.Options) (engine.Options, error) 
 	return s.Options(opt), nil
 }
 
-// setClasses replaces d's classes with text: a whole set when d has none
-// or text defines a root class (or is YAML), otherwise a change
-// of the running set (spec.Classes.Patch). The swap is atomic
+// resolveClasses is what text makes of d's classes, built and checked
+// with nothing changed yet: a whole set when d has none or text defines a
+// root class (or is YAML), otherwise a change of the running set
+// (spec.Classes.Patch). applyClasses then swaps it in atomically
 // (engine.Pipeline.Replace).
-func (d *direction) setClasses(text string) error {
+func (d *direction) resolveClasses(text string) (*spec.Classes, *htb.Setup, error) {
 	cur := d.classes.Load()
 	var cs *spec.Classes
 	var err error
@@ -66,10 +67,18 @@ func (d *direction) setClasses(text string) error {
 		cs, err = cur.Patch(text)
 	}
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	now := release.MonotonicNow()
-	if err := htb.Replace(d.pl, cs, htb.Options{Overhead: htbOverhead, Now: now}); err != nil {
+	s, err := htb.NewSetup(cs, htb.Options{Overhead: htbOverhead, Now: release.MonotonicNow()})
+	if err != nil {
+		return nil, nil, err
+	}
+	return cs, s, nil
+}
+
+// applyClasses swaps the set resolveClasses built into d.
+func (d *direction) applyClasses(cs *spec.Classes, s *htb.Setup) error {
+	if err := s.Install(d.pl, release.MonotonicNow()); err != nil {
 		return err
 	}
 	d.classes.Store(cs)

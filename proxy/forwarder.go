@@ -192,10 +192,14 @@ func (p *Forwarder) SetSpec(iface, text string) error {
 	}
 	if isClassesText(text) {
 		for _, d := range targets {
-			if err := d.setClasses(text); err != nil {
+			cs, setup, err := d.resolveClasses(text)
+			if err != nil {
+				return err // a refused request changes nothing
+			}
+			d.stopSchedule() // before the swap: a step due meanwhile would replace the classes
+			if err := d.applyClasses(cs, setup); err != nil {
 				return err
 			}
-			d.stopSchedule()
 			if next, ok := d.pl.NextDeparture(); ok {
 				d.loop.Notify(next)
 			}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/schedule"
 )
@@ -28,17 +28,7 @@ func TestScheduleSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	waitSpec := func(want string) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for p.Specs()["eth-b"] != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("eth-b spec %q, want %q", p.Specs()["eth-b"], want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	waitSpec("delay 1ms")
+	testenv.WaitFor(t, "eth-b at the first step", func() bool { return p.Specs()["eth-b"] == "delay 1ms" })
 	st := p.Stats()
 	if st.Directions[0].Schedule != nil {
 		t.Fatal("eth-a has no schedule but its stats show one")
@@ -47,7 +37,10 @@ func TestScheduleSteps(t *testing.T) {
 	if sc := st.Directions[1].Schedule; sc == nil || sc.File != "t.sched" || sc.Step == 1 && (sc.NextStep != 2 || sc.NextMs != 300) {
 		t.Fatalf("schedule state %+v", sc)
 	}
-	waitSpec("delay 2ms")
+	// The step counts once applied: after the spec shows.
+	testenv.WaitFor(t, "the second step applied", func() bool {
+		return p.Specs()["eth-b"] == "delay 2ms" && p.Stats().Directions[1].Schedule.Applied == 2
+	})
 	if sc := p.Stats().Directions[1].Schedule; sc.Step != 2 || sc.NextStep != 0 || sc.Applied != 2 || sc.Line != 2 {
 		t.Fatalf("after the last step: %+v", sc)
 	}

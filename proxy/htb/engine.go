@@ -142,11 +142,18 @@ func Replace(pl *engine.Pipeline, cs *spec.Classes, o Options) error {
 	if err != nil {
 		return err
 	}
+	return s.Install(pl, o.Now)
+}
+
+// Install swaps s into pl at now (engine.Pipeline.Replace): Replace for a
+// set already built, so that a caller can check it before changing
+// anything.
+func (s *Setup) Install(pl *engine.Pipeline, now int64) error {
 	var sched engine.Scheduler
 	if s.Scheduler != nil {
 		sched = s.Scheduler
 	}
-	return pl.Replace(s.Classes, s.Classifier, sched, o.Now)
+	return pl.Replace(s.Classes, s.Classifier, sched, now)
 }
 
 // Scheduler is a Tree of engine packets behind engine.Scheduler, with a

@@ -31,6 +31,11 @@ type Runner struct {
 	clock Clock
 	apply func(Step) error
 
+	// applying is held while a step is applied and while Stop stops, so
+	// that no step lands after Stop returns (proxy set's spec would be
+	// replaced by it).
+	applying sync.Mutex
+
 	mu      sync.Mutex
 	start   time.Time
 	started bool
@@ -56,8 +61,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.start, r.started = r.clock.Now(), true
 	r.mu.Unlock()
 	pos := r.s.At(0)
-	if pos.Step >= 0 {
-		r.do(r.s.Steps[pos.Step])
+	if pos.Step >= 0 && !r.do(r.s.Steps[pos.Step]) {
+		return ErrStopped
 	}
 	for pos.Next >= 0 {
 		wait := pos.NextAt - r.clock.Now().Sub(r.start)
@@ -70,12 +75,9 @@ func (r *Runner) Run(ctx context.Context) error {
 			case <-r.clock.After(wait):
 			}
 		}
-		select {
-		case <-r.stop:
+		if !r.do(r.s.Steps[pos.Next]) {
 			return ErrStopped
-		default:
 		}
-		r.do(r.s.Steps[pos.Next])
 		// Steps are applied at their times, never skipped: after a late
 		// wake-up the next one follows at once.
 		at := pos.NextAt
@@ -84,7 +86,15 @@ func (r *Runner) Run(ctx context.Context) error {
 	return nil
 }
 
-func (r *Runner) do(st Step) {
+// do applies st unless the runner was stopped; it reports whether it did.
+func (r *Runner) do(st Step) bool {
+	r.applying.Lock()
+	defer r.applying.Unlock()
+	select {
+	case <-r.stop:
+		return false
+	default:
+	}
 	err := r.apply(st)
 	r.mu.Lock()
 	r.applied++
@@ -92,12 +102,17 @@ func (r *Runner) do(st Step) {
 		r.lastErr = err
 	}
 	r.mu.Unlock()
+	return true
 }
 
 // Stop ends Run before its next step (proxy set took the direction
-// over). It is idempotent.
+// over): once it returns, no step is applied any more, one being applied
+// when it was called included (Stop waits for it). It is idempotent. It
+// must not be called from the apply function.
 func (r *Runner) Stop() {
 	r.once.Do(func() {
+		r.applying.Lock()
+		defer r.applying.Unlock()
 		r.mu.Lock()
 		r.stopped = true
 		r.mu.Unlock()

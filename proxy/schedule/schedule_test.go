@@ -229,3 +229,60 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestStopWaitsForStep checks that Stop returns only after a step being
+// applied has been, and that no step is applied after it: what proxy set
+// relies on, so that its spec is not replaced by a step due meanwhile.
+func TestStopWaitsForStep(t *testing.T) {
+	s, err := Parse("spike.sched", []byte(example), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	applying, after := false, 0
+	stopped := false
+	r := NewRunner(s, newFakeClock(), func(st Step) error {
+		mu.Lock()
+		if stopped {
+			after++
+		}
+		applying = true
+		mu.Unlock()
+		close(entered)
+		<-release
+		mu.Lock()
+		applying = false
+		mu.Unlock()
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- r.Run(context.Background()) }()
+	<-entered // the first step is being applied
+	stopReturned := make(chan struct{})
+	go func() {
+		r.Stop()
+		mu.Lock()
+		stopped = true
+		if applying {
+			t.Error("Stop returned while a step was being applied")
+		}
+		mu.Unlock()
+		close(stopReturned)
+	}()
+	select {
+	case <-stopReturned:
+		t.Fatal("Stop returned before the step being applied was done")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	<-stopReturned
+	if err := <-done; !errors.Is(err, ErrStopped) {
+		t.Fatalf("Run after Stop = %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if after != 0 {
+		t.Errorf("%d steps applied after Stop", after)
+	}
+}
