@@ -305,3 +305,18 @@ func TestFQCoDelIsolation(t *testing.T) {
 		t.Errorf("sparse flow: p99 delay %.2f ms beside a full queue of %d packets", p99, child.QueuePackets)
 	}
 }
+
+// TestREDAdaptsFromTimeZero checks that adaptive red adapts whatever its
+// start time, 0 included (a pipeline built without a start): an idle queue
+// is below the target, so max_p rises every 500 ms.
+func TestREDAdaptsFromTimeZero(t *testing.T) {
+	for _, start := range []int64{0, 1e9} {
+		cfg := &spec.RED{Limit: 1 << 20, Min: 30000, Max: 90000, Avpkt: 1000, Burst: 55, Adaptive: true}
+		q := newRED(cfg, 1, start)
+		before := q.parms.maxP
+		q.catchUp(start + 5e9)
+		if q.parms.maxP == before {
+			t.Errorf("start %d: max_p still %d after 5 s idle", start, before)
+		}
+	}
+}

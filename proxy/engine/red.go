@@ -14,13 +14,14 @@ import (
 // max_P tuned every 500 ms (red_adaptative_algo, run here lazily as
 // pie's updates are). Its queue is a bfifo of limit bytes, red's child.
 type redQdisc struct {
-	q      pktList
-	limit  int64
-	parms  redParms
-	vars   redVars
-	flags  uint8
-	rng    *prng
-	nextAd int64 // next adaptive update (0: not adaptive)
+	q        pktList
+	limit    int64
+	parms    redParms
+	vars     redVars
+	flags    uint8
+	rng      *prng
+	adaptive bool
+	nextAd   int64 // next adaptive update (when adaptive)
 	// Counters red dumps in its xstats.
 	probDrop, probMark, forcedDrop, forcedMark, pdrop uint64
 }
@@ -126,7 +127,7 @@ func newRED(cfg *spec.RED, seed uint64, now int64) *redQdisc {
 	q.parms.set(prm.QthMin, prm.QthMax, prm.Wlog, prm.Plog, prm.ScellLog, &prm.Stab, prm.MaxP)
 	q.restart()
 	if cfg.Adaptive {
-		q.nextAd = now // red_change: mod_timer(&q->adapt_timer, jiffies)
+		q.adaptive, q.nextAd = true, now // red_change: mod_timer(&q->adapt_timer, jiffies)
 	}
 	return q
 }
@@ -229,7 +230,7 @@ func (q *redQdisc) adapt(now int64) {
 }
 
 func (q *redQdisc) catchUp(now int64) {
-	for q.nextAd != 0 && q.nextAd <= now {
+	for q.adaptive && q.nextAd <= now {
 		q.adapt(q.nextAd)
 		q.nextAd += redAdaptEvery
 	}
