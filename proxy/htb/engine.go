@@ -20,6 +20,9 @@ type Setup struct {
 	Classes    []engine.ClassSpec
 	Classifier *classify.Classifier
 	Scheduler  *Scheduler // nil when the classes have no htb rates
+	// Now is the start of the tree (Options.Now), which the class
+	// chains start at too (see Options below).
+	Now int64
 }
 
 // Options of a Setup.
@@ -36,7 +39,7 @@ func NewSetup(cs *spec.Classes, opt Options) (*Setup, error) {
 	if err := cs.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Setup{}
+	s := &Setup{Now: opt.Now}
 	index := map[string]int{}
 	if cs.Default == "" {
 		s.Classes = append(s.Classes, engine.ClassSpec{Name: DirectClass})
@@ -115,8 +118,11 @@ func (s *Scheduler) SetDrop(f func(p *engine.Packet, class int, reason engine.Dr
 	}
 }
 
-// Options fills an engine.Options' class fields from the setup.
+// Options fills an engine.Options' class fields from the setup, and its
+// start with the tree's: the class chains (a trace, pie's updates, red's
+// adaptation) start when the tree does.
 func (s *Setup) Options(opt engine.Options) engine.Options {
+	opt.Start = s.Now
 	opt.Classes = s.Classes
 	opt.Classifier = s.Classifier
 	opt.Scheduler = nil

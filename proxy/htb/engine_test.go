@@ -160,3 +160,16 @@ func TestLeafDelayKept(t *testing.T) {
 		t.Fatalf("%d of 2000 packets left", n)
 	}
 }
+
+// TestSetupStartsChainsWithTree checks that the class chains start when
+// the tree does (a trace in a class replays from its start, not from the
+// tree's time since 0).
+func TestSetupStartsChainsWithTree(t *testing.T) {
+	s, err := NewSetup(mustClasses(t, seedClasses), Options{Now: 5e9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Options(engine.Options{Start: 1}).Start; got != 5e9 {
+		t.Errorf("chains start at %d, the tree at %d", got, int64(5e9))
+	}
+}
