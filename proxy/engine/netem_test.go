@@ -209,6 +209,9 @@ func TestECNMarking(t *testing.T) {
 	if st.ECNMarked != 10 || st.Drops.Loss != 10 {
 		t.Errorf("ecn_marked %d loss drops %d, want 10 and 10", st.ECNMarked, st.Drops.Loss)
 	}
+	if snap := pl.Snapshot(); snap.Classes[0].Totals.ECNMarked != 10 || snap.Totals.ECNMarked != 10 {
+		t.Errorf("class and pipeline totals: ecn_marked %d and %d, want 10 (the metrics read them)", snap.Classes[0].Totals.ECNMarked, snap.Totals.ECNMarked)
+	}
 
 	// IPv6: traffic class ECN bits; CE stays CE; too short is not ECN.
 	v6 := make([]byte, 40)

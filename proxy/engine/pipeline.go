@@ -327,6 +327,12 @@ func (pl *Pipeline) leave(cl *class, p *Packet, t int64) {
 	p.Depart = t
 	cl.totals.out(p, t-p.Arrival)
 	pl.totals.out(p, t-p.Arrival)
+	if p.Flags&FlagECNMarked != 0 {
+		// Counted here, whichever stage or leaf qdisc marked it: the
+		// totals' (and ecn_marked_total's) marks are packets delivered CE.
+		cl.totals.ECNMarked++
+		pl.totals.ECNMarked++
+	}
 	pl.out.push(p)
 }
 
