@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"encoding/binary"
+
 	"github.com/wanlab/wanlab/internal/header"
 	"github.com/wanlab/wanlab/proxy/spec"
 )
@@ -106,17 +108,11 @@ func flowHash(b []byte, seed uint64) uint32 {
 		h ^= h >> 31
 	}
 	for i := 0; i < 16; i += 8 {
-		mix(le64(src[i:]))
-		mix(le64(dst[i:]))
+		mix(binary.LittleEndian.Uint64(src[i:]))
+		mix(binary.LittleEndian.Uint64(dst[i:]))
 	}
 	mix(uint64(sp)<<24 | uint64(dp)<<8 | uint64(ip.Proto))
 	return uint32(h >> 32)
-}
-
-func le64(b []byte) uint64 {
-	_ = b[7]
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
 
 // classify is fq_codel_hash: reciprocal_scale(hash, flows_cnt).

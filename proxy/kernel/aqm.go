@@ -81,14 +81,6 @@ func unround(d uint32, rt func(uint32) uint32) time.Duration {
 	return time.Duration(d) * time.Microsecond
 }
 
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == def {
-		return zero
-	}
-	return v
-}
-
 // EncodeCoDel is q_codel.c's codel_parse_opt.
 func EncodeCoDel(q *spec.CoDel) []byte {
 	var a attrs
@@ -118,13 +110,13 @@ func DecodeCoDel(b []byte) (*spec.CoDel, error) {
 	}
 	q := &spec.CoDel{}
 	if v, ok := u32Attr(m, tcaCodelLimit); ok {
-		q.Limit = orDefault(v, spec.DefaultCoDelLimit)
+		q.Limit = spec.ZeroIfDefault(v, spec.DefaultCoDelLimit)
 	}
 	if v, ok := u32Attr(m, tcaCodelTarget); ok {
-		q.Target = orDefault(unround(v, codelUs), spec.DefaultCoDelTarget)
+		q.Target = spec.ZeroIfDefault(unround(v, codelUs), spec.DefaultCoDelTarget)
 	}
 	if v, ok := u32Attr(m, tcaCodelInterval); ok {
-		q.Interval = orDefault(unround(v, codelUs), spec.DefaultCoDelInterval)
+		q.Interval = spec.ZeroIfDefault(unround(v, codelUs), spec.DefaultCoDelInterval)
 	}
 	if v, ok := u32Attr(m, tcaCodelECN); ok {
 		q.ECN = v != 0
@@ -176,19 +168,19 @@ func DecodeFQCoDel(b []byte) (*spec.FQCoDel, error) {
 	}
 	q := &spec.FQCoDel{}
 	if v, ok := u32Attr(m, tcaFQCodelLimit); ok {
-		q.Limit = orDefault(v, spec.DefaultFQCoDelLimit)
+		q.Limit = spec.ZeroIfDefault(v, spec.DefaultFQCoDelLimit)
 	}
 	if v, ok := u32Attr(m, tcaFQCodelFlows); ok {
-		q.Flows = orDefault(v, spec.DefaultFQCoDelFlows)
+		q.Flows = spec.ZeroIfDefault(v, spec.DefaultFQCoDelFlows)
 	}
 	if v, ok := u32Attr(m, tcaFQCodelQuantum); ok {
-		q.Quantum = orDefault(v, spec.DefaultFQCoDelQuantum)
+		q.Quantum = spec.ZeroIfDefault(v, spec.DefaultFQCoDelQuantum)
 	}
 	if v, ok := u32Attr(m, tcaFQCodelTarget); ok {
-		q.Target = orDefault(unround(v, codelUs), spec.DefaultCoDelTarget)
+		q.Target = spec.ZeroIfDefault(unround(v, codelUs), spec.DefaultCoDelTarget)
 	}
 	if v, ok := u32Attr(m, tcaFQCodelInterval); ok {
-		q.Interval = orDefault(unround(v, codelUs), spec.DefaultCoDelInterval)
+		q.Interval = spec.ZeroIfDefault(unround(v, codelUs), spec.DefaultCoDelInterval)
 	}
 	if v, ok := u32Attr(m, tcaFQCodelECN); ok {
 		q.NoECN = v == 0
@@ -197,10 +189,10 @@ func DecodeFQCoDel(b []byte) (*spec.FQCoDel, error) {
 		q.CEThreshold = unround(v, codelUs)
 	}
 	if v, ok := u32Attr(m, tcaFQCodelMemoryLimit); ok {
-		q.MemoryLimit = orDefault(units.Size(v), spec.DefaultFQCoDelMemoryLimit)
+		q.MemoryLimit = spec.ZeroIfDefault(units.Size(v), spec.DefaultFQCoDelMemoryLimit)
 	}
 	if v, ok := u32Attr(m, tcaFQCodelDropBatch); ok {
-		q.DropBatch = orDefault(v, spec.DefaultFQCoDelDropBatch)
+		q.DropBatch = spec.ZeroIfDefault(v, spec.DefaultFQCoDelDropBatch)
 	}
 	return q, nil
 }
@@ -244,19 +236,19 @@ func DecodePIE(b []byte) (*spec.PIE, error) {
 	}
 	q := &spec.PIE{}
 	if v, ok := u32Attr(m, tcaPIELimit); ok {
-		q.Limit = orDefault(v, spec.DefaultPIELimit)
+		q.Limit = spec.ZeroIfDefault(v, spec.DefaultPIELimit)
 	}
 	if v, ok := u32Attr(m, tcaPIETarget); ok {
-		q.Target = orDefault(unround(v, pieUs), spec.DefaultPIETarget)
+		q.Target = spec.ZeroIfDefault(unround(v, pieUs), spec.DefaultPIETarget)
 	}
 	if v, ok := u32Attr(m, tcaPIETUpdate); ok {
-		q.TUpdate = orDefault(time.Duration(v)*time.Microsecond, spec.DefaultPIETUpdate)
+		q.TUpdate = spec.ZeroIfDefault(time.Duration(v)*time.Microsecond, spec.DefaultPIETUpdate)
 	}
 	if v, ok := u32Attr(m, tcaPIEAlpha); ok {
-		q.Alpha = orDefault(v, spec.DefaultPIEAlpha)
+		q.Alpha = spec.ZeroIfDefault(v, spec.DefaultPIEAlpha)
 	}
 	if v, ok := u32Attr(m, tcaPIEBeta); ok {
-		q.Beta = orDefault(v, spec.DefaultPIEBeta)
+		q.Beta = spec.ZeroIfDefault(v, spec.DefaultPIEBeta)
 	}
 	if v, ok := u32Attr(m, tcaPIEECN); ok {
 		q.ECN = v != 0
@@ -345,7 +337,7 @@ func DecodeRED(b []byte) (*spec.RED, error) {
 	q := &spec.RED{Limit: units.Size(d.Limit), Min: units.Size(d.QthMin), Max: units.Size(d.QthMax),
 		ECN: d.Flags&spec.REDFlagECN != 0, HardDrop: d.Flags&spec.REDFlagHardDrop != 0,
 		Adaptive: d.Flags&spec.REDFlagAdaptive != 0, NoDrop: d.Flags&spec.REDFlagNoDrop != 0}
-	q.Probability = orDefault(maxPProbability(d.MaxP), spec.DefaultREDProbability)
+	q.Probability = spec.ZeroIfDefault(maxPProbability(d.MaxP), spec.DefaultREDProbability)
 	return q, nil
 }
 

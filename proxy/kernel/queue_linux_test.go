@@ -25,10 +25,18 @@ func TestFIFOChildApplyShowClear(t *testing.T) {
 		if err := Apply(tg, sp); err != nil {
 			t.Fatalf("apply %s: %v", s, err)
 		}
-		rec, _ := loadRecord(tg.recordPath())
-		os.Rename(tg.recordPath(), tg.recordPath()+".hidden")
+		rec, err := loadRecord(tg.recordPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// With the record out of the way, Show has only the kernel to read.
+		if err := os.Rename(tg.recordPath(), tg.recordPath()+".hidden"); err != nil {
+			t.Fatal(err)
+		}
 		decoded, err := Show(tg)
-		os.Rename(tg.recordPath()+".hidden", tg.recordPath())
+		if rerr := os.Rename(tg.recordPath()+".hidden", tg.recordPath()); rerr != nil {
+			t.Fatal(rerr)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -83,7 +83,7 @@ func parsePFIFO(kind token, toks []token) (Stage, error) {
 			if err := sizeKeyword(&v, 0, 1, math.MaxUint32)(kw, c); err != nil {
 				return err
 			}
-			q.Limit = orZero(uint32(v), DefaultFIFOPackets)
+			q.Limit = ZeroIfDefault(uint32(v), DefaultFIFOPackets)
 			return nil
 		},
 	})

@@ -76,7 +76,7 @@ func timeKeyword(dst *time.Duration, def time.Duration) queueKeyword {
 		if err != nil {
 			return err
 		}
-		*dst = orZero(d, def)
+		*dst = ZeroIfDefault(d, def)
 		return nil
 	}
 }
@@ -96,7 +96,7 @@ func countKeyword(dst *uint32, def, lo, hi uint32, what string) queueKeyword {
 		if v < lo || v > hi {
 			return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must be %d-%d", kw.text, t.text, lo, hi)}
 		}
-		*dst = orZero(v, def)
+		*dst = ZeroIfDefault(v, def)
 		return nil
 	}
 }
@@ -116,7 +116,7 @@ func sizeKeyword(dst *units.Size, def, lo, hi units.Size) queueKeyword {
 		if v < lo || v > hi {
 			return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must be %s-%s", kw.text, t.text, lo, hi)}
 		}
-		*dst = orZero(v, def)
+		*dst = ZeroIfDefault(v, def)
 		return nil
 	}
 }
@@ -126,7 +126,10 @@ func flagKeyword(dst *bool, v bool) queueKeyword {
 	return func(token, *cursor) error { *dst = v; return nil }
 }
 
-func orZero[T comparable](v, def T) T {
+// ZeroIfDefault is v, or zero when v is the default def: a parameter given
+// at its default is stored as unset, so that it prints as tc prints it
+// (and the kernel codecs read defaults back the same way).
+func ZeroIfDefault[T comparable](v, def T) T {
 	if v == def {
 		var zero T
 		return zero

@@ -275,7 +275,7 @@ func parseRED(kind token, toks []token) (Stage, error) {
 			if err != nil || !(v > 0 && v < 1) {
 				return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("probability %s: must be a number between 0 and 1", t.text)}
 			}
-			r.Probability = orZero(v, DefaultREDProbability)
+			r.Probability = ZeroIfDefault(v, DefaultREDProbability)
 			return nil
 		},
 		"bandwidth": func(kw token, c *cursor) error {
@@ -290,7 +290,7 @@ func parseRED(kind token, toks []token) (Stage, error) {
 			if v < 8 {
 				return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("bandwidth %s: must be at least 8bit", t.text)}
 			}
-			r.Bandwidth = orZero(v, DefaultREDBandwidth)
+			r.Bandwidth = ZeroIfDefault(v, DefaultREDBandwidth)
 			return nil
 		},
 		"ecn":        flagKeyword(&r.ECN, true),
