@@ -148,9 +148,12 @@ func TestThreeContainerTopology(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("download result %q: %v", out, err)
 	}
+	// The bucket is a hard ceiling; the floor only says the link carries
+	// a shaped transfer at all (42-45 Mbit/s measured at load 5-10: the
+	// figure is docs/topologies.md's, not this test's).
 	mbit := float64(res.Transfer) / 1e6
-	if res.Bytes != size || mbit > 50 || mbit < 36 {
-		t.Errorf("download: %v at %.1f Mbit/s, want %v at 36-50 Mbit/s", res.Bytes, mbit, size)
+	if res.Bytes != size || mbit > 50 || mbit < 20 {
+		t.Errorf("download: %v at %.1f Mbit/s, want %v at 20-50 Mbit/s", res.Bytes, mbit, size)
 	} else {
 		t.Logf("download of %v through %q: %.1f Mbit/s", size, linkSpec, mbit)
 	}

@@ -51,7 +51,6 @@ func TestQueuesKeepFlowsOnTheirQueue(t *testing.T) {
 		return ipv4(17, b, 0, false)
 	}
 	for dir := range 2 {
-		done := make(chan struct{})
 		for q, f := range fakes[dir] {
 			go func() {
 				for s := range perFlow {
@@ -59,20 +58,15 @@ func TestQueuesKeepFlowsOnTheirQueue(t *testing.T) {
 				}
 			}()
 		}
-		go func() {
-			defer close(done)
-			for q, f := range fakes[dir] {
-				for s := range perFlow {
-					got := receive(t, f, 10*time.Second)
-					if want := pkt(q, s); !bytes.Equal(got, want) {
-						gq, gs := binary.BigEndian.Uint32(got[20:]), binary.BigEndian.Uint32(got[24:])
-						t.Errorf("direction %d queue %d packet %d: got flow %d packet %d", dir, q, s, gq, gs)
-						return
-					}
+		for q, f := range fakes[dir] {
+			for s := range perFlow {
+				got := receive(t, f, 10*time.Second)
+				if want := pkt(q, s); !bytes.Equal(got, want) {
+					gq, gs := binary.BigEndian.Uint32(got[20:]), binary.BigEndian.Uint32(got[24:])
+					t.Fatalf("direction %d queue %d packet %d: got flow %d packet %d", dir, q, s, gq, gs)
 				}
 			}
-		}()
-		<-done
+		}
 		// The count follows the last write the fakes delivered.
 		testenv.WaitFor(t, "the direction's written count", func() bool {
 			return p.Stats().Directions[dir].Device.Written == queues*perFlow

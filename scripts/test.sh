@@ -74,5 +74,5 @@ test -z "$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" 
 # The experiments between two VMs run alone after the rest: two emulated
 # guests take both cores while busy, and beside another package's tests
 # they would measure the machine instead of the scenarios.
-go test -count=1 -timeout 14m -skip '^TestVMs$' ./... "$@"
-go test -count=1 -timeout 5m -run '^TestVMs$' ./experiment "$@"
+go test -count=1 -timeout 10m -skip '^TestVMs$' ./... "$@"
+go test -count=1 -timeout 4m -run '^TestVMs$' ./experiment "$@"

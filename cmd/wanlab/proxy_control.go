@@ -224,13 +224,13 @@ func writeProxyStats(out io.Writer, st control.Stats) error {
 		if i > 0 {
 			fmt.Fprintln(bw)
 		}
-		spec := spec.Abbrev(d.Spec)
-		if spec == "" {
-			spec = "(no impairment)"
+		text := spec.Abbrev(d.Spec)
+		if text == "" {
+			text = "(no impairment)"
 		}
-		fmt.Fprintf(bw, "leaving through %s: %s\n", d.Iface, spec)
+		fmt.Fprintf(bw, "leaving through %s: %s\n", d.Iface, text)
 		if d.Schedule != nil {
-			fmt.Fprintf(bw, "  schedule %s: %s\n", d.Schedule.File, d.Schedule.Describe(specAbbrev))
+			fmt.Fprintf(bw, "  schedule %s: %s\n", d.Schedule.File, d.Schedule.Describe(spec.Abbrev))
 		}
 		names := []string{"total"}
 		cols := []engine.Counters{d.Engine.Totals}
@@ -300,8 +300,6 @@ func writeProxyStats(out io.Writer, st control.Stats) error {
 	}
 	return bw.Flush()
 }
-
-func specAbbrev(s string) string { return spec.Abbrev(s) }
 
 // quantile returns "≤ BOUND" for the histogram bucket holding quantile q:
 // the engine keeps fixed buckets, so that bound is all one can say.
