@@ -221,10 +221,10 @@ func newOffload(t tun.Device, mtu int) (Device, error) {
 	}
 	d := &offloadDevice{tun: t, name: real, mtu: mtu}
 	n := t.BatchSize()
+	// A write buffer is 64 KiB (a coalesced super-packet): made the first
+	// time a slot holds a flow's head, not up front, since a queue per CPU
+	// times a batch of 128 would be 8 MiB per queue, most never used.
 	d.wbufs = make([][]byte, n)
-	for i := range d.wbufs {
-		d.wbufs[i] = make([]byte, vnetRoom+maxCoalesced)
-	}
 	d.wslice = make([][]byte, n)
 	d.flows = make([]flowHead, 0, maxHeads)
 	return d, nil
@@ -246,6 +246,9 @@ func (d *offloadDevice) Write(bufs [][]byte, offset int) (int, error) {
 		d.flows = d.flows[:0]
 		for i, b := range bufs[:k] {
 			if offset < vnetRoom || d.mayHead(b[offset:]) {
+				if d.wbufs[i] == nil {
+					d.wbufs[i] = make([]byte, vnetRoom+maxCoalesced)
+				}
 				n := copy(d.wbufs[i][vnetRoom:], b[offset:])
 				d.wslice[i] = d.wbufs[i][:vnetRoom+n]
 			} else {
