@@ -248,20 +248,25 @@ func (a *Analyzer) ExpectInterfaces(n int) {
 // analyzed at the latest time and counted in TimeBackwards.
 func (a *Analyzer) AddFrom(iface int, link decode.LinkType, data []byte, wireLen int, ts time.Time) {
 	err := decode.Decode(link, data, wireLen, &a.pkt)
-	a.addDecoded(iface, err, &a.pkt, ts.UnixNano())
+	var fp uint64
+	if err == nil {
+		fp = dupFingerprint(&a.pkt)
+	}
+	a.addDecoded(iface, err, &a.pkt, ts.UnixNano(), fp)
 }
 
 // addDecoded analyzes one frame that decode.Decode read into p with
-// verdict err, captured at ns on interface iface. With one interface the
+// verdict err, captured at ns on interface iface, of duplicate
+// fingerprint fp (dupFingerprint; 0 for a frame that is not TCP). With one interface the
 // packet is analyzed at once; otherwise it is copied into that
 // interface's queue for the merge, so p is free again on return.
-func (a *Analyzer) addDecoded(iface int, err error, p *decode.Packet, ns int64) {
+func (a *Analyzer) addDecoded(iface int, err error, p *decode.Packet, ns int64, fp uint64) {
 	a.res.Frames++
 	a.ExpectInterfaces(iface + 1)
 	if len(a.ifq) == 1 {
 		// One interface: its frames are analyzed as they come.
 		if a.count(err) {
-			a.packet(p, ns, a.res.Frames)
+			a.packet(p, ns, a.res.Frames, fp)
 		} else {
 			a.clock(ns)
 		}
@@ -271,12 +276,12 @@ func (a *Analyzer) addDecoded(iface int, err error, p *decode.Packet, ns int64) 
 		return
 	}
 	if a.began && ns < a.lastNs {
-		a.packet(p, ns, a.res.Frames) // too late to place
+		a.packet(p, ns, a.res.Frames, fp) // too late to place
 		return
 	}
 	q := &a.ifq[iface]
 	slot := q.slot()
-	slot.p, slot.ns, slot.frame = *p, ns, a.res.Frames
+	slot.p, slot.ns, slot.frame, slot.fp = *p, ns, a.res.Frames, fp
 	q.commit()
 	a.buffered++
 	a.merge(false)
@@ -306,7 +311,7 @@ func (a *Analyzer) merge(all bool) {
 		}
 		qp := a.ifq[best].pop()
 		a.buffered--
-		a.packet(&qp.p, qp.ns, qp.frame)
+		a.packet(&qp.p, qp.ns, qp.frame, qp.fp)
 	}
 }
 
@@ -348,10 +353,10 @@ func (a *Analyzer) count(err error) bool {
 }
 
 // packet analyzes TCP packet p, frame number frame of the file, captured
-// at ns.
-func (a *Analyzer) packet(p *decode.Packet, ns int64, frame int) {
+// at ns, of duplicate fingerprint fp.
+func (a *Analyzer) packet(p *decode.Packet, ns int64, frame int, fp uint64) {
 	t := a.clock(ns)
-	if p.IPID != 0 && a.dups.duplicate(p, ns) {
+	if fp != 0 && a.dups.duplicate(fp, ns) {
 		a.res.DuplicateFrames++
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wanlab/wanlab/units"
 )
@@ -186,4 +187,36 @@ func appendSize(b []byte, s units.Size) []byte {
 		return append(strconv.AppendFloat(b, v/(1<<10), 'g', 3, 64), " KiB"...)
 	}
 	return append(strconv.AppendUint(b, uint64(s), 10), " B"...)
+}
+
+// appendG10 appends v as strconv.AppendFloat(b, v, 'g', 10, 64) does.
+// Most values of the series are whole numbers (bytes, sequence numbers)
+// under 10 digits, which 'g' writes as plain integers: those take the
+// integer path.
+func appendG10(b []byte, v float64) []byte {
+	if v > -1e10 && v < 1e10 && v == math.Trunc(v) && (v != 0 || !math.Signbit(v)) {
+		return strconv.AppendInt(b, int64(v), 10)
+	}
+	return strconv.AppendFloat(b, v, 'g', 10, 64)
+}
+
+// appendSeconds6 appends d as strconv.AppendFloat(b, d.Seconds(), 'f', 6,
+// 64) does. Rounding the float rounds the microseconds of d, except at a
+// tie (500 ns), where the float's error decides, and past 10^6 s, where
+// the error nears a nanosecond: those go through strconv.
+func appendSeconds6(b []byte, d time.Duration) []byte {
+	ns := int64(d)
+	if ns < 0 || ns >= 1e15 || ns%1000 == 500 {
+		return strconv.AppendFloat(b, d.Seconds(), 'f', 6, 64)
+	}
+	us := (ns + 500) / 1000
+	b = strconv.AppendInt(b, us/1e6, 10)
+	frac := us % 1e6
+	var digits [7]byte
+	digits[0] = '.'
+	for i := 6; i >= 1; i-- {
+		digits[i] = byte('0' + frac%10)
+		frac /= 10
+	}
+	return append(b, digits[:]...)
 }

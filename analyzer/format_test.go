@@ -5,8 +5,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wanlab/wanlab/units"
 )
@@ -235,4 +237,38 @@ func FuzzSprintf(f *testing.F) {
 			t.Fatalf("%q: got %q, want %q", format, got, want)
 		}
 	})
+}
+
+// TestCSVNumbers checks appendG10 and appendSeconds6 against strconv on
+// edge values and a million random ones.
+func TestCSVNumbers(t *testing.T) {
+	g := func(v float64) {
+		t.Helper()
+		if got, want := string(appendG10(nil, v)), strconv.FormatFloat(v, 'g', 10, 64); got != want {
+			t.Fatalf("appendG10(%v) = %q, want %q", v, got, want)
+		}
+	}
+	s := func(d time.Duration) {
+		t.Helper()
+		if got, want := string(appendSeconds6(nil, d)), strconv.FormatFloat(d.Seconds(), 'f', 6, 64); got != want {
+			t.Fatalf("appendSeconds6(%d) = %q, want %q", int64(d), got, want)
+		}
+	}
+	for _, v := range []float64{0, math.Copysign(0, -1), 1, -1, 9999999999, 1e10, -9999999999, -1e10, 1e9 + 0.5, 0.1, 1e-5, 123456789012,
+		math.Inf(1), math.Inf(-1), math.NaN(), math.MaxFloat64, math.SmallestNonzeroFloat64, 4294967295, 1 << 53, -(1 << 53)} {
+		g(v)
+	}
+	for _, d := range []time.Duration{0, 1, 499, 500, 501, 999, 1000, 1499, 1500, 1501, 999_999_499, 999_999_500, 999_999_501,
+		1e15 - 1, 1e15, 1e15 + 500, -1, -500, -1500, math.MaxInt64, math.MinInt64} {
+		s(d)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 1_000_000 {
+		g(float64(rng.Int64N(1<<40) - 1<<39))
+		g(math.Float64frombits(rng.Uint64()))
+		g(rng.Float64() * 1e6)
+		s(time.Duration(rng.Int64N(1e15)))
+		s(time.Duration(rng.Int64N(1e12))/1000*1000 + 500)
+		s(time.Duration(rng.Int64()))
+	}
 }

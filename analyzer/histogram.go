@@ -12,6 +12,10 @@ import (
 // logarithm of the spread of the samples, never with their number: only
 // the buckets between the lowest and the highest used are allocated, on
 // first use, so that short connections stay small.
+//
+// Only the Karn RTT needs a mean and deviation (tcptrace's avg and
+// stdev): it adds its samples through addMoments, which keeps the sums
+// too; the others (several per packet) leave them at zero.
 type histogram struct {
 	counts   []uint32 // counts[i] is bucket lo+i
 	lo       int
@@ -44,23 +48,40 @@ func histValue(i int) float64 {
 	return float64(lo) + float64(width-1)/2
 }
 
+// add counts v. It is small enough to inline at its calls: the growth and
+// a new minimum are apart.
 func (h *histogram) add(v uint64) {
-	i := histIndex(v)
 	// One unsigned comparison checks both ends of the allocated buckets
 	// (and lets the compiler drop the bounds check of the increment).
-	if j := uint(i - h.lo); j < uint(len(h.counts)) {
+	if j := uint(histIndex(v) - h.lo); j < uint(len(h.counts)) {
 		h.counts[j]++
 	} else {
-		h.grow(i)
-		h.counts[i-h.lo]++
+		h.addGrow(v)
+		return
 	}
+	if v < h.min {
+		h.min = v
+	}
+	h.max = max(h.max, v)
+	h.n++
+}
+
+// addGrow is add for a value outside the allocated buckets (the first
+// one included, which also sets min).
+func (h *histogram) addGrow(v uint64) {
+	i := histIndex(v)
+	h.grow(i)
+	h.counts[i-h.lo]++
 	if h.n == 0 || v < h.min {
 		h.min = v
 	}
-	if v > h.max {
-		h.max = v
-	}
+	h.max = max(h.max, v)
 	h.n++
+}
+
+// addMoments is add that also keeps the sums behind mean and stdev.
+func (h *histogram) addMoments(v uint64) {
+	h.add(v)
 	f := float64(v)
 	h.sum += f
 	h.sumSq += f * f

@@ -206,7 +206,7 @@ func WriteCSV(w io.Writer, conns []*Connection) error {
 	// field cost more than the analysis of a bulk capture's packets.
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var row []byte
-	f := func(b []byte, v float64) []byte { return strconv.AppendFloat(b, v, 'g', 10, 64) }
+	f := appendG10
 	for _, c := range conns {
 		for i, d := range c.Directions {
 			name := "client->server"
@@ -225,7 +225,7 @@ func WriteCSV(w io.Writer, conns []*Connection) error {
 					row = append(append(row, ','), name...)
 					row = append(append(row, ','), series...)
 					row = append(append(row, ','), unit...)
-					row = strconv.AppendFloat(append(row, ','), p.T.Seconds(), 'f', 6, 64)
+					row = appendSeconds6(append(row, ','), p.T)
 					row = append(append(row, ','), bucket...)
 					row = f(append(row, ','), p.First)
 					row = f(append(row, ','), p.Min)

@@ -19,7 +19,7 @@ import (
 // frameBatchLen is the number of frames per batch: large enough that the
 // hand-over between the stages costs nothing per frame, small enough to
 // stay in cache.
-const frameBatchLen = 256
+const frameBatchLen = 4096
 
 // frameBatches is how many batches are in flight between the stages.
 const frameBatches = 4
@@ -29,8 +29,9 @@ type decodedFrame struct {
 	err    error // decode's verdict: nil for a TCP packet
 	ns     int64 // capture time
 	iface  int
-	nIface int   // interfaces the file had described when the frame was read
-	offset int64 // bytes of the file read after the frame
+	nIface int    // interfaces the file had described when the frame was read
+	offset int64  // bytes of the file read after the frame
+	fp     uint64 // dupFingerprint
 }
 
 // frameBatch carries decoded frames from the reader to the analysis; err
@@ -54,17 +55,16 @@ func readFrames(r *pcapfile.Reader, free <-chan *frameBatch, full chan<- *frameB
 			return
 		}
 		b.n, b.err = 0, nil
-		for b.n < frameBatchLen {
-			f, err := r.Next()
-			if err != nil {
-				b.err = err
-				break
-			}
+		_, b.err = r.Frames(frameBatchLen, func(f *pcapfile.Frame) {
 			df := &b.frames[b.n]
 			df.err = decode.Decode(f.Link, f.Data, f.WireLen, &b.pkts[b.n])
+			df.fp = 0
+			if df.err == nil {
+				df.fp = dupFingerprint(&b.pkts[b.n])
+			}
 			df.ns, df.iface, df.nIface, df.offset = f.Timestamp.UnixNano(), f.Interface, r.Interfaces(), r.Offset()
 			b.n++
-		}
+		})
 		select {
 		case full <- b:
 		case <-stop:
@@ -91,7 +91,7 @@ func AnalyzeReader(r *pcapfile.Reader, opts Options) (*Result, error) {
 		for i := range b.n {
 			df := &b.frames[i]
 			a.ExpectInterfaces(df.nIface)
-			a.addDecoded(df.iface, df.err, &b.pkts[i], df.ns)
+			a.addDecoded(df.iface, df.err, &b.pkts[i], df.ns, df.fp)
 			if a.opts.Progress != nil && a.res.Frames&0xFFFF == 0 {
 				a.opts.Progress(df.offset)
 			}

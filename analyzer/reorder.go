@@ -11,8 +11,9 @@ import (
 // interfaces.
 type queuedPacket struct {
 	p     decode.Packet
-	ns    int64 // capture time
-	frame int   // frame number in the file
+	ns    int64  // capture time
+	frame int    // frame number in the file
+	fp    uint64 // dupFingerprint
 }
 
 // frameQueue holds one interface's buffered packets in time order: a
@@ -118,19 +119,28 @@ func (k *dupKey) fingerprint() uint64 {
 	return h
 }
 
-// duplicate reports whether p, captured at ns, is a copy of a packet
-// seen shortly before. IPv6 has no ID, and an IPv4 ID of 0 (allowed with
-// DF, RFC 6864) tells nothing, so those are never called duplicates.
-func (f *dupFilter) duplicate(p *decode.Packet, ns int64) bool {
+// dupFingerprint is the fingerprint by which the duplicate filter knows
+// p, or 0 for a packet it never calls a duplicate: IPv6 has no ID, and an
+// IPv4 ID of 0 (allowed with DF, RFC 6864) tells nothing. It depends on
+// the packet alone, so the reader stage computes it beside the decoding.
+func dupFingerprint(p *decode.Packet) uint64 {
 	if p.IPVersion != 4 || p.IPID == 0 {
-		return false
+		return 0
 	}
 	k := dupKey{src: [4]byte(p.Src[:4]), dst: [4]byte(p.Dst[:4]), sport: p.SrcPort, dport: p.DstPort,
 		seq: p.Seq, ack: p.Ack, payload: p.PayloadLen, id: p.IPID, flags: p.Flags}
+	return max(k.fingerprint(), 1)
+}
+
+// duplicate reports whether the packet of fingerprint h (dupFingerprint),
+// captured at ns, is a copy of a packet seen shortly before.
+func (f *dupFilter) duplicate(h uint64, ns int64) bool {
+	if h == 0 {
+		return false
+	}
 	if f.table == nil {
 		f.table = new([dupSlots]dupEntry)
 	}
-	h := k.fingerprint()
 	a, b := &f.table[h>>(64-12)], &f.table[h&(dupSlots-1)]
 	for _, e := range [2]*dupEntry{a, b} {
 		if e.fp == h && ns-e.ns <= dupWithin && ns >= e.ns {

@@ -47,7 +47,7 @@ func (s *rttSampler) acked(relAck, t int64, r *ackResult) ackKind {
 		return ackPostLoss
 	}
 	us := uint64((t - r.sent) / 1000)
-	s.rtt.add(us)
+	s.rtt.addMoments(us)
 	if r.empty && had == 1 && r.acked == 1 {
 		s.lone.add(us)
 	}

@@ -5,19 +5,24 @@ package pcapfile
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"time"
+	"unsafe"
 
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/wanlab/wanlab/analyzer/decode"
 )
 
 // Frame is one captured frame. Data is owned by the Reader and is only valid
-// until the next call to Next.
+// until the next call to Next (during the call to Frames' fn).
 type Frame struct {
 	Data      []byte
 	WireLen   int // original length on the wire
@@ -41,6 +46,10 @@ var ErrTruncated = errors.New("file ends in the middle of a packet record")
 // pcapgo's record checks (capture length above the snap length or the
 // original length is an error) and FuzzReader checks it frame for frame
 // against pcapgo. Gzip'd pcap and pcapng go through pcapgo.
+//
+// A classic pcap file that Open can map into memory (see mapFile) is
+// parsed in the mapping: no read system calls, no copy of the packets
+// into a buffer.
 type Reader struct {
 	name   string
 	br     *bufio.Reader
@@ -56,6 +65,13 @@ type Reader struct {
 	frames int
 	// ngLinks caches the link type per pcapng interface.
 	ngLinks []decode.LinkType
+	// m is the mapped file while records are parsed from it (nil
+	// otherwise), mpos the offset of the next record in it, and file the
+	// file itself, read past the mapping if it grew after Open.
+	m     []byte
+	mpos  int
+	mnext int // mpos at which to slide the resident part (slideMap)
+	file  *os.File
 }
 
 type countingReader struct {
@@ -69,11 +85,18 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Open opens the capture at path. Close the returned Reader when done.
+// Open opens the capture at path. Close the returned Closer when done;
+// frames read after it are not valid.
 func Open(path string) (*Reader, io.Closer, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
+	}
+	if m := mapFile(f); m != nil {
+		if r := newMappedReader(m, path, f); r != nil {
+			return r, &mappedCloser{f: f, m: m}, nil
+		}
+		unmap(m)
 	}
 	r, err := NewReader(f, path)
 	if err != nil {
@@ -83,10 +106,52 @@ func Open(path string) (*Reader, io.Closer, error) {
 	return r, f, nil
 }
 
+// newMappedReader reads the classic pcap file whose bytes are m, mapped
+// from f (nil: m is all there is), or returns nil if m is some other
+// format, which is read as a stream.
+func newMappedReader(m []byte, name string, f *os.File) *Reader {
+	r, err := newReader(bytes.NewReader(m), name, 4096)
+	if err != nil || !r.fast {
+		return nil
+	}
+	// The header is parsed; records follow from where its reader stopped.
+	r.m, r.mpos, r.file = m, int(r.count.n)-r.br.Buffered(), f
+	r.br, r.count = nil, &countingReader{}
+	if f == nil {
+		r.mnext = math.MaxInt // memory, not a mapping: nothing to slide
+	}
+	return r
+}
+
+// mapMin is the smallest file worth mapping: below it one read is as
+// cheap as setting up the mapping.
+const mapMin = 1 << 20
+
+// mapChunk is the span of the mapping made resident ahead of the reader
+// and released behind it (slideMap), so that the process holds a few
+// chunks of the file, not all of it.
+const mapChunk = 4 << 20
+
+// mappedCloser unmaps the file and closes it.
+type mappedCloser struct {
+	f *os.File
+	m []byte
+}
+
+func (c *mappedCloser) Close() error {
+	unmap(c.m)
+	c.m = nil
+	return c.f.Close()
+}
+
 // NewReader reads a capture from r; name is used in error messages.
 func NewReader(r io.Reader, name string) (*Reader, error) {
+	return newReader(r, name, 1<<20)
+}
+
+func newReader(r io.Reader, name string, bufSize int) (*Reader, error) {
 	cr := &countingReader{r: r}
-	br := bufio.NewReaderSize(cr, 1<<20)
+	br := bufio.NewReaderSize(cr, bufSize)
 	magic, err := br.Peek(4)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
@@ -133,7 +198,12 @@ func NewReader(r io.Reader, name string) (*Reader, error) {
 
 // Offset is how many bytes of the underlying file have been consumed, for
 // progress reporting (it runs ahead of the frames by the read buffer).
-func (r *Reader) Offset() int64 { return r.count.n }
+func (r *Reader) Offset() int64 {
+	if r.m != nil {
+		return int64(r.mpos)
+	}
+	return r.count.n
+}
 
 // Interfaces is the number of capture interfaces the file has described
 // so far (1 for pcap).
@@ -149,6 +219,19 @@ func (r *Reader) Interfaces() int {
 // error naming the record for a corrupt file.
 func (r *Reader) Next() (Frame, error) {
 	var f Frame
+	if r.m != nil {
+		var err error
+		n, err := r.Frames(1, func(g *Frame) {
+			// The frame outlives the guard against faults: copy it.
+			r.big = append(r.big[:0], g.Data...)
+			f = *g
+			f.Data = r.big
+		})
+		if n == 0 {
+			return Frame{}, err
+		}
+		return f, nil
+	}
 	if r.fast {
 		return r.nextFast()
 	}
@@ -253,4 +336,131 @@ func (r *Reader) nextFast() (Frame, error) {
 	nsec := int64(frac)
 	r.frames++
 	return Frame{Data: data, WireLen: int(origLen), Timestamp: time.Unix(int64(sec), nsec), Link: r.link}, nil
+}
+
+// Frames passes up to n frames to fn, in order, and returns how many it
+// passed and, if fewer than n, the error that stopped it (io.EOF at the
+// end of the file, as Next). f and f.Data are only valid during fn.
+func (r *Reader) Frames(n int, fn func(f *Frame)) (passed int, err error) {
+	if r.m == nil {
+		for passed < n {
+			f, err := r.Next()
+			if err != nil {
+				return passed, err
+			}
+			fn(&f)
+			passed++
+		}
+		return passed, nil
+	}
+	// A mapped file that shrinks under the reader (another program
+	// truncated it) faults on the pages past its new end: that becomes
+	// an error here rather than a crash, whether the fault was in the
+	// parser or in fn.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if e := recover(); e != nil {
+			if re, ok := e.(runtime.Error); ok && r.inMapping(re) {
+				err = fmt.Errorf("%s: the file shrank while it was read, after packet %d: %w", r.name, r.frames, ErrTruncated)
+				return
+			}
+			panic(e)
+		}
+	}()
+	var f Frame
+	for passed < n {
+		if err := r.nextMapped(&f); err != nil {
+			if err == errMapEnd {
+				// The file grew since Open: read the rest as a stream.
+				r.leaveMapping()
+				m, err := r.Frames(n-passed, fn)
+				return passed + m, err
+			}
+			return passed, err
+		}
+		fn(&f)
+		passed++
+	}
+	return passed, nil
+}
+
+// inMapping reports whether a runtime error is a memory fault in the
+// mapping (debug.SetPanicOnFault's errors carry the address; a nil
+// dereference in fn carries one far outside).
+func (r *Reader) inMapping(e runtime.Error) bool {
+	a, ok := e.(interface{ Addr() uintptr })
+	if !ok || len(r.m) == 0 {
+		return false
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(r.m)))
+	return a.Addr() >= base && a.Addr()-base < uintptr(len(r.m))
+}
+
+// errMapEnd: the next record is not (entirely) in the mapping, but the
+// file is now longer than the mapping.
+var errMapEnd = errors.New("record past the mapping")
+
+// nextMapped parses the record at mpos into f, with nextFast's checks.
+func (r *Reader) nextMapped(f *Frame) error {
+	if r.mpos >= r.mnext {
+		r.mnext = slideMap(r.m, r.mpos)
+	}
+	rest := r.m[r.mpos:]
+	if len(rest) < 16 {
+		if r.grew() {
+			return errMapEnd
+		}
+		if len(rest) == 0 {
+			return io.EOF
+		}
+		return r.wrap(io.ErrUnexpectedEOF)
+	}
+	h := rest[:16]
+	sec := r.order.Uint32(h[0:4])
+	frac := r.order.Uint32(h[4:8])
+	capLen := uint64(r.order.Uint32(h[8:12]))
+	origLen := uint64(r.order.Uint32(h[12:16]))
+	if capLen > uint64(r.maxCap) {
+		return r.wrap(fmt.Errorf("capture length exceeds snap length: %d > %d", capLen, r.maxCap))
+	}
+	if capLen > origLen {
+		return r.wrap(fmt.Errorf("capture length exceeds original packet length: %d > %d", capLen, origLen))
+	}
+	if uint64(len(rest)-16) < capLen {
+		if r.grew() {
+			return errMapEnd
+		}
+		return r.wrap(io.ErrUnexpectedEOF)
+	}
+	if !r.nanos {
+		frac *= 1000 // in uint32, exactly as pcapgo computes it
+	}
+	r.mpos += 16 + int(capLen)
+	r.frames++
+	f.Data = rest[16 : 16+capLen : 16+capLen]
+	f.WireLen = int(origLen)
+	f.Timestamp = time.Unix(int64(sec), int64(frac))
+	f.Link = r.link
+	return nil
+}
+
+// grew reports whether the file is now longer than the mapping.
+func (r *Reader) grew() bool {
+	if r.file == nil {
+		return false
+	}
+	fi, err := r.file.Stat()
+	return err == nil && fi.Size() > int64(len(r.m))
+}
+
+// leaveMapping goes on reading the file as a stream from the next record.
+func (r *Reader) leaveMapping() {
+	if _, err := r.file.Seek(int64(r.mpos), io.SeekStart); err != nil {
+		// Reading from where the stream is would misparse: end here.
+		r.count = &countingReader{r: bytes.NewReader(nil), n: int64(r.mpos)}
+	} else {
+		r.count = &countingReader{r: r.file, n: int64(r.mpos)}
+	}
+	r.br = bufio.NewReaderSize(r.count, 1<<20)
+	r.m, r.mnext = nil, 0
 }

@@ -132,6 +132,7 @@ func FuzzReader(f *testing.F) {
 		}
 		if r.fast {
 			sameAsPcapgo(t, data)
+			sameMapped(t, data)
 			return
 		}
 		for i := 0; i < 10000; i++ {

@@ -163,7 +163,7 @@ func Write(w io.Writer, p Page) error {
 		return fmt.Errorf("report: %w", err)
 	}
 	v.Data = template.JS(data)
-	if err := pageTemplate.Execute(bw, v); err != nil {
+	if err := pageTemplate().Execute(bw, v); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	return bw.Flush()

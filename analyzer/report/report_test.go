@@ -260,7 +260,7 @@ func TestSummaryGolden(t *testing.T) {
 		"window_limited_share"}
 	cv.Stats = slices.DeleteFunc(cv.Stats, func(r statRow) bool { return !slices.Contains(keep, r.Field) })
 	for _, name := range []string{"summary", "stats"} {
-		if err := pageTemplate.ExecuteTemplate(&buf, name, cv); err != nil {
+		if err := pageTemplate().ExecuteTemplate(&buf, name, cv); err != nil {
 			t.Fatal(err)
 		}
 	}

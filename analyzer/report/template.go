@@ -1,6 +1,9 @@
 package report
 
-import "html/template"
+import (
+	"html/template"
+	"sync"
+)
 
 var funcs = template.FuncMap{
 	"rate": rateText,
@@ -20,8 +23,13 @@ var funcs = template.FuncMap{
 }
 
 // The summary template is separate so its golden test can render one
-// connection's summary alone.
-var pageTemplate = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE html>
+// connection's summary alone. It is parsed on first use, not when every
+// command of the binary starts.
+var pageTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("page").Funcs(funcs).Parse(pageText))
+})
+
+const pageText = `<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="generator" content="wanlab">
@@ -87,4 +95,4 @@ const WANLAB_GRAPHS = {{.Data}};
 <table class="stats"><tr><th>field</th><th>client → server</th><th>server → client</th></tr>
 {{range .Stats}}<tr><th>{{.Field}}</th><td>{{.C2S}}</td><td>{{.S2C}}</td></tr>
 {{end}}</table></details>
-{{end}}`))
+{{end}}`

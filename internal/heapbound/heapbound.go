@@ -31,6 +31,7 @@ func Start(floor int64) (stop func()) {
 		return func() {} // the user chose a limit
 	}
 	debug.SetMemoryLimit(floor)
+	prevGC := debug.SetGCPercent(-1)
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -58,6 +59,7 @@ func Start(floor int64) (stop func()) {
 	return func() {
 		close(done)
 		<-finished
+		debug.SetGCPercent(prevGC)
 		debug.SetMemoryLimit(prev)
 	}
 }

@@ -22,13 +22,21 @@ func TestLimit(t *testing.T) {
 // TestStartRestores checks that Start sets the floor and stop puts the
 // previous limit back, and that a limit the user set is left alone.
 func TestStartRestores(t *testing.T) {
+	gc := debug.SetGCPercent(-1)
+	debug.SetGCPercent(gc)
 	stop := Start(96 << 20)
 	if got := debug.SetMemoryLimit(-1); got != 96<<20 {
 		t.Errorf("limit %d while bounded, want %d", got, 96<<20)
 	}
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Errorf("GOGC %d while bounded, want off (the limit paces the collector)", got)
+	}
 	stop()
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Errorf("limit %d after stop, want none", got)
+	}
+	if got := debug.SetGCPercent(gc); got != gc {
+		t.Errorf("GOGC %d after stop, want %d back", got, gc)
 	}
 	debug.SetMemoryLimit(1 << 40)
 	defer debug.SetMemoryLimit(math.MaxInt64)

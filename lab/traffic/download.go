@@ -293,10 +293,11 @@ func verify(b []byte, off uint64) error {
 	for len(b) > 0 {
 		p := off % patternSize
 		n := min(len(b), int(patternSize-p))
-		if !bytes.Equal(b[:n], pattern[p:int(p)+n]) {
+		pat := pattern()
+		if !bytes.Equal(b[:n], pat[p:int(p)+n]) {
 			for i := range n {
-				if b[i] != pattern[int(p)+i] {
-					return fmt.Errorf("byte %d is %#02x, want %#02x", off+uint64(i), b[i], pattern[int(p)+i])
+				if b[i] != pat[int(p)+i] {
+					return fmt.Errorf("byte %d is %#02x, want %#02x", off+uint64(i), b[i], pat[int(p)+i])
 				}
 			}
 		}

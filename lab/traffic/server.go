@@ -49,15 +49,17 @@ type PeerInfo struct {
 const patternSize = 64 << 10
 
 // pattern is the generated content: pseudo-random (so nothing on the path
-// could compress it) yet fixed, so a client can verify every byte.
-var pattern = func() []byte {
+// could compress it) yet fixed, so a client can verify every byte. It is
+// made on first use: every command of the binary would pay for it at
+// start.
+var pattern = sync.OnceValue(func() []byte {
 	r := rand.New(rand.NewPCG(0x77616e6c6162, 1))
 	b := make([]byte, patternSize)
 	for i := range b {
 		b[i] = byte(r.Uint32())
 	}
 	return b
-}()
+})
 
 // ServerConfig sets up a Server.
 type ServerConfig struct {
@@ -202,7 +204,7 @@ func (s *Server) serveGen(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for left := uint64(n); left > 0; {
-		chunk := pattern
+		chunk := pattern()
 		if left < uint64(len(chunk)) {
 			chunk = chunk[:left]
 		}
@@ -230,7 +232,7 @@ func (s *Server) serveRR(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.ThinkTime > 0 {
 		time.Sleep(s.cfg.ThinkTime)
 	}
-	_, _ = w.Write(pattern[:n])
+	_, _ = w.Write(pattern()[:n])
 }
 
 // serveInfo answers InfoPath with the TCP_INFO of another open connection.
