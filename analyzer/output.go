@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -204,10 +207,23 @@ func WriteCSV(w io.Writer, conns []*Connection) error {
 	// The rows are appended by hand: their fields are numbers and names
 	// that need no quoting (csvSafe), and encoding/csv's string per
 	// field cost more than the analysis of a bulk capture's packets.
+	// Series are formatted in windows of about csvWindowPoints points,
+	// the series of a window on all cores at once, and written in order.
 	bw := bufio.NewWriterSize(w, 64<<10)
-	var row []byte
-	f := appendG10
+	var win []csvJob
+	points := 0
+	flush := func() error {
+		formatCSVJobs(win, points)
+		for i := range win {
+			if _, err := bw.Write(win[i].out); err != nil {
+				return err
+			}
+		}
+		win, points = win[:0], 0
+		return nil
+	}
 	for _, c := range conns {
+		end := time.Duration(c.firstT + int64(c.Duration))
 		for i, d := range c.Directions {
 			name := "client->server"
 			if i == 1 {
@@ -216,36 +232,102 @@ func WriteCSV(w io.Writer, conns []*Connection) error {
 			if d.Series == nil {
 				continue
 			}
-			end := time.Duration(c.firstT + int64(c.Duration))
 			for _, s := range d.Series.All() {
-				series, unit := csvField(s.Name), csvField(s.Unit)
-				bucket := strconv.FormatFloat(s.Bucket.Seconds(), 'f', 6, 64)
-				for k, p := range s.Points {
-					row = strconv.AppendInt(row[:0], int64(c.Index), 10)
-					row = append(append(row, ','), name...)
-					row = append(append(row, ','), series...)
-					row = append(append(row, ','), unit...)
-					row = appendSeconds6(append(row, ','), p.T)
-					row = append(append(row, ','), bucket...)
-					row = f(append(row, ','), p.First)
-					row = f(append(row, ','), p.Min)
-					row = f(append(row, ','), p.Max)
-					row = f(append(row, ','), p.Last)
-					row = f(append(row, ','), p.Sum)
-					row = strconv.AppendInt(append(row, ','), int64(p.N), 10)
-					row = append(row, ',')
-					if s.Unit == "bytes/bucket" {
-						row = f(row, 8*s.Rate(k, end))
-					}
-					row = append(row, '\n')
-					if _, err := bw.Write(row); err != nil {
+				if len(s.Points) == 0 {
+					continue
+				}
+				if len(win) < cap(win) {
+					// Reuse the window's buffers.
+					win = win[:len(win)+1]
+					win[len(win)-1] = csvJob{index: c.Index, dir: name, s: s, end: end, out: win[len(win)-1].out[:0]}
+				} else {
+					win = append(win, csvJob{index: c.Index, dir: name, s: s, end: end})
+				}
+				points += len(s.Points)
+				if points >= csvWindowPoints {
+					if err := flush(); err != nil {
 						return err
 					}
 				}
 			}
 		}
 	}
+	if err := flush(); err != nil {
+		return err
+	}
 	return bw.Flush()
+}
+
+// csvWindowPoints is how many points WriteCSV formats before it writes;
+// csvParallelPoints the fewest worth spreading over the cores.
+const (
+	csvWindowPoints   = 32768
+	csvParallelPoints = 4096
+)
+
+// csvJob is one series to format as CSV rows into out.
+type csvJob struct {
+	index int
+	dir   string
+	s     *Series
+	end   time.Duration
+	out   []byte
+}
+
+// formatCSVJobs formats every job of a window of points points, on up to
+// GOMAXPROCS goroutines when there is enough to share.
+func formatCSVJobs(jobs []csvJob, points int) {
+	workers := min(runtime.GOMAXPROCS(0), len(jobs))
+	if workers < 2 || points < csvParallelPoints {
+		for i := range jobs {
+			jobs[i].format()
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(jobs) {
+					return
+				}
+				jobs[i].format()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// format appends the job's rows to out.
+func (j *csvJob) format() {
+	s, row := j.s, j.out
+	f := appendG10
+	series, unit := csvField(s.Name), csvField(s.Unit)
+	bucket := strconv.FormatFloat(s.Bucket.Seconds(), 'f', 6, 64)
+	rate := s.Unit == "bytes/bucket"
+	for k := range s.Points {
+		p := &s.Points[k]
+		row = strconv.AppendInt(row, int64(j.index), 10)
+		row = append(append(row, ','), j.dir...)
+		row = append(append(row, ','), series...)
+		row = append(append(row, ','), unit...)
+		row = appendSeconds6(append(row, ','), p.T)
+		row = append(append(row, ','), bucket...)
+		row = f(append(row, ','), p.First)
+		row = f(append(row, ','), p.Min)
+		row = f(append(row, ','), p.Max)
+		row = f(append(row, ','), p.Last)
+		row = f(append(row, ','), p.Sum)
+		row = strconv.AppendInt(append(row, ','), int64(p.N), 10)
+		row = append(row, ',')
+		if rate {
+			row = f(row, 8*s.Rate(k, j.end))
+		}
+		row = append(row, '\n')
+	}
+	j.out = row
 }
 
 // csvField is name as encoding/csv writes it (quoted if it must be).
