@@ -196,11 +196,18 @@ func timeBoth(t *testing.T, a, b []string) (runStats, runStats) {
 func timeOnce(t *testing.T, best *runStats, cmd []string) {
 	t.Helper()
 	c := exec.Command("/usr/bin/time", append([]string{"-f", "%U %S %M"}, cmd...)...)
-	c.Stdout = io.Discard
+	// Output goes to /dev/null, for both tools alike: io.Discard would
+	// make it a pipe copied by this process, on the cores being timed.
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	c.Stdout = null
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	start := time.Now()
-	err := c.Run()
+	err = c.Run()
 	// /usr/bin/time reports wall time in hundredths of a second, too
 	// coarse for runs of 0.1 s; this clock also counts starting
 	// /usr/bin/time itself, the same for both commands.
