@@ -272,3 +272,18 @@ func TestCSVNumbers(t *testing.T) {
 		s(time.Duration(rng.Int64()))
 	}
 }
+
+// FuzzCSVNumbers checks appendG10 and appendSeconds6 against strconv.
+func FuzzCSVNumbers(f *testing.F) {
+	f.Add(1e9+0.5, int64(1500))
+	f.Add(9999999999.0, int64(1e15-500))
+	f.Fuzz(func(t *testing.T, v float64, ns int64) {
+		if got, want := string(appendG10(nil, v)), strconv.FormatFloat(v, 'g', 10, 64); got != want {
+			t.Fatalf("appendG10(%v) = %q, want %q", v, got, want)
+		}
+		d := time.Duration(ns)
+		if got, want := string(appendSeconds6(nil, d)), strconv.FormatFloat(d.Seconds(), 'f', 6, 64); got != want {
+			t.Fatalf("appendSeconds6(%d) = %q, want %q", ns, got, want)
+		}
+	})
+}
