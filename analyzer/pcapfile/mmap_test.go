@@ -41,6 +41,21 @@ func sameMapped(t *testing.T, data []byte) {
 	}
 }
 
+// openMapped opens path with Open, which must map it on Linux, and closes
+// it when the test ends.
+func openMapped(t *testing.T, path string) *Reader {
+	t.Helper()
+	r, c, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if runtime.GOOS == "linux" && r.m == nil {
+		t.Fatalf("Open did not map %s", path)
+	}
+	return r
+}
+
 // bigCapture returns a pcap file of n records of varied lengths.
 func bigCapture(t *testing.T, n int) []byte {
 	t.Helper()
@@ -70,14 +85,7 @@ func TestOpenMapsLargeFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, c, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if runtime.GOOS == "linux" && r.m == nil {
-		t.Fatal("Open did not map a 10 MB capture")
-	}
+	r := openMapped(t, path)
 	i := 0
 	for {
 		n, err := r.Frames(1000, func(f *Frame) {
@@ -111,14 +119,7 @@ func TestMappedFileThatGrows(t *testing.T) {
 	if err := os.WriteFile(path, data[:cut], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, c, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if runtime.GOOS == "linux" && r.m == nil {
-		t.Fatal("not mapped")
-	}
+	r := openMapped(t, path)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
