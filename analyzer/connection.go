@@ -300,7 +300,10 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 	fwd.windowAdvertised(&sg)
 
 	info := &a.info
-	info.AckRTT, info.KarnRTT, info.InFlight = -1, -1, -1
+	if a.opts.OnPacket != nil {
+		// Only OnPacket reads these; the samplers set them when they have one.
+		info.AckRTT, info.KarnRTT, info.InFlight = -1, -1, -1
+	}
 	if sg.flags&fACK != 0 && rs.baseSet {
 		rev.ackArrived(a, p, &sg, fl, ackAdvanced, info)
 	}

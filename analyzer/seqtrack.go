@@ -147,9 +147,9 @@ type seqSpan struct {
 }
 
 // sent advances the sender's sequence state past segment sg (classified
-// as fl) and fills sp with the range it occupied (empty for a pure ACK).
+// as fl) and fills sp, which must be zero (the caller's new variable),
+// with the range it occupied (empty for a pure ACK).
 func (s *seqState) sent(sg *segment, fl PacketFlags, sp *seqSpan) {
-	*sp = seqSpan{}
 	nextseq := sg.nextseq()
 	if sg.occupiesSeq() {
 		sp.start = s.rel(sg.seq)

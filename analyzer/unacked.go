@@ -122,9 +122,10 @@ type ackResult struct {
 	empty   bool  // nothing is outstanding afterwards
 }
 
-// ack applies a cumulative acknowledgement up to ack, describing it in r.
+// ack applies a cumulative acknowledgement up to ack, describing it in r,
+// which must be zero (the caller's new variable: clearing it here again
+// was a store per field per ACK).
 func (q *unackedQueue) ack(ack int64, r *ackResult) {
-	*r = ackResult{}
 	if !q.ackSeen || ack > q.acked {
 		q.acked, q.ackSeen = ack, true
 	}

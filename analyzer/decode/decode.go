@@ -223,12 +223,9 @@ func decodeIP(b []byte, v uint8, wireLen int, p *Packet) error {
 	// The addresses are copied from the header Locate checked (at least
 	// 20 bytes for IPv4, 40 for IPv6).
 	if v == 4 {
-		// Two 8-byte stores per address (the four bytes, then zeros)
-		// rather than clearing 16 bytes and copying four into them.
-		binary.LittleEndian.PutUint64(p.Src[0:8], uint64(binary.LittleEndian.Uint32(b[12:16])))
-		binary.LittleEndian.PutUint64(p.Src[8:16], 0)
-		binary.LittleEndian.PutUint64(p.Dst[0:8], uint64(binary.LittleEndian.Uint32(b[16:20])))
-		binary.LittleEndian.PutUint64(p.Dst[8:16], 0)
+		a := b[12:20]
+		p.Src = [16]byte{a[0], a[1], a[2], a[3]}
+		p.Dst = [16]byte{a[4], a[5], a[6], a[7]}
 	} else {
 		p.Src, p.Dst = [16]byte(b[8:24]), [16]byte(b[24:40])
 	}
