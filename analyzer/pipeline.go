@@ -23,8 +23,12 @@ import (
 // about 750 KB.)
 const frameBatchLen = 4096
 
-// frameBatches is how many batches are in flight between the stages.
-const frameBatches = 4
+// frameBatches is how many batches are in flight between the stages, and
+// freeGroup how many the analysis hands back to the reader at once.
+const (
+	frameBatches = 8
+	freeGroup    = 4
+)
 
 // decodedFrame is one frame after the reader stage.
 type decodedFrame struct {
@@ -89,7 +93,31 @@ func AnalyzeReader(r *pcapfile.Reader, opts Options) (*Result, error) {
 	stop := make(chan struct{})
 	defer close(stop)
 	go readFrames(r, free, full, stop)
-	for b := range full {
+	// Analyzed batches go back to the reader in groups: the reader, the
+	// faster stage, waits for a free batch most of the time, and the
+	// first send after it parked has to wake it, a system call on this
+	// (the slower) goroutine. Each group costs one wake-up. The group
+	// goes back before this goroutine waits for a batch itself, so the
+	// reader never waits for batches held here.
+	var done []*frameBatch
+	giveBack := func() {
+		for _, b := range done {
+			free <- b
+		}
+		done = done[:0]
+	}
+	for {
+		var b *frameBatch
+		var ok bool
+		select {
+		case b, ok = <-full:
+		default:
+			giveBack()
+			b, ok = <-full
+		}
+		if !ok {
+			break
+		}
 		for i := range b.n {
 			df := &b.frames[i]
 			a.ExpectInterfaces(df.nIface)
@@ -100,7 +128,9 @@ func AnalyzeReader(r *pcapfile.Reader, opts Options) (*Result, error) {
 		}
 		err := b.err
 		if err == nil {
-			free <- b
+			if done = append(done, b); len(done) == freeGroup {
+				giveBack()
+			}
 			continue
 		}
 		switch {
