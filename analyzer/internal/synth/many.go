@@ -63,18 +63,7 @@ type manyEvent struct {
 	step int
 }
 
-type manyQueue []manyEvent
-
-func (q manyQueue) Len() int { return len(q) }
-func (q manyQueue) Less(i, j int) bool {
-	if q[i].t != q[j].t {
-		return q[i].t < q[j].t
-	}
-	return q[i].conn < q[j].conn
-}
-func (q manyQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *manyQueue) Push(x any)   { *q = append(*q, x.(manyEvent)) }
-func (q *manyQueue) Pop() any     { o := *q; e := o[len(o)-1]; *q = o[:len(o)-1]; return e }
+func (e manyEvent) order() (time.Duration, int) { return e.t, e.conn }
 
 // WriteMany writes the capture (pcap, nanosecond, Ethernet) to w. The
 // connections start at even intervals, so that about Concurrent are open
@@ -108,7 +97,7 @@ func WriteMany(w io.Writer, cfg ManyConfig) (Truth, error) {
 		return time.Duration(conn)*every + time.Duration(s.rtts)*cfg.RTT + s.extra
 	}
 	var tr Truth
-	q := manyQueue{}
+	q := timeQueue[manyEvent]{}
 	next := 0 // next connection to start
 	frame := make([]byte, 0, 128)
 	for next < cfg.Conns || q.Len() > 0 {

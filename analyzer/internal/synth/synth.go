@@ -80,18 +80,24 @@ const (
 	evSend          // sender may send (after link busy)
 )
 
-type eventQueue []event
+func (e event) order() (time.Duration, int) { return e.t, e.idx }
 
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	if q[i].t != q[j].t {
-		return q[i].t < q[j].t
+// timeQueue is a container/heap of events in time order, ties broken by
+// a second key (the order the events were made, or the connection).
+type timeQueue[E interface{ order() (time.Duration, int) }] []E
+
+func (q timeQueue[E]) Len() int { return len(q) }
+func (q timeQueue[E]) Less(i, j int) bool {
+	ti, ki := q[i].order()
+	tj, kj := q[j].order()
+	if ti != tj {
+		return ti < tj
 	}
-	return q[i].idx < q[j].idx
+	return ki < kj
 }
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *eventQueue) Pop() any     { o := *q; e := o[len(o)-1]; *q = o[:len(o)-1]; return e }
+func (q timeQueue[E]) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *timeQueue[E]) Push(x any)   { *q = append(*q, x.(E)) }
+func (q *timeQueue[E]) Pop() any     { o := *q; e := o[len(o)-1]; *q = o[:len(o)-1]; return e }
 
 // Write runs the simulation and writes a pcap (nanosecond, Ethernet) to w.
 func Write(w io.Writer, cfg Config) (Truth, error) {
@@ -137,7 +143,7 @@ type sim struct {
 	w     *pcapgo.Writer
 	err   error
 	truth Truth
-	q     eventQueue
+	q     timeQueue[event]
 	seqn  int
 	frame []byte
 	lastT time.Duration
