@@ -261,7 +261,7 @@ func (a *Analyzer) AddFrom(iface int, link decode.LinkType, data []byte, wireLen
 // one interface the packet is analyzed at once; otherwise it is copied
 // into that interface's queue for the merge, so p is free again on
 // return. The TCP packet of a single-interface capture, nearly every
-// frame, takes the first branch alone, small enough to inline.
+// frame, takes the first branch alone.
 func (a *Analyzer) addDecoded(iface int, err error, p *decode.Packet, ns int64, fp uint64) {
 	if err == nil && iface == 0 && len(a.ifq) == 1 {
 		a.res.Frames++

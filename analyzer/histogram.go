@@ -48,8 +48,8 @@ func histValue(i int) float64 {
 	return float64(lo) + float64(width-1)/2
 }
 
-// add counts v. It is small enough to inline at its calls: the growth and
-// a new minimum are apart.
+// add counts v. The growth of the buckets, and with it the first sample
+// (which sets min), is apart: several histograms take a sample per packet.
 func (h *histogram) add(v uint64) {
 	// One unsigned comparison checks both ends of the allocated buckets
 	// (and lets the compiler drop the bounds check of the increment).
@@ -66,8 +66,9 @@ func (h *histogram) add(v uint64) {
 	h.n++
 }
 
-// addGrow is add for a value outside the allocated buckets (the first
-// one included, which also sets min).
+// addGrow is add for a value outside the allocated buckets, the first one
+// included: buckets are allocated only once a histogram has a sample, so
+// add's branch never sees n == 0.
 func (h *histogram) addGrow(v uint64) {
 	i := histIndex(v)
 	h.grow(i)

@@ -220,7 +220,6 @@ func (r *Reader) Interfaces() int {
 func (r *Reader) Next() (Frame, error) {
 	var f Frame
 	if r.m != nil {
-		var err error
 		n, err := r.Frames(1, func(g *Frame) {
 			// The frame outlives the guard against faults: copy it.
 			r.big = append(r.big[:0], g.Data...)
