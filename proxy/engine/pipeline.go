@@ -190,7 +190,7 @@ func NewPipeline(s *spec.Spec, opt Options) (*Pipeline, error) {
 		pl.classes = append(pl.classes, cl)
 	}
 	if sd, ok := opt.Scheduler.(SchedulerDropper); ok {
-		sd.SetDrop(pl.schedulerDrop)
+		sd.SetDrop(pl.dropsOf(pl.classes))
 	}
 	return pl, nil
 }

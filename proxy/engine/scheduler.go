@@ -30,13 +30,17 @@ type SchedulerDropper interface {
 	SetDrop(func(p *Packet, class int, reason DropReason))
 }
 
-// schedulerDrop is what a SchedulerDropper's queues drop: counted for
-// their class, recycled.
-func (pl *Pipeline) schedulerDrop(p *Packet, ci int, reason DropReason) {
-	if ci >= 0 && ci < len(pl.classes) {
-		pl.classes[ci].totals.dropped(p, reason)
+// dropsOf is the function a SchedulerDropper drops through: the packet
+// is counted for its class in classes, the list the scheduler's class
+// indexes refer to (during a Replace the old scheduler still drains while
+// the pipeline's list is the new one), and recycled.
+func (pl *Pipeline) dropsOf(classes []*class) func(p *Packet, ci int, reason DropReason) {
+	return func(p *Packet, ci int, reason DropReason) {
+		if ci >= 0 && ci < len(classes) {
+			classes[ci].totals.dropped(p, reason)
+		}
+		pl.discard(p, reason)
 	}
-	pl.discard(p, reason)
 }
 
 // Drainer is a Scheduler that can hand back everything it holds, for
@@ -82,12 +86,15 @@ func (pl *Pipeline) Replace(classes []ClassSpec, cl Classifier, sched Scheduler,
 		c.successor = byName[c.name]
 	}
 	oldSched := pl.opt.Scheduler
+	if sd, ok := oldSched.(SchedulerDropper); ok {
+		sd.SetDrop(pl.dropsOf(old)) // what it drops while it drains is the old classes'
+	}
 	pl.classes = fresh
 	pl.opt.Classes = classes
 	pl.opt.Classifier = cl
 	pl.opt.Scheduler = sched
 	if sd, ok := sched.(SchedulerDropper); ok {
-		sd.SetDrop(pl.schedulerDrop)
+		sd.SetDrop(pl.dropsOf(fresh))
 	}
 	if d, ok := oldSched.(Drainer); ok {
 		// What the old tree held moves to the new one's class of the same
