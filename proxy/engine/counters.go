@@ -168,6 +168,9 @@ type StageSnapshot struct {
 	// one as its child.
 	Queue bool `json:"queue,omitempty"`
 	Counters
+	// XStats are a queue discipline's own statistics (codel, fq_codel,
+	// pie, red), as tc -s prints them.
+	XStats *XStats `json:"xstats,omitempty"`
 }
 
 // ClassSnapshot is one traffic class: its spec and per-stage counters.

@@ -583,7 +583,7 @@ func (pl *Pipeline) Snapshot() Snapshot {
 		cs := ClassSnapshot{Name: cl.name, Spec: cl.current.spec.String(), Totals: cl.totals}
 		for _, s := range cl.current.stages {
 			_, queue := s.(queueHolder)
-			cs.Stages = append(cs.Stages, StageSnapshot{Kind: s.kind(), Spec: s.spec(), Queue: queue, Counters: *s.counters()})
+			cs.Stages = append(cs.Stages, StageSnapshot{Kind: s.kind(), Spec: s.spec(), Queue: queue, Counters: *s.counters(), XStats: stageXStats(s, pl.last)})
 		}
 		snap.Classes = append(snap.Classes, cs)
 	}

@@ -281,6 +281,9 @@ func NewLeafQueue(st spec.Stage, seed uint64, now int64, class int) (*LeafQueue,
 	return &LeafQueue{q: q, class: class}, nil
 }
 
+// XStats is the qdisc's xstats at now (nil for pfifo and bfifo).
+func (l *LeafQueue) XStats(now int64) *XStats { return QdiscXStats(l.q, now) }
+
 // SetDrop sets where the packets the qdisc drops go.
 func (l *LeafQueue) SetDrop(f func(p *Packet, class int, reason DropReason)) { l.drop = f }
 

@@ -173,3 +173,29 @@ func TestSetupStartsChainsWithTree(t *testing.T) {
 		t.Errorf("chains start at %d, the tree at %d", got, int64(5e9))
 	}
 }
+
+// A leaf's queue discipline shows its xstats in the scheduler's stats.
+func TestLeafXStats(t *testing.T) {
+	pl, err := NewPipeline(mustClasses(t, "class 1:1 htb rate 1mbit; class 1:2 parent 1:1 htb rate 1mbit; leaf 1:2 codel; default 1:2"), engine.Options{Seed: 1}, Options{Now: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := engine.NewPool(0)
+	now := int64(1e9)
+	for i := 0; i < 50; i++ {
+		pl.Enqueue(udp(pool, 2, 1500, now), now)
+	}
+	pl.Dequeue(now+100e6, nil)
+	stats, ok := pl.Snapshot().Scheduler.([]ClassStats)
+	if !ok {
+		t.Fatalf("scheduler stats %T", pl.Snapshot().Scheduler)
+	}
+	for _, s := range stats {
+		switch {
+		case s.Leaf && (s.XStats == nil || s.XStats.CoDel == nil || s.XStats.CoDel.MaxPacket != 1500):
+			t.Errorf("leaf %s: xstats %+v", s.ID, s.XStats)
+		case !s.Leaf && s.XStats != nil:
+			t.Errorf("inner class %s has xstats", s.ID)
+		}
+	}
+}

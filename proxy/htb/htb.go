@@ -40,6 +40,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/wanlab/wanlab/proxy/engine"
 	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/units"
 )
@@ -137,6 +138,14 @@ type ClassStats struct {
 	Tokens  int64  `json:"tokens_ns"`
 	CTokens int64  `json:"ctokens_ns"`
 	Mode    string `json:"mode"`
+	// XStats are a leaf queue discipline's own statistics (codel,
+	// fq_codel, pie, red), as tc -s qdisc prints them for the leaf's qdisc.
+	XStats *engine.XStats `json:"xstats,omitempty"`
+}
+
+// xstatsQueue is a leaf queue with xstats (engine.LeafQueue).
+type xstatsQueue interface {
+	XStats(now int64) *engine.XStats
 }
 
 type entry[P any] struct {
@@ -651,6 +660,9 @@ func (t *Tree[P]) Stats(now int64) []ClassStats {
 		if c.leaf {
 			s.QueuePackets = uint64(c.qlen())
 			s.QueueBytes = c.qbytes()
+			if x, ok := c.qd.(xstatsQueue); ok {
+				s.XStats = x.XStats(now)
+			}
 		}
 		out[i] = s
 	}
