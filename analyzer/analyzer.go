@@ -49,6 +49,10 @@ type Options struct {
 	// batches of connections wait for it at most: the analysis waits when
 	// they are full.
 	ConcurrentFinish bool
+	// Wanted, when set, says which connections the caller will show
+	// (`analyze --flow`): the others are not diagnosed, their Diagnosis
+	// stays nil. It may be called on the finisher's goroutine.
+	Wanted func(*Connection) bool
 	// NoSeries: record no time series (outputs that show none); every
 	// Direction's Series is then empty.
 	NoSeries bool
@@ -483,7 +487,7 @@ func (a *Analyzer) emitFinished() {
 		a.finisher().send(a.unfinished[:n])
 	} else {
 		for _, c := range a.unfinished[:n] {
-			diagnose(c)
+			diagnoseWanted(c, a.opts.Wanted)
 			a.opts.OnFinish(c)
 		}
 	}
@@ -495,7 +499,7 @@ func (a *Analyzer) emitFinished() {
 // finisher starts the goroutine of ConcurrentFinish on first use.
 func (a *Analyzer) finisher() *finisher {
 	if a.fin == nil {
-		a.fin = newFinisher(a.opts.OnFinish)
+		a.fin = newFinisher(a.opts.OnFinish, a.opts.Wanted)
 	}
 	return a.fin
 }

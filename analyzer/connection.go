@@ -626,7 +626,15 @@ func (c *Connection) finish(a *Analyzer) {
 		c.Directions[i] = &Direction{From: from, To: to, DirectionStats: *st, Series: ser}
 	}
 	if a.opts.OnFinish == nil {
-		diagnose(c) // else just before OnFinish (see emitFinished)
+		diagnoseWanted(c, a.opts.Wanted) // else just before OnFinish (see emitFinished)
+	}
+}
+
+// diagnoseWanted diagnoses c unless wanted (Options.Wanted) says it will
+// not be shown.
+func diagnoseWanted(c *Connection, wanted func(*Connection) bool) {
+	if wanted == nil || wanted(c) {
+		diagnose(c)
 	}
 }
 

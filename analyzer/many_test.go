@@ -3,8 +3,10 @@ package analyzer
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,5 +195,48 @@ func TestRetiredSeriesReduced(t *testing.T) {
 	}
 	if n != 4 {
 		t.Errorf("retired throughput series holds %d segments, want 4", n)
+	}
+}
+
+// TestWantedDiagnosesOnlyThose: with Options.Wanted (analyze --flow) only
+// the wanted connections are diagnosed, streamed or not.
+func TestWantedDiagnosesOnlyThose(t *testing.T) {
+	var capture bytes.Buffer
+	if _, err := synth.WriteMany(&capture, synth.ManyConfig{Conns: 300}); err != nil {
+		t.Fatal(err)
+	}
+	wanted := func(c *Connection) bool { return c.Index%100 == 7 }
+	check := func(name string, conns []*Connection) {
+		t.Helper()
+		diagnosed := 0
+		for _, c := range conns {
+			if (c.Diagnosis != nil) != wanted(c) {
+				t.Errorf("%s: connection %d: diagnosis %v, wanted %v", name, c.Index, c.Diagnosis, wanted(c))
+			}
+			if c.Diagnosis != nil {
+				diagnosed++
+			}
+		}
+		if len(conns) != 300 || diagnosed != 3 {
+			t.Errorf("%s: %d connections, %d diagnosed; want 300 and 3", name, len(conns), diagnosed)
+		}
+	}
+	res, err := AnalyzeStream(bytes.NewReader(capture.Bytes()), "many", Options{Wanted: wanted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("in memory", res.Connections)
+	for _, concurrent := range []bool{false, true} {
+		var mu sync.Mutex
+		var got []*Connection
+		opts := Options{Wanted: wanted, ConcurrentFinish: concurrent, OnFinish: func(c *Connection) {
+			mu.Lock()
+			got = append(got, c)
+			mu.Unlock()
+		}}
+		if _, err := AnalyzeStream(bytes.NewReader(capture.Bytes()), "many", opts); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("OnFinish, concurrent %v", concurrent), got)
 	}
 }

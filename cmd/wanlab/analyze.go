@@ -77,6 +77,9 @@ func runAnalyze(cc *cli.Context) error {
 	defer heapbound.Start(analyzeHeapFloor)()
 	path := cc.Args().First()
 	opts := analyzer.Options{MaxPoints: cc.Int("max-points")}
+	if cc.String("flow") != "" {
+		opts.Wanted = sel.Match // what --flow leaves out is not diagnosed
+	}
 	graphs := cc.String("plots") != "" || cc.String("report") != ""
 	if !graphs && format != "csv" {
 		// Text and JSON show no series: a finished connection keeps only
