@@ -113,8 +113,13 @@ func TestBootRunTap(t *testing.T) {
 func TestKilledOwnerLeavesNothingCleanupMisses(t *testing.T) {
 	testenv.RequireVM(t)
 	bin := testenv.StaticWanlab(t)
+	// The VM records itself in a state directory of this test's: a
+	// Cleanup of the default one, which other packages' tests run
+	// meanwhile (experiment cleanup, bench cleanup), would rightly remove
+	// the killed owner's VM before this test looks for it.
+	stateRoot := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperVMOwner$")
-	cmd.Env = append(os.Environ(), "WANLAB_VM_OWNER_HELPER="+bin)
+	cmd.Env = append(os.Environ(), "WANLAB_VM_OWNER_HELPER="+bin, "WANLAB_VM_OWNER_STATE="+stateRoot)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +161,7 @@ func TestKilledOwnerLeavesNothingCleanupMisses(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "state.json")); err != nil {
 		t.Fatalf("state of the killed owner's VM: %v; want it left for Cleanup", err)
 	}
-	removed, err := vm.Cleanup()
+	removed, err := vm.CleanupIn(stateRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +180,7 @@ func TestHelperVMOwner(t *testing.T) {
 	if bin == "" {
 		t.Skip("helper process of TestKilledOwnerLeavesNothingCleanupMisses")
 	}
-	v, err := vm.Boot(context.Background(), vm.Config{Binary: bin})
+	v, err := vm.Boot(context.Background(), vm.Config{Binary: bin, StateDir: os.Getenv("WANLAB_VM_OWNER_STATE")})
 	if err != nil {
 		t.Fatal(err)
 	}
