@@ -251,12 +251,18 @@ func (a *Analyzer) ExpectInterfaces(n int) {
 // window was too short, or one interface's clock went backwards) is
 // analyzed at the latest time and counted in TimeBackwards.
 func (a *Analyzer) AddFrom(iface int, link decode.LinkType, data []byte, wireLen int, ts time.Time) {
-	err := decode.Decode(link, data, wireLen, &a.pkt)
-	var fp uint64
-	if err == nil {
-		fp = dupFingerprint(&a.pkt)
-	}
+	fp, err := decodeFrame(link, data, wireLen, &a.pkt)
 	a.addDecoded(iface, err, &a.pkt, ts.UnixNano(), fp)
+}
+
+// decodeFrame decodes a frame into p, as decode.Decode, and takes the
+// duplicate fingerprint of a TCP packet (0 for any other frame): what the
+// reader stage does for each frame, and AddFrom for its caller's.
+func decodeFrame(link decode.LinkType, data []byte, wireLen int, p *decode.Packet) (fp uint64, err error) {
+	if err = decode.Decode(link, data, wireLen, p); err == nil {
+		fp = dupFingerprint(p)
+	}
+	return fp, err
 }
 
 // addDecoded analyzes one frame that decode.Decode read into p with

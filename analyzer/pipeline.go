@@ -63,11 +63,7 @@ func readFrames(r *pcapfile.Reader, free <-chan *frameBatch, full chan<- *frameB
 		b.n, b.err = 0, nil
 		_, b.err = r.Frames(frameBatchLen, func(f *pcapfile.Frame) {
 			df := &b.frames[b.n]
-			df.err = decode.Decode(f.Link, f.Data, f.WireLen, &b.pkts[b.n])
-			df.fp = 0
-			if df.err == nil {
-				df.fp = dupFingerprint(&b.pkts[b.n])
-			}
+			df.fp, df.err = decodeFrame(f.Link, f.Data, f.WireLen, &b.pkts[b.n])
 			df.ns, df.iface, df.nIface, df.offset = f.Timestamp.UnixNano(), f.Interface, r.Interfaces(), r.Offset()
 			b.n++
 		})

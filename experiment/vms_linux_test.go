@@ -154,55 +154,55 @@ func TestVMs(t *testing.T) {
 			}
 			// The guests' emulated CPUs carried less than a window per
 			// round trip in every run (a busy machine): the window rule
-			// is checked above; the diagnosis and the fix need a
-			// transfer the window limited.
-			t.Logf("no run was limited by the window (the server rwnd-limited under 60 %% of the time in each): the guests' CPUs were the limit")
-			return
-		}
-
-		// The tuner's fix of that run, applied inside the VMs (host-wide
-		// keys too: a VM is a whole host), raises window and rate. The
-		// rate rises less than the window: the guests' CPU caps it.
-		tn := res.Tuning
-		if tn == nil || len(tn.Client) == 0 {
-			t.Fatalf("no tuning of the client: %+v", tn)
-		}
-		fixed := cfg
-		fixed.ClientSysctls = maps.Clone(cfg.ClientSysctls)
-		fixed.ServerSysctls = map[string]string{}
-		for _, c := range tn.Client {
-			fixed.ClientSysctls[c.Key] = c.To
-		}
-		for _, c := range tn.Server {
-			fixed.ServerSysctls[c.Key] = c.To
-		}
-		// Rates are compared as the better of a run's steady and average
-		// rate, the fix's best of up to three runs: on a busy machine an
-		// emulated guest's run is slowed by the machine (the steady rate
-		// of one run of the fix was 17-34 MB/s beside a busy core), never
-		// sped up, while the window is the kernel's rule on every run.
-		// When the guests were already near what their emulated CPUs
-		// carry (27-35 MB/s here, idle), the rate cannot rise by much:
-		// then the fix must at least have lifted the limit, the server no
-		// longer waiting for the receive window (TCP_INFO's rwnd-limited
-		// share under 10 %), which the kernel's accounting says on every
-		// run. The namespace lab's test (tuner/e2e) checks the rate itself.
-		best := func(steady units.Rate, r *Result) units.Rate { return max(steady, r.Download.Transfer) }
-		before := best(limitedSteady, res)
-		var afterWin int64
-		var afterRate units.Rate
-		rwnd := 1.0
-		ok := func() bool { return afterWin > 2*maxWin && (afterRate > before*11/10 || rwnd < 0.1) }
-		for attempt := 1; attempt <= 3 && !ok(); attempt++ {
-			after, afterSteady := run(t, fixed)
-			w, _ := window(t, after)
-			afterWin, afterRate = max(afterWin, w), max(afterRate, best(afterSteady, after))
-			rwnd = min(rwnd, after.Download.Server.RwndLimitedFraction())
-			t.Logf("with the tuner's fix %v / %v, run %d: largest window %d B, steady %.1f MB/s, average %.1f MB/s, server rwnd-limited %.0f %%",
-				fixed.ClientSysctls, fixed.ServerSysctls, attempt, w, mbpsF(afterSteady), mbpsF(after.Download.Transfer), 100*after.Download.Server.RwndLimitedFraction())
-		}
-		if !ok() {
-			t.Errorf("the fix gave a window of %d B and %.1f MB/s at best (rwnd-limited %.0f %%), want more than twice %d B and 10 %% more than %.1f MB/s or the receive window no longer limiting", afterWin, mbpsF(afterRate), 100*rwnd, maxWin, mbpsF(before))
+			// is checked above and the prediction below (a small window,
+			// far); the diagnosis and the tuner's fix need a transfer the
+			// window limited.
+			t.Logf("no run was limited by the window (the server rwnd-limited under 60 %% of the time in each): the guests' CPUs were the limit; the tuner's fix is not checked")
+		} else {
+			// The tuner's fix of that run, applied inside the VMs (host-wide
+			// keys too: a VM is a whole host), raises window and rate. The
+			// rate rises less than the window: the guests' CPU caps it.
+			tn := res.Tuning
+			if tn == nil || len(tn.Client) == 0 {
+				t.Fatalf("no tuning of the client: %+v", tn)
+			}
+			fixed := cfg
+			fixed.ClientSysctls = maps.Clone(cfg.ClientSysctls)
+			fixed.ServerSysctls = map[string]string{}
+			for _, c := range tn.Client {
+				fixed.ClientSysctls[c.Key] = c.To
+			}
+			for _, c := range tn.Server {
+				fixed.ServerSysctls[c.Key] = c.To
+			}
+			// Rates are compared as the better of a run's steady and average
+			// rate, the fix's best of up to three runs: on a busy machine an
+			// emulated guest's run is slowed by the machine (the steady rate
+			// of one run of the fix was 17-34 MB/s beside a busy core), never
+			// sped up, while the window is the kernel's rule on every run.
+			// When the guests were already near what their emulated CPUs
+			// carry (27-35 MB/s here, idle), the rate cannot rise by much:
+			// then the fix must at least have lifted the limit, the server no
+			// longer waiting for the receive window (TCP_INFO's rwnd-limited
+			// share under 10 %), which the kernel's accounting says on every
+			// run. The namespace lab's test (tuner/e2e) checks the rate itself.
+			best := func(steady units.Rate, r *Result) units.Rate { return max(steady, r.Download.Transfer) }
+			before := best(limitedSteady, res)
+			var afterWin int64
+			var afterRate units.Rate
+			rwnd := 1.0
+			ok := func() bool { return afterWin > 2*maxWin && (afterRate > before*11/10 || rwnd < 0.1) }
+			for attempt := 1; attempt <= 3 && !ok(); attempt++ {
+				after, afterSteady := run(t, fixed)
+				w, _ := window(t, after)
+				afterWin, afterRate = max(afterWin, w), max(afterRate, best(afterSteady, after))
+				rwnd = min(rwnd, after.Download.Server.RwndLimitedFraction())
+				t.Logf("with the tuner's fix %v / %v, run %d: largest window %d B, steady %.1f MB/s, average %.1f MB/s, server rwnd-limited %.0f %%",
+					fixed.ClientSysctls, fixed.ServerSysctls, attempt, w, mbpsF(afterSteady), mbpsF(after.Download.Transfer), 100*after.Download.Server.RwndLimitedFraction())
+			}
+			if !ok() {
+				t.Errorf("the fix gave a window of %d B and %.1f MB/s at best (rwnd-limited %.0f %%), want more than twice %d B and 10 %% more than %.1f MB/s or the receive window no longer limiting", afterWin, mbpsF(afterRate), 100*rwnd, maxWin, mbpsF(before))
+			}
 		}
 
 		if err := v.SetMTU(ctx, 1500); err != nil {
