@@ -15,6 +15,7 @@ package analyzer
 import (
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"time"
 
@@ -193,7 +194,8 @@ const maxFreeDirs = 1024
 // New returns an Analyzer.
 func New(opts Options) *Analyzer {
 	opts.normalize()
-	return &Analyzer{opts: opts, res: &Result{}, conns: make(map[connKey]*Connection)}
+	// lastNs starts past every time, so the first frame takes clockOther.
+	return &Analyzer{opts: opts, res: &Result{}, conns: make(map[connKey]*Connection), lastNs: math.MaxInt64}
 }
 
 // AnalyzeFile analyzes the capture at path. A file that ends mid-record
@@ -341,7 +343,21 @@ func (a *Analyzer) merge(all bool) {
 
 // clock turns a frame's capture time into the analysis time: ns from the
 // first frame analyzed, never earlier than the previous frame's.
+// The test of a frame in order is small enough to inline; the first
+// frame (lastNs starts at the largest time) and one that goes back in
+// time take clockOther.
 func (a *Analyzer) clock(ns int64) int64 {
+	if ns < a.lastNs {
+		return a.clockOther(ns)
+	}
+	a.lastNs = ns
+	a.last = ns - a.start
+	return a.last
+}
+
+// clockOther is clock for the first frame and one older than the frame
+// before.
+func (a *Analyzer) clockOther(ns int64) int64 {
 	if !a.began {
 		a.began = true
 		a.start = ns

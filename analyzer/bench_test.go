@@ -285,3 +285,29 @@ func TestCompareManyWithTcptrace(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteProfileCaptures writes the synthetic captures that
+// scripts/pgo-profile.sh analyzes to profile the wanlab binary: the 1 GB
+// bulk transfer of TestCompareWithTcptrace (bulk.pcap) and the 20,000
+// short connections of TestCompareManyWithTcptrace (many.pcap), into the
+// directory WANLAB_SYNTH_DIR names. It runs only when that is set.
+func TestWriteProfileCaptures(t *testing.T) {
+	dir := os.Getenv("WANLAB_SYNTH_DIR")
+	if dir == "" {
+		t.Skip("set WANLAB_SYNTH_DIR to write the profiling captures")
+	}
+	write := func(name string, fn func(io.Writer) error) {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fn(f); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("bulk.pcap", func(w io.Writer) error { _, err := synth.Write(w, bulkConfig(1<<30)); return err })
+	write("many.pcap", func(w io.Writer) error { _, err := synth.WriteMany(w, synth.ManyConfig{Conns: 20000}); return err })
+}

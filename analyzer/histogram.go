@@ -53,16 +53,13 @@ func histValue(i int) float64 {
 func (h *histogram) add(v uint64) {
 	// One unsigned comparison checks both ends of the allocated buckets
 	// (and lets the compiler drop the bounds check of the increment).
-	if j := uint(histIndex(v) - h.lo); j < uint(len(h.counts)) {
-		h.counts[j]++
-	} else {
+	j := uint(histIndex(v) - h.lo)
+	if j >= uint(len(h.counts)) {
 		h.addGrow(v)
 		return
 	}
-	if v < h.min {
-		h.min = v
-	}
-	h.max = max(h.max, v)
+	h.counts[j]++
+	h.min, h.max = min(h.min, v), max(h.max, v)
 	h.n++
 }
 

@@ -68,19 +68,7 @@ func (q *frameQueue) pop() *queuedPacket {
 	return p
 }
 
-// dupKey identifies one IPv4 packet: a second frame with the same key is
-// the same packet captured again, since a sender gives every packet it
-// sends, a retransmission included, a new IP ID.
-type dupKey struct {
-	src, dst     [4]byte
-	sport, dport uint16
-	seq, ack     uint32
-	payload      int
-	id           uint16
-	flags        uint8
-}
-
-// dupEntry is a packet's fingerprint (a 64-bit hash of its dupKey) and
+// dupEntry is a packet's fingerprint (dupFingerprint, a 64-bit hash) and
 // capture time: 16 bytes, so the table stays in the cache.
 type dupEntry struct {
 	fp uint64
@@ -101,35 +89,34 @@ const (
 	dupWithin = int64(200 * time.Millisecond)
 )
 
-// fingerprint hashes every field of k: multiply-xorshift rounds, each a
-// bijection of the running hash for a given word, so keys that differ in
-// one word never collide.
-func (k *dupKey) fingerprint() uint64 {
-	w := [4]uint64{
-		uint64(binary.BigEndian.Uint32(k.src[:]))<<32 | uint64(binary.BigEndian.Uint32(k.dst[:])),
-		uint64(k.sport)<<48 | uint64(k.dport)<<32 | uint64(k.seq),
-		uint64(k.ack)<<32 | uint64(uint32(k.payload)),
-		uint64(k.payload>>32)<<24 | uint64(k.id)<<8 | uint64(k.flags),
-	}
-	h := uint64(0x243F6A8885A308D3)
-	for _, x := range w {
-		h = (h ^ x) * 0x9E3779B97F4A7C15
-		h ^= h >> 31
-	}
-	return h
-}
-
 // dupFingerprint is the fingerprint by which the duplicate filter knows
 // p, or 0 for a packet it never calls a duplicate: IPv6 has no ID, and an
-// IPv4 ID of 0 (allowed with DF, RFC 6864) tells nothing. It depends on
+// IPv4 ID of 0 (allowed with DF, RFC 6864) tells nothing. It hashes what
+// identifies one IPv4 packet (addresses, ports, sequence and ACK numbers,
+// payload length, IP ID and TCP flags): a second frame that agrees in all
+// of them is the same packet captured again, since a sender gives every
+// packet it sends, a retransmission included, a new IP ID. It depends on
 // the packet alone, so the reader stage computes it beside the decoding.
+//
+// The words are read from p and mixed in registers: gathered into a key
+// struct first, they were stored field by field and read back in wide
+// moves, which stalls the CPU's store forwarding on every packet.
 func dupFingerprint(p *decode.Packet) uint64 {
 	if p.IPVersion != 4 || p.IPID == 0 {
 		return 0
 	}
-	k := dupKey{src: [4]byte(p.Src[:4]), dst: [4]byte(p.Dst[:4]), sport: p.SrcPort, dport: p.DstPort,
-		seq: p.Seq, ack: p.Ack, payload: p.PayloadLen, id: p.IPID, flags: p.Flags}
-	return max(k.fingerprint(), 1)
+	h := dupMix(0x243F6A8885A308D3, uint64(binary.BigEndian.Uint32(p.Src[:4]))<<32|uint64(binary.BigEndian.Uint32(p.Dst[:4])))
+	h = dupMix(h, uint64(p.SrcPort)<<48|uint64(p.DstPort)<<32|uint64(p.Seq))
+	h = dupMix(h, uint64(p.Ack)<<32|uint64(uint32(p.PayloadLen)))
+	h = dupMix(h, uint64(p.PayloadLen>>32)<<24|uint64(p.IPID)<<8|uint64(p.Flags))
+	return max(h, 1)
+}
+
+// dupMix is one multiply-xorshift round: a bijection of the running hash h
+// for a given word x, so packets that differ in one word never collide.
+func dupMix(h, x uint64) uint64 {
+	h = (h ^ x) * 0x9E3779B97F4A7C15
+	return h ^ h>>31
 }
 
 // duplicate reports whether the packet of fingerprint h (dupFingerprint),

@@ -3,6 +3,8 @@ package analyzer
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/wanlab/wanlab/analyzer/decode"
 )
 
 // TestTSRingStartsSmall checks that the ring starting at tsRingFirst
@@ -51,26 +53,37 @@ func TestTSRingStartsSmall(t *testing.T) {
 	}
 }
 
-// TestDupFingerprint checks that packets differing in any one field of
-// their key get different fingerprints.
+// TestDupFingerprint checks that packets differing in any one field that
+// identifies them get different fingerprints, and that IPv6 packets and
+// IPv4 packets without an ID get none.
 func TestDupFingerprint(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 10000 {
-		k := dupKey{src: [4]byte{byte(rng.Uint32()), 1, 2, 3}, dst: [4]byte{10, 0, 0, byte(rng.Uint32())},
-			sport: uint16(rng.Uint32()), dport: 80, seq: rng.Uint32(), ack: rng.Uint32(), payload: rng.IntN(65536),
-			id: uint16(rng.Uint32()), flags: uint8(rng.Uint32())}
-		base := k.fingerprint()
-		for i, mod := range []func(*dupKey){
-			func(k *dupKey) { k.src[3]++ }, func(k *dupKey) { k.dst[0]++ }, func(k *dupKey) { k.sport++ },
-			func(k *dupKey) { k.dport++ }, func(k *dupKey) { k.seq++ }, func(k *dupKey) { k.ack++ },
-			func(k *dupKey) { k.payload++ }, func(k *dupKey) { k.id++ }, func(k *dupKey) { k.flags ^= 0x10 },
+		p := decode.Packet{IPVersion: 4, Src: [16]byte{byte(rng.Uint32()), 1, 2, 3}, Dst: [16]byte{10, 0, 0, byte(rng.Uint32())},
+			SrcPort: uint16(rng.Uint32()), DstPort: 80, Seq: rng.Uint32(), Ack: rng.Uint32(), PayloadLen: rng.IntN(65536),
+			IPID: uint16(rng.Uint32()) | 1, Flags: uint8(rng.Uint32())}
+		base := dupFingerprint(&p)
+		if base == 0 {
+			t.Fatalf("no fingerprint for %+v", p)
+		}
+		for i, mod := range []func(*decode.Packet){
+			func(p *decode.Packet) { p.Src[3]++ }, func(p *decode.Packet) { p.Src[0]++ }, func(p *decode.Packet) { p.Dst[0]++ },
+			func(p *decode.Packet) { p.Dst[3]++ }, func(p *decode.Packet) { p.SrcPort++ }, func(p *decode.Packet) { p.DstPort++ },
+			func(p *decode.Packet) { p.Seq++ }, func(p *decode.Packet) { p.Ack++ }, func(p *decode.Packet) { p.PayloadLen++ },
+			func(p *decode.Packet) { p.PayloadLen += 1 << 32 }, func(p *decode.Packet) { p.IPID += 2 },
+			func(p *decode.Packet) { p.Flags ^= 0x10 },
 		} {
-			m := k
+			m := p
 			mod(&m)
-			if m.fingerprint() == base {
-				t.Fatalf("field %d changed, fingerprint the same: %+v %+v", i, k, m)
+			if dupFingerprint(&m) == base {
+				t.Fatalf("field %d changed, fingerprint the same: %+v %+v", i, p, m)
 			}
 		}
+	}
+	v6 := decode.Packet{IPVersion: 6, IPID: 0, SrcPort: 1, DstPort: 2}
+	noID := decode.Packet{IPVersion: 4, IPID: 0, SrcPort: 1, DstPort: 2}
+	if dupFingerprint(&v6) != 0 || dupFingerprint(&noID) != 0 {
+		t.Error("IPv6 or an IPv4 ID of 0 got a fingerprint")
 	}
 }
 

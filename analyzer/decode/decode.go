@@ -288,7 +288,9 @@ func parseOptions(o []byte, p *Packet) {
 		p.WScale = int8(min(o[19], 14)) // RFC 7323 2.3: larger shifts are treated as 14
 		o = o[20:]
 	}
-	walkOptions(o, p)
+	if len(o) > 0 {
+		walkOptions(o, p)
+	}
 }
 
 // walkOptions reads the options o into p one by one.
