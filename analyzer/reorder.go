@@ -98,9 +98,9 @@ const (
 // packet it sends, a retransmission included, a new IP ID. It depends on
 // the packet alone, so the reader stage computes it beside the decoding.
 //
-// The words are read from p and mixed in registers: gathered into a key
-// struct first, they were stored field by field and read back in wide
-// moves, which stalls the CPU's store forwarding on every packet.
+// The words are read from p and mixed in registers: a key struct, stored
+// field by field and copied in wide moves, would stall the CPU's store
+// forwarding on every packet.
 func dupFingerprint(p *decode.Packet) uint64 {
 	if p.IPVersion != 4 || p.IPID == 0 {
 		return 0
