@@ -1,6 +1,10 @@
 package analyzer
 
-import "time"
+import (
+	"math"
+	"math/bits"
+	"time"
+)
 
 // Decimation. A Series never holds more than its point budget
 // (Options.MaxPoints, default 4096). Samples fall into time buckets that
@@ -191,14 +195,16 @@ type DirectionSeries struct {
 	Throughput      Series // data bytes sent per bucket (Sum)
 	Goodput         Series // new (unique) bytes sent per bucket (Sum)
 
-	// Samples first gather in one 100 µs accumulator per series (plain
-	// field updates on the per-packet path); a full accumulator becomes
-	// one point of its series when time moves past it.
-	pend     [numSeries]acc
-	pendEnd  time.Duration
-	pendT    time.Duration
-	pendStep time.Duration // the narrowest bucket among the series
-	ptrs     [numSeries]*Series
+	// Samples first gather in one accumulator per series (plain field
+	// updates on the per-packet path), which spans one bucket of its
+	// series; it becomes a point (or joins the newest) when time moves
+	// past that bucket. A series' buckets are its own: a sparse series
+	// at 100 µs does not make a busy one flush on every packet.
+	pend    [numSeries]acc
+	pendEnd time.Duration // the earliest end among the placed accumulators
+	now     time.Duration // the time roll was last given
+	opened  uint16        // accumulators that took their first sample since the last rollOver
+	ptrs    [numSeries]*Series
 }
 
 // Series indexes, in the order of All.
@@ -219,19 +225,25 @@ const (
 	numSeries
 )
 
-// acc accumulates the samples of one series within one initial bucket.
+// acc accumulates the samples of one series within one of its buckets.
 type acc struct {
 	n                        int
 	first, lo, hi, last, sum float64
+	t0                       time.Duration // time of the first sample
+	t, end                   time.Duration // the bucket, once placed (rollOver)
 }
 
-// add records one sample. Plain comparisons stand in for min and max,
-// whose NaN and signed-zero rules cost several instructions each: samples
-// are byte counts, sequence offsets and non-negative times, never NaN nor
-// -0, so the result is the same.
-func (a *acc) add(lo, hi float64) {
+// add records one sample in series i's accumulator. Plain comparisons
+// stand in for min and max, whose NaN and signed-zero rules cost several
+// instructions each: samples are byte counts, sequence offsets and
+// non-negative times, never NaN nor -0, so the result is the same. The
+// first sample notes its time and leaves the accumulator to be placed in
+// its series' bucket by the next roll.
+func (s *DirectionSeries) add(i int, lo, hi float64) {
+	a := &s.pend[i]
 	if a.n == 0 {
-		a.first, a.lo, a.hi = lo, lo, hi
+		a.first, a.lo, a.hi, a.t0 = lo, lo, hi, s.now
+		s.opened |= 1 << i
 	} else {
 		if lo < a.lo {
 			a.lo = lo
@@ -245,43 +257,67 @@ func (a *acc) add(lo, hi float64) {
 	a.n++
 }
 
-// roll flushes the accumulators if t is past their bucket.
-// The accumulators span the narrowest bucket any non-empty series has
-// reached, so a long transfer flushes rarely. roll is the comparison
-// alone, small enough to inline: most packets stay within the bucket.
+// roll moves the series to time t: it flushes the accumulators whose
+// bucket t is past, and places those that took a first sample. roll is
+// the comparison alone, small enough to inline: most packets stay within
+// the buckets and open none.
 func (s *DirectionSeries) roll(t time.Duration) {
-	if t >= s.pendEnd {
+	s.now = t
+	if t >= s.pendEnd || s.opened != 0 {
 		s.rollOver(t)
 	}
 }
 
-// rollOver flushes the accumulators and starts the bucket holding t.
+// rollOver places the newly opened accumulators, flushes those whose
+// bucket ended by t, and notes the earliest end of the others.
 func (s *DirectionSeries) rollOver(t time.Duration) {
-	s.flush()
-	if s.pendStep == 0 {
-		s.pendStep = initialBucket
-	}
-	s.pendT = t - t%s.pendStep
-	s.pendEnd = s.pendT + s.pendStep
-}
-
-func (s *DirectionSeries) flush() {
-	step := time.Duration(0)
+	s.place()
+	next := time.Duration(math.MaxInt64)
 	for i := range s.pend {
 		a := &s.pend[i]
-		sr := s.ptrs[i]
-		if a.n > 0 {
-			sr.addAcc(s.pendT, s.pendStep, a)
-			*a = acc{}
+		if a.n == 0 {
+			continue
 		}
-		if len(sr.Points) > 0 && (step == 0 || sr.Bucket < step) {
-			step = sr.Bucket
+		if a.end <= t {
+			s.flushOne(i)
+			continue
+		}
+		next = min(next, a.end)
+	}
+	s.pendEnd = next
+}
+
+// place sets the bucket of every accumulator opened since the last
+// rollOver: the bucket of its series that holds its first sample. Its
+// series cannot change until it is flushed (only this accumulator adds to
+// it), so the bucket stays right.
+func (s *DirectionSeries) place() {
+	for m := s.opened; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros16(m)
+		a, b := &s.pend[i], s.ptrs[i].Bucket
+		a.t = a.t0 - a.t0%b
+		a.end = a.t + b
+	}
+	s.opened = 0
+}
+
+// flushOne merges accumulator i into its series and empties it.
+func (s *DirectionSeries) flushOne(i int) {
+	a, sr := &s.pend[i], s.ptrs[i]
+	sr.addAcc(a.t, sr.Bucket, a)
+	*a = acc{}
+}
+
+// flush merges every non-empty accumulator into its series (the end of
+// the connection).
+func (s *DirectionSeries) flush() {
+	s.place()
+	for i := range s.pend {
+		if s.pend[i].n > 0 {
+			s.flushOne(i)
 		}
 	}
-	if step == 0 {
-		step = initialBucket
-	}
-	s.pendStep = step
+	s.pendEnd = math.MaxInt64
 }
 
 func newDirSeries(n int) *DirectionSeries {
@@ -313,45 +349,45 @@ func (s *DirectionSeries) All() []*Series {
 // recordSegment records a data segment's sequence range and bytes.
 func (s *DirectionSeries) recordSegment(span *seqSpan, seglen uint32, retrans bool) {
 	if retrans {
-		s.pend[sRetransmissions].add(float64(span.start), float64(span.end))
+		s.add(sRetransmissions, float64(span.start), float64(span.end))
 	} else {
-		s.pend[sSegments].add(float64(span.start), float64(span.end))
+		s.add(sSegments, float64(span.start), float64(span.end))
 	}
-	s.pend[sThroughput].add(float64(seglen), float64(seglen))
+	s.add(sThroughput, float64(seglen), float64(seglen))
 	if span.newBytes > 0 {
-		s.pend[sGoodput].add(float64(span.newBytes), float64(span.newBytes))
+		s.add(sGoodput, float64(span.newBytes), float64(span.newBytes))
 	}
 }
 
 // recordAck records the peer's cumulative ACK and, unless it came on a
 // SYN, the window it advertised.
 func (s *DirectionSeries) recordAck(relAck, window int64, hasWindow bool, fl PacketFlags) {
-	s.pend[sAcks].add(float64(relAck), float64(relAck))
+	s.add(sAcks, float64(relAck), float64(relAck))
 	if hasWindow {
-		s.pend[sReceiveWindow].add(float64(relAck+window), float64(relAck+window))
-		s.pend[sAdvWindow].add(float64(window), float64(window))
+		s.add(sReceiveWindow, float64(relAck+window), float64(relAck+window))
+		s.add(sAdvWindow, float64(window), float64(window))
 	}
 	if fl&DupAck != 0 {
-		s.pend[sDupAcks].add(float64(relAck), float64(relAck))
+		s.add(sDupAcks, float64(relAck), float64(relAck))
 	}
 	if fl&ZeroWindow != 0 {
-		s.pend[sZeroWindows].add(float64(relAck), float64(relAck))
+		s.add(sZeroWindows, float64(relAck), float64(relAck))
 	}
 }
 
 // recordSACK records one SACK block.
 func (s *DirectionSeries) recordSACK(left, right int64) {
-	s.pend[sSACK].add(float64(left), float64(right))
+	s.add(sSACK, float64(left), float64(right))
 }
 
 // recordRTT records a Karn RTT sample of d ns.
-func (s *DirectionSeries) recordRTT(d int64) { s.pend[sRTT].add(float64(d)/1e6, float64(d)/1e6) }
+func (s *DirectionSeries) recordRTT(d int64) { s.add(sRTT, float64(d)/1e6, float64(d)/1e6) }
 
 // recordTSRTT records a timestamp RTT sample of d ns.
-func (s *DirectionSeries) recordTSRTT(d int64) { s.pend[sTSRTT].add(float64(d)/1e6, float64(d)/1e6) }
+func (s *DirectionSeries) recordTSRTT(d int64) { s.add(sTSRTT, float64(d)/1e6, float64(d)/1e6) }
 
 // recordInFlight records the bytes in flight after a data segment.
-func (s *DirectionSeries) recordInFlight(v int64) { s.pend[sInFlight].add(float64(v), float64(v)) }
+func (s *DirectionSeries) recordInFlight(v int64) { s.add(sInFlight, float64(v), float64(v)) }
 
 // reduced returns a copy of the series decimated to at most maxPoints
 // points each, holding no more memory than those points.
