@@ -7,11 +7,15 @@ import (
 )
 
 // TestAccumulatorsMatchDirectAdds checks that a direction's series, fed
-// through its per-series accumulators, hold exactly the points they would
-// hold had every sample been added to them directly (Series.AddRange):
-// busy and sparse series side by side (a sparse one keeps narrow buckets
-// while a busy one widens its own), gaps from microseconds to seconds,
-// and budgets small enough that every busy series merges many times.
+// through their accumulators, hold exactly the points they would hold had
+// every sample been added to them directly (Series.AddRange): busy and
+// sparse series side by side (a sparse one keeps narrow buckets while a
+// busy one widens its own), series that start late, when the others'
+// buckets are wide (a first retransmission: when the accumulators shared
+// the narrowest bucket of the series that had points, such a series' first
+// point took the start of a wide bucket as its time), gaps from
+// microseconds to seconds, and budgets small enough that every
+// busy series merges many times.
 // Samples are whole numbers, as byte counts and sequence offsets are, so
 // sums are exact in either order.
 func TestAccumulatorsMatchDirectAdds(t *testing.T) {
@@ -26,11 +30,15 @@ func TestAccumulatorsMatchDirectAdds(t *testing.T) {
 		// Each series gets a sample in a packet with its own probability:
 		// some nearly always, some rarely.
 		var prob [numSeries]float64
+		var from [numSeries]int // the step a series takes its first sample from
 		for i := range prob {
 			prob[i] = []float64{0.95, 0.5, 0.05, 0.005}[rng.IntN(4)]
+			if rng.IntN(3) == 0 {
+				from[i] = rng.IntN(20000) // starts late, when the others' buckets have widened
+			}
 		}
 		now := time.Duration(rng.Int64N(int64(time.Second)))
-		for range 20000 {
+		for step := range 20000 {
 			switch r := rng.Float64(); {
 			case r < 0.6:
 				now += time.Duration(rng.Int64N(int64(50 * time.Microsecond)))
@@ -41,7 +49,7 @@ func TestAccumulatorsMatchDirectAdds(t *testing.T) {
 			}
 			ds.roll(now)
 			for i := range prob {
-				for rng.Float64() < prob[i] {
+				for step >= from[i] && rng.Float64() < prob[i] {
 					lo := float64(rng.Int64N(1 << 40))
 					hi := lo + float64(rng.Int64N(1<<16))
 					ds.add(i, lo, hi)
