@@ -206,8 +206,9 @@ func WriteCSV(w io.Writer, conns []*Connection) error {
 		return err
 	}
 	// The rows are appended by hand: their fields are numbers and names
-	// that need no quoting (csvSafe), and encoding/csv's string per
-	// field cost more than the analysis of a bulk capture's packets.
+	// that need no quoting (csvField quotes a name that would), and
+	// encoding/csv's string per field cost more than the analysis of a
+	// bulk capture's packets.
 	// Series are formatted in windows of about csvWindowPoints points,
 	// the series of a window on all cores at once, and written in order.
 	bw := bufio.NewWriterSize(w, 64<<10)

@@ -198,8 +198,10 @@ type DirectionSeries struct {
 	// Samples first gather in one accumulator per series (plain field
 	// updates on the per-packet path), which spans one bucket of its
 	// series; it becomes a point (or joins the newest) when time moves
-	// past that bucket. A series' buckets are its own: a sparse series
-	// at 100 µs does not make a busy one flush on every packet.
+	// past that bucket. A series' buckets are its own: a series that
+	// starts late gets its first point in its own narrow bucket, not at
+	// the start of a busy series' wide one, and a sparse series at
+	// 100 µs does not make a busy one flush on every packet.
 	pend    [numSeries]acc
 	pendEnd time.Duration // the earliest end among the placed accumulators
 	now     time.Duration // the time roll was last given

@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -pgo=off -o "$work/wanlab" ./cmd/wanlab
-WANLAB_SYNTH_DIR=$work go test -pgo=off -count=1 -run '^TestWriteProfileCaptures$' ./analyzer >/dev/null
+WANLAB_SYNTH_DIR=$work go test -pgo=off -count=1 -run "^TestWriteProfileCaptures$" ./analyzer
 for i in 1 2 3 4 5; do
 	"$work/wanlab" analyze --format csv --cpuprofile "$work/prof.bulk-csv.$i" "$work/bulk.pcap" >/dev/null
 	"$work/wanlab" analyze --format json --cpuprofile "$work/prof.bulk-json.$i" "$work/bulk.pcap" >/dev/null
@@ -30,15 +30,15 @@ for i in 1 2 3 4 5; do
 	"$work/wanlab" analyze --cpuprofile "$work/prof.many-text.$i" "$work/many.pcap" >/dev/null
 done
 go test -pgo=off -count=1 -run '^$' -bench 'Pipeline' -benchtime 0.1s -o "$work/engine.test" \
-	-cpuprofile "$work/prof.engine" ./proxy/engine >/dev/null
+	-cpuprofile "$work/prof.engine" ./proxy/engine
 go test -pgo=off -count=1 -run '^$' -bench 'PipelineClasses' -benchtime 0.1s -o "$work/htb.test" \
-	-cpuprofile "$work/prof.htb" ./proxy/htb >/dev/null
+	-cpuprofile "$work/prof.htb" ./proxy/htb
 if [ "$(id -u)" = 0 ]; then
 	go test -pgo=off -count=1 -run '^$' -bench 'TCPBulk/(offload|water)' -benchtime 50x -o "$work/proxy.test" \
-		-cpuprofile "$work/prof.proxy" ./proxy >/dev/null
+		-cpuprofile "$work/prof.proxy" ./proxy
 else
 	echo "pgo-profile: not root, the proxy's forwarding between namespaces is left out" >&2
 fi
-go tool pprof -proto "$work"/prof.* >"$work/default.pgo" 2>/dev/null
+go tool pprof -proto "$work"/prof.* >"$work/default.pgo"
 mv "$work/default.pgo" cmd/wanlab/default.pgo
 echo "wrote cmd/wanlab/default.pgo ($(wc -c <cmd/wanlab/default.pgo) bytes)"
