@@ -9,6 +9,7 @@ import (
 
 	"github.com/wanlab/wanlab/bench"
 	"github.com/wanlab/wanlab/experiment"
+	"github.com/wanlab/wanlab/proxy/control"
 	"github.com/wanlab/wanlab/proxy/route"
 )
 
@@ -18,7 +19,7 @@ func init() {
 		Usage:     "undo what any crashed or killed wanlab command left on the host",
 		UsageText: "wanlab cleanup\n\nexample:\n   wanlab cleanup        # after a crash, kill -9 or reboot-less power loss of a wanlab command",
 		Description: "Runs every command's own cleanup, in this order: `proxy cleanup` (policy rules,\n" +
-			"routing tables and sysctls of proxies that are no longer running, from their journals in\n" +
+			"routing tables, sysctls, tokens and endpoint files of proxies that are no longer running, from their journals in\n" +
 			route.DefaultStateDir + "), `experiment cleanup` (namespaces, veths and state of dead labs, and\n" +
 			"the tuner's backups of namespaces that no longer exist) and `bench cleanup` (the same for\n" +
 			"benchmarks). What running commands hold is left alone. `wanlab tune revert` and `wanlab\n" +
@@ -43,6 +44,10 @@ func runCleanup(cc *cli.Context) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("proxy: %w", err))
 	}
+	creds, err := control.RemoveStaleCredentials(route.DefaultStateDir)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("proxy: %w", err))
+	}
 	removed, err := experiment.Cleanup()
 	if err != nil {
 		errs = append(errs, fmt.Errorf("experiment: %w", err))
@@ -51,6 +56,7 @@ func runCleanup(cc *cli.Context) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("bench: %w", err))
 	}
+	removed = append(creds, removed...)
 	for _, r := range append(removed, more...) {
 		fmt.Fprintf(w, "removed %s\n", r)
 	}

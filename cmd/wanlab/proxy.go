@@ -219,8 +219,12 @@ func runProxy(cc *cli.Context) error {
 	if err != nil {
 		return usageError(fmt.Errorf("proxy: --pcap-limit: %w", err))
 	}
-	ctx, stop := signal.NotifyContext(cc.Context, os.Interrupt, syscall.SIGTERM)
+	// Every signal that would end the proxy ends it through the closers, so
+	// that its routing, token and endpoint files go with it. SIGPIPE (a
+	// closed stdout) then fails the write instead of killing the process.
+	ctx, stop := signal.NotifyContext(cc.Context, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	stopProfile, err := startCPUProfile(cc.String("cpuprofile"))
 	if err != nil {
 		return fmt.Errorf("proxy: --cpuprofile: %w", err)
@@ -288,8 +292,15 @@ func runProxy(cc *cli.Context) error {
 		return fmt.Errorf("proxy: --control: %w", err)
 	}
 	// The token is on disk before anyone can be answered: a client that
-	// reaches the API can find it.
-	removeCreds, err := control.WriteCredentials(cfg.StateDir, cfg.Ifaces, addr, acc.Token)
+	// reaches the API can find it. The endpoint file names the literal
+	// address bound (localhost resolved once, here) and this process.
+	ep, err := control.SelfEndpoint(l)
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("proxy: %w", err)
+	}
+	addr = ep.Address
+	removeCreds, err := control.WriteCredentials(cfg.StateDir, cfg.Ifaces, ep, acc.Token)
 	if err != nil {
 		l.Close()
 		return fmt.Errorf("proxy: %w", err)
@@ -368,10 +379,14 @@ func runProxyCleanup(cc *cli.Context) error {
 	for _, p := range undone {
 		fmt.Fprintf(w, "restored %s\n", p)
 	}
-	if err != nil {
+	removed, cerr := control.RemoveStaleCredentials(cc.String("state-dir"))
+	for _, p := range removed {
+		fmt.Fprintf(w, "removed %s\n", p)
+	}
+	if err = errors.Join(err, cerr); err != nil {
 		return fmt.Errorf("proxy cleanup: %w", err)
 	}
-	if len(undone) == 0 {
+	if len(undone)+len(removed) == 0 {
 		fmt.Fprintln(w, "nothing to clean up")
 	}
 	return nil

@@ -42,8 +42,11 @@ func controlFlags() []cli.Flag {
 }
 
 // controlClient dials --control, or the one proxy socket in proxyControlDir.
-// Over TCP it sends the proxy's token: --token-file, or the token file of
-// the proxy in proxyControlDir that listens on that address.
+// Over TCP the address is looked up among the .control files the proxies in
+// proxyControlDir wrote (a name such as localhost only matches the literal
+// address a proxy wrote there), the client checks that the listener there
+// is that proxy's before it sends the token (--token-file, or the token
+// file beside the .control), and refuses a proxy that is no longer running.
 func controlClient(cc *cli.Context) (*control.Client, error) {
 	addr := cc.String("control")
 	if addr == "" {
@@ -52,15 +55,31 @@ func controlClient(cc *cli.Context) (*control.Client, error) {
 			return nil, err
 		}
 	}
-	c := control.Dial(addr)
-	var tok string
-	var err error
-	switch f := cc.String("token-file"); {
-	case f != "":
-		tok, err = control.ReadToken(f)
+	tokFile := cc.String("token-file")
+	var c *control.Client
+	switch {
 	case control.IsTCP(addr):
-		tok, err = control.TokenFor(proxyControlDir, addr)
+		found, err := control.FindTCP(proxyControlDir, addr)
+		switch {
+		case err == nil:
+			c = control.DialEndpoint(found.Endpoint)
+			if tokFile == "" {
+				tokFile = found.TokenFile
+			}
+		case errors.Is(err, control.ErrStale) || tokFile == "":
+			return nil, err
+		default:
+			// An address with a token file and no .control here: the
+			// listener must be root's or this user's.
+			c = control.Dial(addr)
+		}
+	default:
+		c = control.Dial(addr)
 	}
+	if tokFile == "" {
+		return c, nil
+	}
+	tok, err := control.ReadToken(tokFile)
 	if err != nil {
 		return nil, err
 	}

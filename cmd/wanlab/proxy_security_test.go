@@ -31,7 +31,11 @@ func startFakeTCP(t *testing.T) (*fakeProxy, string, string) {
 	}
 	t.Cleanup(func() { s.Close() })
 	addr := s.Addr().String()
-	remove, err := control.WriteCredentials(dir, [2]string{"veth-a", "veth-b"}, addr, tok)
+	ep, err := s.Endpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	remove, err := control.WriteCredentials(dir, [2]string{"veth-a", "veth-b"}, ep, tok)
 	if err != nil {
 		t.Fatal(err)
 	}

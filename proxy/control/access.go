@@ -10,8 +10,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
+
+	"github.com/wanlab/wanlab/internal/peerlimit"
 )
 
 // Access says who, beside root and the proxy's own user, may use the API.
@@ -36,31 +36,22 @@ func NewToken() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-// peer is what a connection tells about the process at its other end.
-type peer struct {
-	unix   bool // a unix socket connection with readable credentials
-	uid    int
-	gid    int
-	groups []int // supplementary groups (SO_PEERGROUPS), when the kernel tells
-}
-
 type peerKey struct{}
 
 // withPeer records the peer of c in the request context (http.Server's
-// ConnContext), so the guard can check who is asking.
+// ConnContext), so the guard can check who is asking on a unix socket.
 func withPeer(ctx context.Context, c net.Conn) context.Context {
-	if lc, ok := c.(*limitedConn); ok {
-		c = lc.Conn
-	}
-	if uc, ok := c.(*net.UnixConn); ok {
-		if p, ok := peerCred(uc); ok {
+	if pc, ok := c.(*peerlimit.Conn); ok {
+		if p := pc.Peer(); p.Unix && p.HasUID {
 			return context.WithValue(ctx, peerKey{}, p)
 		}
 	}
 	return ctx
 }
 
-// guard admits a request or answers 401/403 without reaching the API.
+// guard admits a request or answers 401/403 without reaching the API. A
+// refused connection is closed after its answer, so a caller who may not
+// use the API holds no slot for long.
 type guard struct {
 	acc  Access
 	euid int
@@ -68,15 +59,17 @@ type guard struct {
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if p, ok := r.Context().Value(peerKey{}).(peer); ok && p.unix {
+	if p, ok := r.Context().Value(peerKey{}).(peerlimit.Peer); ok {
 		if !g.admits(p) {
-			writeError(w, http.StatusForbidden, fmt.Sprintf("uid %d may not control this proxy (%s)", p.uid, g.who()))
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusForbidden, "not admitted to control this proxy")
 			return
 		}
 		g.next.ServeHTTP(w, r)
 		return
 	}
 	if !g.tokenOK(r.Header.Get("Authorization")) {
+		w.Header().Set("Connection", "close")
 		w.Header().Set("WWW-Authenticate", `Bearer realm="wanlab proxy"`)
 		writeError(w, http.StatusUnauthorized, "missing or wrong bearer token: send \"Authorization: Bearer TOKEN\" "+
 			"with the token in the proxy's .token file (readable by root and the proxy's owner)")
@@ -85,22 +78,11 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.next.ServeHTTP(w, r)
 }
 
-func (g *guard) admits(p peer) bool {
-	if p.uid == 0 || p.uid == g.euid {
+func (g *guard) admits(p peerlimit.Peer) bool {
+	if p.UID == 0 || p.UID == g.euid {
 		return true
 	}
-	return g.acc.HasGroup && (p.gid == g.acc.Group || slices.Contains(p.groups, g.acc.Group))
-}
-
-func (g *guard) who() string {
-	w := "allowed: root"
-	if g.euid != 0 {
-		w += fmt.Sprintf(", uid %d", g.euid)
-	}
-	if g.acc.HasGroup {
-		w += fmt.Sprintf(", members of gid %d", g.acc.Group)
-	}
-	return w
+	return g.acc.HasGroup && (p.GID == g.acc.Group || slices.Contains(p.Groups, g.acc.Group))
 }
 
 func (g *guard) tokenOK(h string) bool {
@@ -111,42 +93,15 @@ func (g *guard) tokenOK(h string) bool {
 	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(g.acc.Token)) == 1
 }
 
-// limitListener closes connections beyond max at accept, so a flood of
-// idle connections cannot grow the proxy's memory or file table; each
-// admitted connection is bounded in time by the server's timeouts.
-type limitListener struct {
-	net.Listener
-	max    int64
-	active atomic.Int64
-}
-
-func newLimitListener(l net.Listener, max int) *limitListener {
-	return &limitListener{Listener: l, max: int64(max)}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if l.active.Add(1) > l.max {
-			l.active.Add(-1)
-			c.Close()
-			continue
-		}
-		return &limitedConn{Conn: c, l: l}, nil
+// connLimits bound the API's connections: 64 in all, half of them kept for
+// root and the proxy's own user, at most 4 for any other uid (or, where the
+// kernel does not tell the uid, any other host), so that another user's
+// flood of idle connections cannot lock the owner out.
+func connLimits(euid int) peerlimit.Limits {
+	return peerlimit.Limits{
+		Total:    maxConns,
+		Reserved: maxConns / 2,
+		PerPeer:  4,
+		Trusted:  func(p peerlimit.Peer) bool { return p.HasUID && (p.UID == 0 || p.UID == euid) },
 	}
-}
-
-type limitedConn struct {
-	net.Conn
-	l    *limitListener
-	once sync.Once
-}
-
-func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { c.l.active.Add(-1) })
-	return err
 }

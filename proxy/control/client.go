@@ -52,25 +52,57 @@ func BadSpec(err error) bool {
 }
 
 // Dial returns a client for addr ("unix:/path", a bare socket path or a
-// loopback host:port). It connects on each call.
+// loopback host:port). It connects on each call, and before it sends
+// anything checks that the server is root's or this user's (verifyServer).
 func Dial(addr string) *Client {
+	return dial(addr, nil)
+}
+
+// DialEndpoint returns a client for the proxy a .control file describes:
+// each call first checks that the proxy is still running and that the
+// socket it reaches is that proxy's (its uid, and the listener held by its
+// pid); else it fails naming what it found, and no token leaves.
+func DialEndpoint(ep Endpoint) *Client {
+	return dial(ep.Address, &ep)
+}
+
+func dial(addr string, ep *Endpoint) *Client {
 	c := &Client{addr: addr}
 	network, address, err := parseAddr(addr)
 	if err != nil {
 		c.err = err
 		return c
 	}
+	if network == "tcp" && ep == nil {
+		if host, _, _ := net.SplitHostPort(address); host == "localhost" {
+			// Resolving here could reach another user's listener on the
+			// name's other address (::1 first on many systems).
+			c.err = fmt.Errorf("control address %q: a name needs the proxy's .control file to find the literal address; "+
+				"pass the address the proxy printed (127.0.0.1:PORT or [::1]:PORT)", addr)
+			return c
+		}
+	}
 	tr := &http.Transport{MaxIdleConns: 1, IdleConnTimeout: 30 * time.Second}
+	var d net.Dialer
+	tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		if ep != nil && !ep.Alive() {
+			return nil, fmt.Errorf("the proxy (pid %d) is not running: %w; nothing sent", ep.PID, ErrStale)
+		}
+		conn, err := d.DialContext(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		if err := verifyServer(conn, ep); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return conn, nil
+	}
+	c.base = "http://" + address
 	if network == "unix" {
 		c.base = "http://unix"
-		var d net.Dialer
-		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "unix", address)
-		}
-	} else {
-		c.base = "http://" + address
 	}
-	c.http = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	c.http = &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	return c
 }
 

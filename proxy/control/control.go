@@ -34,6 +34,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/peerlimit"
 	"github.com/wanlab/wanlab/proxy/spec"
 )
 
@@ -64,12 +65,14 @@ const WarningHeader = "Wanlab-Warning"
 const maxSpecBytes = 1 << 20
 
 // Limits of one connection, so that a slow, stalled or endless client can
-// hold neither the proxy nor its memory: the request (headers and body) must
-// arrive within readTimeout, the answer leave within writeTimeout, an idle
-// keep-alive connection closes after idleTimeout, and at most maxConns
-// connections are open at once (more are closed at accept).
+// hold neither the proxy nor its memory: a request's headers must arrive
+// within readHeaderTimeout (so a connection that sends nothing is closed
+// after 2 s), the whole request within readTimeout, the answer leave within
+// writeTimeout, an idle keep-alive connection closes after idleTimeout, and
+// at most maxConns connections are open at once, shared by peer
+// (connLimits; more are closed at accept).
 const (
-	readHeaderTimeout = 5 * time.Second
+	readHeaderTimeout = 2 * time.Second
 	readTimeout       = 10 * time.Second
 	writeTimeout      = 10 * time.Second
 	idleTimeout       = 30 * time.Second
@@ -215,7 +218,7 @@ func Serve(l net.Listener, b Backend, acc Access) (*Server, error) {
 			ConnContext:       withPeer,
 			ErrorLog:          log.New(io.Discard, "", 0),
 		},
-		l:    newLimitListener(l, maxConns),
+		l:    peerlimit.New(l, connLimits(os.Geteuid())),
 		done: make(chan error, 1),
 	}
 	go func() { s.done <- s.srv.Serve(s.l) }()
@@ -236,3 +239,7 @@ func (s *Server) Close() error {
 	})
 	return s.closeErr
 }
+
+// Endpoint is this server's endpoint: its literal address and this
+// process, as a proxy writes it to its .control file.
+func (s *Server) Endpoint() (Endpoint, error) { return SelfEndpoint(s.l) }

@@ -1,9 +1,11 @@
 package control
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
+	"github.com/wanlab/wanlab/internal/peerlimit"
 )
 
 // DefaultDir is where proxies put their control sockets (and the route
@@ -98,7 +101,11 @@ func Listen(addr string, acc Access) (net.Listener, error) {
 		if acc.Token == "" {
 			return nil, fmt.Errorf("control address %q: a TCP control listener needs a token", addr)
 		}
-		l, err := net.Listen("tcp", address)
+		literal, err := literalLoopback(address)
+		if err != nil {
+			return nil, fmt.Errorf("control address %q: %w", addr, err)
+		}
+		l, err := net.Listen("tcp", literal)
 		if err != nil {
 			return nil, fmt.Errorf("control: %w", err)
 		}
@@ -131,6 +138,40 @@ func Listen(addr string, acc Access) (net.Listener, error) {
 	return l, nil
 }
 
+// literalLoopback resolves "localhost:PORT" once, here, to one literal
+// loopback address (an IPv4 one where the name has both, as net.Listen
+// would choose), so that the proxy writes and clients use that address and
+// never the name. A literal address is returned as it is.
+func literalLoopback(address string) (string, error) {
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return "", err
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return address, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return "", fmt.Errorf("resolving %s: %w", host, err)
+	}
+	var pick netip.Addr
+	for _, ip := range ips {
+		ip = ip.Unmap()
+		if !ip.IsLoopback() {
+			continue
+		}
+		if !pick.IsValid() || (ip.Is4() && !pick.Is4()) {
+			pick = ip
+		}
+	}
+	if !pick.IsValid() {
+		return "", fmt.Errorf("%s resolves to no loopback address", host)
+	}
+	return net.JoinHostPort(pick.String(), port), nil
+}
+
 // removeStale removes a socket file whose listener is gone and refuses one
 // that still accepts connections.
 func removeStale(path string) error {
@@ -147,7 +188,8 @@ func removeStale(path string) error {
 	c, err := net.DialTimeout("unix", path, time.Second)
 	if err == nil {
 		defer c.Close()
-		if pid := peerPID(c); pid > 0 {
+		if uc, ok := c.(*net.UnixConn); ok && peerlimit.UnixPeerPID(uc) > 0 {
+			pid := peerlimit.UnixPeerPID(uc)
 			return fmt.Errorf("control socket %s is in use by a running proxy (pid %d)", path, pid)
 		}
 		return fmt.Errorf("control socket %s is in use by a running proxy", path)
