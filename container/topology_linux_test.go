@@ -88,7 +88,7 @@ func TestThreeContainerTopology(t *testing.T) {
 		"--sysctl", "net.ipv4.conf.all.rp_filter=0", "--sysctl", "net.ipv4.conf.default.rp_filter=0",
 		"-v", ctlDir+":/run/wanlab",
 		"-e", "WANLAB_IFACES=eth0,eth1", "-e", "WANLAB_IMPAIR_ETH0="+linkSpec,
-		"-e", "WANLAB_METRICS=0.0.0.0:9464", "-e", "WANLAB_LABELS=lab="+id+",link=client-server",
+		"-e", "WANLAB_METRICS=0.0.0.0:9464", "-e", "WANLAB_METRICS_PUBLIC=1", "-e", "WANLAB_LABELS=lab="+id+",link=client-server",
 		"-e", "WANLAB_SEED=1", "-e", "WANLAB_PCAP=/run/wanlab/link.pcapng", image)
 	d.run(t, "network", "connect", "--ip", routerBIP, names.netB, names.router)
 	d.run(t, "run", "-d", "--name", names.client, "--network", names.netA, "--ip", clientIP,

@@ -73,7 +73,8 @@ func init() {
 			&cli.IntFlag{Name: "queues", EnvVars: []string{"WANLAB_QUEUES"}, Usage: "queues per TUN, each with its own reader (multi-queue TUN); `N` 0 means one per CPU", Value: 0},
 			&cli.StringFlag{Name: "control", EnvVars: []string{"WANLAB_CONTROL"}, Usage: "control API address: unix:/path or 127.0.0.1:port (default unix:/run/wanlab/A-B.sock); TCP needs the token in /run/wanlab/A-B.token"},
 			&cli.StringFlag{Name: "control-group", EnvVars: []string{"WANLAB_CONTROL_GROUP"}, Usage: "also let the members of `GROUP` (name or gid) use the control socket"},
-			&cli.StringFlag{Name: "metrics", EnvVars: []string{"WANLAB_METRICS"}, Usage: "serve read-only Prometheus /metrics on `ADDR` (host:port; :PORT binds 127.0.0.1)"},
+			&cli.StringFlag{Name: "metrics", EnvVars: []string{"WANLAB_METRICS"}, Usage: "serve read-only Prometheus /metrics on `ADDR` (host:port; :PORT binds 127.0.0.1; every interface, e.g. 0.0.0.0:PORT, only with --metrics-public)"},
+			&cli.BoolFlag{Name: "metrics-public", EnvVars: []string{"WANLAB_METRICS_PUBLIC"}, Usage: "let --metrics listen on every interface (0.0.0.0, ::, [] or an empty host): anyone on the network can then read the counters"},
 			&cli.StringSliceFlag{Name: "label", EnvVars: []string{"WANLAB_LABELS"}, Usage: "`NAME=VALUE[,NAME=VALUE]` added to every metric (lab=l1,link=r1-r2), so one Prometheus scrapes many proxies; repeatable"},
 			&cli.StringFlag{Name: "pcap", EnvVars: []string{"WANLAB_PCAP"}, Usage: "write a pcapng of what entered and left the engine to `FILE`"},
 			&cli.StringFlag{Name: "pcap-limit", Value: "1gb", Usage: "stop recording when the pcapng reaches this `SIZE` (tc size syntax)"},
@@ -270,6 +271,11 @@ func runProxy(cc *cli.Context) error {
 	if labels != nil && metricsAddr == "" {
 		return usageError(errors.New("proxy: --label needs --metrics"))
 	}
+	if metricsAddr != "" {
+		if err := metrics.CheckAddr(metricsAddr, cc.Bool("metrics-public")); err != nil {
+			return usageError(fmt.Errorf("proxy: --metrics %w", err))
+		}
+	}
 
 	if err := proxy.Preflight(); err != nil {
 		return proxyError(err) // before any wait: a missing privilege is said at once
@@ -313,7 +319,9 @@ func runProxy(cc *cli.Context) error {
 	}
 	closers = append(closers, srv.Close)
 	if metricsAddr != "" {
-		ms, err := metrics.Serve(metricsAddr, p.Stats, labels)
+		errw := cc.App.ErrWriter
+		ms, err := metrics.Serve(metricsAddr, p.Stats, metrics.Options{Labels: labels,
+			Warn: func(line string) { fmt.Fprintf(errw, "wanlab proxy: warning: %s\n", line) }})
 		if err != nil {
 			return fmt.Errorf("proxy: --metrics: %w", err)
 		}

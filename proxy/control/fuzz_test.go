@@ -55,3 +55,44 @@ func FuzzHandler(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseEndpoint: a .control file of any content is refused with an
+// error or gives an endpoint a client may dial: a literal loopback address
+// or a clean socket path, a pid and a uid in range; it never panics.
+func FuzzParseEndpoint(f *testing.F) {
+	for _, s := range []string{
+		`{"address":"127.0.0.1:9901","pid":1234,"start":5678,"uid":0}`,
+		`{"address":"[::1]:9901","pid":1,"start":1,"uid":1000}`,
+		`{"address":"unix:/run/wanlab/a-b.sock","pid":77,"start":0,"uid":0}`,
+		`{"address":"localhost:9901","pid":1,"start":1,"uid":0}`,
+		`{"address":"10.0.0.1:9901","pid":1,"start":1,"uid":0}`,
+		`{"address":"unix:../x","pid":1,"start":1,"uid":0}`,
+		`{"address":"127.0.0.1:9901","pid":-1,"start":1,"uid":0}`,
+		`{"address":"127.0.0.1:9901","pid":1,"start":1,"uid":0,"extra":1}`,
+		`127.0.0.1:9901`, ``, `{}{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ep, err := ParseEndpoint("f", b)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		if err := checkLiteral(ep.Address); err != nil {
+			t.Fatalf("accepted %q: %v", ep.Address, err)
+		}
+		if !strings.HasPrefix(ep.Address, unixPrefix) && !IsTCP(ep.Address) {
+			t.Fatalf("accepted %q, which Dial would not take as TCP", ep.Address)
+		}
+		if ep.PID <= 0 || ep.UID < 0 {
+			t.Fatalf("accepted pid %d uid %d", ep.PID, ep.UID)
+		}
+		back, err := ParseEndpoint("f", ep.marshal())
+		if err != nil || back != ep {
+			t.Fatalf("round trip of %+v: %+v, %v", ep, back, err)
+		}
+	})
+}

@@ -1,9 +1,7 @@
 package control
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -11,216 +9,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/wanlab/wanlab/internal/testenv"
 )
 
-// The child half of the squatter and flood tests: run as another user, it
-// listens (squat) or holds connections (flood) until its stdin closes, then
-// prints what it saw.
-const childServeEnv = "WANLAB_CONTROL_TEST_SERVE"
-
-func TestChildServer(t *testing.T) {
-	mode := os.Getenv(childServeEnv)
-	if mode == "" {
-		t.Skip("helper process of the squatter and flood tests")
-	}
-	kind, addr, _ := strings.Cut(mode, " ")
-	done := make(chan struct{})
-	go func() { io.Copy(io.Discard, os.Stdin); close(done) }()
-	switch kind {
-	case "squat":
-		// Listen where the proxy does not, count what arrives.
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			fmt.Println("error", err)
-			os.Exit(1)
-		}
-		var conns, bytes atomic.Int64
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				conns.Add(1)
-				go func() {
-					defer c.Close()
-					n, _ := io.Copy(io.Discard, c)
-					bytes.Add(n)
-				}()
-			}
-		}()
-		fmt.Println("ready")
-		<-done
-		l.Close()
-		time.Sleep(100 * time.Millisecond) // let the counting copies see EOF
-		fmt.Println("conns", conns.Load(), "bytes", bytes.Load())
-	case "flood":
-		// Hold 200 idle connections, dialling again as the server closes
-		// them, until told to stop.
-		const want = 200
-		var mu sync.Mutex
-		held := 0
-		var dials atomic.Int64
-		var wg sync.WaitGroup
-		for i := 0; i < want; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-done:
-						return
-					default:
-					}
-					c, err := net.DialTimeout("tcp", addr, time.Second)
-					dials.Add(1)
-					if err != nil {
-						time.Sleep(10 * time.Millisecond)
-						continue
-					}
-					mu.Lock()
-					held++
-					mu.Unlock()
-					go func() { <-done; c.Close() }()
-					c.Read(make([]byte, 1)) // until the server closes it
-					c.Close()
-					mu.Lock()
-					held--
-					mu.Unlock()
-				}
-			}()
-		}
-		// Ready once every goroutine dialled at least once.
-		for dials.Load() < want {
-			time.Sleep(10 * time.Millisecond)
-		}
-		fmt.Println("ready")
-		<-done
-		wg.Wait()
-		fmt.Println("dials", dials.Load())
-	}
-	os.Exit(0)
-}
-
-// child is a TestChildServer process running as another user.
-type child struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Scanner
-}
-
-func startChild(t *testing.T, uid int, mode string) *child {
-	t.Helper()
-	bin := childBinary(t)
-	cmd := exec.Command(bin, "-test.run=^TestChildServer$")
-	cmd.Env = []string{childServeEnv + "=" + mode, "HOME=/"}
-	cmd.Dir = "/"
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ch := &child{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
-	t.Cleanup(func() {
-		ch.stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	line := ch.line(t)
-	if line != "ready" {
-		t.Fatalf("child %s: %q", mode, line)
-	}
-	return ch
-}
-
-// line reads the child's next line, within a deadline.
-func (c *child) line(t *testing.T) string {
-	t.Helper()
-	got := make(chan string, 1)
-	go func() {
-		if c.out.Scan() {
-			got <- c.out.Text()
-			return
-		}
-		got <- ""
-	}()
-	select {
-	case l := <-got:
-		return l
-	case <-time.After(30 * time.Second):
-		t.Fatal("child said nothing within 30 s")
-		return ""
-	}
-}
-
-// stop ends the child and returns its last line.
-func (c *child) stop(t *testing.T) string {
-	t.Helper()
-	c.stdin.Close()
-	return c.line(t)
-}
-
-var childBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// childBinary is a copy of this test binary that another user may run.
-func childBinary(t *testing.T) string {
-	childBin.once.Do(func() {
-		self, err := os.Executable()
-		if err != nil {
-			childBin.err = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "wanlab-control-child-")
-		if err != nil {
-			childBin.err = err
-			return
-		}
-		os.Chmod(dir, 0o755)
-		in, err := os.ReadFile(self)
-		if err != nil {
-			childBin.err = err
-			return
-		}
-		childBin.path = filepath.Join(dir, "control.test")
-		childBin.err = os.WriteFile(childBin.path, in, 0o755)
-	})
-	if childBin.err != nil {
-		t.Fatal(childBin.err)
-	}
-	return childBin.path
-}
-
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if childBin.path != "" {
-		os.RemoveAll(filepath.Dir(childBin.path))
-	}
-	os.Exit(code)
+	testenv.RunChildIfAsked()
+	os.Exit(m.Run())
 }
 
 // serveWithCredentials starts a fake proxy on addr with a token and writes
@@ -269,7 +66,7 @@ func TestLoopbackSquatterGetsNoRequest(t *testing.T) {
 		t.Fatalf("endpoint %+v, want the literal %s, this pid and uid 0", ep, ap)
 	}
 	port := strconv.Itoa(ap.Port)
-	sq := startChild(t, nobody, "squat [::1]:"+port)
+	sq := testenv.StartAs(t, nobody, "squat [::1]:"+port)
 
 	// By name: found in the .control files, sent to the literal address.
 	found, err := FindTCP(dir, "localhost:"+port)
@@ -297,7 +94,7 @@ func TestLoopbackSquatterGetsNoRequest(t *testing.T) {
 	if err := Dial("localhost:" + port).WithToken(tok).Set("veth-a", "loss 100%"); err == nil {
 		t.Error("a name dialled without its .control: sent")
 	}
-	if got := sq.stop(t); !strings.HasSuffix(got, " bytes 0") {
+	if got := sq.Stop(t); !strings.HasSuffix(got, " bytes 0") {
 		t.Fatalf("squatter saw %q, want no byte", got)
 	}
 	if fake.sets != 0 {
@@ -322,7 +119,7 @@ func TestStaleCredentialsSendNothing(t *testing.T) {
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
-	sq := startChild(t, nobody, "squat "+addr)
+	sq := testenv.StartAs(t, nobody, "squat "+addr)
 	dir := t.TempDir()
 	ep := Endpoint{Address: addr, PID: dead.Process.Pid, Start: 1, UID: 0}
 	if _, err := WriteCredentials(dir, [2]string{"a", "b"}, ep, "0123"); err != nil {
@@ -336,7 +133,7 @@ func TestStaleCredentialsSendNothing(t *testing.T) {
 	if _, err := DialEndpoint(ep).WithToken("0123").Stats(); !errors.Is(err, ErrStale) {
 		t.Fatalf("DialEndpoint of a dead proxy: %v, want ErrStale", err)
 	}
-	if got := sq.stop(t); got != "conns 0 bytes 0" {
+	if got := sq.Stop(t); got != "conns 0 bytes 0" {
 		t.Fatalf("the port's new owner saw %q, want no connection", got)
 	}
 	removed, err := RemoveStaleCredentials(dir)
@@ -357,7 +154,7 @@ func TestFloodDoesNotLockOutTheOwner(t *testing.T) {
 	testenv.RequireRoot(t)
 	const nobody = 65534
 	s, _, dir := serveWithCredentials(t, "127.0.0.1:0")
-	fl := startChild(t, nobody, "flood "+s.Addr().String())
+	fl := testenv.StartAs(t, nobody, "flood "+s.Addr().String()+" 200")
 	found, err := FindTCP(dir, s.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -375,7 +172,7 @@ func TestFloodDoesNotLockOutTheOwner(t *testing.T) {
 	if r := s.l.(interface{ Refused() uint64 }).Refused(); r == 0 {
 		t.Fatal("the flood had no connection refused at accept: it did not reach the limit")
 	}
-	fl.stop(t)
+	fl.Stop(t)
 }
 
 // TestUnauthenticatedConnectionsClose: a connection refused once is closed

@@ -23,6 +23,19 @@ func collectHTB(ch chan<- prometheus.Metric, d control.Direction) {
 	if !ok {
 		return
 	}
+	if len(stats) > MaxClasses {
+		kept := make([]htb.ClassStats, MaxClasses)
+		copy(kept, stats[:MaxClasses-1])
+		rest := &kept[MaxClasses-1]
+		rest.ID = otherClass
+		for _, s := range stats[MaxClasses-1:] {
+			rest.Bytes += s.Bytes
+			rest.BorrowedBytes += s.BorrowedBytes
+			rest.LentBytes += s.LentBytes
+			rest.QueuePackets += s.QueuePackets
+		}
+		stats = kept
+	}
 	for _, s := range stats {
 		l := []string{d.Iface, s.ID}
 		ch <- prometheus.MustNewConstMetric(htbSentBytes, prometheus.CounterValue, float64(s.Bytes), l...)

@@ -40,7 +40,7 @@ func TestServeLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Serve("127.0.0.1:0", sample, labels)
+	s, err := Serve("127.0.0.1:0", sample, Options{Labels: labels})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/wanlab/wanlab/internal/peerlimit"
 	"github.com/wanlab/wanlab/proxy/control"
 	"github.com/wanlab/wanlab/proxy/engine"
 )
@@ -68,9 +73,22 @@ var sojournBounds = func() []float64 {
 	return b
 }()
 
+// MaxClasses bounds the per-class series of one direction (engine classes
+// and htb classes each): a tree with more exports its first MaxClasses-1
+// classes by name and the rest summed as class "other", so that a scrape
+// stays under about 2 MB whatever the tree (a 25,000-class tree gave 76 MB
+// a scrape before).
+const MaxClasses = 256
+
+// otherClass names the sum of the classes beyond MaxClasses-1.
+const otherClass = "other"
+
 // collector turns a Stats snapshot into constant metrics at each scrape.
 type collector struct {
 	src func() control.Stats
+	// warn, when set, is told once per direction that its classes were
+	// summed beyond MaxClasses.
+	warn func(iface string, classes int)
 }
 
 // NewCollector returns a collector reading src at each scrape.
@@ -102,6 +120,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		classes := d.Engine.Classes
 		if len(classes) == 0 {
 			classes = []engine.ClassSnapshot{{Name: "default", Totals: d.Engine.Totals}}
+		}
+		if len(classes) > MaxClasses {
+			if c.warn != nil {
+				c.warn(d.Iface, len(classes))
+			}
+			classes = capClasses(classes)
 		}
 		for _, cl := range classes {
 			e, l := cl.Totals, []string{d.Iface, cl.Name}
@@ -139,6 +163,42 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// capClasses keeps the first MaxClasses-1 classes and sums the rest into
+// one class named otherClass.
+func capClasses(classes []engine.ClassSnapshot) []engine.ClassSnapshot {
+	out := make([]engine.ClassSnapshot, MaxClasses)
+	copy(out, classes[:MaxClasses-1])
+	rest := &out[MaxClasses-1]
+	rest.Name = otherClass
+	for _, cl := range classes[MaxClasses-1:] {
+		addCounters(&rest.Totals, &cl.Totals)
+	}
+	return out
+}
+
+// addCounters adds the counters b exports to a.
+func addCounters(a, b *engine.Counters) {
+	a.PacketsIn += b.PacketsIn
+	a.BytesIn += b.BytesIn
+	a.PacketsOut += b.PacketsOut
+	a.BytesOut += b.BytesOut
+	a.Drops.Loss += b.Drops.Loss
+	a.Drops.Queue += b.Drops.Queue
+	a.Drops.Oversize += b.Drops.Oversize
+	a.Drops.AQM += b.Drops.AQM
+	a.ECNMarked += b.ECNMarked
+	a.Duplicated += b.Duplicated
+	a.Corrupted += b.Corrupted
+	a.Reordered += b.Reordered
+	a.QueuePackets += b.QueuePackets
+	a.QueueBytes += b.QueueBytes
+	for i := range a.Sojourn.Counts {
+		a.Sojourn.Counts[i] += b.Sojourn.Counts[i]
+	}
+	a.Sojourn.SumNs += b.Sojourn.SumNs
+	a.Sojourn.Count += b.Sojourn.Count
+}
+
 // histogram converts the engine's fixed buckets (a count per bucket, the
 // last one above every bound) to Prometheus' cumulative form.
 func histogram(h engine.Histogram, labels []string) prometheus.Metric {
@@ -155,21 +215,60 @@ func histogram(h engine.Histogram, labels []string) prometheus.Metric {
 // Server serves /metrics until closed.
 type Server struct {
 	srv  *http.Server
-	l    net.Listener
+	l    *peerlimit.Listener
 	done chan error
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
+// Limits of the metrics server, so that nobody who can reach it (any local
+// user; with --metrics-public, any host) can hold its slots or its memory:
+// 32 connections, 8 of them kept for root and the proxy's user, at most 4
+// per other uid or host; 2 s for a request's headers, 5 s for the request,
+// 10 s for the answer, 30 s idle; two scrapes at once (a third gets 503).
+const (
+	maxConns          = 32
+	reservedConns     = 8
+	perPeerConns      = 4
+	readHeaderTimeout = 2 * time.Second
+	readTimeout       = 5 * time.Second
+	writeTimeout      = 10 * time.Second
+	idleTimeout       = 30 * time.Second
+	maxHeaderBytes    = 8 << 10
+	maxScrapes        = 2
+)
+
+// Options are Serve's optional settings.
+type Options struct {
+	// Labels (from ParseLabels; may be nil) are added to every metric, so
+	// that one Prometheus can scrape many proxies, a link each.
+	Labels prometheus.Labels
+	// Warn, when set, gets one line the first time a direction's classes
+	// are summed beyond MaxClasses.
+	Warn func(line string)
+}
+
 // Serve listens on addr (host:port) and serves /metrics with the proxy's
-// collector plus Go runtime and process metrics (RSS, CPU). labels (from
-// ParseLabels; may be nil) are added to every metric, so that one
-// Prometheus can scrape many proxies, a link each.
-func Serve(addr string, src func() control.Stats, labels prometheus.Labels) (*Server, error) {
+// collector plus Go runtime and process metrics (RSS, CPU).
+func Serve(addr string, src func() control.Stats, opt Options) (*Server, error) {
 	reg := prometheus.NewRegistry()
-	wrapped := prometheus.WrapRegistererWith(labels, reg)
-	if err := wrapped.Register(NewCollector(src)); err != nil {
+	wrapped := prometheus.WrapRegistererWith(opt.Labels, reg)
+	col := collector{src: src}
+	if opt.Warn != nil {
+		var mu sync.Mutex
+		warned := map[string]bool{}
+		col.warn = func(iface string, classes int) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !warned[iface] {
+				warned[iface] = true
+				opt.Warn(fmt.Sprintf("metrics: %s has %d classes: series for the first %d, the rest summed as class=%q",
+					iface, classes, MaxClasses-1, otherClass))
+			}
+		}
+	}
+	if err := wrapped.Register(col); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	if err := wrapped.Register(collectors.NewGoCollector()); err != nil {
@@ -182,15 +281,70 @@ func Serve(addr string, src func() control.Stats, labels prometheus.Labels) (*Se
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
+	euid := os.Geteuid()
+	pl := peerlimit.New(l, peerlimit.Limits{
+		Total:    maxConns,
+		Reserved: reservedConns,
+		PerPeer:  perPeerConns,
+		Trusted:  func(p peerlimit.Peer) bool { return p.HasUID && (p.UID == 0 || p.UID == euid) },
+	})
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		MaxRequestsInFlight: maxScrapes,
+		Timeout:             writeTimeout - time.Second,
+	}))
 	s := &Server{
-		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
-		l:    l,
+		srv: &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: readHeaderTimeout,
+			ReadTimeout:       readTimeout,
+			WriteTimeout:      writeTimeout,
+			IdleTimeout:       idleTimeout,
+			MaxHeaderBytes:    maxHeaderBytes,
+			ErrorLog:          log.New(io.Discard, "", 0),
+		},
+		l:    pl,
 		done: make(chan error, 1),
 	}
-	go func() { s.done <- s.srv.Serve(l) }()
+	go func() { s.done <- s.srv.Serve(pl) }()
 	return s, nil
+}
+
+// Refused is the number of connections closed at accept by the limits.
+func (s *Server) Refused() uint64 { return s.l.Refused() }
+
+// CheckAddr refuses a metrics address that would listen on every interface
+// (an empty host, 0.0.0.0, ::) unless public says that is meant; a name is
+// resolved and its addresses checked the same way.
+func CheckAddr(addr string, public bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q: want host:port: %w", addr, err)
+	}
+	if public {
+		return nil
+	}
+	const hint = "listens on every interface, where any host (or container) on the network can read the counters " +
+		"and hold the server's connections: name one address, or pass --metrics-public"
+	if host == "" {
+		return fmt.Errorf("%q %s", addr, hint)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if ip.IsUnspecified() {
+			return fmt.Errorf("%q %s", addr, hint)
+		}
+		return nil
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return fmt.Errorf("%q: %w", addr, err)
+	}
+	for _, ip := range ips {
+		if ip.IsUnspecified() {
+			return fmt.Errorf("%q %s", addr, hint)
+		}
+	}
+	return nil
 }
 
 // Addr is the address the server listens on.

@@ -125,7 +125,7 @@ func TestCollectorReadsAtScrapeTime(t *testing.T) {
 }
 
 func TestServe(t *testing.T) {
-	s, err := Serve("127.0.0.1:0", sample, nil)
+	s, err := Serve("127.0.0.1:0", sample, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
