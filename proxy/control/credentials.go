@@ -55,7 +55,9 @@ func WriteCredentials(dir string, ifaces [2]string, ep Endpoint, token string) (
 	return remove, nil
 }
 
-func endpointPath(tokPath string) string { return strings.TrimSuffix(tokPath, tokenSuffix) + addressSuffix }
+func endpointPath(tokPath string) string {
+	return strings.TrimSuffix(tokPath, tokenSuffix) + addressSuffix
+}
 
 func removeIfThere(p string) error {
 	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {

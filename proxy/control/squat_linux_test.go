@@ -91,7 +91,7 @@ func TestLoopbackSquatterGetsNoRequest(t *testing.T) {
 		}
 	}
 	// A name without a .control to match is not resolved by the client.
-	if err := Dial("localhost:" + port).WithToken(tok).Set("veth-a", "loss 100%"); err == nil {
+	if err := Dial("localhost:"+port).WithToken(tok).Set("veth-a", "loss 100%"); err == nil {
 		t.Error("a name dialled without its .control: sent")
 	}
 	if got := sq.Stop(t); !strings.HasSuffix(got, " bytes 0") {
