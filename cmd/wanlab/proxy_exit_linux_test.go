@@ -24,6 +24,7 @@ import (
 const mainArgsEnv = "WANLAB_TEST_MAIN_ARGS"
 
 func TestMain(m *testing.M) {
+	testenv.RunChildIfAsked()
 	if js := os.Getenv(mainArgsEnv); js != "" {
 		var args []string
 		if err := json.Unmarshal([]byte(js), &args); err != nil {
@@ -164,5 +165,31 @@ func TestProxyExitPathsRemoveCredentials(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProxyCommandsIgnoreALoopbackSquatter: with another user listening on
+// [::1] at the proxy's port, `proxy stats --control localhost:PORT` reaches
+// the proxy (on the literal 127.0.0.1 its .control names), and `proxy set`
+// to the squatter's address is refused before the token leaves: the
+// squatter receives no byte.
+func TestProxyCommandsIgnoreALoopbackSquatter(t *testing.T) {
+	testenv.RequireRoot(t)
+	fake, addr, dir := startFakeTCP(t)
+	_, port, _ := strings.Cut(addr, ":")
+	sq := testenv.StartAs(t, 65534, "squat [::1]:"+port)
+	if out, err, code := runApp(context.Background(), "proxy", "stats", "--control", "localhost:"+port, "--json"); err != nil || code != 0 {
+		t.Fatalf("stats by name: exit %d, %v\n%s", code, err, out)
+	}
+	tok := control.TokenPath(dir, [2]string{"veth-a", "veth-b"})
+	_, err, code := runApp(context.Background(), "proxy", "set", "--control", "[::1]:"+port, "--token-file", tok, "veth-a=loss 100%")
+	if err == nil || code == 0 || !strings.Contains(err.Error(), "uid 65534") {
+		t.Fatalf("set to the squatter: exit %d, %v; want a refusal naming uid 65534", code, err)
+	}
+	if got := sq.Stop(t); !strings.HasSuffix(got, " bytes 0") {
+		t.Fatalf("squatter saw %q, want no byte", got)
+	}
+	if fake.Specs()["veth-a"] != "" {
+		t.Fatalf("the proxy's spec changed: %v", fake.Specs())
 	}
 }
