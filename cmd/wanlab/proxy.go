@@ -52,14 +52,16 @@ func init() {
 			"likewise from B to A. Packets for the router itself, ARP and neighbour discovery stay in the\n" +
 			"kernel. IFACE= names the EGRESS interface, as with tc on that interface; a spec without it\n" +
 			"applies to both directions. SPEC is tc netem/tbf syntax, stages joined by '|'.\n\n" +
-			"Setup is netlink only and journalled in /run/wanlab before each change; SIGINT/SIGTERM\n" +
-			"restores the host exactly; after a crash or SIGKILL run `wanlab proxy cleanup`. A second\n" +
+			"Setup is netlink only and journalled in /run/wanlab before each change; SIGINT, SIGTERM and\n" +
+			"SIGHUP restore the host exactly; after a crash or SIGKILL run `wanlab proxy cleanup`. A second\n" +
 			"proxy on the same interfaces is refused. The control API (default unix:/run/wanlab/A-B.sock)\n" +
 			"serves `wanlab proxy set` and `wanlab proxy stats` to root and the proxy's user (and\n" +
 			"--control-group's members): the socket checks the caller's credentials; a loopback TCP\n" +
-			"address needs the bearer token the proxy writes to /run/wanlab/A-B.token (0600). @FILE\n" +
+			"address needs the bearer token the proxy writes to /run/wanlab/A-B.token (0600), beside\n" +
+			"A-B.control (the literal address bound and the proxy's pid, which clients check). @FILE\n" +
 			"is read by the command line only, never by the running proxy. --metrics serves read-only\n" +
-			"Prometheus /metrics (loopback unless ADDR names a host); --pcap records each packet as\n" +
+			"Prometheus /metrics (loopback unless ADDR names a host; every interface only with\n" +
+			"--metrics-public); --pcap records each packet as\n" +
 			"it entered and left the engine (drops marked).\n\n" +
 			"Backends: offload (default; wireguard-go TUN with GSO/GRO and batches) or water (one\n" +
 			"packet per system call). Exit codes: 2 bad flags or spec, 3 no CAP_NET_ADMIN, 4 no TUN.\n\n" +
