@@ -27,8 +27,11 @@ import (
 type Options struct {
 	// MaxPoints bounds every time series (default 4096, minimum 16).
 	MaxPoints int
-	// IdleTimeout: a packet arriving after this much silence on a 4-tuple
-	// starts a new connection (default 5 minutes), as a reused port does.
+	// IdleTimeout, when set, makes a packet arriving after this much
+	// silence on a 4-tuple start a new connection. By default (0) only a
+	// new SYN does, as Wireshark defines a stream: a connection silent
+	// for any time goes on, and the segments lost in the silence show at
+	// the join.
 	IdleTimeout time.Duration
 	// OnPacket, when set, is called for every TCP packet with its
 	// per-packet analysis (agreement tests and debugging). The PacketInfo
@@ -57,12 +60,22 @@ type Options struct {
 	// NoSeries: record no time series (outputs that show none); every
 	// Direction's Series is then empty.
 	NoSeries bool
+	// Decode says which UDP ports carry tunnels beyond the defaults
+	// (`analyze --decode-as`); nil decodes the defaults.
+	Decode *decode.Config
 	// FinishedPoints is the point budget of each series of a connection
 	// that finished before the end of the capture (default 64): it keeps
 	// its summary and its series at that resolution. Negative drops the
 	// series of finished connections, for outputs that show none.
 	FinishedPoints int
 }
+
+// maxTracked and idleRetire bound the connections tracked: past
+// maxTracked, an open connection silent for idleRetire is retired.
+const (
+	maxTracked = 1 << 16
+	idleRetire = 5 * time.Minute
+)
 
 // closedLinger is how long a closed or reset connection stays tracked
 // after its last packet, for retransmitted FINs and late ACKs (Linux
@@ -78,9 +91,6 @@ func (o *Options) normalize() {
 		o.MaxPoints = 4096
 	}
 	o.MaxPoints = max(o.MaxPoints, 16)
-	if o.IdleTimeout == 0 {
-		o.IdleTimeout = 5 * time.Minute
-	}
 	if o.FinishedPoints == 0 {
 		o.FinishedPoints = 64
 	}
@@ -146,10 +156,17 @@ type Result struct {
 	// older than a frame already analyzed (see AddFrom); they are analyzed
 	// at that frame's time.
 	TimeBackwards int `json:"timestamps_backwards"`
+	// MalformedLength counts TCP packets whose IP header stated more
+	// bytes than the frame held on the wire (not a snap length cut):
+	// they are analyzed with the payload that was there.
+	MalformedLength int `json:"malformed_length"`
 	// DuplicateFrames counts second copies of a packet (same IPv4 ID,
-	// addresses, ports, sequence, ACK, flags and length within 200 ms),
-	// as a capture on two interfaces of one router holds them; they are
-	// left out of the analysis.
+	// addresses, ports, sequence, ACK, flags and length) that only a
+	// capture can make: on another interface within 200 ms (two
+	// interfaces of one router, a tunnel's underlay and overlay), or on
+	// the same one within 1 ms, sooner than any retransmission. They are
+	// left out of the analysis (Wireshark counts them as
+	// retransmissions or duplicate ACKs).
 	DuplicateFrames int           `json:"duplicate_frames"`
 	Warnings        []string      `json:"warnings"`
 	Connections     []*Connection `json:"connections"`
@@ -253,15 +270,15 @@ func (a *Analyzer) ExpectInterfaces(n int) {
 // window was too short, or one interface's clock went backwards) is
 // analyzed at the latest time and counted in TimeBackwards.
 func (a *Analyzer) AddFrom(iface int, link decode.LinkType, data []byte, wireLen int, ts time.Time) {
-	fp, err := decodeFrame(link, data, wireLen, &a.pkt)
+	fp, err := decodeFrame(a.opts.Decode, link, data, wireLen, &a.pkt)
 	a.addDecoded(iface, err, &a.pkt, ts.UnixNano(), fp)
 }
 
 // decodeFrame decodes a frame into p, as decode.Decode, and takes the
 // duplicate fingerprint of a TCP packet (0 for any other frame): what the
 // reader stage does for each frame, and AddFrom for its caller's.
-func decodeFrame(link decode.LinkType, data []byte, wireLen int, p *decode.Packet) (fp uint64, err error) {
-	if err = decode.Decode(link, data, wireLen, p); err == nil {
+func decodeFrame(cfg *decode.Config, link decode.LinkType, data []byte, wireLen int, p *decode.Packet) (fp uint64, err error) {
+	if err = cfg.Decode(link, data, wireLen, p); err == nil {
 		fp = dupFingerprint(p)
 	}
 	return fp, err
@@ -289,6 +306,9 @@ func (a *Analyzer) addDecoded(iface int, err error, p *decode.Packet, ns int64, 
 func (a *Analyzer) addOther(iface int, err error, p *decode.Packet, ns int64, fp uint64) {
 	a.res.Frames++
 	a.ExpectInterfaces(iface + 1)
+	if iface != 0 {
+		p.Iface ^= int32(iface) << 24 // the duplicate filter's interface
+	}
 	if len(a.ifq) == 1 {
 		// One interface: its frames are analyzed as they come.
 		if a.count(err) {
@@ -396,7 +416,7 @@ func (a *Analyzer) count(err error) bool {
 // at ns, of duplicate fingerprint fp.
 func (a *Analyzer) packet(p *decode.Packet, ns int64, frame int, fp uint64) {
 	t := a.clock(ns)
-	if fp != 0 && a.dups.duplicate(fp, ns) {
+	if fp != 0 && a.dups.duplicate(fp, ns, p.Iface) {
 		a.res.DuplicateFrames++
 		return
 	}
@@ -439,6 +459,9 @@ func (a *Analyzer) packet(p *decode.Packet, ns int64, frame int, fp uint64) {
 	if fromLow != c.clientIsLow {
 		dir = 1
 	}
+	if p.MalformedLength {
+		a.res.MalformedLength++
+	}
 	c.process(a, dir, p, t)
 	if t-a.lastSweep >= sweepEvery {
 		a.lastSweep = t
@@ -472,7 +495,13 @@ func (a *Analyzer) sweep(now int64) {
 // hasFinished reports whether connection c is over at time now.
 func (a *Analyzer) hasFinished(c *Connection, now int64) bool {
 	quiet := time.Duration(now - c.lastT)
-	if quiet > a.opts.IdleTimeout {
+	if a.opts.IdleTimeout > 0 && quiet > a.opts.IdleTimeout {
+		return true
+	}
+	if quiet > idleRetire && len(a.live) > maxTracked {
+		// Memory, not a rule: with this many connections tracked, one
+		// silent this long is retired (a later packet of its 4-tuple
+		// starts a new one).
 		return true
 	}
 	closed := c.rst || c.dirs[0].finSeen && c.dirs[1].finSeen
@@ -553,6 +582,9 @@ func (a *Analyzer) Finish() *Result {
 	if n := a.res.Truncated + a.res.Corrupt; n > 0 {
 		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames skipped: %d with headers cut by the capture, %d with corrupt headers", n, a.res.Truncated, a.res.Corrupt))
 	}
+	if a.res.MalformedLength > 0 {
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d TCP packets stated an IP length beyond the frame on the wire (not a snap length cut); analyzed with the payload that was there", a.res.MalformedLength))
+	}
 	if a.res.UnknownLink > 0 {
 		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames on interfaces with an unsupported link type skipped", a.res.UnknownLink))
 	}
@@ -597,10 +629,11 @@ func addrPort(v uint8, ip [16]byte, port uint16) netip.AddrPort {
 }
 
 // startsNew reports whether p opens a new connection on c's 4-tuple: a SYN
-// that is not a retransmission of c's own SYN, or any packet after a long
-// idle period.
+// that is not a retransmission of c's own SYN (Wireshark's new stream on
+// a reused port), or, with Options.IdleTimeout, any packet after that
+// much silence.
 func (a *Analyzer) startsNew(c *Connection, p *decode.Packet, t int64) bool {
-	if time.Duration(t-c.lastT) > a.opts.IdleTimeout {
+	if a.opts.IdleTimeout > 0 && time.Duration(t-c.lastT) > a.opts.IdleTimeout {
 		return true
 	}
 	if p.Flags&(decode.FlagSYN|decode.FlagACK) != decode.FlagSYN {
@@ -615,7 +648,7 @@ func (a *Analyzer) startsNew(c *Connection, p *decode.Packet, t int64) bool {
 
 func (a *Analyzer) newConn(k connKey, p *decode.Packet, t int64) *Connection {
 	a.nconns++
-	c := &Connection{Index: a.nconns, firstT: t, lastT: t, key: k}
+	c := &Connection{Index: a.nconns, firstT: t, lastT: t, key: k, encap: p.Encaps, nencap: p.NEncap}
 	if n := len(a.freeDirs); n > 0 {
 		c.dirs = a.freeDirs[n-1]
 		a.freeDirs[n-1] = nil

@@ -22,6 +22,10 @@ type Connection struct {
 	// State at the end of the capture: "open", "closed" (FIN both ways),
 	// "half-closed" or "reset".
 	State string `json:"state"`
+	// Encapsulation lists the layers that carried the connection's first
+	// packet, outermost first ("vlan 10", "vxlan vni 42"; empty for
+	// none). The connection is the innermost 4-tuple.
+	Encapsulation []string `json:"encapsulation"`
 	// Directions[0] carries the client's data, Directions[1] the server's.
 	Directions [2]*Direction `json:"directions"`
 	// Diagnosis of the direction that carried the most data.
@@ -39,7 +43,12 @@ type Connection struct {
 	rst         bool
 	key         connKey
 	finished    bool
+	encap       [decode.MaxEncap]decode.Encap
+	nencap      uint8
 }
+
+// noEncap is the Encapsulation of a connection that had none.
+var noEncap = []string{}
 
 // Direction is the analysis of the data one endpoint sent, with the ACKs
 // and windows its peer returned.
@@ -554,6 +563,13 @@ func (c *Connection) finish(a *Analyzer) {
 	for i := range c.dirs {
 		if c.dirs[i].series != nil {
 			c.dirs[i].series.flush()
+		}
+	}
+	c.Encapsulation = noEncap
+	if c.nencap > 0 {
+		c.Encapsulation = make([]string, c.nencap)
+		for i, e := range c.encap[:c.nencap] {
+			c.Encapsulation[i] = e.String()
 		}
 	}
 	c.Start = time.Duration(c.firstT)

@@ -51,7 +51,7 @@ type frameBatch struct {
 
 // readFrames is the reader stage: it fills free batches from r until the
 // file ends or fails, sends each on full, and closes full after the last.
-func readFrames(r *pcapfile.Reader, free <-chan *frameBatch, full chan<- *frameBatch, stop <-chan struct{}) {
+func readFrames(r *pcapfile.Reader, cfg *decode.Config, free <-chan *frameBatch, full chan<- *frameBatch, stop <-chan struct{}) {
 	defer close(full)
 	for {
 		var b *frameBatch
@@ -63,7 +63,7 @@ func readFrames(r *pcapfile.Reader, free <-chan *frameBatch, full chan<- *frameB
 		b.n, b.err = 0, nil
 		_, b.err = r.Frames(frameBatchLen, func(f *pcapfile.Frame) {
 			df := &b.frames[b.n]
-			df.fp, df.err = decodeFrame(f.Link, f.Data, f.WireLen, &b.pkts[b.n])
+			df.fp, df.err = decodeFrame(cfg, f.Link, f.Data, f.WireLen, &b.pkts[b.n])
 			df.ns, df.iface, df.nIface, df.offset = f.Timestamp.UnixNano(), f.Interface, r.Interfaces(), r.Offset()
 			b.n++
 		})
@@ -88,7 +88,7 @@ func AnalyzeReader(r *pcapfile.Reader, opts Options) (*Result, error) {
 	full := make(chan *frameBatch, frameBatches)
 	stop := make(chan struct{})
 	defer close(stop)
-	go readFrames(r, free, full, stop)
+	go readFrames(r, opts.Decode, free, full, stop)
 	// Analyzed batches go back to the reader in groups: the reader, the
 	// faster stage, waits for a free batch most of the time, and the
 	// first send after it parked has to wake it, a system call on this

@@ -184,7 +184,7 @@ func TestSnaplenCutsOptions(t *testing.T) {
 	v4 := ipv4(tcpSegment(), 1448)
 	var p Packet
 	// 54 bytes of a 96-byte snaplen capture minus Ethernet: options cut.
-	if err := Decode(LinkRaw, v4[:44], 1500, &p); err != nil {
+	if err := Decode(LinkRaw, v4[:44], len(v4)+1448, &p); err != nil {
 		t.Fatal(err)
 	}
 	if !p.OptionsTruncated || p.PayloadLen != 1448 || p.MSS != 1460 {
