@@ -1,0 +1,493 @@
+package analyzer
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/wanlab/wanlab/analyzer/decode"
+	"github.com/wanlab/wanlab/analyzer/internal/synth"
+	"github.com/wanlab/wanlab/analyzer/pcapfile"
+	"github.com/wanlab/wanlab/internal/testenv"
+)
+
+// fieldFrame is one frame of a generated field capture: the IP packet
+// (as captured: cut at the snap length) and its length on the wire.
+type fieldFrame struct {
+	ip   []byte
+	wire int // of the IP packet
+	ts   time.Time
+	// dup: the frame is a copy the analyzer must drop as a capture
+	// duplicate (Wireshark analyzes it).
+	dup bool
+	// outside: written without the encapsulation (the overlay's copy of
+	// a tunnelled packet).
+	outside bool
+}
+
+// knownTransfer is the transfer every field capture carries: handshake,
+// data, two retransmissions with the duplicate ACKs before them, FIN.
+func knownTransfer(t testing.TB) []fieldFrame {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := synth.Write(&buf, synth.Config{Bytes: 120_000, Drop: map[int]bool{15: true, 50: true}, OneWay: 5 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := pcapfile.NewReader(&buf, "synth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []fieldFrame
+	for {
+		f, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip := append([]byte(nil), f.Data[14:]...)
+		// Every packet its own IPv4 ID, as a sender gives it.
+		binary.BigEndian.PutUint16(ip[4:], uint16(len(out)+1))
+		if binary.BigEndian.Uint16(ip[20:]) == 40000 {
+			// One window in every ACK of the client, so that the ACKs
+			// repeating one sequence number are duplicate ACKs.
+			binary.BigEndian.PutUint16(ip[34:], 8192)
+		}
+		out = append(out, fieldFrame{ip: ip, wire: f.WireLen - 14, ts: f.Timestamp})
+	}
+	// The close: the server's FIN, the client's FIN, the last ACK.
+	var srv, cli []byte
+	var srvEnd uint32
+	for _, f := range out {
+		if binary.BigEndian.Uint16(f.ip[20:]) == 80 {
+			srv = f.ip
+			end := binary.BigEndian.Uint32(f.ip[24:]) + uint32(f.wire-20-int(f.ip[32]>>4)*4)
+			if int32(end-srvEnd) > 0 || srvEnd == 0 {
+				srvEnd = end
+			}
+		} else {
+			cli = f.ip
+		}
+	}
+	last := out[len(out)-1].ts
+	seg := func(tmpl []byte, seq, ack uint32, flags byte, at time.Duration) fieldFrame {
+		hl := 20 + int(tmpl[32]>>4)*4
+		ip := append([]byte(nil), tmpl[:hl]...)
+		binary.BigEndian.PutUint16(ip[2:], uint16(hl))
+		binary.BigEndian.PutUint16(ip[4:], uint16(len(out)+1))
+		binary.BigEndian.PutUint32(ip[24:], seq)
+		binary.BigEndian.PutUint32(ip[28:], ack)
+		ip[33] = flags
+		return fieldFrame{ip: ip, wire: hl, ts: last.Add(at)}
+	}
+	cliSeq, cliAck := binary.BigEndian.Uint32(cli[24:]), binary.BigEndian.Uint32(cli[28:])
+	out = append(out, seg(srv, srvEnd, cliAck, 0x11, time.Millisecond))
+	out = append(out, seg(cli, cliSeq, srvEnd+1, 0x11, 6*time.Millisecond))
+	out = append(out, seg(srv, srvEnd+1, cliSeq+1, 0x10, 11*time.Millisecond))
+	return out
+}
+
+// encapCase wraps each IP packet of the known transfer in a link layer
+// and encapsulation.
+type encapCase struct {
+	name string
+	link layers.LinkType
+	// wrap returns the headers before the IP packet ip (of wire length
+	// wire) and how many bytes they add on the wire beyond their own
+	// length (0 here: trailers are not generated).
+	wrap func(ip []byte, wire int) []byte
+	// want is the connection's Encapsulation.
+	want []string
+	// tshark's extra arguments (decode-as), and ours.
+	tsharkArgs []string
+	decodeAs   []string
+	// inner6 converts the transfer to IPv6 before wrapping.
+	inner6 bool
+	// whole captures every byte (no snap length): NFLOG's payload
+	// attribute holds what was copied, so its length is the frame's.
+	whole bool
+}
+
+func ether(et uint16) []byte {
+	b := []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1}
+	return binary.BigEndian.AppendUint16(b, et)
+}
+
+func vlanTag(tpid, vid uint16) []byte {
+	return binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, tpid), vid)
+}
+
+// etherVLAN is an Ethernet header with tags, each a TPID and a VLAN ID,
+// ending in EtherType et.
+func etherVLAN(et uint16, tags ...[2]uint16) []byte {
+	b := []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1}
+	for _, tg := range tags {
+		b = append(b, vlanTag(tg[0], tg[1])...)
+	}
+	return binary.BigEndian.AppendUint16(b, et)
+}
+
+// outerIPv4 is an IPv4 header carrying protocol proto with payload bytes
+// on the wire.
+func outerIPv4(proto byte, payload int) []byte {
+	h := make([]byte, 20)
+	h[0] = 0x45
+	binary.BigEndian.PutUint16(h[2:], uint16(20+payload))
+	h[6] = 0x40
+	h[8], h[9] = 64, proto
+	copy(h[12:], []byte{192, 168, 7, 1})
+	copy(h[16:], []byte{192, 168, 7, 2})
+	return h
+}
+
+func udpHdr(dport uint16, payload int) []byte {
+	h := make([]byte, 8)
+	binary.BigEndian.PutUint16(h[0:], 51000)
+	binary.BigEndian.PutUint16(h[2:], dport)
+	binary.BigEndian.PutUint16(h[4:], uint16(8+payload))
+	return h
+}
+
+func mplsLabel(label uint32, bos bool) []byte {
+	v := label<<12 | 64
+	if bos {
+		v |= 0x100
+	}
+	return binary.BigEndian.AppendUint32(nil, v)
+}
+
+func ipEther(ip []byte) uint16 {
+	if ip[0]>>4 == 6 {
+		return 0x86dd
+	}
+	return 0x0800
+}
+
+// inEthernetOverIP wraps an inner Ethernet frame (headers inner + the IP
+// packet) in Ethernet, IPv4 and the tunnel header tun of protocol proto.
+func overIPv4(proto byte, tun []byte, innerLen int) []byte {
+	b := ether(0x0800)
+	b = append(b, outerIPv4(proto, len(tun)+innerLen)...)
+	return append(b, tun...)
+}
+
+func vxlanHdr(vni uint32) []byte {
+	return []byte{0x08, 0, 0, 0, byte(vni >> 16), byte(vni >> 8), byte(vni), 0}
+}
+
+func vxlanOver(port uint16, vni uint32, wire int, ip []byte, outerTags ...[2]uint16) []byte {
+	inner := ether(ipEther(ip))
+	tun := append(udpHdr(port, 8+len(inner)+wire), vxlanHdr(vni)...)
+	b := etherVLAN(0x0800, outerTags...)
+	b = append(b, outerIPv4(17, len(tun)+len(inner)+wire)...)
+	return append(append(b, tun...), inner...)
+}
+
+var encapCases = []encapCase{
+	{name: "ethernet", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte { return ether(0x0800) }, want: []string{}},
+	{name: "vlan", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte { return etherVLAN(0x0800, [2]uint16{0x8100, 10}) }, want: []string{"vlan 10"}},
+	{name: "qinq-88a8", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte {
+		return etherVLAN(0x0800, [2]uint16{0x88a8, 100}, [2]uint16{0x8100, 10})
+	}, want: []string{"qinq 100", "vlan 10"}},
+	{name: "qinq-9100", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte {
+		return etherVLAN(0x0800, [2]uint16{0x9100, 200}, [2]uint16{0x8100, 20})
+	}, want: []string{"qinq 200", "vlan 20"}},
+	{name: "mpls", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte {
+		return append(append(ether(0x8847), mplsLabel(100, false)...), mplsLabel(200, true)...)
+	}, want: []string{"mpls label 100", "mpls label 200"}},
+	{name: "mpls-multicast", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte {
+		return append(ether(0x8848), mplsLabel(300, true)...)
+	}, want: []string{"mpls label 300"}},
+	{name: "mpls-ipv6", link: layers.LinkTypeEthernet, inner6: true, wrap: func(ip []byte, w int) []byte {
+		return append(ether(0x8847), mplsLabel(16, true)...)
+	}, want: []string{"mpls label 16"}},
+	{name: "pppoe", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte {
+		h := append(ether(0x8864), 0x11, 0, 0x12, 0x34)
+		h = binary.BigEndian.AppendUint16(h, uint16(2+w))
+		return append(h, 0, 0x21)
+	}, want: []string{"pppoe session 4660"}},
+	{name: "ppp-9", link: 9, wrap: func(ip []byte, w int) []byte { return []byte{0xff, 0x03, 0, 0x21} }, want: []string{}},
+	{name: "ppp-9-mpls", link: 9, wrap: func(ip []byte, w int) []byte { return append([]byte{0xff, 0x03, 0x02, 0x81}, mplsLabel(42, true)...) }, want: []string{"mpls label 42"}},
+	{name: "ppp-50", link: 50, wrap: func(ip []byte, w int) []byte { return []byte{0xff, 0x03, 0, 0x21} }, want: []string{}},
+	{name: "ppp-50-chdlc", link: 50, wrap: func(ip []byte, w int) []byte { return []byte{0x0f, 0, 0x08, 0} }, want: []string{}},
+	{name: "ppp-204", link: 204, wrap: func(ip []byte, w int) []byte { return []byte{1, 0xff, 0x03, 0, 0x21} }, want: []string{}},
+	{name: "chdlc-104", link: 104, wrap: func(ip []byte, w int) []byte { return []byte{0x0f, 0, 0x08, 0} }, want: []string{}},
+	{name: "gre", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte {
+		return overIPv4(47, []byte{0, 0, 0x08, 0}, w)
+	}, want: []string{"gre"}},
+	{name: "gre-key-seq-csum", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte {
+		return overIPv4(47, []byte{0xb0, 0, 0x08, 0, 0, 0, 0, 0, 0, 0, 0, 42, 0, 0, 0, 1}, w)
+	}, want: []string{"gre key 42"}},
+	{name: "gre-teb", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte {
+		inner := ether(0x0800)
+		return append(overIPv4(47, []byte{0x20, 0, 0x65, 0x58, 0, 0, 0, 7}, len(inner)+w), inner...)
+	}, want: []string{"gre key 7"}},
+	{name: "erspan-2", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte {
+		inner := etherVLAN(0x0800, [2]uint16{0x8100, 30})
+		tun := []byte{0x10, 0, 0x88, 0xbe, 0, 0, 0, 9, 0x10, 0x1e, 0x00, 0x07, 0, 0, 0, 0}
+		return append(overIPv4(47, tun, len(inner)+w), inner...)
+	}, want: []string{"gre", "erspan session 7", "vlan 30"}},
+	{name: "erspan-3", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte {
+		inner := ether(0x0800)
+		tun := []byte{0x10, 0, 0x22, 0xeb, 0, 0, 0, 9, 0x20, 0, 0x00, 0x05, 0, 0, 0, 1, 0, 0, 0, 0}
+		return append(overIPv4(47, tun, len(inner)+w), inner...)
+	}, want: []string{"gre", "erspan session 5"}},
+	{name: "ipip", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte {
+		return append(ether(0x0800), outerIPv4(4, w)...)
+	}, want: []string{"ip-in-ip"}},
+	{name: "ipv6-in-ipv4", link: layers.LinkTypeEthernet, inner6: true, wrap: func(ip []byte, w int) []byte {
+		return append(ether(0x0800), outerIPv4(41, w)...)
+	}, want: []string{"ipv6-in-ip"}},
+	{name: "vxlan", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte {
+		return vxlanOver(4789, 42, w, ip, [2]uint16{0x8100, 10})
+	}, want: []string{"vlan 10", "vxlan vni 42"}},
+	{name: "vxlan-8472", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte {
+		return vxlanOver(8472, 1, w, ip)
+	}, want: []string{"vxlan vni 1"}, tsharkArgs: []string{"-d", "udp.port==8472,vxlan"}},
+	{name: "vxlan-decode-as", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte {
+		return vxlanOver(9999, 77, w, ip)
+	}, want: []string{"vxlan vni 77"}, tsharkArgs: []string{"-d", "udp.port==9999,vxlan"}, decodeAs: []string{"udp.port=9999,vxlan"}},
+	{name: "geneve", link: layers.LinkTypeEthernet, wrap: func(ip []byte, w int) []byte {
+		inner := ether(0x0800)
+		gen := []byte{0x02, 0, 0x65, 0x58, 0, 0, 5, 0, 0x01, 0x02, 0x03, 0x01, 0xaa, 0xbb, 0xcc, 0xdd}
+		tun := append(udpHdr(6081, len(gen)+len(inner)+w), gen...)
+		return append(overIPv4(17, tun, len(inner)+w), inner...)
+	}, want: []string{"geneve vni 5"}},
+	{name: "nflog", link: 239, wrap: func(ip []byte, w int) []byte {
+		h := []byte{2, 0, 0, 0}
+		h = append(h, 8, 0, 1, 0, 0x08, 0, 0, 0) // NFULA_PACKET_HDR-sized TLV (type 1)
+		return append(h, byte((4+w)&0xff), byte((4+w)>>8), 9, 0)
+	}, want: []string{}, whole: true},
+	{name: "sll", link: layers.LinkTypeLinuxSLL, wrap: func(ip []byte, w int) []byte {
+		return append(make([]byte, 14), 0x08, 0)
+	}, want: []string{}},
+	{name: "sll2", link: 276, wrap: func(ip []byte, w int) []byte {
+		return []byte{0x08, 0, 0, 0, 0, 0, 0, 3, 0, 1, 0, 6, 2, 0, 0, 0, 0, 2, 0, 0}
+	}, want: []string{}},
+	{name: "null", link: layers.LinkTypeNull, wrap: func(ip []byte, w int) []byte { return []byte{2, 0, 0, 0} }, want: []string{}},
+	{name: "raw", link: layers.LinkTypeRaw, wrap: func(ip []byte, w int) []byte { return nil }, want: []string{}},
+}
+
+// toIPv6 rewrites an IPv4 packet (20-byte header) as IPv6.
+func toIPv6(ip []byte, wire int) ([]byte, int) {
+	h := make([]byte, 40)
+	h[0] = 0x60
+	binary.BigEndian.PutUint16(h[4:], uint16(wire-20))
+	h[6], h[7] = 6, 64
+	h[0+8], h[15+8] = 0xfd, ip[15]
+	h[0+24], h[15+24] = 0xfd, ip[19]
+	return append(h, ip[20:]...), wire + 20
+}
+
+// writeField writes frames, each wrapped by wrap (outside ones bare, in
+// the case's link layer without tunnel), as a pcap of link type link.
+func writeField(t testing.TB, link layers.LinkType, frames []fieldFrame, wrap func(ip []byte, wire int) []byte, bare func([]byte, int) []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "field.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := pcapgo.NewWriterNanos(f)
+	if err := w.WriteFileHeader(65535, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, fr := range frames {
+		wr := wrap
+		if fr.outside {
+			wr = bare
+		}
+		h := wr(fr.ip, fr.wire)
+		data := append(append([]byte(nil), h...), fr.ip...)
+		if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: fr.ts, CaptureLength: len(data), Length: len(h) + fr.wire}, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// allTsharkFlags are every tcp.analysis expert flag the analyzer sets.
+var allTsharkFlags = append(append([]struct {
+	field string
+	flag  PacketFlags
+}{}, tsharkFlags...), []struct {
+	field string
+	flag  PacketFlags
+}{
+	{"tcp.analysis.keep_alive_ack", KeepAliveAck},
+	{"tcp.analysis.zero_window_probe_ack", ZeroWindowProbeAck},
+}...)
+
+// tsharkFrames runs tshark once on path and returns its verdict for each
+// TCP frame: every expert flag and the ACK RTT.
+func tsharkFrames(t *testing.T, path string, extra ...string) map[int]packetVerdict {
+	t.Helper()
+	testenv.RequireCommand(t, "tshark")
+	args := append([]string{"-n", "-r", path}, extra...)
+	args = append(args, "-Y", "tcp", "-T", "fields", "-E", "separator=/t", "-E", "occurrence=f",
+		"-e", "frame.number", "-e", "tcp.analysis.ack_rtt")
+	for _, f := range allTsharkFlags {
+		args = append(args, "-e", f.field)
+	}
+	cmd := exec.Command("tshark", args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("tshark: %v: %s", err, stderr.String())
+	}
+	res := map[int]packetVerdict{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		cols := strings.Split(sc.Text(), "\t")
+		if len(cols) < 2+len(allTsharkFlags) {
+			t.Fatalf("tshark line %q: %d columns", sc.Text(), len(cols))
+		}
+		n, err := strconv.Atoi(cols[0])
+		if err != nil {
+			t.Fatalf("tshark frame number %q", cols[0])
+		}
+		v := packetVerdict{ackRTT: -1}
+		if cols[1] != "" {
+			f, err := strconv.ParseFloat(cols[1], 64)
+			if err != nil {
+				t.Fatalf("tshark ack_rtt %q", cols[1])
+			}
+			v.ackRTT = time.Duration(math.Round(f * 1e9))
+		}
+		for i, tf := range allTsharkFlags {
+			if cols[2+i] != "" {
+				v.flags |= tf.flag
+			}
+		}
+		if v.flags&(FastRetransmission|SpuriousRetransmission) != 0 {
+			v.flags &^= Retransmission
+		}
+		res[n] = v
+	}
+	return res
+}
+
+// everyFlag is every flag compared frame by frame with tshark.
+const everyFlag = comparedFlags | KeepAliveAck | ZeroWindowProbeAck
+
+// sameAsTshark analyzes path and requires tshark's verdict on every TCP
+// frame, every flag and ACK RTT, except on frames dups lists (capture
+// duplicates the analyzer drops on purpose).
+func sameAsTshark(t *testing.T, path string, opts Options, dups map[int]bool, tsharkArgs ...string) *Result {
+	t.Helper()
+	theirs := tsharkFrames(t, path, tsharkArgs...)
+	ours := map[int]packetVerdict{}
+	opts.OnPacket = func(p *PacketInfo) {
+		v := packetVerdict{flags: p.Flags, ackRTT: -1}
+		if p.AckRTT > 0 {
+			v.ackRTT = p.AckRTT
+		}
+		ours[p.Frame] = v
+	}
+	res, err := AnalyzeFile(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(theirs) == 0 {
+		t.Fatalf("tshark saw no TCP frames in %s", path)
+	}
+	var frames []int
+	for n := range theirs {
+		frames = append(frames, n)
+	}
+	sort.Ints(frames)
+	bad := 0
+	for _, n := range frames {
+		tv := theirs[n]
+		ov, ok := ours[n]
+		if dups[n] {
+			if ok {
+				t.Errorf("frame %d: a capture duplicate, analyzed", n)
+			}
+			continue
+		}
+		if !ok || ov.flags&everyFlag != tv.flags&everyFlag || !(ov.ackRTT == tv.ackRTT || ov.ackRTT >= 0 && tv.ackRTT >= 0 && absDur(ov.ackRTT-tv.ackRTT) <= time.Microsecond) {
+			bad++
+			if bad <= 10 {
+				t.Errorf("frame %d: ours (seen %v) flags %v rtt %v, tshark flags %v rtt %v", n, ok, ov.flags&everyFlag, ov.ackRTT, tv.flags&everyFlag, tv.ackRTT)
+			}
+		}
+	}
+	for n := range ours {
+		if _, ok := theirs[n]; !ok {
+			t.Errorf("frame %d: analyzed as TCP, tshark sees no TCP", n)
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d frames differ from tshark", bad, len(theirs))
+	}
+	return res
+}
+
+// TestEncapsulationsAgreeWithTshark writes the known transfer in every
+// link type and encapsulation the decoder knows and compares the
+// analysis with tshark's frame by frame.
+func TestEncapsulationsAgreeWithTshark(t *testing.T) {
+	base := knownTransfer(t)
+	for _, ec := range encapCases {
+		t.Run(ec.name, func(t *testing.T) {
+			frames := base
+			if ec.inner6 {
+				frames = make([]fieldFrame, len(base))
+				for i, f := range base {
+					f.ip, f.wire = toIPv6(f.ip, f.wire)
+					frames[i] = f
+				}
+			}
+			if ec.whole {
+				whole := make([]fieldFrame, len(frames))
+				for i, f := range frames {
+					f.ip = append(f.ip, make([]byte, f.wire-len(f.ip))...)
+					whole[i] = f
+				}
+				frames = whole
+			}
+			path := writeField(t, ec.link, frames, ec.wrap, nil)
+			var opts Options
+			if ec.decodeAs != nil {
+				opts.Decode = new(decode.Config)
+				for _, r := range ec.decodeAs {
+					if err := opts.Decode.ParseDecodeAs(r); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			res := sameAsTshark(t, path, opts, nil, ec.tsharkArgs...)
+			if len(res.Connections) != 1 || res.TCPPackets != len(frames) {
+				t.Fatalf("%d connections, %d TCP packets of %d frames", len(res.Connections), res.TCPPackets, len(frames))
+			}
+			c := res.Connections[0]
+			if fmt.Sprint(c.Encapsulation) != fmt.Sprint(ec.want) || c.Encapsulation == nil {
+				t.Errorf("encapsulation %q, want %q", c.Encapsulation, ec.want)
+			}
+			if d := c.Directions[1]; d.UniqueBytes != 120_000 || d.RetransmittedPackets != 2 || c.Directions[0].DupAcks == 0 || c.State != "closed" || !c.HandshakeSeen {
+				t.Errorf("server's direction: %d unique bytes, %d retransmissions, %d dup ACKs, state %s, handshake %v", d.UniqueBytes, d.RetransmittedPackets, c.Directions[0].DupAcks, c.State, c.HandshakeSeen)
+			}
+		})
+	}
+}
