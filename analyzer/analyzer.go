@@ -167,9 +167,24 @@ type Result struct {
 	// the same one within 1 ms, sooner than any retransmission. They are
 	// left out of the analysis (Wireshark counts them as
 	// retransmissions or duplicate ACKs).
-	DuplicateFrames int           `json:"duplicate_frames"`
-	Warnings        []string      `json:"warnings"`
-	Connections     []*Connection `json:"connections"`
+	DuplicateFrames int `json:"duplicate_frames"`
+	// BadRecords lists the record headers of a classic pcap file that
+	// were impossible (also in Warnings, as text); empty for none.
+	BadRecords []pcapfile.RecordWarning `json:"bad_records"`
+	// SkippedInterfaces lists the pcapng interfaces of a link type the
+	// decoder does not know, with the frames skipped on each.
+	SkippedInterfaces []SkippedInterface `json:"skipped_interfaces"`
+	Warnings          []string           `json:"warnings"`
+	Connections       []*Connection      `json:"connections"`
+}
+
+// SkippedInterface is a capture interface whose link type the decoder does
+// not know: its frames were counted and skipped.
+type SkippedInterface struct {
+	Interface int    `json:"interface"`
+	LinkType  int    `json:"link_type"`
+	Name      string `json:"link_type_name"`
+	Frames    int    `json:"frames"`
 }
 
 // Analyzer is the streaming form: feed frames with Add, then call Finish.
@@ -314,11 +329,17 @@ func (a *Analyzer) addOther(iface int, err error, p *decode.Packet, ns int64, fp
 		if a.count(err) {
 			a.packet(p, ns, a.res.Frames, fp)
 		} else {
+			if err == decode.ErrLinkType {
+				a.skipped(iface, p.UnknownLink)
+			}
 			a.clock(ns)
 		}
 		return
 	}
 	if !a.count(err) {
+		if err == decode.ErrLinkType {
+			a.skipped(iface, p.UnknownLink)
+		}
 		return
 	}
 	if a.began && ns < a.lastNs {
@@ -331,6 +352,18 @@ func (a *Analyzer) addOther(iface int, err error, p *decode.Packet, ns int64, fp
 	q.commit()
 	a.buffered++
 	a.merge(false)
+}
+
+// skipped counts a frame of interface iface, of a link type the decoder
+// does not know.
+func (a *Analyzer) skipped(iface int, link decode.LinkType) {
+	for i := range a.res.SkippedInterfaces {
+		if s := &a.res.SkippedInterfaces[i]; s.Interface == iface && s.LinkType == int(link) {
+			s.Frames++
+			return
+		}
+	}
+	a.res.SkippedInterfaces = append(a.res.SkippedInterfaces, SkippedInterface{Interface: iface, LinkType: int(link), Name: link.Describe(), Frames: 1})
 }
 
 // reorderWindow bounds the frames held back for the merge of interfaces.
@@ -585,8 +618,8 @@ func (a *Analyzer) Finish() *Result {
 	if a.res.MalformedLength > 0 {
 		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d TCP packets stated an IP length beyond the frame on the wire (not a snap length cut); analyzed with the payload that was there", a.res.MalformedLength))
 	}
-	if a.res.UnknownLink > 0 {
-		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames on interfaces with an unsupported link type skipped", a.res.UnknownLink))
+	for _, s := range a.res.SkippedInterfaces {
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("interface %d: %s is not one the analyzer decodes (the list is in docs/analyzer.md); its %d frames skipped", s.Interface, s.Name, s.Frames))
 	}
 	return a.res
 }

@@ -141,7 +141,28 @@ func AnalyzeReader(r *pcapfile.Reader, opts Options) (*Result, error) {
 		}
 		break
 	}
+	a.recordWarnings(r)
 	return a.Finish(), nil
+}
+
+// recordWarnings reports the reader's broken records in the Result (the
+// reader stage has stopped: it no longer touches r).
+func (a *Analyzer) recordWarnings(r *pcapfile.Reader) {
+	ws := r.RecordWarnings()
+	if len(ws) == 0 {
+		return
+	}
+	a.res.BadRecords = append(a.res.BadRecords, ws...)
+	for _, w := range ws {
+		next := fmt.Sprintf("went on at offset %d", w.Resumed)
+		if w.Resumed < 0 {
+			next = "no next record found, stopped"
+		}
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("broken record at offset %d (frame %d): %s; %s; %d frames read in all", w.Offset, w.Frame, w.Problem, next, a.res.Frames))
+	}
+	if n := r.BrokenRecords(); n > len(ws) {
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d broken records in all (the first %d and the last listed)", n, len(ws)))
+	}
 }
 
 // finisher is the goroutine of Options.ConcurrentFinish: it diagnoses

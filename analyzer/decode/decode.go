@@ -108,6 +108,9 @@ type Packet struct {
 	// held on the wire (not a snap length cut); the packet was decoded
 	// with the bytes that were there.
 	MalformedLength bool
+	// UnknownLink is the link type of a frame Decode refused with
+	// ErrLinkType (set only then).
+	UnknownLink LinkType
 	// Iface is the interface a Linux cooked v2 header names (its
 	// ifindex; 0 for other link types): copies of one packet on two
 	// interfaces of a `tcpdump -i any` capture are told apart by it.
@@ -218,6 +221,7 @@ func (c *Config) Decode(link LinkType, frame []byte, wireLen int, p *Packet) err
 		}
 		wireLen = min(wireLen, end)
 	default:
+		p.UnknownLink = link
 		return ErrLinkType
 	}
 	return c.payload(frame, off, et, wireLen, p)
@@ -370,5 +374,24 @@ func (t LinkType) String() string {
 	case LinkNFLOG:
 		return "NFLOG"
 	}
+	if n, ok := otherLinkNames[t]; ok {
+		return n
+	}
 	return fmt.Sprintf("linktype %d", uint16(t))
+}
+
+// otherLinkNames names link types the decoder does not read, for messages.
+var otherLinkNames = map[LinkType]string{
+	6: "IEEE802_5", 7: "ARCNET_BSD", 105: "IEEE802_11", 119: "IEEE802_11_PRISM",
+	127: "IEEE802_11_RADIOTAP", 129: "ARCNET_LINUX", 143: "DOCSIS", 178: "JUNIPER_ETHER",
+	189: "USB_LINUX", 195: "IEEE802_15_4", 220: "USB_LINUX_MMAPPED", 242: "IPOIB",
+	249: "USBPCAP", 253: "NETLINK",
+}
+
+// Describe names t with its number: "link type PPP (9)", "link type 147".
+func (t LinkType) Describe() string {
+	if s := t.String(); s != fmt.Sprintf("linktype %d", uint16(t)) {
+		return fmt.Sprintf("link type %s (%d)", s, uint16(t))
+	}
+	return fmt.Sprintf("link type %d", uint16(t))
 }
