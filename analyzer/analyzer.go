@@ -63,6 +63,11 @@ type Options struct {
 	// Decode says which UDP ports carry tunnels beyond the defaults
 	// (`analyze --decode-as`); nil decodes the defaults.
 	Decode *decode.Config
+	// WindowRatio is the share of a receive buffer the receiver's kernel
+	// offers as window, for the diagnosis's advice and predictions
+	// (`wanlab experiment` passes what the tuner measured); nil assumes
+	// DefaultWindowRatio, which the diagnosis names.
+	WindowRatio *WindowRatio
 	// FinishedPoints is the point budget of each series of a connection
 	// that finished before the end of the capture (default 64): it keeps
 	// its summary and its series at that resolution. Negative drops the
@@ -85,6 +90,14 @@ const closedLinger = time.Second
 // sweepEvery is the capture time between two searches for finished
 // connections.
 const sweepEvery = int64(250 * time.Millisecond)
+
+// windowRatio is the ratio the diagnosis uses.
+func (o *Options) windowRatio() WindowRatio {
+	if o.WindowRatio != nil && o.WindowRatio.Ratio > 0 && o.WindowRatio.Ratio <= 1 {
+		return *o.WindowRatio
+	}
+	return DefaultWindowRatio
+}
 
 func (o *Options) normalize() {
 	if o.MaxPoints == 0 {
@@ -571,7 +584,7 @@ func (a *Analyzer) emitFinished() {
 		a.finisher().send(a.unfinished[:n])
 	} else {
 		for _, c := range a.unfinished[:n] {
-			diagnoseWanted(c, a.opts.Wanted)
+			diagnoseWanted(c, a.opts.Wanted, a.opts.windowRatio())
 			a.opts.OnFinish(c)
 		}
 	}
@@ -583,7 +596,7 @@ func (a *Analyzer) emitFinished() {
 // finisher starts the goroutine of ConcurrentFinish on first use.
 func (a *Analyzer) finisher() *finisher {
 	if a.fin == nil {
-		a.fin = newFinisher(a.opts.OnFinish, a.opts.Wanted)
+		a.fin = newFinisher(a.opts.OnFinish, a.opts.Wanted, a.opts.windowRatio())
 	}
 	return a.fin
 }

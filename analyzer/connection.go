@@ -642,15 +642,15 @@ func (c *Connection) finish(a *Analyzer) {
 		c.Directions[i] = &Direction{From: from, To: to, DirectionStats: *st, Series: ser}
 	}
 	if a.opts.OnFinish == nil {
-		diagnoseWanted(c, a.opts.Wanted) // else just before OnFinish (see emitFinished)
+		diagnoseWanted(c, a.opts.Wanted, a.opts.windowRatio()) // else just before OnFinish (see emitFinished)
 	}
 }
 
 // diagnoseWanted diagnoses c unless wanted (Options.Wanted) says it will
 // not be shown.
-func diagnoseWanted(c *Connection, wanted func(*Connection) bool) {
+func diagnoseWanted(c *Connection, wanted func(*Connection) bool, wr WindowRatio) {
 	if wanted == nil || wanted(c) {
-		diagnose(c)
+		diagnose(c, wr)
 	}
 }
 

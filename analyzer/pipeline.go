@@ -176,13 +176,13 @@ type finisher struct {
 // finisherQueue is the number of batches (one per sweep) that may wait.
 const finisherQueue = 4
 
-func newFinisher(onFinish func(*Connection), wanted func(*Connection) bool) *finisher {
+func newFinisher(onFinish func(*Connection), wanted func(*Connection) bool, wr WindowRatio) *finisher {
 	f := &finisher{batches: make(chan []*Connection, finisherQueue), done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
 		for b := range f.batches {
 			for _, c := range b {
-				diagnoseWanted(c, wanted)
+				diagnoseWanted(c, wanted, wr)
 				onFinish(c)
 			}
 		}

@@ -51,6 +51,20 @@ func planTuning(l *lab.Lab, res *Result, server *analyzer.Result) (*Tuning, erro
 // planTuningWith is planTuning with each host's sysctls read by snapshot
 // (a namespace of this host, or a VM).
 func planTuningWith(snapshot func(role string) (*tuner.Snapshot, error), res *Result, server *analyzer.Result) (*Tuning, error) {
+	snaps := map[string]*tuner.Snapshot{}
+	for _, role := range []string{lab.RoleClient, lab.RoleServer} {
+		snap, err := snapshot(role)
+		if err != nil {
+			return nil, err
+		}
+		snaps[role] = snap
+	}
+	// One prediction per change: the diagnoses are made again with the
+	// window share the tuner's model gives the receiver's kernel, so the
+	// analyzer's advice, its prediction (which the plan starts from) and
+	// the plan's agree on what a buffer buys.
+	m := learnedModel(snaps[lab.RoleClient], res)
+	rediagnose(res, analyzer.WindowRatio{Ratio: m.Ratio(), Source: "the tuner's model of the client's kernel: " + m.Describe()})
 	ev, err := tcapture.FromResult(server, res.Captures[SideServer].Path)
 	if err != nil || ev.RTT <= 0 || ev.Predicted == 0 {
 		return nil, nil
@@ -63,10 +77,7 @@ func planTuningWith(snapshot func(role string) (*tuner.Snapshot, error), res *Re
 		keep string
 		dst  *[]tuner.Change
 	}{{lab.RoleClient, "receiver", &t.Client}, {lab.RoleServer, "sender", &t.Server}} {
-		snap, err := snapshot(h.role)
-		if err != nil {
-			return nil, err
-		}
+		snap := snaps[h.role]
 		p, err := tuner.MakePlan(snap, learnedModel(snap, res), in)
 		if err != nil {
 			return nil, fmt.Errorf("tuner plan: %w", err)
@@ -82,6 +93,20 @@ func planTuningWith(snapshot func(role string) (*tuner.Snapshot, error), res *Re
 	}
 	t.Rerun = rerun(res.Config, t)
 	return t, nil
+}
+
+// rediagnose makes the diagnoses of the experiment's captures again with
+// window ratio wr, in place (the captures' results and reports point to
+// them).
+func rediagnose(res *Result, wr analyzer.WindowRatio) {
+	for _, cr := range res.Captures {
+		if cr == nil || cr.Analysis == nil {
+			continue
+		}
+		for _, c := range cr.Analysis.Connections {
+			c.Rediagnose(wr)
+		}
+	}
 }
 
 // learnedModel is the tuner's window model of a namespace, with the
