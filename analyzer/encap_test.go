@@ -705,3 +705,68 @@ func TestTunnelInsideAndOutside(t *testing.T) {
 		t.Errorf("encapsulation %q, %d retransmissions", c.Encapsulation, c.Directions[1].RetransmittedPackets)
 	}
 }
+
+// patchRecords rewrites the classic pcap at path: edit gets each record's
+// header (16 bytes, little endian) and data, and returns the bytes to
+// write in its place.
+func patchRecords(t *testing.T, path string, edit func(i int, hdr, data []byte) []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := append([]byte(nil), b[:24]...)
+	for i, off := 0, 24; off < len(b); i++ {
+		n := int(binary.LittleEndian.Uint32(b[off+8:]))
+		out = append(out, edit(i, append([]byte(nil), b[off:off+16]...), b[off+16:off+16+n])...)
+		off += 16 + n
+	}
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBrokenRecordsAgreeWithTshark: records whose captured length exceeds
+// their original length are read, as tshark reads them, and reported; a
+// record of an absurd length is reported and reading goes on at the next
+// record (where tshark stops).
+func TestBrokenRecordsAgreeWithTshark(t *testing.T) {
+	base := knownTransfer(t)
+	path := writeField(t, layers.LinkTypeEthernet, base, encapCases[0].wrap, nil)
+	patchRecords(t, path, func(i int, hdr, data []byte) []byte {
+		if i == 1 || i == 9 {
+			binary.LittleEndian.PutUint32(hdr[12:], binary.LittleEndian.Uint32(hdr[8:])-1)
+		}
+		return append(hdr, data...)
+	})
+	res := sameAsTshark(t, path, Options{}, nil)
+	if res.Frames != len(base) || len(res.BadRecords) != 2 || res.BadRecords[0].Frame != 2 || res.BadRecords[1].Frame != 10 {
+		t.Errorf("%d of %d frames, bad records %+v", res.Frames, len(base), res.BadRecords)
+	}
+	if w := strings.Join(res.Warnings, "\n"); !strings.Contains(w, "broken record at offset 114 (frame 2): capture length 74 exceeds the original length 73 (taken as 74); read as tshark reads it") ||
+		!strings.Contains(w, fmt.Sprintf("%d frames read in all", len(base))) {
+		t.Errorf("warnings:\n%s", w)
+	}
+
+	absurd := writeField(t, layers.LinkTypeEthernet, base, encapCases[0].wrap, nil)
+	var at int64 = 24
+	patchRecords(t, absurd, func(i int, hdr, data []byte) []byte {
+		rec := append(hdr, data...)
+		if i == 20 {
+			bad := binary.LittleEndian.AppendUint32(append([]byte(nil), hdr[:8]...), 0x7fff0000)
+			bad = binary.LittleEndian.AppendUint32(bad, 0x7fff0000)
+			rec = append(append(bad, 0xde, 0xad, 0xbe, 0xef), rec...)
+		}
+		if i < 20 {
+			at += int64(len(rec))
+		}
+		return rec
+	})
+	res, err := AnalyzeFile(absurd, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Frames != len(base) || len(res.BadRecords) != 1 || res.BadRecords[0].Offset != at || res.BadRecords[0].Resumed != at+20 || len(res.Connections) != 1 {
+		t.Errorf("%d of %d frames, %d connections, bad records %+v (want one at %d resumed at %d)", res.Frames, len(base), len(res.Connections), res.BadRecords, at, at+20)
+	}
+}

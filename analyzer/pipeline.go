@@ -154,9 +154,12 @@ func (a *Analyzer) recordWarnings(r *pcapfile.Reader) {
 	}
 	a.res.BadRecords = append(a.res.BadRecords, ws...)
 	for _, w := range ws {
-		next := fmt.Sprintf("went on at offset %d", w.Resumed)
-		if w.Resumed < 0 {
+		next := fmt.Sprintf("skipped to the next record found, at offset %d", w.Resumed)
+		switch {
+		case w.Resumed < 0:
 			next = "no next record found, stopped"
+		case w.Resumed == w.Offset:
+			next = "read as tshark reads it"
 		}
 		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("broken record at offset %d (frame %d): %s; %s; %d frames read in all", w.Offset, w.Frame, w.Problem, next, a.res.Frames))
 	}

@@ -524,9 +524,9 @@ func (r *Reader) broken(capLen, origLen uint64, at int64) bool {
 	case !ok:
 		w.Problem = fmt.Sprintf("capture length %d exceeds the largest a pcap record can have (%d)", capLen, r.maxCap)
 	case capLen > origLen:
-		w.Problem = fmt.Sprintf("capture length %d exceeds the original length %d (read with the original length taken as %d)", capLen, origLen, capLen)
+		w.Problem = fmt.Sprintf("capture length %d exceeds the original length %d (taken as %d)", capLen, origLen, capLen)
 	default:
-		w.Problem = fmt.Sprintf("capture length %d exceeds the file's snap length %d (read whole)", capLen, r.snaplen)
+		w.Problem = fmt.Sprintf("capture length %d exceeds the file's snap length %d", capLen, r.snaplen)
 	}
 	r.brokenN++
 	if len(r.warns) < maxRecordWarnings {
