@@ -75,10 +75,11 @@ type Options struct {
 	FinishedPoints int
 }
 
-// maxTracked and idleRetire bound the connections tracked: past
-// maxTracked, an open connection silent for idleRetire is retired.
+// maxTracked and idleRetire bound the connections held: past maxTracked
+// tracked (or waiting for OnFinish), an open connection silent for
+// idleRetire is retired.
 const (
-	maxTracked = 1 << 16
+	maxTracked = 1 << 14
 	idleRetire = 5 * time.Minute
 )
 
@@ -544,10 +545,11 @@ func (a *Analyzer) hasFinished(c *Connection, now int64) bool {
 	if a.opts.IdleTimeout > 0 && quiet > a.opts.IdleTimeout {
 		return true
 	}
-	if quiet > idleRetire && len(a.live) > maxTracked {
-		// Memory, not a rule: with this many connections tracked, one
-		// silent this long is retired (a later packet of its 4-tuple
-		// starts a new one).
+	if quiet > idleRetire && (len(a.live) > maxTracked || len(a.unfinished) > maxTracked) {
+		// Memory, not a rule: with this many connections tracked, or
+		// finished but waiting for OnFinish behind open ones, one silent
+		// this long is retired (a later packet of its 4-tuple starts a
+		// new one).
 		return true
 	}
 	closed := c.rst || c.dirs[0].finSeen && c.dirs[1].finSeen
