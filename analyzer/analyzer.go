@@ -464,7 +464,7 @@ func (a *Analyzer) count(err error) bool {
 func (a *Analyzer) packet(p *decode.Packet, ns int64, frame int, fp uint64) {
 	t := a.clock(ns)
 	if fp != 0 && a.dups.duplicate(fp, ns, p.Iface) {
-		a.res.DuplicateFrames++
+		a.duplicate(p)
 		return
 	}
 	a.frame = frame
@@ -513,6 +513,20 @@ func (a *Analyzer) packet(p *decode.Packet, ns int64, frame int, fp uint64) {
 	if t-a.lastSweep >= sweepEvery {
 		a.lastSweep = t
 		a.sweep(t)
+	}
+}
+
+// duplicate counts packet p, a capture duplicate, in the totals and in
+// its connection's direction.
+func (a *Analyzer) duplicate(p *decode.Packet) {
+	a.res.DuplicateFrames++
+	k, fromLow := makeKey(p)
+	if c := a.conns[k]; c != nil && c.dirs != nil {
+		dir := 0
+		if fromLow != c.clientIsLow {
+			dir = 1
+		}
+		c.dirs[dir].stats.CaptureDuplicates++
 	}
 }
 

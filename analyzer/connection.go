@@ -88,6 +88,10 @@ type DirectionStats struct {
 	WindowFull              int   `json:"window_full"`
 	ZeroWindowProbes        int   `json:"zero_window_probes"`
 	KeepAlives              int   `json:"keep_alives"`
+	// CaptureDuplicates counts copies of this direction's packets left
+	// out as capture duplicates (see Result.DuplicateFrames): Wireshark
+	// analyzes them, each a retransmission or a duplicate ACK more.
+	CaptureDuplicates int `json:"capture_duplicates"`
 
 	// The sender's truth, whatever Wireshark calls the segments: data
 	// segments that re-sent sequence space the capture had already seen

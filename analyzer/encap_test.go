@@ -641,8 +641,8 @@ func TestFieldEdgeCasesAgreeWithTshark(t *testing.T) {
 			if res.DuplicateFrames != 1 {
 				t.Errorf("%d duplicate frames, want 1", res.DuplicateFrames)
 			}
-			if d := res.Connections[0].Directions[1]; d.RetransmittedPackets != 3 {
-				t.Errorf("%d retransmissions, want 3 (the copy 60 ms later one)", d.RetransmittedPackets)
+			if d := res.Connections[0].Directions[1]; d.RetransmittedPackets != 3 || d.CaptureDuplicates != 1 {
+				t.Errorf("%d retransmissions, %d capture duplicates, want 3 (the copy 60 ms later one) and 1", d.RetransmittedPackets, d.CaptureDuplicates)
 			}
 		}},
 		{"port-reuse", func(fr []fieldFrame) ([]fieldFrame, map[int]int) {
@@ -701,8 +701,10 @@ func TestTunnelInsideAndOutside(t *testing.T) {
 	if len(res.Connections) != 1 || res.DuplicateFrames != len(base) {
 		t.Fatalf("%d connections, %d duplicates, want 1 and %d", len(res.Connections), res.DuplicateFrames, len(base))
 	}
-	if c := res.Connections[0]; fmt.Sprint(c.Encapsulation) != "[vxlan vni 42]" || c.Directions[1].RetransmittedPackets != 2 {
-		t.Errorf("encapsulation %q, %d retransmissions", c.Encapsulation, c.Directions[1].RetransmittedPackets)
+	if c := res.Connections[0]; fmt.Sprint(c.Encapsulation) != "[vxlan vni 42]" || c.Directions[1].RetransmittedPackets != 2 ||
+		c.Directions[0].CaptureDuplicates+c.Directions[1].CaptureDuplicates != len(base) {
+		t.Errorf("encapsulation %q, %d retransmissions, %d+%d capture duplicates (want every packet's copy)",
+			c.Encapsulation, c.Directions[1].RetransmittedPackets, c.Directions[0].CaptureDuplicates, c.Directions[1].CaptureDuplicates)
 	}
 }
 
