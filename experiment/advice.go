@@ -92,7 +92,44 @@ func planTuningWith(snapshot func(role string) (*tuner.Snapshot, error), res *Re
 		}
 	}
 	t.Rerun = rerun(res.Config, t)
+	unifyPredictions(res, t)
 	return t, nil
+}
+
+// unifyPredictions gives every diagnosis on the page that names the limit
+// the plan lifts the plan's figure: the two captures of one transfer see
+// slightly different RTTs (the handshake's at the client, data to ACK at
+// the server), and the same change must not read as two rates.
+func unifyPredictions(res *Result, t *Tuning) {
+	sc := res.Captures[SideServer]
+	if t.After <= 0 || sc == nil || sc.Diagnosis == nil || sc.Diagnosis.PredictedBps <= 0 {
+		return
+	}
+	// The plan sizes buffers: it lifts a window or send-buffer limit.
+	limit := sc.Diagnosis.Limit
+	if limit != analyzer.LimitReceiveWindow && limit != analyzer.LimitSendBuffer {
+		return
+	}
+	line := fmt.Sprintf("predicted: one stream would go to %s with the tuner's changes (its plan, from the server capture's RTT and the client kernel's window share)", mbps(t.After))
+	for _, cr := range res.Captures {
+		if cr == nil || cr.Analysis == nil {
+			continue
+		}
+		for _, c := range cr.Analysis.Connections {
+			for _, d := range c.Directions {
+				dg := d.Diagnosis
+				if dg == nil || dg.Limit != limit || dg.PredictedBps <= 0 {
+					continue
+				}
+				dg.PredictedBps = float64(t.After)
+				for i, a := range dg.Advice {
+					if strings.HasPrefix(a, "predicted:") {
+						dg.Advice[i] = line
+					}
+				}
+			}
+		}
+	}
 }
 
 // rediagnose makes the diagnoses of the experiment's captures again with

@@ -122,7 +122,7 @@ func TestOneNumberPerChange(t *testing.T) {
 	if err != nil || tu == nil {
 		t.Fatalf("plan %+v, %v", tu, err)
 	}
-	if dg.WindowRatio != 0.75 || !strings.Contains(dg.WindowRatioSource, "tuner") || dg.PredictedBps == offline {
+	if dg.WindowRatio != 0.75 || !strings.Contains(dg.WindowRatioSource, "tuner") || dg.PredictedBps == offline || dg.PredictedBps != float64(tu.After) {
 		t.Errorf("experiment diagnosis: ratio %v (%s), predicted %.0f (offline %.0f); want the tuner's 0.75", dg.WindowRatio, dg.WindowRatioSource, dg.PredictedBps, offline)
 	}
 	// The analyzer's buffer and prediction and the tuner's plan: one
