@@ -6,6 +6,7 @@ package pcapfile
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -45,7 +46,8 @@ var ErrTruncated = errors.New("file ends in the middle of a packet record")
 // calls), which halves the cost of reading a bulk capture. It applies
 // pcapgo's record checks (capture length above the snap length or the
 // original length is an error) and FuzzReader checks it frame for frame
-// against pcapgo. Gzip'd pcap and pcapng go through pcapgo.
+// against pcapgo. A gzip'd file is uncompressed on the way and read as
+// the capture inside it; pcapng goes through pcapgo.
 //
 // A classic pcap file that Open can map into memory (see mapFile) is
 // parsed in the mapping: no read system calls, no copy of the packets
@@ -75,10 +77,12 @@ type Reader struct {
 	// warns lists the broken record headers met so far; prevSec is the
 	// timestamp of the last good record, which a resynchronisation
 	// looks for nearby.
-	warns   []RecordWarning
-	brokenN int
-	prevSec uint32
-	snaplen int
+	// compressed counts the bytes of a gzip'd file read (nil: not gzip).
+	compressed *countingReader
+	warns      []RecordWarning
+	brokenN    int
+	prevSec    uint32
+	snaplen    int
 }
 
 // RecordWarning is a classic pcap record whose header was impossible.
@@ -134,7 +138,7 @@ func Open(path string) (*Reader, io.Closer, error) {
 // format, which is read as a stream.
 func newMappedReader(m []byte, name string, f *os.File) *Reader {
 	r, err := newReader(bytes.NewReader(m), name, 4096)
-	if err != nil || !r.fast {
+	if err != nil || !r.fast || r.compressed != nil {
 		return nil
 	}
 	// The header is parsed; records follow from where its reader stopped.
@@ -185,6 +189,24 @@ func newReader(r io.Reader, name string, bufSize int) (*Reader, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	if magic[0] == 0x1f && magic[1] == 0x8b {
+		// gzip: the capture inside is read as a plain one (a pcap by the
+		// fast path, with its record checks; a pcapng), its offsets in
+		// the uncompressed stream; progress counts compressed bytes.
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("%s: gzip: %v: %w", name, err, ErrFormat)
+		}
+		rd, err := newReader(gz, name, bufSize)
+		if err != nil {
+			return nil, err
+		}
+		if rd.compressed != nil {
+			return nil, fmt.Errorf("%s: gzip inside gzip: %w", name, ErrFormat)
+		}
+		rd.compressed = cr
+		return rd, nil
+	}
 	rd := &Reader{name: name, count: cr}
 	m := binary.LittleEndian.Uint32(magic)
 	switch {
@@ -194,23 +216,21 @@ func newReader(r io.Reader, name string, bufSize int) (*Reader, error) {
 			return nil, fmt.Errorf("%s: pcapng header: %v: %w", name, err, ErrFormat)
 		}
 		rd.ng = ng
-	case m == 0xA1B2C3D4 || m == 0xD4C3B2A1 || m == 0xA1B23C4D || m == 0x4D3CB2A1 || magic[0] == 0x1f && magic[1] == 0x8b:
+	case m == 0xA1B2C3D4 || m == 0xD4C3B2A1 || m == 0xA1B23C4D || m == 0x4D3CB2A1:
 		pr, err := pcapgo.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("%s: pcap header: %v: %w", name, err, ErrFormat)
 		}
 		rd.pcap = pr
 		rd.link = decode.LinkType(pr.LinkType())
-		if magic[0] != 0x1f {
-			rd.fast, rd.br = true, br
-			rd.nanos = m == 0xA1B23C4D || m == 0x4D3CB2A1
-			rd.order = binary.LittleEndian
-			if m == 0xD4C3B2A1 || m == 0x4D3CB2A1 {
-				rd.order = binary.BigEndian
-			}
-			rd.maxCap = max(int(pr.Snaplen()), eagerReadMax)
-			rd.snaplen = int(pr.Snaplen())
+		rd.fast, rd.br = true, br
+		rd.nanos = m == 0xA1B23C4D || m == 0x4D3CB2A1
+		rd.order = binary.LittleEndian
+		if m == 0xD4C3B2A1 || m == 0x4D3CB2A1 {
+			rd.order = binary.BigEndian
 		}
+		rd.maxCap = max(int(pr.Snaplen()), eagerReadMax)
+		rd.snaplen = int(pr.Snaplen())
 		if !decode.Supported(rd.link) {
 			return nil, fmt.Errorf("%s: %s is not one the analyzer decodes (the list is in docs/analyzer.md): %w", name, rd.link.Describe(), decode.ErrLinkType)
 		}
@@ -223,6 +243,9 @@ func newReader(r io.Reader, name string, bufSize int) (*Reader, error) {
 // Offset is how many bytes of the underlying file have been consumed, for
 // progress reporting (it runs ahead of the frames by the read buffer).
 func (r *Reader) Offset() int64 {
+	if r.compressed != nil {
+		return r.compressed.n
+	}
 	if r.m != nil {
 		return int64(r.mpos)
 	}
@@ -257,15 +280,6 @@ func (r *Reader) Next() (Frame, error) {
 	}
 	if r.fast {
 		return r.nextFast()
-	}
-	if r.pcap != nil {
-		data, ci, err := r.pcap.ZeroCopyReadPacketData()
-		if err != nil {
-			return f, r.wrap(err)
-		}
-		f = Frame{Data: data, WireLen: ci.Length, Timestamp: ci.Timestamp, Link: r.link}
-		r.frames++
-		return f, nil
 	}
 	data, ci, err := r.ng.ZeroCopyReadPacketData()
 	if err != nil {
