@@ -13,6 +13,7 @@
 package analyzer
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -129,6 +130,7 @@ const (
 	WindowUpdate                                   // tcp.analysis.window_update
 	KeepAlive                                      // tcp.analysis.keep_alive
 	KeepAliveAck                                   // tcp.analysis.keep_alive_ack
+	ReusedPorts                                    // tcp.analysis.reused_ports: a new SYN on a 4-tuple seen before
 )
 
 // AnyRetransmission is the union Wireshark's tcp.analysis.retransmission
@@ -228,6 +230,7 @@ type Analyzer struct {
 	lastNs   int64
 	frame    int // file frame number of the packet being analyzed
 	dups     dupFilter
+	retired  retiredTuples
 	// freeDirs holds the per-packet state of retired connections, reset,
 	// for new ones.
 	freeDirs []*[2]dirAnalysis
@@ -489,10 +492,16 @@ func (a *Analyzer) packet(p *decode.Packet, ns int64, frame int, fp uint64) {
 			c = a.conns[k]
 		}
 		if c == nil || a.startsNew(c, p, t) {
+			// Wireshark flags a SYN that reuses the ports of a stream it
+			// has seen, whether that stream is still tracked here or was
+			// retired.
+			reused := p.Flags&(decode.FlagSYN|decode.FlagACK) == decode.FlagSYN &&
+				(c != nil || a.retired.reused(k, fromLow, p.Seq))
 			if c != nil {
 				a.retire(c) // its 4-tuple now belongs to the new connection
 			}
 			c = a.newConn(k, p, t)
+			c.reusedSYN = reused
 			a.conns[k] = c
 			a.recent = [2]recentTuple{}
 		}
@@ -576,6 +585,7 @@ func (a *Analyzer) retire(c *Connection) {
 	if c.finished {
 		return
 	}
+	a.retired.add(c)
 	c.finish(a)
 	c.compact(a, a.opts.FinishedPoints)
 	if a.conns[c.key] == c {
@@ -690,22 +700,87 @@ func addrPort(v uint8, ip [16]byte, port uint16) netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom16(ip), port)
 }
 
-// startsNew reports whether p opens a new connection on c's 4-tuple: a SYN
-// that is not a retransmission of c's own SYN (Wireshark's new stream on
-// a reused port), or, with Options.IdleTimeout, any packet after that
-// much silence.
+// startsNew reports whether p opens a new connection on c's 4-tuple, as
+// Wireshark starts a new stream: a SYN (without ACK) whose sequence
+// number is not the base of its sender's direction (a retransmitted SYN
+// is), when that direction has one; or, with Options.IdleTimeout, any
+// packet after that much silence.
 func (a *Analyzer) startsNew(c *Connection, p *decode.Packet, t int64) bool {
 	if a.opts.IdleTimeout > 0 && time.Duration(t-c.lastT) > a.opts.IdleTimeout {
 		return true
 	}
-	if p.Flags&(decode.FlagSYN|decode.FlagACK) != decode.FlagSYN {
+	if p.Flags&(decode.FlagSYN|decode.FlagACK) != decode.FlagSYN || c.dirs == nil {
 		return false
 	}
-	cl := &c.dirs[0].st
-	if cl.synSeen && cl.isn == p.Seq {
-		return false // retransmitted SYN
+	_, fromLow := makeKey(p)
+	dir := 0
+	if fromLow != c.clientIsLow {
+		dir = 1
 	}
-	return true
+	st := &c.dirs[dir].st
+	return st.baseSet && st.base != p.Seq
+}
+
+// retiredTuples remembers, for 4-tuples whose connection was retired,
+// the sequence base of each endpoint, so that a later SYN is known to
+// reuse their ports (Wireshark's tcp.analysis.reused_ports). A table of
+// fixed size: an entry gives way to a later tuple of the same slot.
+type retiredTuples struct {
+	table *[retiredSlots]retiredTuple
+}
+
+const retiredSlots = 1 << 12
+
+type retiredTuple struct {
+	key  connKey
+	base [2]uint32 // [0]: the lower endpoint's
+	set  [2]bool
+}
+
+func (r *retiredTuples) slot(k *connKey) *retiredTuple {
+	h := dupMix(0x9E3779B97F4A7C15, uint64(binary.BigEndian.Uint64(k.loIP[8:]))^uint64(binary.BigEndian.Uint32(k.loIP[:4]))<<32)
+	h = dupMix(h, uint64(binary.BigEndian.Uint64(k.hiIP[8:]))^uint64(binary.BigEndian.Uint32(k.hiIP[:4]))<<32)
+	h = dupMix(h, uint64(k.loPort)<<16|uint64(k.hiPort))
+	return &r.table[h&(retiredSlots-1)]
+}
+
+// add records retired connection c's tuple.
+func (r *retiredTuples) add(c *Connection) {
+	if c.dirs == nil {
+		return
+	}
+	if r.table == nil {
+		r.table = new([retiredSlots]retiredTuple)
+	}
+	e := r.slot(&c.key)
+	*e = retiredTuple{key: c.key}
+	for i := range c.dirs {
+		low := (i == 0) == c.clientIsLow
+		j := 1
+		if low {
+			j = 0
+		}
+		if st := &c.dirs[i].st; st.baseSet {
+			e.base[j], e.set[j] = st.base, true
+		}
+	}
+}
+
+// reused reports whether a SYN of sequence number seq, from the lower
+// endpoint of k if fromLow, reuses the ports of a retired connection.
+func (r *retiredTuples) reused(k connKey, fromLow bool, seq uint32) bool {
+	if r.table == nil {
+		return false
+	}
+	e := r.slot(&k)
+	if e.key != k {
+		return false
+	}
+	j := 1
+	if fromLow {
+		j = 0
+	}
+	return e.set[j] && e.base[j] != seq
 }
 
 func (a *Analyzer) newConn(k connKey, p *decode.Packet, t int64) *Connection {
@@ -749,7 +824,7 @@ func (a *Analyzer) newConn(k connKey, p *decode.Packet, t int64) *Connection {
 
 var flagNames = []string{"retransmission", "fast_retransmission", "spurious_retransmission", "out_of_order",
 	"lost_segment", "ack_lost_segment", "duplicate_ack", "zero_window", "zero_window_probe",
-	"zero_window_probe_ack", "window_full", "window_update", "keep_alive", "keep_alive_ack"}
+	"zero_window_probe_ack", "window_full", "window_update", "keep_alive", "keep_alive_ack", "reused_ports"}
 
 // String lists the flags by their Wireshark names.
 func (f PacketFlags) String() string {

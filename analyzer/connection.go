@@ -45,6 +45,7 @@ type Connection struct {
 	finished    bool
 	encap       [decode.MaxEncap]decode.Encap
 	nencap      uint8
+	reusedSYN   bool // the first packet, a SYN, reuses the ports of an earlier connection
 }
 
 // noEncap is the Encapsulation of a connection that had none.
@@ -281,6 +282,10 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 	setBases(fs, rs, &sg)
 
 	fl := classify(fs, rs, &sg, c.firstRTT)
+	if c.reusedSYN {
+		fl |= ReusedPorts
+		c.reusedSYN = false
+	}
 	if fl != 0 {
 		fwd.countFlags(fl, sg.len)
 	}

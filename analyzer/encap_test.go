@@ -335,6 +335,7 @@ var allTsharkFlags = append(append([]struct {
 }{
 	{"tcp.analysis.keep_alive_ack", KeepAliveAck},
 	{"tcp.analysis.zero_window_probe_ack", ZeroWindowProbeAck},
+	{"tcp.analysis.reused_ports", ReusedPorts},
 }...)
 
 // tsharkFrames runs tshark once on path and returns its verdict for each
@@ -388,7 +389,7 @@ func tsharkFrames(t *testing.T, path string, extra ...string) map[int]packetVerd
 }
 
 // everyFlag is every flag compared frame by frame with tshark.
-const everyFlag = comparedFlags | KeepAliveAck | ZeroWindowProbeAck
+const everyFlag = comparedFlags | KeepAliveAck | ZeroWindowProbeAck | ReusedPorts
 
 // Differences from tshark on purpose, by frame number.
 const (
