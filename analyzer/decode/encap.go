@@ -18,7 +18,7 @@ const (
 	EncapQinQ                        // 802.1ad or 0x9100 service tag (ID: VLAN ID)
 	EncapMPLS                        // one MPLS label (ID: label)
 	EncapPPPoE                       // PPPoE session (ID: session ID)
-	EncapGRE                         // GRE (ID: key, when the K bit is set)
+	EncapGRE                         // GRE without a key
 	EncapGREKey                      // GRE with a key (ID: key)
 	EncapERSPAN                      // ERSPAN type I, II or III (ID: session ID)
 	EncapIPIP                        // IPv4 or IPv6 inside IP (protocol 4)
@@ -477,13 +477,13 @@ func nflog(b []byte) (uint16, int, int, error) {
 	// The byte order is the capturing host's: a TLV type is below 256,
 	// so the order is whichever end of the first type holds it.
 	order := binary.ByteOrder(binary.LittleEndian)
-	if len(b) >= 8 && binary.LittleEndian.Uint16(b[6:]) > 0xff {
+	if len(b) >= 8 && binary.LittleEndian.Uint16(b[6:])&0x3fff > 0xff {
 		order = binary.BigEndian
 	}
 	off := 4
 	for off+4 <= len(b) {
 		l := int(order.Uint16(b[off:]))
-		typ := order.Uint16(b[off+2:])
+		typ := order.Uint16(b[off+2:]) & 0x3fff // without the nested and byte-order flags
 		if l < 4 {
 			return 0, 0, 0, ErrCorrupt
 		}
@@ -494,7 +494,7 @@ func nflog(b []byte) (uint16, int, int, error) {
 		}
 		off += (l + 3) &^ 3
 	}
-	if off < len(b) || off > len(b) {
+	if off != len(b) {
 		return 0, 0, 0, ErrTruncated
 	}
 	return 0, 0, 0, ErrNotTCP
