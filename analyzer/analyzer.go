@@ -13,6 +13,7 @@
 package analyzer
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -27,8 +28,11 @@ import (
 type Options struct {
 	// MaxPoints bounds every time series (default 4096, minimum 16).
 	MaxPoints int
-	// IdleTimeout: a packet arriving after this much silence on a 4-tuple
-	// starts a new connection (default 5 minutes), as a reused port does.
+	// IdleTimeout, when set, makes a packet arriving after this much
+	// silence on a 4-tuple start a new connection. By default (0) only a
+	// new SYN does, as Wireshark defines a stream: a connection silent
+	// for any time goes on, and the segments lost in the silence show at
+	// the join.
 	IdleTimeout time.Duration
 	// OnPacket, when set, is called for every TCP packet with its
 	// per-packet analysis (agreement tests and debugging). The PacketInfo
@@ -57,12 +61,28 @@ type Options struct {
 	// NoSeries: record no time series (outputs that show none); every
 	// Direction's Series is then empty.
 	NoSeries bool
+	// Decode says which UDP ports carry tunnels beyond the defaults
+	// (`analyze --decode-as`); nil decodes the defaults.
+	Decode *decode.Config
+	// WindowRatio is the share of a receive buffer the receiver's kernel
+	// offers as window, for the diagnosis's advice and predictions
+	// (`wanlab experiment` passes what the tuner measured); nil assumes
+	// DefaultWindowRatio, which the diagnosis names.
+	WindowRatio *WindowRatio
 	// FinishedPoints is the point budget of each series of a connection
 	// that finished before the end of the capture (default 64): it keeps
 	// its summary and its series at that resolution. Negative drops the
 	// series of finished connections, for outputs that show none.
 	FinishedPoints int
 }
+
+// maxTracked and idleRetire bound the connections held: past maxTracked
+// tracked (or waiting for OnFinish), an open connection silent for
+// idleRetire is retired.
+const (
+	maxTracked = 1 << 14
+	idleRetire = 5 * time.Minute
+)
 
 // closedLinger is how long a closed or reset connection stays tracked
 // after its last packet, for retransmitted FINs and late ACKs (Linux
@@ -73,14 +93,19 @@ const closedLinger = time.Second
 // connections.
 const sweepEvery = int64(250 * time.Millisecond)
 
+// windowRatio is the ratio the diagnosis uses.
+func (o *Options) windowRatio() WindowRatio {
+	if o.WindowRatio != nil && o.WindowRatio.Ratio > 0 && o.WindowRatio.Ratio <= 1 {
+		return *o.WindowRatio
+	}
+	return DefaultWindowRatio
+}
+
 func (o *Options) normalize() {
 	if o.MaxPoints == 0 {
 		o.MaxPoints = 4096
 	}
 	o.MaxPoints = max(o.MaxPoints, 16)
-	if o.IdleTimeout == 0 {
-		o.IdleTimeout = 5 * time.Minute
-	}
 	if o.FinishedPoints == 0 {
 		o.FinishedPoints = 64
 	}
@@ -105,6 +130,7 @@ const (
 	WindowUpdate                                   // tcp.analysis.window_update
 	KeepAlive                                      // tcp.analysis.keep_alive
 	KeepAliveAck                                   // tcp.analysis.keep_alive_ack
+	ReusedPorts                                    // tcp.analysis.reused_ports: a new SYN on a 4-tuple seen before
 )
 
 // AnyRetransmission is the union Wireshark's tcp.analysis.retransmission
@@ -146,13 +172,35 @@ type Result struct {
 	// older than a frame already analyzed (see AddFrom); they are analyzed
 	// at that frame's time.
 	TimeBackwards int `json:"timestamps_backwards"`
+	// MalformedLength counts TCP packets whose IP header stated more
+	// bytes than the frame held on the wire (not a snap length cut):
+	// they are analyzed with the payload that was there.
+	MalformedLength int `json:"malformed_length"`
 	// DuplicateFrames counts second copies of a packet (same IPv4 ID,
-	// addresses, ports, sequence, ACK, flags and length within 200 ms),
-	// as a capture on two interfaces of one router holds them; they are
-	// left out of the analysis.
-	DuplicateFrames int           `json:"duplicate_frames"`
-	Warnings        []string      `json:"warnings"`
-	Connections     []*Connection `json:"connections"`
+	// addresses, ports, sequence, ACK, flags and length) that only a
+	// capture can make: on another interface within 200 ms (two
+	// interfaces of one router, a tunnel's underlay and overlay), or on
+	// the same one within 1 ms, sooner than any retransmission. They are
+	// left out of the analysis (Wireshark counts them as
+	// retransmissions or duplicate ACKs).
+	DuplicateFrames int `json:"duplicate_frames"`
+	// BadRecords lists the record headers of a classic pcap file that
+	// were impossible (also in Warnings, as text); empty for none.
+	BadRecords []pcapfile.RecordWarning `json:"bad_records"`
+	// SkippedInterfaces lists the pcapng interfaces of a link type the
+	// decoder does not know, with the frames skipped on each.
+	SkippedInterfaces []SkippedInterface `json:"skipped_interfaces"`
+	Warnings          []string           `json:"warnings"`
+	Connections       []*Connection      `json:"connections"`
+}
+
+// SkippedInterface is a capture interface whose link type the decoder does
+// not know: its frames were counted and skipped.
+type SkippedInterface struct {
+	Interface int    `json:"interface"`
+	LinkType  int    `json:"link_type"`
+	Name      string `json:"link_type_name"`
+	Frames    int    `json:"frames"`
 }
 
 // Analyzer is the streaming form: feed frames with Add, then call Finish.
@@ -182,6 +230,7 @@ type Analyzer struct {
 	lastNs   int64
 	frame    int // file frame number of the packet being analyzed
 	dups     dupFilter
+	retired  retiredTuples
 	// freeDirs holds the per-packet state of retired connections, reset,
 	// for new ones.
 	freeDirs []*[2]dirAnalysis
@@ -253,15 +302,15 @@ func (a *Analyzer) ExpectInterfaces(n int) {
 // window was too short, or one interface's clock went backwards) is
 // analyzed at the latest time and counted in TimeBackwards.
 func (a *Analyzer) AddFrom(iface int, link decode.LinkType, data []byte, wireLen int, ts time.Time) {
-	fp, err := decodeFrame(link, data, wireLen, &a.pkt)
+	fp, err := decodeFrame(a.opts.Decode, link, data, wireLen, &a.pkt)
 	a.addDecoded(iface, err, &a.pkt, ts.UnixNano(), fp)
 }
 
 // decodeFrame decodes a frame into p, as decode.Decode, and takes the
 // duplicate fingerprint of a TCP packet (0 for any other frame): what the
 // reader stage does for each frame, and AddFrom for its caller's.
-func decodeFrame(link decode.LinkType, data []byte, wireLen int, p *decode.Packet) (fp uint64, err error) {
-	if err = decode.Decode(link, data, wireLen, p); err == nil {
+func decodeFrame(cfg *decode.Config, link decode.LinkType, data []byte, wireLen int, p *decode.Packet) (fp uint64, err error) {
+	if err = cfg.Decode(link, data, wireLen, p); err == nil {
 		fp = dupFingerprint(p)
 	}
 	return fp, err
@@ -289,16 +338,25 @@ func (a *Analyzer) addDecoded(iface int, err error, p *decode.Packet, ns int64, 
 func (a *Analyzer) addOther(iface int, err error, p *decode.Packet, ns int64, fp uint64) {
 	a.res.Frames++
 	a.ExpectInterfaces(iface + 1)
+	if iface != 0 {
+		p.Iface ^= int32(iface) << 24 // the duplicate filter's interface
+	}
 	if len(a.ifq) == 1 {
 		// One interface: its frames are analyzed as they come.
 		if a.count(err) {
 			a.packet(p, ns, a.res.Frames, fp)
 		} else {
+			if err == decode.ErrLinkType {
+				a.skipped(iface, p.UnknownLink)
+			}
 			a.clock(ns)
 		}
 		return
 	}
 	if !a.count(err) {
+		if err == decode.ErrLinkType {
+			a.skipped(iface, p.UnknownLink)
+		}
 		return
 	}
 	if a.began && ns < a.lastNs {
@@ -311,6 +369,18 @@ func (a *Analyzer) addOther(iface int, err error, p *decode.Packet, ns int64, fp
 	q.commit()
 	a.buffered++
 	a.merge(false)
+}
+
+// skipped counts a frame of interface iface, of a link type the decoder
+// does not know.
+func (a *Analyzer) skipped(iface int, link decode.LinkType) {
+	for i := range a.res.SkippedInterfaces {
+		if s := &a.res.SkippedInterfaces[i]; s.Interface == iface && s.LinkType == int(link) {
+			s.Frames++
+			return
+		}
+	}
+	a.res.SkippedInterfaces = append(a.res.SkippedInterfaces, SkippedInterface{Interface: iface, LinkType: int(link), Name: link.Describe(), Frames: 1})
 }
 
 // reorderWindow bounds the frames held back for the merge of interfaces.
@@ -396,8 +466,8 @@ func (a *Analyzer) count(err error) bool {
 // at ns, of duplicate fingerprint fp.
 func (a *Analyzer) packet(p *decode.Packet, ns int64, frame int, fp uint64) {
 	t := a.clock(ns)
-	if fp != 0 && a.dups.duplicate(fp, ns) {
-		a.res.DuplicateFrames++
+	if fp != 0 && a.dups.duplicate(fp, ns, p.Iface) {
+		a.duplicate(p)
 		return
 	}
 	a.frame = frame
@@ -422,10 +492,16 @@ func (a *Analyzer) packet(p *decode.Packet, ns int64, frame int, fp uint64) {
 			c = a.conns[k]
 		}
 		if c == nil || a.startsNew(c, p, t) {
+			// Wireshark flags a SYN that reuses the ports of a stream it
+			// has seen, whether that stream is still tracked here or was
+			// retired.
+			reused := p.Flags&(decode.FlagSYN|decode.FlagACK) == decode.FlagSYN &&
+				(c != nil || a.retired.reused(k, fromLow, p.Seq))
 			if c != nil {
 				a.retire(c) // its 4-tuple now belongs to the new connection
 			}
 			c = a.newConn(k, p, t)
+			c.reusedSYN = reused
 			a.conns[k] = c
 			a.recent = [2]recentTuple{}
 		}
@@ -439,10 +515,27 @@ func (a *Analyzer) packet(p *decode.Packet, ns int64, frame int, fp uint64) {
 	if fromLow != c.clientIsLow {
 		dir = 1
 	}
+	if p.MalformedLength {
+		a.res.MalformedLength++
+	}
 	c.process(a, dir, p, t)
 	if t-a.lastSweep >= sweepEvery {
 		a.lastSweep = t
 		a.sweep(t)
+	}
+}
+
+// duplicate counts packet p, a capture duplicate, in the totals and in
+// its connection's direction.
+func (a *Analyzer) duplicate(p *decode.Packet) {
+	a.res.DuplicateFrames++
+	k, fromLow := makeKey(p)
+	if c := a.conns[k]; c != nil && c.dirs != nil {
+		dir := 0
+		if fromLow != c.clientIsLow {
+			dir = 1
+		}
+		c.dirs[dir].stats.CaptureDuplicates++
 	}
 }
 
@@ -472,7 +565,14 @@ func (a *Analyzer) sweep(now int64) {
 // hasFinished reports whether connection c is over at time now.
 func (a *Analyzer) hasFinished(c *Connection, now int64) bool {
 	quiet := time.Duration(now - c.lastT)
-	if quiet > a.opts.IdleTimeout {
+	if a.opts.IdleTimeout > 0 && quiet > a.opts.IdleTimeout {
+		return true
+	}
+	if quiet > idleRetire && (len(a.live) > maxTracked || len(a.unfinished) > maxTracked) {
+		// Memory, not a rule: with this many connections tracked, or
+		// finished but waiting for OnFinish behind open ones, one silent
+		// this long is retired (a later packet of its 4-tuple starts a
+		// new one).
 		return true
 	}
 	closed := c.rst || c.dirs[0].finSeen && c.dirs[1].finSeen
@@ -485,6 +585,7 @@ func (a *Analyzer) retire(c *Connection) {
 	if c.finished {
 		return
 	}
+	a.retired.add(c)
 	c.finish(a)
 	c.compact(a, a.opts.FinishedPoints)
 	if a.conns[c.key] == c {
@@ -509,7 +610,7 @@ func (a *Analyzer) emitFinished() {
 		a.finisher().send(a.unfinished[:n])
 	} else {
 		for _, c := range a.unfinished[:n] {
-			diagnoseWanted(c, a.opts.Wanted)
+			diagnoseWanted(c, a.opts.Wanted, a.opts.windowRatio())
 			a.opts.OnFinish(c)
 		}
 	}
@@ -521,7 +622,7 @@ func (a *Analyzer) emitFinished() {
 // finisher starts the goroutine of ConcurrentFinish on first use.
 func (a *Analyzer) finisher() *finisher {
 	if a.fin == nil {
-		a.fin = newFinisher(a.opts.OnFinish, a.opts.Wanted)
+		a.fin = newFinisher(a.opts.OnFinish, a.opts.Wanted, a.opts.windowRatio())
 	}
 	return a.fin
 }
@@ -553,8 +654,11 @@ func (a *Analyzer) Finish() *Result {
 	if n := a.res.Truncated + a.res.Corrupt; n > 0 {
 		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames skipped: %d with headers cut by the capture, %d with corrupt headers", n, a.res.Truncated, a.res.Corrupt))
 	}
-	if a.res.UnknownLink > 0 {
-		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames on interfaces with an unsupported link type skipped", a.res.UnknownLink))
+	if a.res.MalformedLength > 0 {
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d TCP packets stated an IP length beyond the frame on the wire (not a snap length cut); analyzed with the payload that was there", a.res.MalformedLength))
+	}
+	for _, s := range a.res.SkippedInterfaces {
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("interface %d: %s is not one the analyzer decodes (the list is in docs/analyzer.md); its %d frames skipped", s.Interface, s.Name, s.Frames))
 	}
 	return a.res
 }
@@ -596,26 +700,92 @@ func addrPort(v uint8, ip [16]byte, port uint16) netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom16(ip), port)
 }
 
-// startsNew reports whether p opens a new connection on c's 4-tuple: a SYN
-// that is not a retransmission of c's own SYN, or any packet after a long
-// idle period.
+// startsNew reports whether p opens a new connection on c's 4-tuple, as
+// Wireshark starts a new stream: a SYN (without ACK) whose sequence
+// number is not the base of its sender's direction (a retransmitted SYN
+// is), when that direction has one; or, with Options.IdleTimeout, any
+// packet after that much silence.
 func (a *Analyzer) startsNew(c *Connection, p *decode.Packet, t int64) bool {
-	if time.Duration(t-c.lastT) > a.opts.IdleTimeout {
+	if a.opts.IdleTimeout > 0 && time.Duration(t-c.lastT) > a.opts.IdleTimeout {
 		return true
 	}
-	if p.Flags&(decode.FlagSYN|decode.FlagACK) != decode.FlagSYN {
+	if p.Flags&(decode.FlagSYN|decode.FlagACK) != decode.FlagSYN || c.dirs == nil {
 		return false
 	}
-	cl := &c.dirs[0].st
-	if cl.synSeen && cl.isn == p.Seq {
-		return false // retransmitted SYN
+	_, fromLow := makeKey(p)
+	dir := 0
+	if fromLow != c.clientIsLow {
+		dir = 1
 	}
-	return true
+	st := &c.dirs[dir].st
+	return st.baseSet && st.base != p.Seq
+}
+
+// retiredTuples remembers, for 4-tuples whose connection was retired,
+// the sequence base of each endpoint, so that a later SYN is known to
+// reuse their ports (Wireshark's tcp.analysis.reused_ports). A table of
+// fixed size: an entry gives way to a later tuple of the same slot.
+type retiredTuples struct {
+	table *[retiredSlots]retiredTuple
+}
+
+const retiredSlots = 1 << 12
+
+type retiredTuple struct {
+	key  connKey
+	base [2]uint32 // [0]: the lower endpoint's
+	set  [2]bool
+}
+
+func (r *retiredTuples) slot(k *connKey) *retiredTuple {
+	h := dupMix(0x9E3779B97F4A7C15, uint64(binary.BigEndian.Uint64(k.loIP[8:]))^uint64(binary.BigEndian.Uint32(k.loIP[:4]))<<32)
+	h = dupMix(h, uint64(binary.BigEndian.Uint64(k.hiIP[8:]))^uint64(binary.BigEndian.Uint32(k.hiIP[:4]))<<32)
+	h = dupMix(h, uint64(k.loPort)<<16|uint64(k.hiPort))
+	return &r.table[h&(retiredSlots-1)]
+}
+
+// add records retired connection c's tuple.
+func (r *retiredTuples) add(c *Connection) {
+	if c.dirs == nil {
+		return
+	}
+	if r.table == nil {
+		r.table = new([retiredSlots]retiredTuple)
+	}
+	e := r.slot(&c.key)
+	*e = retiredTuple{key: c.key}
+	for i := range c.dirs {
+		low := (i == 0) == c.clientIsLow
+		j := 1
+		if low {
+			j = 0
+		}
+		if st := &c.dirs[i].st; st.baseSet {
+			e.base[j], e.set[j] = st.base, true
+		}
+	}
+}
+
+// reused reports whether a SYN of sequence number seq, from the lower
+// endpoint of k if fromLow, reuses the ports of a retired connection.
+func (r *retiredTuples) reused(k connKey, fromLow bool, seq uint32) bool {
+	if r.table == nil {
+		return false
+	}
+	e := r.slot(&k)
+	if e.key != k {
+		return false
+	}
+	j := 1
+	if fromLow {
+		j = 0
+	}
+	return e.set[j] && e.base[j] != seq
 }
 
 func (a *Analyzer) newConn(k connKey, p *decode.Packet, t int64) *Connection {
 	a.nconns++
-	c := &Connection{Index: a.nconns, firstT: t, lastT: t, key: k}
+	c := &Connection{Index: a.nconns, firstT: t, lastT: t, key: k, encap: p.Encaps, nencap: p.NEncap}
 	if n := len(a.freeDirs); n > 0 {
 		c.dirs = a.freeDirs[n-1]
 		a.freeDirs[n-1] = nil
@@ -654,7 +824,7 @@ func (a *Analyzer) newConn(k connKey, p *decode.Packet, t int64) *Connection {
 
 var flagNames = []string{"retransmission", "fast_retransmission", "spurious_retransmission", "out_of_order",
 	"lost_segment", "ack_lost_segment", "duplicate_ack", "zero_window", "zero_window_probe",
-	"zero_window_probe_ack", "window_full", "window_update", "keep_alive", "keep_alive_ack"}
+	"zero_window_probe_ack", "window_full", "window_update", "keep_alive", "keep_alive_ack", "reused_ports"}
 
 // String lists the flags by their Wireshark names.
 func (f PacketFlags) String() string {

@@ -3,6 +3,7 @@ package analyzer
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,5 +101,9 @@ func TestPcapngUnknownInterfaceLinkType(t *testing.T) {
 	}
 	if res.UnknownLink != n || res.TCPPackets != n || len(res.Connections) != 1 || len(res.Warnings) == 0 {
 		t.Errorf("unknown-link frames %d, TCP %d (want %d each), %d connections, warnings %q", res.UnknownLink, res.TCPPackets, n, len(res.Connections), res.Warnings)
+	}
+	want := []SkippedInterface{{Interface: 0, LinkType: int(layers.LinkTypeLinuxUSB), Name: "link type USB_LINUX_MMAPPED (220)", Frames: n}}
+	if fmt.Sprint(res.SkippedInterfaces) != fmt.Sprint(want) || !strings.Contains(strings.Join(res.Warnings, "\n"), "interface 0: link type USB_LINUX_MMAPPED (220) is not one the analyzer decodes") {
+		t.Errorf("skipped interfaces %+v, warnings %q; want %+v", res.SkippedInterfaces, res.Warnings, want)
 	}
 }

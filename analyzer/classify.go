@@ -37,8 +37,17 @@ func classify(fs, rs *seqState, sg *segment, irtt int64) PacketFlags {
 		fl |= AckedUnseen
 		rs.maxSeqToBeAcked = rs.nextseq
 	}
-	if sg.occupiesSeq() && fs.nextseqValid && seqLT(sg.seq, fs.nextseq) && fl&KeepAlive == 0 {
-		fl |= classifyResend(fs, rs, sg, irtt)
+	if sg.occupiesSeq() && fl&KeepAlive == 0 {
+		notAdvanced := fs.nextseqValid && seqLT(sg.seq, fs.nextseq)
+		// The one-byte-before rule: a segment of more than one byte
+		// that starts one byte before the next expected sequence number
+		// (after a zero-window probe, or a keep-alive that carried a
+		// byte) brings new data; it is not a retransmission nor out of
+		// order, though it can still be spurious.
+		if sg.len > 1 && fs.nextseqValid && sg.seq == fs.nextseq-1 {
+			notAdvanced = false
+		}
+		fl |= classifyResend(fs, rs, sg, irtt, notAdvanced)
 	}
 	return fl
 }
@@ -94,11 +103,18 @@ func classifyWindow(fs, rs *seqState, sg *segment) PacketFlags {
 }
 
 // classifyResend labels a segment (not a keep-alive) that takes sequence
-// space below the next expected sequence number: fast retransmission,
-// spurious retransmission, out-of-order or retransmission, in Wireshark's
-// order of tests.
-func classifyResend(fs, rs *seqState, sg *segment, irtt int64) PacketFlags {
+// space: spurious retransmission (all of it acknowledged already), then,
+// when it does not advance the sequence (notAdvanced), fast
+// retransmission, out-of-order or retransmission, in the order of
+// Wireshark 4.0's tests.
+func classifyResend(fs, rs *seqState, sg *segment, irtt int64, notAdvanced bool) PacketFlags {
 	seq, seglen, t := sg.seq, sg.len, sg.t
+	if seglen > 0 && rs.ackSeen && seqLE(seq+seglen, rs.lastAck) {
+		return SpuriousRetransmission
+	}
+	if !notAdvanced {
+		return 0
+	}
 	oooThresh := int64(3 * time.Millisecond)
 	if irtt != 0 {
 		oooThresh = irtt
@@ -106,10 +122,6 @@ func classifyResend(fs, rs *seqState, sg *segment, irtt int64) PacketFlags {
 	switch {
 	case rs.dupAckNum >= 2 && rs.lastAck == seq && t-rs.lastAckTime < int64(20*time.Millisecond):
 		return FastRetransmission
-	case seglen > 0 && rs.ackSeen && seqLE(seq+seglen, rs.lastAck):
-		// Wireshark 4.0 tests for spurious retransmission before
-		// out-of-order (tshark 4.0.17 marks such a segment spurious).
-		return SpuriousRetransmission
 	case t-fs.nextseqTime < oooThresh && fs.nextseq != sg.nextseq():
 		// (SYN and FIN count one sequence number: a repeated SYN is a
 		// retransmission, as tshark 4.0 shows it.)

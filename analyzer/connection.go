@@ -22,6 +22,10 @@ type Connection struct {
 	// State at the end of the capture: "open", "closed" (FIN both ways),
 	// "half-closed" or "reset".
 	State string `json:"state"`
+	// Encapsulation lists the layers that carried the connection's first
+	// packet, outermost first ("vlan 10", "vxlan vni 42"; empty for
+	// none). The connection is the innermost 4-tuple.
+	Encapsulation []string `json:"encapsulation"`
 	// Directions[0] carries the client's data, Directions[1] the server's.
 	Directions [2]*Direction `json:"directions"`
 	// Diagnosis of the direction that carried the most data.
@@ -39,7 +43,13 @@ type Connection struct {
 	rst         bool
 	key         connKey
 	finished    bool
+	encap       [decode.MaxEncap]decode.Encap
+	nencap      uint8
+	reusedSYN   bool // the first packet, a SYN, reuses the ports of an earlier connection
 }
+
+// noEncap is the Encapsulation of a connection that had none.
+var noEncap = []string{}
 
 // Direction is the analysis of the data one endpoint sent, with the ACKs
 // and windows its peer returned.
@@ -79,6 +89,10 @@ type DirectionStats struct {
 	WindowFull              int   `json:"window_full"`
 	ZeroWindowProbes        int   `json:"zero_window_probes"`
 	KeepAlives              int   `json:"keep_alives"`
+	// CaptureDuplicates counts copies of this direction's packets left
+	// out as capture duplicates (see Result.DuplicateFrames): Wireshark
+	// analyzes them, each a retransmission or a duplicate ACK more.
+	CaptureDuplicates int `json:"capture_duplicates"`
 
 	// The sender's truth, whatever Wireshark calls the segments: data
 	// segments that re-sent sequence space the capture had already seen
@@ -268,6 +282,10 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 	setBases(fs, rs, &sg)
 
 	fl := classify(fs, rs, &sg, c.firstRTT)
+	if c.reusedSYN {
+		fl |= ReusedPorts
+		c.reusedSYN = false
+	}
 	if fl != 0 {
 		fwd.countFlags(fl, sg.len)
 	}
@@ -556,6 +574,13 @@ func (c *Connection) finish(a *Analyzer) {
 			c.dirs[i].series.flush()
 		}
 	}
+	c.Encapsulation = noEncap
+	if c.nencap > 0 {
+		c.Encapsulation = make([]string, c.nencap)
+		for i, e := range c.encap[:c.nencap] {
+			c.Encapsulation[i] = e.String()
+		}
+	}
 	c.Start = time.Duration(c.firstT)
 	c.Duration = time.Duration(c.lastT - c.firstT)
 	switch {
@@ -626,15 +651,15 @@ func (c *Connection) finish(a *Analyzer) {
 		c.Directions[i] = &Direction{From: from, To: to, DirectionStats: *st, Series: ser}
 	}
 	if a.opts.OnFinish == nil {
-		diagnoseWanted(c, a.opts.Wanted) // else just before OnFinish (see emitFinished)
+		diagnoseWanted(c, a.opts.Wanted, a.opts.windowRatio()) // else just before OnFinish (see emitFinished)
 	}
 }
 
 // diagnoseWanted diagnoses c unless wanted (Options.Wanted) says it will
 // not be shown.
-func diagnoseWanted(c *Connection, wanted func(*Connection) bool) {
+func diagnoseWanted(c *Connection, wanted func(*Connection) bool, wr WindowRatio) {
 	if wanted == nil || wanted(c) {
-		diagnose(c)
+		diagnose(c, wr)
 	}
 }
 

@@ -32,6 +32,41 @@ type Diagnosis struct {
 	// should give (0: no prediction).
 	RateBps      float64 `json:"rate_bps"`
 	PredictedBps float64 `json:"predicted_bps"`
+	// WindowRatio is the share of a receive buffer the kernel offers as
+	// window that the advice assumed, and WindowRatioSource why: the
+	// tuner's measurement of the receiver's kernel (inside `wanlab
+	// experiment`) or Linux's default.
+	WindowRatio       float64 `json:"window_ratio"`
+	WindowRatioSource string  `json:"window_ratio_source"`
+}
+
+// WindowRatio is the share of a socket's receive buffer the kernel
+// offers as window, which turns a buffer size into a window and a
+// predicted rate (predict.WindowRate), and where the figure comes from.
+type WindowRatio struct {
+	Ratio  float64
+	Source string
+}
+
+// DefaultWindowRatio is what the analysis assumes when nothing measured the
+// receiver's kernel: Linux's default share.
+var DefaultWindowRatio = WindowRatio{Ratio: predict.ScalingRatio,
+	Source: "assumed: Linux's default, the receiver's kernel was not measured (`wanlab tune show` on it does)"}
+
+// Rediagnose diagnoses c again with the window ratio wr (as the
+// experiment does once the tuner has measured the receiver's kernel), in
+// place: pointers to its diagnoses stay valid.
+func (c *Connection) Rediagnose(wr WindowRatio) {
+	for i, d := range c.Directions {
+		if d == nil || d.Diagnosis == nil {
+			continue
+		}
+		name := "client->server"
+		if i == 1 {
+			name = "server->client"
+		}
+		*d.Diagnosis = *diagnoseDirection(name, d, c.Directions[1-i], c, wr)
+	}
 }
 
 // Thresholds of the diagnosis. Each is a judgement, documented here.
@@ -66,15 +101,14 @@ const (
 	// Receiving application: zero windows in at least this share of the
 	// receiver's ACKs.
 	receiverAppShare = 0.001
-	// scalingRatio: the share of a socket buffer offered as window, from
-	// the prediction model the tuner uses too.
-	scalingRatio = predict.ScalingRatio
+	// sendRatio: the share of a send buffer the advice counts as flight.
+	sendRatio = predict.ScalingRatio
 	// Bufferbloat: the RTT rose at least this much (and at least half the
 	// minimum RTT) above its minimum at the 95th percentile.
 	bufferbloatMs = 5.0
 )
 
-func diagnose(c *Connection) {
+func diagnose(c *Connection, wr WindowRatio) {
 	best := -1
 	for i, d := range c.Directions {
 		if d.UniqueBytes == 0 {
@@ -85,7 +119,7 @@ func diagnose(c *Connection) {
 		if i == 1 {
 			name = "server->client"
 		}
-		d.Diagnosis = diagnoseDirection(name, d, peer, c)
+		d.Diagnosis = diagnoseDirection(name, d, peer, c, wr)
 		if best < 0 || d.UniqueBytes > c.Directions[best].UniqueBytes {
 			best = i
 		}
@@ -121,10 +155,14 @@ func nextPow2(n float64) int64 {
 	return p
 }
 
-func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosis {
+func diagnoseDirection(name string, d, peer *Direction, c *Connection, wr WindowRatio) *Diagnosis {
 	// Every diagnosis has evidence, most two to four sentences; advice
 	// stays nil (JSON null) when there is none.
-	dg := &Diagnosis{Direction: name, RateBps: d.DataRateBps, Evidence: make([]string, 0, 4)}
+	if wr.Ratio <= 0 || wr.Ratio > 1 {
+		wr = DefaultWindowRatio
+	}
+	dg := &Diagnosis{Direction: name, RateBps: d.DataRateBps, Evidence: make([]string, 0, 4),
+		WindowRatio: wr.Ratio, WindowRatioSource: wr.Source}
 	rate := d.DataRateBps / 8 // bytes/s
 	rttMin := d.PathRTTMs / 1e3
 	rttMed := d.RTTP50Ms / 1e3
@@ -267,13 +305,13 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 				asz(peerWin), af(rttMin*1e3), amb(peerWin/rttMin), amb(rate))
 		}
 		target := 4 * peerWin
-		buf := nextPow2(target / scalingRatio)
-		adv("raise the receive buffer on %s: net.ipv4.tcp_rmem max >= %d bytes (the kernel offers about %.0f %% of the buffer as window), e.g. `wanlab tune apply --set net.ipv4.tcp_rmem=\"4096 131072 %d\"`; an application that sets SO_RCVBUF also needs net.core.rmem_max >= %d",
-			receiver, ai(buf), af(scalingRatio*100), ai(buf), ai(buf))
+		buf := nextPow2(target / wr.Ratio)
+		adv("raise the receive buffer on %s: net.ipv4.tcp_rmem max >= %d bytes (the kernel offers about %.0f %% of the buffer as window; %s), e.g. `wanlab tune apply --set net.ipv4.tcp_rmem=\"4096 131072 %d\"`; an application that sets SO_RCVBUF also needs net.core.rmem_max >= %d",
+			receiver, ai(buf), af(wr.Ratio*100), as(wr.Source), ai(buf), ai(buf))
 		if rttMin > 0 {
-			p := predict.WindowRate(units.Size(float64(buf)*scalingRatio), secondsDur(rttMin)).BytesPerSecond()
+			p := predict.WindowRate(units.Size(float64(buf)*wr.Ratio), secondsDur(rttMin)).BytesPerSecond()
 			dg.PredictedBps = 8 * p
-			adv("predicted: a %s window allows up to %s at this RTT, if the path has the capacity (the next limit is then congestion or bandwidth)", asz(float64(buf)*scalingRatio), amb(p))
+			adv("predicted: a %s buffer gives a %s window, which allows up to %s at this RTT, if the path has the capacity (the next limit is then congestion or bandwidth)", asz(float64(buf)), asz(float64(buf)*wr.Ratio), amb(p))
 		}
 
 	case windowKnown && peerWin > 0 && flight > 0 && flight <= sndbufShare*peerWin && lossP < lossMinRate && maxFlight <= 1.5*flight+2*mss:
@@ -283,7 +321,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection) *Diagnosi
 		if rttMin > 0 {
 			ev("throughput = flight / RTT = %s / %.3g ms = %s; measured %s", asz(flight), af(rttMin*1e3), amb(flight/rttMin), amb(rate))
 		}
-		buf := nextPow2(peerWin / scalingRatio)
+		buf := nextPow2(peerWin / sendRatio)
 		adv("raise the send buffer on %s: net.ipv4.tcp_wmem max >= %d bytes, e.g. `wanlab tune apply --set net.ipv4.tcp_wmem=\"4096 16384 %d\"` (an application that sets SO_SNDBUF also needs net.core.wmem_max >= %d)", sender, ai(buf), ai(buf), ai(buf))
 		if rttMin > 0 {
 			p := predict.WindowRate(units.Size(peerWin), secondsDur(rttMin)).BytesPerSecond()

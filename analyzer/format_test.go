@@ -119,7 +119,7 @@ func TestSprintfMatchesFmt(t *testing.T) {
 // against fmt by TestSprintfMatchesFmt and FuzzSprintf.)
 func TestDiagnosisSentences(t *testing.T) {
 	check := func(d, peer *Direction, c *Connection) string {
-		dg := diagnoseDirection("client->server", d, peer, c)
+		dg := diagnoseDirection("client->server", d, peer, c, DefaultWindowRatio)
 		for _, line := range append(append([]string{}, dg.Evidence...), dg.Advice...) {
 			if line == "" || strings.Contains(line, "%!") {
 				t.Fatalf("direction %+v: sentence %q", d.DirectionStats, line)
@@ -219,7 +219,7 @@ func BenchmarkDiagnose(b *testing.B) {
 	c := shortConnection(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		diagnose(c)
+		diagnose(c, DefaultWindowRatio)
 	}
 }
 

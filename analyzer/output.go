@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/wanlab/wanlab/analyzer/pcapfile"
 )
 
 // FlowSelector picks connections: a comma-separated list of terms, any of
@@ -182,6 +184,12 @@ func (j *JSONWriter) Close(r *Result) error {
 	}
 	if r.Warnings == nil {
 		r.Warnings = []string{}
+	}
+	if r.BadRecords == nil {
+		r.BadRecords = []pcapfile.RecordWarning{}
+	}
+	if r.SkippedInterfaces == nil {
+		r.SkippedInterfaces = []SkippedInterface{}
 	}
 	b, err := json.MarshalIndent(totals{Result: r}, "", "  ")
 	if err != nil {
@@ -464,6 +472,10 @@ func writeConnText(b *strings.Builder, c *Connection) {
 		w.s("yes")
 	} else {
 		w.s("no")
+	}
+	if len(c.Encapsulation) > 0 {
+		w.s("\n\tcarried in:    ")
+		w.s(strings.Join(c.Encapsulation, ", "))
 	}
 	w.s("\n\tstate:         ")
 	w.s(c.State)

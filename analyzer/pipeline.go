@@ -51,7 +51,7 @@ type frameBatch struct {
 
 // readFrames is the reader stage: it fills free batches from r until the
 // file ends or fails, sends each on full, and closes full after the last.
-func readFrames(r *pcapfile.Reader, free <-chan *frameBatch, full chan<- *frameBatch, stop <-chan struct{}) {
+func readFrames(r *pcapfile.Reader, cfg *decode.Config, free <-chan *frameBatch, full chan<- *frameBatch, stop <-chan struct{}) {
 	defer close(full)
 	for {
 		var b *frameBatch
@@ -63,7 +63,7 @@ func readFrames(r *pcapfile.Reader, free <-chan *frameBatch, full chan<- *frameB
 		b.n, b.err = 0, nil
 		_, b.err = r.Frames(frameBatchLen, func(f *pcapfile.Frame) {
 			df := &b.frames[b.n]
-			df.fp, df.err = decodeFrame(f.Link, f.Data, f.WireLen, &b.pkts[b.n])
+			df.fp, df.err = decodeFrame(cfg, f.Link, f.Data, f.WireLen, &b.pkts[b.n])
 			df.ns, df.iface, df.nIface, df.offset = f.Timestamp.UnixNano(), f.Interface, r.Interfaces(), r.Offset()
 			b.n++
 		})
@@ -88,7 +88,7 @@ func AnalyzeReader(r *pcapfile.Reader, opts Options) (*Result, error) {
 	full := make(chan *frameBatch, frameBatches)
 	stop := make(chan struct{})
 	defer close(stop)
-	go readFrames(r, free, full, stop)
+	go readFrames(r, opts.Decode, free, full, stop)
 	// Analyzed batches go back to the reader in groups: the reader, the
 	// faster stage, waits for a free batch most of the time, and the
 	// first send after it parked has to wake it, a system call on this
@@ -141,7 +141,31 @@ func AnalyzeReader(r *pcapfile.Reader, opts Options) (*Result, error) {
 		}
 		break
 	}
+	a.recordWarnings(r)
 	return a.Finish(), nil
+}
+
+// recordWarnings reports the reader's broken records in the Result (the
+// reader stage has stopped: it no longer touches r).
+func (a *Analyzer) recordWarnings(r *pcapfile.Reader) {
+	ws := r.RecordWarnings()
+	if len(ws) == 0 {
+		return
+	}
+	a.res.BadRecords = append(a.res.BadRecords, ws...)
+	for _, w := range ws {
+		next := fmt.Sprintf("skipped to the next record found, at offset %d", w.Resumed)
+		switch {
+		case w.Resumed < 0:
+			next = "no next record found, stopped"
+		case w.Resumed == w.Offset:
+			next = "read as tshark reads it"
+		}
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("broken record at offset %d (frame %d): %s; %s; %d frames read in all", w.Offset, w.Frame, w.Problem, next, a.res.Frames))
+	}
+	if n := r.BrokenRecords(); n > len(ws) {
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d broken records in all (the first %d and the last listed)", n, len(ws)))
+	}
 }
 
 // finisher is the goroutine of Options.ConcurrentFinish: it diagnoses
@@ -155,13 +179,13 @@ type finisher struct {
 // finisherQueue is the number of batches (one per sweep) that may wait.
 const finisherQueue = 4
 
-func newFinisher(onFinish func(*Connection), wanted func(*Connection) bool) *finisher {
+func newFinisher(onFinish func(*Connection), wanted func(*Connection) bool, wr WindowRatio) *finisher {
 	f := &finisher{batches: make(chan []*Connection, finisherQueue), done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
 		for b := range f.batches {
 			for _, c := range b {
-				diagnoseWanted(c, wanted)
+				diagnoseWanted(c, wanted, wr)
 				onFinish(c)
 			}
 		}

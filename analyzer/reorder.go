@@ -68,11 +68,12 @@ func (q *frameQueue) pop() *queuedPacket {
 	return p
 }
 
-// dupEntry is a packet's fingerprint (dupFingerprint, a 64-bit hash) and
-// capture time: 16 bytes, so the table stays in the cache.
+// dupEntry is a packet's fingerprint (dupFingerprint, a 64-bit hash),
+// capture time and interface.
 type dupEntry struct {
-	fp uint64
-	ns int64
+	fp    uint64
+	ns    int64
+	iface int32
 }
 
 // dupFilter remembers the latest packets by fingerprint in a hash table
@@ -85,8 +86,13 @@ type dupFilter struct {
 }
 
 const (
-	dupSlots  = 4096
-	dupWithin = int64(200 * time.Millisecond)
+	dupSlots = 4096
+	// dupWithin: a copy on another interface; dupSameIface: a copy on
+	// the same one, sooner than a retransmission can be sent (a
+	// mirror port that saw the frame twice). A copy later than that is
+	// a retransmission of the same bytes, as Wireshark counts it.
+	dupWithin    = int64(200 * time.Millisecond)
+	dupSameIface = int64(time.Millisecond)
 )
 
 // dupFingerprint is the fingerprint by which the duplicate filter knows
@@ -120,8 +126,9 @@ func dupMix(h, x uint64) uint64 {
 }
 
 // duplicate reports whether the packet of fingerprint h (dupFingerprint),
-// captured at ns, is a copy of a packet seen shortly before.
-func (f *dupFilter) duplicate(h uint64, ns int64) bool {
+// captured at ns on interface iface, is a copy of a packet seen shortly
+// before.
+func (f *dupFilter) duplicate(h uint64, ns int64, iface int32) bool {
 	if h == 0 {
 		return false
 	}
@@ -130,13 +137,15 @@ func (f *dupFilter) duplicate(h uint64, ns int64) bool {
 	}
 	a, b := &f.table[h>>(64-12)], &f.table[h&(dupSlots-1)]
 	for _, e := range [2]*dupEntry{a, b} {
-		if e.fp == h && ns-e.ns <= dupWithin && ns >= e.ns {
-			return true
+		if e.fp == h && ns >= e.ns {
+			if d := ns - e.ns; d <= dupSameIface || d <= dupWithin && e.iface != iface {
+				return true
+			}
 		}
 	}
 	if b.ns < a.ns {
 		a = b
 	}
-	*a = dupEntry{fp: h, ns: ns}
+	*a = dupEntry{fp: h, ns: ns, iface: iface}
 	return false
 }

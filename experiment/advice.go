@@ -51,6 +51,20 @@ func planTuning(l *lab.Lab, res *Result, server *analyzer.Result) (*Tuning, erro
 // planTuningWith is planTuning with each host's sysctls read by snapshot
 // (a namespace of this host, or a VM).
 func planTuningWith(snapshot func(role string) (*tuner.Snapshot, error), res *Result, server *analyzer.Result) (*Tuning, error) {
+	snaps := map[string]*tuner.Snapshot{}
+	for _, role := range []string{lab.RoleClient, lab.RoleServer} {
+		snap, err := snapshot(role)
+		if err != nil {
+			return nil, err
+		}
+		snaps[role] = snap
+	}
+	// One prediction per change: the diagnoses are made again with the
+	// window share the tuner's model gives the receiver's kernel, so the
+	// analyzer's advice, its prediction (which the plan starts from) and
+	// the plan's agree on what a buffer buys.
+	m := learnedModel(snaps[lab.RoleClient], res)
+	rediagnose(res, analyzer.WindowRatio{Ratio: m.Ratio(), Source: "the tuner's model of the client's kernel: " + m.Describe()})
 	ev, err := tcapture.FromResult(server, res.Captures[SideServer].Path)
 	if err != nil || ev.RTT <= 0 || ev.Predicted == 0 {
 		return nil, nil
@@ -63,10 +77,7 @@ func planTuningWith(snapshot func(role string) (*tuner.Snapshot, error), res *Re
 		keep string
 		dst  *[]tuner.Change
 	}{{lab.RoleClient, "receiver", &t.Client}, {lab.RoleServer, "sender", &t.Server}} {
-		snap, err := snapshot(h.role)
-		if err != nil {
-			return nil, err
-		}
+		snap := snaps[h.role]
 		p, err := tuner.MakePlan(snap, learnedModel(snap, res), in)
 		if err != nil {
 			return nil, fmt.Errorf("tuner plan: %w", err)
@@ -81,7 +92,58 @@ func planTuningWith(snapshot func(role string) (*tuner.Snapshot, error), res *Re
 		}
 	}
 	t.Rerun = rerun(res.Config, t)
+	unifyPredictions(res, t)
 	return t, nil
+}
+
+// unifyPredictions gives every diagnosis on the page that names the limit
+// the plan lifts the plan's figure: the two captures of one transfer see
+// slightly different RTTs (the handshake's at the client, data to ACK at
+// the server), and the same change must not read as two rates.
+func unifyPredictions(res *Result, t *Tuning) {
+	sc := res.Captures[SideServer]
+	if t.After <= 0 || sc == nil || sc.Diagnosis == nil || sc.Diagnosis.PredictedBps <= 0 {
+		return
+	}
+	// The plan sizes buffers: it lifts a window or send-buffer limit.
+	limit := sc.Diagnosis.Limit
+	if limit != analyzer.LimitReceiveWindow && limit != analyzer.LimitSendBuffer {
+		return
+	}
+	line := fmt.Sprintf("predicted: one stream would go to %s with the tuner's changes (its plan, from the server capture's RTT and the client kernel's window share)", mbps(t.After))
+	for _, cr := range res.Captures {
+		if cr == nil || cr.Analysis == nil {
+			continue
+		}
+		for _, c := range cr.Analysis.Connections {
+			for _, d := range c.Directions {
+				dg := d.Diagnosis
+				if dg == nil || dg.Limit != limit || dg.PredictedBps <= 0 {
+					continue
+				}
+				dg.PredictedBps = float64(t.After)
+				for i, a := range dg.Advice {
+					if strings.HasPrefix(a, "predicted:") {
+						dg.Advice[i] = line
+					}
+				}
+			}
+		}
+	}
+}
+
+// rediagnose makes the diagnoses of the experiment's captures again with
+// window ratio wr, in place (the captures' results and reports point to
+// them).
+func rediagnose(res *Result, wr analyzer.WindowRatio) {
+	for _, cr := range res.Captures {
+		if cr == nil || cr.Analysis == nil {
+			continue
+		}
+		for _, c := range cr.Analysis.Connections {
+			c.Rediagnose(wr)
+		}
+	}
 }
 
 // learnedModel is the tuner's window model of a namespace, with the

@@ -1,6 +1,11 @@
 package experiment
 
 import (
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -63,5 +68,79 @@ func TestNeedsProxy(t *testing.T) {
 		if got := needsProxy(c.cfg, c.specs); got != c.want {
 			t.Errorf("needsProxy(%+v, %v) = %v, want %v", c.cfg, c.specs, got, c.want)
 		}
+	}
+}
+
+// TestOneNumberPerChange: inside the experiment the diagnosis is made
+// with the window share the tuner's model gives the client's kernel
+// (here Linux 5.4 with tcp_adv_win_scale 2: 75 %, not the default 50 %),
+// so the analyzer's predicted rate, which the plan starts from, and the
+// plan's figures for the same buffer agree; offline the diagnosis names
+// the share it assumed.
+func TestOneNumberPerChange(t *testing.T) {
+	root := t.TempDir()
+	src := "../tuner/testdata/seed001-client"
+	if err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(root, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(root, rel), b, 0o644)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"net/ipv4/tcp_adv_win_scale": "2", "net/ipv4/tcp_rmem": "4096\t131072\t131072"} {
+		if err := os.WriteFile(filepath.Join(root, k), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := tuner.ReadSnapshot(tuner.ProcSys{Root: root}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pcap = "../analyzer/testdata/rwnd.pcap"
+	ar, err := analyzer.AnalyzeFile(pcap, analyzer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ar.Connections[0]
+	dg := c.Diagnosis
+	if dg.Limit != analyzer.LimitReceiveWindow || dg.WindowRatio != 0.5 || !strings.HasPrefix(dg.WindowRatioSource, "assumed: ") ||
+		!strings.Contains(strings.Join(dg.Advice, "\n"), "50 % of the buffer as window; assumed") {
+		t.Fatalf("offline diagnosis %+v: want the receive window with the assumed 50 %% named", dg)
+	}
+	offline := dg.PredictedBps
+	res := &Result{Captures: map[string]*CaptureResult{SideServer: {Path: pcap, Analysis: ar, Diagnosis: dg}}}
+	tu, err := planTuningWith(func(string) (*tuner.Snapshot, error) { return snap, nil }, res, ar)
+	if err != nil || tu == nil {
+		t.Fatalf("plan %+v, %v", tu, err)
+	}
+	if dg.WindowRatio != 0.75 || !strings.Contains(dg.WindowRatioSource, "tuner") || dg.PredictedBps == offline || dg.PredictedBps != float64(tu.After) {
+		t.Errorf("experiment diagnosis: ratio %v (%s), predicted %.0f (offline %.0f); want the tuner's 0.75", dg.WindowRatio, dg.WindowRatioSource, dg.PredictedBps, offline)
+	}
+	// The analyzer's buffer and prediction and the tuner's plan: one
+	// buffer, one rate.
+	var buf int64
+	for _, a := range dg.Advice {
+		if _, err := fmt.Sscanf(a[strings.Index(a, "tcp_rmem max >= ")+len("tcp_rmem max >= "):], "%d", &buf); err == nil {
+			break
+		}
+	}
+	var planned string
+	for _, ch := range tu.Client {
+		if ch.Key == "net.ipv4.tcp_rmem" {
+			planned = ch.To
+		}
+	}
+	if !strings.HasSuffix(planned, fmt.Sprint(buf)) || math.Abs(float64(tu.After)-dg.PredictedBps) > 0.01*dg.PredictedBps {
+		t.Errorf("analyzer: tcp_rmem max %d, %.4g bit/s; tuner: tcp_rmem %q, %.4g bit/s; want one buffer and one rate\n%s\n%s",
+			buf, dg.PredictedBps, planned, float64(tu.After), strings.Join(dg.Advice, "\n"), strings.Join(tu.Notes, "\n"))
 	}
 }

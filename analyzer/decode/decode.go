@@ -1,15 +1,16 @@
 // Package decode reads the link, IP and TCP headers of one captured frame
-// into a caller-owned Packet without allocating. It knows the link types
-// that tcpdump writes on Linux and uses the IP length fields, not the
-// captured length, for payload sizes, so snaplen-truncated frames decode fully.
+// into a caller-owned Packet without allocating, through the
+// encapsulations between them (VLAN tags, MPLS, PPPoE, GRE, ERSPAN,
+// IP-in-IP, VXLAN, GENEVE; see encap.go). It uses the IP length fields,
+// not the captured length, for payload sizes, so snaplen-truncated frames
+// decode fully, but trusts them only as far as the frame's length on the
+// wire.
 package decode
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-
-	"github.com/wanlab/wanlab/internal/header"
 )
 
 // LinkType is a pcap LINKTYPE_ value (https://www.tcpdump.org/linktypes.html).
@@ -17,22 +18,28 @@ type LinkType uint16
 
 // Link types the decoder understands.
 const (
-	LinkNull     LinkType = 0   // BSD loopback, host byte order family
-	LinkEthernet LinkType = 1   // Ethernet II, with any number of 802.1Q/802.1ad tags
-	LinkRaw      LinkType = 101 // raw IPv4 or IPv6 (TUN captures)
-	LinkLoop     LinkType = 108 // OpenBSD loopback, network byte order family
-	LinkSLL      LinkType = 113 // Linux cooked v1
-	LinkIPv4     LinkType = 228
-	LinkIPv6     LinkType = 229
-	LinkSLL2     LinkType = 276 // Linux cooked v2, what `tcpdump -i any` writes
-	linkRawAlt1  LinkType = 12  // DLT_RAW on some BSDs, seen in old files
-	linkRawAlt2  LinkType = 14
+	LinkNull       LinkType = 0   // BSD loopback, host byte order family
+	LinkEthernet   LinkType = 1   // Ethernet II, with any number of 802.1Q/802.1ad tags
+	LinkRaw        LinkType = 101 // raw IPv4 or IPv6 (TUN captures)
+	LinkLoop       LinkType = 108 // OpenBSD loopback, network byte order family
+	LinkSLL        LinkType = 113 // Linux cooked v1
+	LinkIPv4       LinkType = 228
+	LinkIPv6       LinkType = 229
+	LinkSLL2       LinkType = 276 // Linux cooked v2, what `tcpdump -i any` writes
+	LinkPPP        LinkType = 9   // PPP, with or without HDLC-like framing
+	LinkPPPHDLC    LinkType = 50  // PPP in HDLC-like framing, or Cisco HDLC
+	LinkCHDLC      LinkType = 104 // Cisco HDLC
+	LinkPPPWithDir LinkType = 204 // PPP with a direction byte
+	LinkNFLOG      LinkType = 239 // Linux NFLOG
+	linkRawAlt1    LinkType = 12  // DLT_RAW on some BSDs, seen in old files
+	linkRawAlt2    LinkType = 14
 )
 
 // Supported reports whether the decoder knows link type t.
 func Supported(t LinkType) bool {
 	switch t {
-	case LinkNull, LinkEthernet, LinkRaw, LinkLoop, LinkSLL, LinkIPv4, LinkIPv6, LinkSLL2, linkRawAlt1, linkRawAlt2:
+	case LinkNull, LinkEthernet, LinkRaw, LinkLoop, LinkSLL, LinkIPv4, LinkIPv6, LinkSLL2, linkRawAlt1, linkRawAlt2,
+		LinkPPP, LinkPPPHDLC, LinkCHDLC, LinkPPPWithDir, LinkNFLOG:
 		return true
 	}
 	return false
@@ -97,6 +104,21 @@ type Packet struct {
 	SACK          [4]SACKBlock
 	// OptionsTruncated is set when the capture cut the option list short.
 	OptionsTruncated bool
+	// MalformedLength: an IP header stated more bytes than the frame
+	// held on the wire (not a snap length cut); the packet was decoded
+	// with the bytes that were there.
+	MalformedLength bool
+	// UnknownLink is the link type of a frame Decode refused with
+	// ErrLinkType (set only then).
+	UnknownLink LinkType
+	// Iface is the interface a Linux cooked v2 header names (its
+	// ifindex; 0 for other link types): copies of one packet on two
+	// interfaces of a `tcpdump -i any` capture are told apart by it.
+	Iface int32
+	// NEncap layers of encapsulation carried the segment, Encaps[0]
+	// outermost (up to MaxEncap recorded).
+	NEncap uint8
+	Encaps [MaxEncap]Encap
 }
 
 // Has reports whether all bits of f are set.
@@ -110,47 +132,51 @@ const (
 	etherType9100 = 0x9100
 )
 
-// Decode parses frame, captured on a link of type link, into p. wireLen is
-// the frame's original length on the wire (pcap's orig_len); it stands in for
-// the IPv4 total length when a segmentation-offload capture left that zero.
+// Decode parses frame, captured on a link of type link, into p, with the
+// default tunnel ports. wireLen is the frame's original length on the
+// wire (pcap's orig_len): IP lengths are trusted only as far as it, and
+// it stands in for the IPv4 total length when a segmentation-offload
+// capture left that zero.
 func Decode(link LinkType, frame []byte, wireLen int, p *Packet) error {
-	var etherType uint16
+	return (*Config)(nil).Decode(link, frame, wireLen, p)
+}
+
+// Decode is the package's Decode with the tunnel ports of c.
+func (c *Config) Decode(link LinkType, frame []byte, wireLen int, p *Packet) error {
+	p.NEncap, p.MalformedLength, p.Iface = 0, false, 0
+	wireLen = max(wireLen, len(frame))
+	var et uint16
 	var off int
 	switch link {
 	case LinkEthernet:
 		if len(frame) < 14 {
 			return ErrTruncated
 		}
-		etherType = binary.BigEndian.Uint16(frame[12:14])
-		off = 14
-		for etherType == etherTypeVLAN || etherType == etherTypeQinQ || etherType == etherType9100 {
-			if len(frame) < off+4 {
-				return ErrTruncated
-			}
-			etherType = binary.BigEndian.Uint16(frame[off+2 : off+4])
-			off += 4
+		et, off = binary.BigEndian.Uint16(frame[12:14]), 14
+		if et == etherTypeIPv4 {
+			// The common case, without the walk through layers.
+			return c.ip(frame, 14, 4, wireLen, p)
 		}
 	case LinkSLL:
 		if len(frame) < 16 {
 			return ErrTruncated
 		}
-		etherType = binary.BigEndian.Uint16(frame[14:16])
-		off = 16
+		et, off = binary.BigEndian.Uint16(frame[14:16]), 16
 	case LinkSLL2:
 		if len(frame) < 20 {
 			return ErrTruncated
 		}
-		etherType = binary.BigEndian.Uint16(frame[0:2])
-		off = 20
+		et, off = binary.BigEndian.Uint16(frame[0:2]), 20
+		p.Iface = int32(binary.BigEndian.Uint32(frame[4:8]))
 	case LinkRaw, LinkIPv4, LinkIPv6, linkRawAlt1, linkRawAlt2:
 		if len(frame) < 1 {
 			return ErrTruncated
 		}
 		switch frame[0] >> 4 {
 		case 4:
-			etherType = etherTypeIPv4
+			et = etherTypeIPv4
 		case 6:
-			etherType = etherTypeIPv6
+			et = etherTypeIPv6
 		default:
 			return ErrCorrupt
 		}
@@ -167,69 +193,46 @@ func Decode(link LinkType, frame []byte, wireLen int, p *Packet) error {
 		}
 		switch fam {
 		case 2:
-			etherType = etherTypeIPv4
+			et = etherTypeIPv4
 		case 10, 24, 28, 30: // Linux, NetBSD/OpenBSD, FreeBSD, Darwin AF_INET6
-			etherType = etherTypeIPv6
+			et = etherTypeIPv6
 		default:
 			return ErrNotTCP
 		}
 		off = 4
+	case LinkPPP, LinkPPPWithDir, LinkPPPHDLC:
+		if link == LinkPPPWithDir {
+			off = 1 // the direction byte
+		}
+		if link == LinkPPPHDLC && len(frame) > 0 && (frame[0] == 0x0f || frame[0] == 0x8f) {
+			return c.chdlc(frame, wireLen, p)
+		}
+		var err error
+		if et, off, err = ppp(frame, off); err != nil {
+			return err
+		}
+	case LinkCHDLC:
+		return c.chdlc(frame, wireLen, p)
+	case LinkNFLOG:
+		var err error
+		var end int
+		if et, off, end, err = nflog(frame); err != nil {
+			return err
+		}
+		wireLen = min(wireLen, end)
 	default:
+		p.UnknownLink = link
 		return ErrLinkType
 	}
-	switch etherType {
-	case etherTypeIPv4:
-		return decodeIP(frame[off:], 4, wireLen-off, p)
-	case etherTypeIPv6:
-		return decodeIP(frame[off:], 6, wireLen-off, p)
-	}
-	return ErrNotTCP
+	return c.payload(frame, off, et, wireLen, p)
 }
 
-// decodeIP reads the IP header of b (which the link layer said is IP
-// version v) through header's Layout.Locate, the length checks the proxy and the
-// capture filter use, and decodes the TCP segment behind it. wireLen, the
-// frame's length on the wire from b on, stands in for a stated length of
-// 0: a TSO/GSO or BIG TCP super-packet captured at the sender before
-// segmentation (the proxy's reader takes the same packet by its read
-// length).
-func decodeIP(b []byte, v uint8, wireLen int, p *Packet) error {
-	var ip header.Layout
-	if err := ip.Locate(b); err != nil {
-		if err == header.ErrTruncated {
-			return ErrTruncated
-		}
-		return ErrCorrupt
+// chdlc reads a Cisco HDLC frame: address, control, EtherType.
+func (c *Config) chdlc(frame []byte, wireLen int, p *Packet) error {
+	if len(frame) < 4 {
+		return ErrTruncated
 	}
-	switch {
-	case ip.Version != v:
-		return ErrCorrupt
-	case ip.LaterFragment:
-		return ErrNotTCP // a later fragment: no TCP header here
-	case !ip.TransportOK:
-		return ErrTruncated // extension headers cut off by the snap length
-	case ip.Proto != header.ProtoTCP:
-		return ErrNotTCP
-	}
-	total := ip.Length
-	if total == 0 {
-		total = wireLen
-	}
-	if total < ip.HeaderLen {
-		return ErrCorrupt
-	}
-	p.IPVersion = v
-	p.IPID = ip.ID
-	// The addresses are copied from the header Locate checked (at least
-	// 20 bytes for IPv4, 40 for IPv6).
-	if v == 4 {
-		a := b[12:20]
-		p.Src = [16]byte{a[0], a[1], a[2], a[3]}
-		p.Dst = [16]byte{a[4], a[5], a[6], a[7]}
-	} else {
-		p.Src, p.Dst = [16]byte(b[8:24]), [16]byte(b[24:40])
-	}
-	return decodeTCP(b[ip.HeaderLen:], total-ip.HeaderLen, p)
+	return c.payload(frame, 4, binary.BigEndian.Uint16(frame[2:4]), wireLen, p)
 }
 
 // decodeTCP parses the TCP header at the start of b; segLen is the TCP
@@ -360,6 +363,35 @@ func (t LinkType) String() string {
 		return "IPV4"
 	case LinkIPv6:
 		return "IPV6"
+	case LinkPPP:
+		return "PPP"
+	case LinkPPPHDLC:
+		return "PPP_HDLC"
+	case LinkCHDLC:
+		return "C_HDLC"
+	case LinkPPPWithDir:
+		return "PPP_WITH_DIR"
+	case LinkNFLOG:
+		return "NFLOG"
+	}
+	if n, ok := otherLinkNames[t]; ok {
+		return n
 	}
 	return fmt.Sprintf("linktype %d", uint16(t))
+}
+
+// otherLinkNames names link types the decoder does not read, for messages.
+var otherLinkNames = map[LinkType]string{
+	6: "IEEE802_5", 7: "ARCNET_BSD", 105: "IEEE802_11", 119: "IEEE802_11_PRISM",
+	127: "IEEE802_11_RADIOTAP", 129: "ARCNET_LINUX", 143: "DOCSIS", 178: "JUNIPER_ETHER",
+	189: "USB_LINUX", 195: "IEEE802_15_4", 220: "USB_LINUX_MMAPPED", 242: "IPOIB",
+	249: "USBPCAP", 253: "NETLINK",
+}
+
+// Describe names t with its number: "link type PPP (9)", "link type 147".
+func (t LinkType) Describe() string {
+	if s := t.String(); s != fmt.Sprintf("linktype %d", uint16(t)) {
+		return fmt.Sprintf("link type %s (%d)", s, uint16(t))
+	}
+	return fmt.Sprintf("link type %d", uint16(t))
 }

@@ -3,6 +3,7 @@ package decode
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/wanlab/wanlab/internal/header"
@@ -184,7 +185,7 @@ func TestSnaplenCutsOptions(t *testing.T) {
 	v4 := ipv4(tcpSegment(), 1448)
 	var p Packet
 	// 54 bytes of a 96-byte snaplen capture minus Ethernet: options cut.
-	if err := Decode(LinkRaw, v4[:44], 1500, &p); err != nil {
+	if err := Decode(LinkRaw, v4[:44], len(v4)+1448, &p); err != nil {
 		t.Fatal(err)
 	}
 	if !p.OptionsTruncated || p.PayloadLen != 1448 || p.MSS != 1460 {
@@ -207,10 +208,19 @@ func FuzzDecode(f *testing.F) {
 	f.Add(uint16(LinkEthernet), append(append(make([]byte, 12), 0x81, 0, 0, 1, 0x08, 0), ipv4(seg, 0)...))
 	f.Add(uint16(LinkSLL2), append(append([]byte{0x08, 0}, make([]byte, 18)...), ipv4(seg, 0)...))
 	f.Add(uint16(LinkNull), append([]byte{2, 0, 0, 0}, ipv4(seg, 0)...))
+	for _, e := range encapSeeds() {
+		f.Add(uint16(e.link), e.frame)
+	}
 	f.Fuzz(func(t *testing.T, link uint16, frame []byte) {
 		var p Packet
-		err := Decode(LinkType(link), frame, len(frame), &p)
-		if LinkType(link) == LinkRaw && len(frame) > 0 {
+		cfg := new(Config)
+		cfg.ParseDecodeAs("udp.port=9999,vxlan")
+		cfg.ParseDecodeAs("udp.port=9998,geneve")
+		err := cfg.Decode(LinkType(link), frame, len(frame), &p)
+		if int(p.NEncap) > len(p.Encaps) {
+			t.Fatalf("%d layers recorded", p.NEncap)
+		}
+		if LinkType(link) == LinkRaw && len(frame) > 0 && p.NEncap == 0 {
 			// Decode takes a raw frame as TCP only when the shared
 			// header reader finds a TCP header at the same place.
 			ip, herr := header.ParseIP(frame)
@@ -238,6 +248,135 @@ func BenchmarkDecode(b *testing.B) {
 	for b.Loop() {
 		if err := Decode(LinkEthernet, frame, len(frame)+1448, &p); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+type encapSeed struct {
+	name  string
+	link  LinkType
+	frame []byte
+	want  []string
+}
+
+// encapSeeds are frames of every encapsulation the decoder walks, each
+// holding the test TCP segment.
+func encapSeeds() []encapSeed {
+	seg := tcpSegment()
+	v4 := ipv4(seg, 0)
+	v6 := ipv6(seg, 0, false)
+	eth := func(et uint16) []byte { return binary.BigEndian.AppendUint16(make([]byte, 12), et) }
+	cat := func(bs ...[]byte) []byte {
+		var out []byte
+		for _, b := range bs {
+			out = append(out, b...)
+		}
+		return out
+	}
+	outer := func(proto byte, payload []byte) []byte {
+		h := make([]byte, 20)
+		h[0] = 0x45
+		binary.BigEndian.PutUint16(h[2:], uint16(20+len(payload)))
+		h[8], h[9] = 64, proto
+		return append(h, payload...)
+	}
+	udp := func(port uint16, payload []byte) []byte {
+		h := make([]byte, 8)
+		binary.BigEndian.PutUint16(h[0:], 50000)
+		binary.BigEndian.PutUint16(h[2:], port)
+		binary.BigEndian.PutUint16(h[4:], uint16(8+len(payload)))
+		return append(h, payload...)
+	}
+	vx := []byte{8, 0, 0, 0, 0, 0, 42, 0}
+	return []encapSeed{
+		{"vlan", LinkEthernet, cat(eth(0x8100), []byte{0, 10, 8, 0}, v4), []string{"vlan 10"}},
+		{"qinq", LinkEthernet, cat(eth(0x88a8), []byte{0, 100, 0x81, 0, 0, 10, 8, 0}, v4), []string{"qinq 100", "vlan 10"}},
+		{"mpls", LinkEthernet, cat(eth(0x8847), []byte{0, 0x64, 0, 64, 0, 0xc8, 1, 64}, v4), []string{"mpls label 1600", "mpls label 3200"}},
+		{"mpls6", LinkEthernet, cat(eth(0x8848), []byte{0, 0x10, 1, 64}, v6), []string{"mpls label 256"}},
+		{"pppoe", LinkEthernet, cat(eth(0x8864), []byte{0x11, 0, 0, 7, 0, 0, 0, 0x21}, v4), []string{"pppoe session 7"}},
+		{"ppp", LinkPPP, cat([]byte{0xff, 3, 0, 0x57}, v6), nil},
+		{"ppp-compressed", LinkPPP, cat([]byte{0x21}, v4), nil},
+		{"ppp-hdlc", LinkPPPHDLC, cat([]byte{0xff, 3, 0, 0x21}, v4), nil},
+		{"ppp-dir", LinkPPPWithDir, cat([]byte{0, 0xff, 3, 0, 0x21}, v4), nil},
+		{"chdlc", LinkCHDLC, cat([]byte{0x0f, 0, 8, 0}, v4), nil},
+		{"chdlc-in-50", LinkPPPHDLC, cat([]byte{0x8f, 0, 0x86, 0xdd}, v6), nil},
+		{"gre", LinkRaw, outer(47, cat([]byte{0xb0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 1}, v4)), []string{"gre key 5"}},
+		{"gre-teb", LinkRaw, outer(47, cat([]byte{0, 0, 0x65, 0x58}, eth(0x0800), v4)), []string{"gre"}},
+		{"pptp", LinkRaw, outer(47, cat([]byte{0x30, 0x81, 0x88, 0x0b, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0xff, 3, 0, 0x21}, v4)), []string{"gre key 1"}},
+		{"erspan1", LinkRaw, outer(47, cat([]byte{0, 0, 0x88, 0xbe}, eth(0x0800), v4)), []string{"gre", "erspan session 0"}},
+		{"erspan2", LinkRaw, outer(47, cat([]byte{0x10, 0, 0x88, 0xbe, 0, 0, 0, 1, 0x10, 0, 0, 3, 0, 0, 0, 0}, eth(0x0800), v4)), []string{"gre", "erspan session 3"}},
+		{"erspan3", LinkRaw, outer(47, cat([]byte{0x10, 0, 0x22, 0xeb, 0, 0, 0, 1, 0x20, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}, eth(0x0800), v4)), []string{"gre", "erspan session 4"}},
+		{"ipip", LinkRaw, outer(4, v4), []string{"ip-in-ip"}},
+		{"6in4", LinkRaw, outer(41, v6), []string{"ipv6-in-ip"}},
+		{"vxlan", LinkRaw, outer(17, udp(4789, cat(vx, eth(0x0800), v4))), []string{"vxlan vni 42"}},
+		{"vxlan-linux", LinkRaw, outer(17, udp(8472, cat(vx, eth(0x86dd), v6))), []string{"vxlan vni 42"}},
+		{"vxlan-decode-as", LinkRaw, outer(17, udp(9999, cat(vx, eth(0x0800), v4))), []string{"vxlan vni 42"}},
+		{"geneve", LinkRaw, outer(17, udp(6081, cat([]byte{1, 0, 0x65, 0x58, 0, 0, 9, 0, 1, 2, 3, 0}, eth(0x0800), v4))), []string{"geneve vni 9"}},
+		{"geneve-ip", LinkRaw, outer(17, udp(9998, cat([]byte{0, 0, 0x08, 0, 0, 0, 9, 0}, v4))), []string{"geneve vni 9"}},
+		{"nflog", LinkNFLOG, cat([]byte{2, 0, 0, 0, 8, 0, 1, 0, 0, 0, 0, 0}, binary.LittleEndian.AppendUint16(nil, uint16(4+len(v4))), []byte{9, 0}, v4), nil},
+		{"nflog-be", LinkNFLOG, cat([]byte{10, 0, 0, 0, 0, 8, 0, 1, 0, 0, 0, 0}, binary.BigEndian.AppendUint16(nil, uint16(4+len(v6))), []byte{0, 9}, v6), nil},
+		{"sll-vlan", LinkSLL, cat(make([]byte, 14), []byte{0x81, 0, 0, 3, 8, 0}, v4), []string{"vlan 3"}},
+	}
+}
+
+func TestEncapsulations(t *testing.T) {
+	cfg := new(Config)
+	for _, r := range []string{"udp.port=9999,vxlan", "udp.port==9998,geneve"} {
+		if err := cfg.ParseDecodeAs(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range encapSeeds() {
+		var p Packet
+		if err := cfg.Decode(e.link, e.frame, len(e.frame), &p); err != nil {
+			t.Errorf("%s: %v", e.name, err)
+			continue
+		}
+		var got []string
+		for _, l := range p.Encapsulation() {
+			got = append(got, l.String())
+		}
+		if strings.Join(got, ",") != strings.Join(e.want, ",") || p.SrcPort != 40000 || p.DstPort != 80 || p.Seq != 1000 {
+			t.Errorf("%s: layers %q ports %d/%d seq %d, want %q", e.name, got, p.SrcPort, p.DstPort, p.Seq, e.want)
+		}
+		if p.MalformedLength {
+			t.Errorf("%s: malformed length", e.name)
+		}
+		if n := testing.AllocsPerRun(20, func() { cfg.Decode(e.link, e.frame, len(e.frame), &p) }); n != 0 {
+			t.Errorf("%s: %v allocations per decode", e.name, n)
+		}
+	}
+	// Without the decode-as rules, the other ports are plain UDP.
+	for _, e := range encapSeeds() {
+		if strings.HasSuffix(e.name, "decode-as") || e.name == "geneve-ip" {
+			var p Packet
+			if err := Decode(e.link, e.frame, len(e.frame), &p); err != ErrNotTCP {
+				t.Errorf("%s without decode-as: %v, want %v", e.name, err, ErrNotTCP)
+			}
+		}
+	}
+}
+
+func TestMalformedLength(t *testing.T) {
+	frame := append(ipv4(tcpSegment(), 0), make([]byte, 100)...)
+	binary.BigEndian.PutUint16(frame[2:], uint16(len(frame)+768))
+	var p Packet
+	// The frame ends on the wire (wire length = captured): 100 bytes of
+	// payload, not 868.
+	if err := Decode(LinkRaw, frame, len(frame), &p); err != nil || !p.MalformedLength || p.PayloadLen != 100 {
+		t.Errorf("%v, malformed %v, payload %d; want payload 100 flagged", err, p.MalformedLength, p.PayloadLen)
+	}
+	// Cut by the snap length: the stated length holds.
+	if err := Decode(LinkRaw, frame, len(frame)+768, &p); err != nil || p.MalformedLength || p.PayloadLen != 868 {
+		t.Errorf("snap length cut: %v, malformed %v, payload %d; want 868", err, p.MalformedLength, p.PayloadLen)
+	}
+}
+
+func TestParseDecodeAs(t *testing.T) {
+	for _, bad := range []string{"", "udp.port=4789", "tcp.port=80,vxlan", "udp.port=0,vxlan", "udp.port=70000,vxlan", "udp.port=x,vxlan", "udp.port=4790,gpe"} {
+		var c Config
+		if err := c.ParseDecodeAs(bad); err == nil {
+			t.Errorf("%q accepted", bad)
 		}
 	}
 }

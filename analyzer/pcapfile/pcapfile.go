@@ -6,6 +6,7 @@ package pcapfile
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -45,7 +46,8 @@ var ErrTruncated = errors.New("file ends in the middle of a packet record")
 // calls), which halves the cost of reading a bulk capture. It applies
 // pcapgo's record checks (capture length above the snap length or the
 // original length is an error) and FuzzReader checks it frame for frame
-// against pcapgo. Gzip'd pcap and pcapng go through pcapgo.
+// against pcapgo. A gzip'd file is uncompressed on the way and read as
+// the capture inside it; pcapng goes through pcapgo.
 //
 // A classic pcap file that Open can map into memory (see mapFile) is
 // parsed in the mapping: no read system calls, no copy of the packets
@@ -72,7 +74,32 @@ type Reader struct {
 	mpos  int
 	mnext int // mpos at which to slide the resident part (slideMap)
 	file  *os.File
+	// warns lists the broken record headers met so far; prevSec is the
+	// timestamp of the last good record, which a resynchronisation
+	// looks for nearby.
+	// compressed counts the bytes of a gzip'd file read (nil: not gzip).
+	compressed *countingReader
+	warns      []RecordWarning
+	brokenN    int
+	prevSec    uint32
+	snaplen    int
 }
+
+// RecordWarning is a classic pcap record whose header was impossible.
+type RecordWarning struct {
+	// Offset is where the record header starts in the file; Frame is
+	// the number the record would have had (frames read before it + 1).
+	Offset int64 `json:"offset"`
+	Frame  int   `json:"frame"`
+	// Problem says what was wrong; Resumed is the offset reading went on
+	// from (the record itself, read as tshark reads it, when its data
+	// could be trusted; -1: no next record was found, reading stopped).
+	Problem string `json:"problem"`
+	Resumed int64  `json:"resumed_at"`
+}
+
+// RecordWarnings returns the broken records met so far.
+func (r *Reader) RecordWarnings() []RecordWarning { return r.warns }
 
 type countingReader struct {
 	r io.Reader
@@ -111,7 +138,7 @@ func Open(path string) (*Reader, io.Closer, error) {
 // format, which is read as a stream.
 func newMappedReader(m []byte, name string, f *os.File) *Reader {
 	r, err := newReader(bytes.NewReader(m), name, 4096)
-	if err != nil || !r.fast {
+	if err != nil || !r.fast || r.compressed != nil {
 		return nil
 	}
 	// The header is parsed; records follow from where its reader stopped.
@@ -162,6 +189,24 @@ func newReader(r io.Reader, name string, bufSize int) (*Reader, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	if magic[0] == 0x1f && magic[1] == 0x8b {
+		// gzip: the capture inside is read as a plain one (a pcap by the
+		// fast path, with its record checks; a pcapng), its offsets in
+		// the uncompressed stream; progress counts compressed bytes.
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("%s: gzip: %v: %w", name, err, ErrFormat)
+		}
+		rd, err := newReader(gz, name, bufSize)
+		if err != nil {
+			return nil, err
+		}
+		if rd.compressed != nil {
+			return nil, fmt.Errorf("%s: gzip inside gzip: %w", name, ErrFormat)
+		}
+		rd.compressed = cr
+		return rd, nil
+	}
 	rd := &Reader{name: name, count: cr}
 	m := binary.LittleEndian.Uint32(magic)
 	switch {
@@ -171,24 +216,23 @@ func newReader(r io.Reader, name string, bufSize int) (*Reader, error) {
 			return nil, fmt.Errorf("%s: pcapng header: %v: %w", name, err, ErrFormat)
 		}
 		rd.ng = ng
-	case m == 0xA1B2C3D4 || m == 0xD4C3B2A1 || m == 0xA1B23C4D || m == 0x4D3CB2A1 || magic[0] == 0x1f && magic[1] == 0x8b:
+	case m == 0xA1B2C3D4 || m == 0xD4C3B2A1 || m == 0xA1B23C4D || m == 0x4D3CB2A1:
 		pr, err := pcapgo.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("%s: pcap header: %v: %w", name, err, ErrFormat)
 		}
 		rd.pcap = pr
 		rd.link = decode.LinkType(pr.LinkType())
-		if magic[0] != 0x1f {
-			rd.fast, rd.br = true, br
-			rd.nanos = m == 0xA1B23C4D || m == 0x4D3CB2A1
-			rd.order = binary.LittleEndian
-			if m == 0xD4C3B2A1 || m == 0x4D3CB2A1 {
-				rd.order = binary.BigEndian
-			}
-			rd.maxCap = max(int(pr.Snaplen()), eagerReadMax)
+		rd.fast, rd.br = true, br
+		rd.nanos = m == 0xA1B23C4D || m == 0x4D3CB2A1
+		rd.order = binary.LittleEndian
+		if m == 0xD4C3B2A1 || m == 0x4D3CB2A1 {
+			rd.order = binary.BigEndian
 		}
+		rd.maxCap = max(int(pr.Snaplen()), eagerReadMax)
+		rd.snaplen = int(pr.Snaplen())
 		if !decode.Supported(rd.link) {
-			return nil, fmt.Errorf("%s: link type %v: %w", name, rd.link, decode.ErrLinkType)
+			return nil, fmt.Errorf("%s: %s is not one the analyzer decodes (the list is in docs/analyzer.md): %w", name, rd.link.Describe(), decode.ErrLinkType)
 		}
 	default:
 		return nil, fmt.Errorf("%s: magic %08x: %w", name, m, ErrFormat)
@@ -199,6 +243,9 @@ func newReader(r io.Reader, name string, bufSize int) (*Reader, error) {
 // Offset is how many bytes of the underlying file have been consumed, for
 // progress reporting (it runs ahead of the frames by the read buffer).
 func (r *Reader) Offset() int64 {
+	if r.compressed != nil {
+		return r.compressed.n
+	}
 	if r.m != nil {
 		return int64(r.mpos)
 	}
@@ -233,15 +280,6 @@ func (r *Reader) Next() (Frame, error) {
 	}
 	if r.fast {
 		return r.nextFast()
-	}
-	if r.pcap != nil {
-		data, ci, err := r.pcap.ZeroCopyReadPacketData()
-		if err != nil {
-			return f, r.wrap(err)
-		}
-		f = Frame{Data: data, WireLen: ci.Length, Timestamp: ci.Timestamp, Link: r.link}
-		r.frames++
-		return f, nil
 	}
 	data, ci, err := r.ng.ZeroCopyReadPacketData()
 	if err != nil {
@@ -300,11 +338,21 @@ func (r *Reader) nextFast() (Frame, error) {
 	frac := r.order.Uint32(h[4:8])
 	capLen := int64(r.order.Uint32(h[8:12]))
 	origLen := int64(r.order.Uint32(h[12:16]))
-	if capLen > int64(r.maxCap) {
-		return Frame{}, r.wrap(fmt.Errorf("capture length exceeds snap length: %d > %d", capLen, r.maxCap))
-	}
-	if capLen > origLen {
-		return Frame{}, r.wrap(fmt.Errorf("capture length exceeds original packet length: %d > %d", capLen, origLen))
+	if capLen > int64(r.maxCap) || capLen > origLen || r.snaplen > 0 && capLen > int64(r.snaplen) {
+		at := r.count.n - int64(r.br.Buffered())
+		if !r.broken(uint64(capLen), uint64(origLen), at) {
+			// Resynchronise: look for the next plausible record header.
+			win, _ := r.br.Peek(min(r.br.Size(), resyncWindow))
+			skip := findRecord(win, 1, r.order, r.maxCap, r.nanos, r.prevSec)
+			if skip < 0 {
+				r.warns[len(r.warns)-1].Resumed = -1
+				return Frame{}, io.EOF
+			}
+			r.warns[len(r.warns)-1].Resumed = at + int64(skip)
+			r.br.Discard(skip)
+			return r.nextFast()
+		}
+		origLen = max(origLen, capLen)
 	}
 	r.br.Discard(16)
 	n := int(capLen)
@@ -334,6 +382,7 @@ func (r *Reader) nextFast() (Frame, error) {
 	}
 	nsec := int64(frac)
 	r.frames++
+	r.prevSec = sec
 	return Frame{Data: data, WireLen: int(origLen), Timestamp: time.Unix(int64(sec), nsec), Link: r.link}, nil
 }
 
@@ -419,11 +468,19 @@ func (r *Reader) nextMapped(f *Frame) error {
 	frac := r.order.Uint32(h[4:8])
 	capLen := uint64(r.order.Uint32(h[8:12]))
 	origLen := uint64(r.order.Uint32(h[12:16]))
-	if capLen > uint64(r.maxCap) {
-		return r.wrap(fmt.Errorf("capture length exceeds snap length: %d > %d", capLen, r.maxCap))
-	}
-	if capLen > origLen {
-		return r.wrap(fmt.Errorf("capture length exceeds original packet length: %d > %d", capLen, origLen))
+	if capLen > uint64(r.maxCap) || capLen > origLen || r.snaplen > 0 && capLen > uint64(r.snaplen) {
+		if !r.broken(capLen, origLen, int64(r.mpos)) {
+			skip := findRecord(rest[:min(len(rest), resyncWindow)], 1, r.order, r.maxCap, r.nanos, r.prevSec)
+			if skip < 0 {
+				r.warns[len(r.warns)-1].Resumed = -1
+				r.mpos = len(r.m)
+				return io.EOF
+			}
+			r.warns[len(r.warns)-1].Resumed = int64(r.mpos + skip)
+			r.mpos += skip
+			return r.nextMapped(f)
+		}
+		origLen = max(origLen, capLen)
 	}
 	if uint64(len(rest)-16) < capLen {
 		if r.grew() {
@@ -436,6 +493,7 @@ func (r *Reader) nextMapped(f *Frame) error {
 	}
 	r.mpos += 16 + int(capLen)
 	r.frames++
+	r.prevSec = sec
 	f.Data = rest[16 : 16+capLen : 16+capLen]
 	f.WireLen = int(origLen)
 	f.Timestamp = time.Unix(int64(sec), int64(frac))
@@ -462,4 +520,75 @@ func (r *Reader) leaveMapping() {
 	}
 	r.br = bufio.NewReaderSize(r.count, 1<<20)
 	r.m, r.mnext = nil, 0
+}
+
+// resyncWindow bounds the search for the next record after a broken one.
+const resyncWindow = 1 << 20
+
+// broken records the impossible header of the record at offset at
+// (capLen captured bytes of origLen, against the file's snap length) and
+// reports whether its data can still be read as tshark reads it: a
+// capture length over the original length or the snap length but within
+// the largest a pcap reader accepts. An absurd length cannot be trusted:
+// the caller looks for the next record instead.
+func (r *Reader) broken(capLen, origLen uint64, at int64) bool {
+	w := RecordWarning{Offset: at, Frame: r.frames + 1, Resumed: at}
+	ok := capLen <= uint64(r.maxCap)
+	switch {
+	case !ok:
+		w.Problem = fmt.Sprintf("capture length %d exceeds the largest a pcap record can have (%d)", capLen, r.maxCap)
+	case capLen > origLen:
+		w.Problem = fmt.Sprintf("capture length %d exceeds the original length %d (taken as %d)", capLen, origLen, capLen)
+	default:
+		w.Problem = fmt.Sprintf("capture length %d exceeds the file's snap length %d", capLen, r.snaplen)
+	}
+	r.brokenN++
+	if len(r.warns) < maxRecordWarnings {
+		r.warns = append(r.warns, w)
+	} else {
+		r.warns[len(r.warns)-1] = w // the last one listed is the latest
+	}
+	return ok
+}
+
+// BrokenRecords counts the broken records met, listed or not.
+func (r *Reader) BrokenRecords() int { return r.brokenN }
+
+// maxRecordWarnings bounds the broken records listed.
+const maxRecordWarnings = 10
+
+// findRecord returns the offset in b, from start on, of the first
+// plausible pcap record header (-1 if none): a capture length within the
+// limits and the original length, a fraction of a second below one
+// second, a timestamp within a day of the last good record's (when there
+// was one), and its record followed by the end of b or another such
+// header.
+func findRecord(b []byte, start int, order binary.ByteOrder, maxCap int, nanos bool, prevSec uint32) int {
+	plausible := func(h []byte) bool {
+		sec, frac := order.Uint32(h[0:4]), order.Uint32(h[4:8])
+		capLen, origLen := order.Uint32(h[8:12]), order.Uint32(h[12:16])
+		limit := uint32(1_000_000)
+		if nanos {
+			limit = 1_000_000_000
+		}
+		if frac >= limit || capLen > origLen || capLen > uint32(maxCap) || origLen > 1<<24 || origLen == 0 {
+			return false
+		}
+		return prevSec == 0 || sec+86400 >= prevSec && sec <= prevSec+86400
+	}
+	for i := start; i+16 <= len(b); i++ {
+		if !plausible(b[i : i+16]) {
+			continue
+		}
+		end := i + 16 + int(order.Uint32(b[i+8:i+12]))
+		switch {
+		case end == len(b):
+			return i
+		case end+16 <= len(b) && plausible(b[end:end+16]):
+			return i
+		case end > len(b) && len(b) == resyncWindow:
+			return i // beyond what can be seen
+		}
+	}
+	return -1
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/analyzer/decode"
 	"github.com/wanlab/wanlab/analyzer/pcapfile"
 	"github.com/wanlab/wanlab/internal/heapbound"
 )
@@ -28,9 +29,10 @@ func init() {
 			"   wanlab analyze --flow 2 --format csv capture.pcap > series.csv\n" +
 			"   tcpdump -i eth0 -s 96 -w - port 80 | wanlab analyze -\n" +
 			"   wanlab analyze --plots graphs --report report.html download.pcap",
-		Description: "Reads a capture (pcap or pcapng; Ethernet/VLAN, Linux cooked v1/v2, raw IP,\n" +
-			"loopback) and prints, per TCP connection and direction, the counters tcptrace -l\n" +
-			"shows plus Wireshark's analysis flags (retransmissions, fast/spurious\n" +
+		Description: "Reads a capture (pcap or pcapng; Ethernet, Linux cooked v1/v2, raw IP, loopback,\n" +
+			"PPP, Cisco HDLC, NFLOG; TCP inside VLAN/QinQ, MPLS, PPPoE, GRE, ERSPAN, IP-in-IP,\n" +
+			"VXLAN and GENEVE tunnels: see docs/analyzer.md) and prints, per TCP connection and\n" +
+			"direction, the counters tcptrace -l shows plus Wireshark's analysis flags (retransmissions, fast/spurious\n" +
 			"retransmissions, out-of-order, lost segments, duplicate ACKs, zero windows,\n" +
 			"window full, keep-alives), RTT statistics (Karn's rule and TCP timestamps), windows,\n" +
 			"bytes in flight and throughput, then a diagnosis of what limited each transfer\n" +
@@ -43,6 +45,7 @@ func init() {
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text, json or csv"},
 			&cli.StringFlag{Name: "flow", Usage: "connections to show: `N,ADDR,ADDR:PORT,:PORT` (default all)"},
 			&cli.IntFlag{Name: "max-points", Value: 4096, Usage: "points per time series before decimation"},
+			&cli.StringSliceFlag{Name: "decode-as", Usage: "decode a UDP port as a tunnel, as Wireshark's -d: `udp.port=PORT,vxlan` or udp.port=PORT,geneve (repeatable)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the run to `FILE` (go tool pprof)", Hidden: true},
 		}, plotFlags()...),
 		Action: runAnalyze,
@@ -77,6 +80,14 @@ func runAnalyze(cc *cli.Context) error {
 	defer heapbound.Start(analyzeHeapFloor)()
 	path := cc.Args().First()
 	opts := analyzer.Options{MaxPoints: cc.Int("max-points")}
+	for _, rule := range cc.StringSlice("decode-as") {
+		if opts.Decode == nil {
+			opts.Decode = new(decode.Config)
+		}
+		if err := opts.Decode.ParseDecodeAs(rule); err != nil {
+			return usageError(fmt.Errorf("analyze: --%w", err))
+		}
+	}
 	if cc.String("flow") != "" {
 		opts.Wanted = sel.Match // what --flow leaves out is not diagnosed
 	}
@@ -118,7 +129,7 @@ func runAnalyze(cc *cli.Context) error {
 	}
 	res, err := analyzeWithProgress(path, opts)
 	if err != nil {
-		if errors.Is(err, pcapfile.ErrFormat) || errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, pcapfile.ErrFormat) || errors.Is(err, os.ErrNotExist) || errors.Is(err, decode.ErrLinkType) {
 			return usageError(fmt.Errorf("analyze: %w", err))
 		}
 		return fmt.Errorf("analyze: %w", err)
