@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,12 +69,18 @@ type Transfer struct {
 	// time), Limit the analyzer's diagnosis of what bound it.
 	RateBps float64 `json:"rate_bps"`
 	Limit   string  `json:"limit"`
-	// RTTP50Ms and LossRate are what a reproduction is compared on.
+	// RTTP50Ms (the median round trip: data to ACK near the sender, the
+	// receiver's timestamps echoed near the receiver, both legs in the
+	// middle) and LossRate are what a reproduction is compared on.
 	RTTP50Ms   float64 `json:"rtt_p50_ms"`
 	LossRate   float64 `json:"loss_rate"`
 	WindowMax  int64   `json:"window_max_bytes"`
 	DataPkts   int     `json:"data_packets"`
 	ResentPkts int     `json:"resent_packets"`
+	// RateDecilesBps is the data rate in each tenth of the transfer time
+	// (from the first byte acknowledged to the last), the rate over time a
+	// reproduction is compared on.
+	RateDecilesBps []float64 `json:"rate_deciles_bps"`
 }
 
 // Direction is one direction of the path: from where to where, the spec a
@@ -202,7 +207,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		out.CapturedAt = where
 	}
 	f.queueing()
-	jitter := f.jitter()
+	jitter := f.jitter(where)
 	rate := f.bottleneckRate()
 	note("rate_bps", rate)
 	runs, sent, reorders := f.losses(where)
@@ -245,7 +250,11 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 			lossModel = "random"
 			lossSpec = "loss " + pct(pr*100)
 			expect := float64(randRuns) * pr
-			if randRuns >= 5 && multi >= 3 && float64(multi) > expect+3*math.Sqrt(expect*(1-pr))+1 {
+			// Bursty when far more runs hold two or more segments than
+			// independent losses give (about runs x p): 4 standard
+			// deviations and two runs above it, so random loss is
+			// called bursty about once in 10,000 fits.
+			if randRuns >= 5 && multi >= 3 && float64(multi) > expect+4*math.Sqrt(expect*(1-pr))+2 {
 				lossModel = "bursty"
 				meanRun := float64(randSegs) / float64(randRuns)
 				r := 1 / meanRun
@@ -343,9 +352,15 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 
 	// The specs: the round trip split evenly, the bottleneck and the
 	// losses on the data's direction.
+	// The round trip split evenly. netem's jitter is uniform in +-J around
+	// the delay, so the lowest RTT is the sum of the delays less J.
 	oneWay := time.Duration(0)
 	if rtt.Known() {
-		oneWay = time.Duration(rtt.Value * float64(time.Millisecond) / 2)
+		v := rtt.Value
+		if jitter.Known() {
+			v += jitter.Value
+		}
+		oneWay = time.Duration(v * float64(time.Millisecond) / 2)
 	}
 	dataSpec := netemStage(oneWay, jitter, lossSpec, reorderSpec)
 	if rate.Known() {
@@ -377,7 +392,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	if out.Directions[1].CapturedNear == "" {
 		out.Directions[1].CapturedNear = where
 	}
-	_ = whereWhy
+	p["rtt_ms"] = Param{Value: rtt.Value, Low: rtt.Low, High: rtt.High, Evidence: rtt.Evidence + "; captured near the " + where + ": " + whereWhy, Unknown: rtt.Unknown}
 	if f.dir == 1 {
 		out.Sysctls = Sysctls{Client: receiver, Server: sender}
 	} else {
@@ -386,9 +401,41 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	out.Transfer = Transfer{Direction: map[int]string{0: "upload", 1: "download"}[f.dir], Bytes: st.UniqueBytes, Connections: 1,
 		RateBps: st.DataRateBps, Limit: limit, RTTP50Ms: st.RTTP50Ms, LossRate: st.LossRate, WindowMax: st.PeerMaxWindowBytes,
 		DataPkts: st.DataPackets, ResentPkts: st.ResentPackets + st.GapFills}
-	if st.RTTP50Ms == 0 {
+	// The median round trip as the capture point sees it: data to ACK
+	// near the sender, the receiver's timestamps echoed near the
+	// receiver, both legs in the middle.
+	switch where {
+	case "receiver":
 		out.Transfer.RTTP50Ms = st.EchoRTTP50Ms
+	case "middle":
+		out.Transfer.RTTP50Ms = st.RTTP50Ms + st.EchoRTTP50Ms
 	}
+	out.Transfer.RateDecilesBps = f.deciles()
+}
+
+// deciles is the delivery rate (payload) in each tenth of the transfer.
+func (f *flow) deciles() []float64 {
+	del := f.delivered()
+	i0 := 0
+	for i0 < len(del) && del[i0].v <= 0 {
+		i0++
+	}
+	if len(del)-i0 < 2 {
+		return nil
+	}
+	del = del[i0:]
+	t0, t1 := del[0].t, del[len(del)-1].t
+	if t1 <= t0 {
+		return nil
+	}
+	step := (t1 - t0) / 10
+	out := make([]float64, 10)
+	j := 0
+	for k := range out {
+		a, b := t0+time.Duration(k)*step, t0+time.Duration(k+1)*step
+		out[k] = float64(at(del, b, &j)-at(del, a, &j)) * 8 / step.Seconds()
+	}
+	return out
 }
 
 func sideName(dir int, sender bool) string {
@@ -475,8 +522,9 @@ func burstBytes(b Param, r units.Rate, mss int) units.Size {
 
 // jitter is the delay's variation that no queue explains: queue samples
 // that do not follow each other (a queue drains and fills smoothly; a
-// random delay per packet does not).
-func (f *flow) jitter() Param {
+// random delay per packet does not), with the reordering a random delay
+// per packet causes.
+func (f *flow) jitter(where string) Param {
 	if len(f.queue) < 30 {
 		return unknown(fmt.Sprintf("%d RTT samples: too few to measure jitter", len(f.queue)))
 	}
@@ -496,12 +544,24 @@ func (f *flow) jitter() Param {
 	if den > 0 {
 		rho = num / den
 	}
-	floor := max(0.2, f.base.Seconds()*1000*0.01)
-	if sd < floor/math.Sqrt(3) {
+	// Below this the spread is the hosts' own (their reaction times, the
+	// timers' slack), not a delay anyone configured.
+	floor := max(1, f.base.Seconds()*1000*0.05)
+	if sd*math.Sqrt(3) < floor {
 		return known(0, 0, floor, fmt.Sprintf("RTT spread %.3f ms (standard deviation): no jitter beyond %.2f ms", sd, floor))
 	}
-	if rho >= 0.5 {
+	if rho >= 0.7 {
 		return unknown(fmt.Sprintf("the RTT varied by %.2f ms but smoothly (lag-1 correlation %.2f): a queue, whose variation hides any jitter", sd, rho))
+	}
+	// A random delay per packet reorders them (netem's queue is ordered
+	// by departure time): without reordering at the receiver the spread is
+	// the hosts' (delayed ACKs, loss recovery, the sending application).
+	if where == "sender" {
+		return unknown(fmt.Sprintf("the RTT varied by %.2f ms, uncorrelated; a random delay would reorder segments, which only a capture near the receiver shows", sd))
+	}
+	_, _, reorders := f.losses(where)
+	if float64(len(reorders)) < 0.01*float64(len(f.data)) {
+		return unknown(fmt.Sprintf("the RTT varied by %.2f ms, uncorrelated, but only %d segments arrived out of order: not a random delay per packet (which reorders them)", sd, len(reorders)))
 	}
 	// A queue that comes and goes was taken for one: not a bottleneck.
 	f.qmax, f.qp95 = 0, 0
@@ -550,4 +610,3 @@ func (f *flow) congestionControl(runs []lossRun) (string, string) {
 	return "", fmt.Sprintf("in flight fell to %.2f of itself after losses: no known signature", m)
 }
 
-var _ = netip.Addr{}

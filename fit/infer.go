@@ -34,6 +34,7 @@ type flow struct {
 	baseSrc    string
 
 	queue   []sample // the bottleneck queue's delay over time
+	qShare  float64  // share of queue samples at theta or more
 	qLeg    string
 	qmax    time.Duration
 	qp95    time.Duration
@@ -63,27 +64,19 @@ func newFlow(recs []record, c *analyzer.Connection, dir int) *flow {
 		}
 	}
 	f.mss = f.st.MaxSegmentBytes
-	if m := f.st.MSS; m > 0 && (f.mss == 0 || f.mss > m) {
-		// A capture with segmentation offload shows super-segments: the
-		// receiver's MSS option is the segment the wire carried.
-	}
 	if peer := c.Directions[1-dir]; peer != nil && peer.MSS > 0 && (f.mss == 0 || f.mss > peer.MSS) {
 		f.mss = peer.MSS
 	}
 	if f.mss <= 0 {
 		f.mss = 1448
 	}
-	var ip, pl float64
-	for _, d := range f.data {
-		if d.payload >= f.mss*9/10 {
-			ip += float64(d.ipLen)
-			pl += float64(d.payload)
-		}
+	// IP bytes per payload byte on the wire: one header per MSS (a
+	// capture with segmentation offload shows one per super-segment).
+	hdr := 52
+	if len(f.data) > 0 {
+		hdr = f.data[0].ipLen - f.data[0].payload
 	}
-	f.ipFact = 1 + 52.0/1448
-	if pl > 0 {
-		f.ipFact = ip / pl
-	}
+	f.ipFact = 1 + float64(hdr)/float64(f.mss)
 	f.rtts()
 	return f
 }
@@ -169,10 +162,6 @@ func (f *flow) baseRTT(recs []record) Param {
 		return f.rttParam(ev)
 	case hsOK && hs > 0 && (f.kmin < 0 || f.st.CapturedNear != "sender"):
 		f.base, f.baseSrc = hs, "handshake"
-		if f.kmin >= 0 && f.kmin < hs {
-			// Near the receiver the ACK leg is short: the handshake is
-			// the round trip.
-		}
 		return f.rttParam(fmt.Sprintf("the handshake (SYN to SYN-ACK %s, SYN-ACK to ACK %s); no TCP timestamps to measure both legs of data", ms(g1), ms(g2)))
 	case f.kmin >= 0:
 		f.base, f.baseSrc = f.kmin, "karn"
@@ -255,6 +244,8 @@ func (f *flow) queueing() {
 	s := sorted(vs)
 	f.qmax = time.Duration(quantile(s, 0.995)) // a lone outlier (a host's hiccup) is no buffer
 	f.qp95 = time.Duration(quantile(s, 0.95))
+	above := len(s) - sort.SearchFloat64s(s, float64(f.theta))
+	f.qShare = float64(above) / float64(len(s))
 }
 
 // queueAt is the queue delay nearest to t (-1: no sample within a round
@@ -341,20 +332,39 @@ func (f *flow) bottleneckRate() Param {
 	if len(del) < 10 || f.base <= 0 {
 		return unknown("too few ACKs to measure a delivery rate")
 	}
-	if f.qmax < f.theta {
+	if f.qmax < f.theta || f.qShare < 0.2 {
 		peak := f.peakRate(del)
+		if f.qmax >= f.theta {
+			f.rateWhy = fmt.Sprintf("a queue of %s or more held in only %.0f %% of the RTT samples (it peaked at %s): no sustained bottleneck; the path carries at least %s",
+				ms(f.theta), f.qShare*100, ms(f.qmax), units.Rate(peak).Human())
+			return unknown(f.rateWhy)
+		}
 		f.rateWhy = fmt.Sprintf("no queue built at any bottleneck (the RTT rose at most %s above its minimum): the path was never full; it carries at least %s",
 			ms(f.qmax), units.Rate(peak).Human())
 		return unknown(f.rateWhy)
 	}
-	T := min(max(f.base, 10*time.Millisecond), 200*time.Millisecond)
+	T := min(max(f.base/2, 10*time.Millisecond), 50*time.Millisecond)
 	var rates []float64
 	var bytes, busy float64
 	j := 0
 	start := del[0].t
+	busyAt := func(t time.Duration) bool { q := f.queueAt(t); return q >= f.theta }
+	// ACKs with SACK blocks: loss recovery, when the cumulative ACK and
+	// the few blocks an ACK carries undercount what the receiver holds.
+	var sackT []time.Duration
+	for _, a := range f.acks {
+		if a.nsack > 0 {
+			sackT = append(sackT, a.t)
+		}
+	}
+	recovering := func(a, b time.Duration) bool {
+		i := sort.Search(len(sackT), func(i int) bool { return sackT[i] >= a })
+		return i < len(sackT) && sackT[i] <= b
+	}
 	for t := start; t+T <= del[len(del)-1].t; t += T {
-		q := f.queueAt(t + T/2)
-		if q < f.theta {
+		// Busy all along: a queue at the start, the middle and the end,
+		// and no loss recovery.
+		if !busyAt(t) || !busyAt(t+T/2) || !busyAt(t+T) || recovering(t, t+T) {
 			continue
 		}
 		a, b := at(del, t, &j), at(del, t+T, &j)
@@ -366,11 +376,16 @@ func (f *flow) bottleneckRate() Param {
 	if len(rates) < 3 {
 		return unknown(fmt.Sprintf("the queue held for only %d intervals of %s: too short to measure its rate", len(rates), ms(T)))
 	}
-	f.rate = bytes / busy
+	rate := bytes / busy
 	mean, sd := meanStd(rates)
 	half := 1.96*sd/math.Sqrt(float64(len(rates))) + 0.01*mean // the header model: within 1 %
-	f.rateLo, f.rateHi = f.rate-half, f.rate+half
 	s := sorted(rates)
+	if rate <= 0 || half > 0.2*rate {
+		return unknown(fmt.Sprintf("the delivery rate while a queue held was not steady (%s +- %s over %d intervals): no fixed bottleneck rate",
+			units.Rate(rate).Human(), units.Rate(half).Human(), len(rates)))
+	}
+	f.rate = rate
+	f.rateLo, f.rateHi = f.rate-half, f.rate+half
 	return known(f.rate, f.rateLo, f.rateHi, fmt.Sprintf(
 		"ACK clocking over %d intervals of %s while a queue of %s or more held: %s on average (median %s, p10-p90 %s-%s), in IP bytes",
 		len(rates), ms(T), ms(f.theta), units.Rate(f.rate).Human(), units.Rate(quantile(s, 0.5)).Human(),
@@ -541,6 +556,7 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 			}
 			if d.t-h.t < soon {
 				reordered = append(reordered, float64(high-s)/float64(f.mss))
+				sent += segs(min(e, h.end) - s)
 			} else {
 				lost = append(lost, span{start: s, end: min(e, h.end), t: h.t})
 			}
@@ -560,7 +576,7 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 		}
 	}
 	if where != "sender" {
-		sent += 0 // lost segments never arrived: they count among those sent
+		// Lost segments never arrived first: they count among those sent.
 		for _, l := range lost {
 			sent += segs(l.end - l.start)
 		}
