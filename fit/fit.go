@@ -222,9 +222,11 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		note("burst_bytes", burst)
 	}
 	var randSegs, randRuns, congSegs, multi int
+	var atDrops []time.Duration
 	for _, r := range runs {
 		if r.full {
 			congSegs += r.segs
+			atDrops = append(atDrops, r.queue)
 			continue
 		}
 		randSegs += r.segs
@@ -233,20 +235,22 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 			multi++
 		}
 	}
-	note("buffer_bytes", f.bufferSize(congSegs))
+	note("buffer_bytes", f.bufferSize(congSegs, atDrops))
 	p["congestion_losses"] = known(float64(congSegs), float64(congSegs), float64(congSegs),
-		"segments lost while the bottleneck queue was within a quarter of its largest delay (tail drops)")
+		"segments lost while the bottleneck queue held at least 60 % of its 95th-percentile delay (tail drops)")
 	lossModel := "none"
 	var lossSpec string
 	if sent > 0 {
 		lo, hi := wilson(randSegs, sent)
 		pr := float64(randSegs) / float64(sent)
 		if randSegs == 0 {
-			p["loss_percent"] = known(0, 0, 300/float64(sent), fmt.Sprintf("no loss observed apart from the queue's: under %.2g %% at 95 %% (%d segments)", 300/float64(sent), sent))
+			p["loss_percent"] = Param{Value: 0, High: 300 / float64(sent), Samples: sent,
+				Evidence: fmt.Sprintf("no loss observed apart from the queue's: under %.2g %% at 95 %% (%d segments)", 300/float64(sent), sent)}
 			out.Notes = append(out.Notes, fmt.Sprintf("loss: none observed: under %.2g %% at 95 %% over %d segments", 300/float64(sent), sent))
 		} else {
 			p["loss_percent"] = known(pr*100, lo*100, hi*100, fmt.Sprintf("%d of %d segments lost with the bottleneck queue not full, in %d runs (%s)",
 				randSegs, sent, randRuns, map[bool]string{true: "sent again by the sender", false: "holes the receiver saw filled by retransmissions"}[where == "sender"]))
+			p["loss_percent"] = withSamples(p["loss_percent"], sent)
 			lossModel = "random"
 			lossSpec = "loss " + pct(pr*100)
 			expect := float64(randRuns) * pr
@@ -298,7 +302,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		limit = c.Diagnosis.Limit
 	}
 	sender, receiver := map[string]string{}, map[string]string{}
-	if limit == analyzer.LimitReceiveWindow || st.WindowLimitedShare >= 0.5 {
+	if limit == analyzer.LimitReceiveWindow || st.WindowLimitedShare >= 0.5 || f.windowBound(rate) {
 		buf := predict.BufferFor(units.Size(st.PeerMaxWindowBytes), ratio)
 		note("receive_buffer_bytes", known(float64(buf), float64(predict.BufferFor(units.Size(st.PeerMaxWindowBytes), ratio*1.1)),
 			float64(predict.BufferFor(units.Size(st.PeerMaxWindowBytes), ratio*0.9)),
@@ -413,6 +417,23 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	out.Transfer.RateDecilesBps = f.deciles()
 }
 
+// windowBound says the receive window bound the transfer wherever the
+// capture was taken: no sustained queue at any bottleneck, and the rate
+// reached a window per round trip (the 75th percentile of the transfer's
+// last eight tenths at 80 % of it or more): nothing but the window can
+// hold a transfer there.
+func (f *flow) windowBound(rate Param) bool {
+	if rate.Known() || f.base <= 0 || f.st.PeerMaxWindowBytes <= 0 {
+		return false
+	}
+	d := f.deciles()
+	if len(d) != 10 {
+		return false
+	}
+	steady := quantile(sorted(d[2:]), 0.75)
+	return steady >= 0.8*float64(predict.WindowRate(units.Size(f.st.PeerMaxWindowBytes), f.base))
+}
+
 // deciles is the delivery rate (payload) in each tenth of the transfer.
 func (f *flow) deciles() []float64 {
 	del := f.delivered()
@@ -436,6 +457,11 @@ func (f *flow) deciles() []float64 {
 		out[k] = float64(at(del, b, &j)-at(del, a, &j)) * 8 / step.Seconds()
 	}
 	return out
+}
+
+func withSamples(p Param, n int) Param {
+	p.Samples = n
+	return p
 }
 
 func sideName(dir int, sender bool) string {
@@ -532,18 +558,8 @@ func (f *flow) jitter(where string) Param {
 	for i, q := range f.queue {
 		vs[i] = q.v.Seconds() * 1000
 	}
-	mean, sd := meanStd(vs)
-	var num, den float64
-	for i := range vs {
-		den += (vs[i] - mean) * (vs[i] - mean)
-		if i > 0 {
-			num += (vs[i] - mean) * (vs[i-1] - mean)
-		}
-	}
-	rho := 0.0
-	if den > 0 {
-		rho = num / den
-	}
+	_, sd := meanStd(vs)
+	rho := lag1(vs)
 	// Below this the spread is the hosts' own (their reaction times, the
 	// timers' slack), not a delay anyone configured.
 	floor := max(1, f.base.Seconds()*1000*0.05)

@@ -35,6 +35,7 @@ type flow struct {
 
 	queue   []sample // the bottleneck queue's delay over time
 	qShare  float64  // share of queue samples at theta or more
+	qRho    float64  // their lag-1 autocorrelation
 	qLeg    string
 	qmax    time.Duration
 	qp95    time.Duration
@@ -246,6 +247,24 @@ func (f *flow) queueing() {
 	f.qp95 = time.Duration(quantile(s, 0.95))
 	above := len(s) - sort.SearchFloat64s(s, float64(f.theta))
 	f.qShare = float64(above) / float64(len(s))
+	f.qRho = lag1(vs)
+}
+
+// lag1 is the lag-1 autocorrelation of xs: near 1 for a queue, which
+// fills and drains smoothly; near 0 for a delay drawn anew per packet.
+func lag1(xs []float64) float64 {
+	mean, _ := meanStd(xs)
+	var num, den float64
+	for i := range xs {
+		den += (xs[i] - mean) * (xs[i] - mean)
+		if i > 0 {
+			num += (xs[i] - mean) * (xs[i-1] - mean)
+		}
+	}
+	if den == 0 {
+		return 0
+	}
+	return num / den
 }
 
 // queueAt is the queue delay nearest to t (-1: no sample within a round
@@ -332,8 +351,13 @@ func (f *flow) bottleneckRate() Param {
 	if len(del) < 10 || f.base <= 0 {
 		return unknown("too few ACKs to measure a delivery rate")
 	}
-	if f.qmax < f.theta || f.qShare < 0.2 {
+	if f.qmax < f.theta || f.qShare < 0.2 || f.qRho < 0.6 {
 		peak := f.peakRate(del)
+		if f.qmax >= f.theta && f.qShare >= 0.2 {
+			f.rateWhy = fmt.Sprintf("the RTT rose %s and more in %.0f %% of the samples but not smoothly (lag-1 correlation %.2f): the hosts' spread (delayed ACKs, loss recovery), not a queue; the path carries at least %s",
+				ms(f.theta), f.qShare*100, f.qRho, units.Rate(peak).Human())
+			return unknown(f.rateWhy)
+		}
 		if f.qmax >= f.theta {
 			f.rateWhy = fmt.Sprintf("a queue of %s or more held in only %.0f %% of the RTT samples (it peaked at %s): no sustained bottleneck; the path carries at least %s",
 				ms(f.theta), f.qShare*100, ms(f.qmax), units.Rate(peak).Human())
@@ -345,7 +369,7 @@ func (f *flow) bottleneckRate() Param {
 	}
 	T := min(max(f.base/2, 10*time.Millisecond), 50*time.Millisecond)
 	var rates []float64
-	var bytes, busy float64
+	var bytes, busy float64 // kept for the evidence of a mean, unused
 	j := 0
 	start := del[0].t
 	busyAt := func(t time.Duration) bool { q := f.queueAt(t); return q >= f.theta }
@@ -376,20 +400,27 @@ func (f *flow) bottleneckRate() Param {
 	if len(rates) < 3 {
 		return unknown(fmt.Sprintf("the queue held for only %d intervals of %s: too short to measure its rate", len(rates), ms(T)))
 	}
-	rate := bytes / busy
-	mean, sd := meanStd(rates)
-	half := 1.96*sd/math.Sqrt(float64(len(rates))) + 0.01*mean // the header model: within 1 %
+	// The median interval: a bottleneck sends at its rate while busy; an
+	// interval the capture's host spent elsewhere (a stalled CPU delays
+	// ACKs, then releases them together) is an outlier either way. Its 95 %
+	// interval is by order statistics, widened by 1 % for the header model.
 	s := sorted(rates)
-	if rate <= 0 || half > 0.2*rate {
-		return unknown(fmt.Sprintf("the delivery rate while a queue held was not steady (%s +- %s over %d intervals): no fixed bottleneck rate",
-			units.Rate(rate).Human(), units.Rate(half).Human(), len(rates)))
+	n := float64(len(s))
+	rate := quantile(s, 0.5)
+	lo := s[max(0, int(math.Floor(n/2-0.98*math.Sqrt(n)))-1)]
+	hi := s[min(len(s)-1, int(math.Ceil(n/2+0.98*math.Sqrt(n))))]
+	_ = bytes
+	_ = busy
+	if rate <= 0 || (hi-lo)/2 > 0.2*rate {
+		return unknown(fmt.Sprintf("the delivery rate while a queue held was not steady (median %s, 95 %% interval %s-%s over %d intervals): no fixed bottleneck rate",
+			units.Rate(rate).Human(), units.Rate(lo).Human(), units.Rate(hi).Human(), len(rates)))
 	}
 	f.rate = rate
-	f.rateLo, f.rateHi = f.rate-half, f.rate+half
-	return known(f.rate, f.rateLo, f.rateHi, fmt.Sprintf(
-		"ACK clocking over %d intervals of %s while a queue of %s or more held: %s on average (median %s, p10-p90 %s-%s), in IP bytes",
-		len(rates), ms(T), ms(f.theta), units.Rate(f.rate).Human(), units.Rate(quantile(s, 0.5)).Human(),
-		units.Rate(quantile(s, 0.1)).Human(), units.Rate(quantile(s, 0.9)).Human()))
+	f.rateLo, f.rateHi = min(lo, rate*0.99), max(hi, rate*1.01)
+	return withSamples(known(f.rate, f.rateLo, f.rateHi, fmt.Sprintf(
+		"ACK clocking over %d intervals of %s while a queue of %s or more held and no loss was being recovered: median %s (p10-p90 %s-%s), in IP bytes",
+		len(rates), ms(T), ms(f.theta), units.Rate(f.rate).Human(),
+		units.Rate(quantile(s, 0.1)).Human(), units.Rate(quantile(s, 0.9)).Human())), len(rates))
 }
 
 // at is the delivered bytes at time t (the latest sample at or before
@@ -471,13 +502,26 @@ func (f *flow) burst(firstLoss time.Duration) (Param, string) {
 
 // bufferSize is the bottleneck's queue capacity: the largest queueing
 // delay times the rate, known when the queue overflowed (tail drops).
-func (f *flow) bufferSize(tailDrops int) Param {
+func (f *flow) bufferSize(tailDrops int, atDrops []time.Duration) Param {
 	if f.rate <= 0 {
 		return unknown("no bottleneck rate: the buffer cannot be sized")
 	}
 	b := f.qmax.Seconds() * f.rate / 8
 	lo := f.qp95.Seconds() * f.rateLo / 8
 	hi := f.qmax.Seconds() * f.rateHi / 8 * 1.1
+	if len(atDrops) >= 3 {
+		// The queue when it overflowed: the median over the drops, which
+		// a stalled host's extra delay moves less than the largest delay.
+		vs := make([]float64, len(atDrops))
+		for i, d := range atDrops {
+			vs[i] = d.Seconds()
+		}
+		s := sorted(vs)
+		q := quantile(s, 0.5)
+		return known(q*f.rate/8, quantile(s, 0.25)*f.rateLo/8, quantile(s, 0.75)*f.rateHi/8, fmt.Sprintf(
+			"the queueing delay when it overflowed, %s (median over %d drop runs; %s, interquartile %s-%s), times the rate",
+			ms(time.Duration(q*1e9)), len(s), f.qLeg, ms(time.Duration(quantile(s, 0.25)*1e9)), ms(time.Duration(quantile(s, 0.75)*1e9))))
+	}
 	if tailDrops == 0 {
 		return Param{Unknown: fmt.Sprintf("the queue reached %s (%s at the rate) and never overflowed: the buffer is at least that", ms(f.qmax), units.Size(b).Human()),
 			Value: b, Low: b}
@@ -488,9 +532,10 @@ func (f *flow) bufferSize(tailDrops int) Param {
 
 // lossRun is a run of consecutive segments lost together.
 type lossRun struct {
-	t    time.Duration // when the run's first segment was sent (or was due)
-	segs int
-	full bool // the bottleneck queue was near full
+	t     time.Duration // when the run's first segment was sent (or was due)
+	segs  int
+	full  bool          // the bottleneck queue was near full
+	queue time.Duration // the queue delay near it (-1: unknown)
 }
 
 // losses finds the path's losses: near the sender the sequence space it
@@ -506,12 +551,12 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 		t          time.Duration
 	}
 	segs := func(n int64) int { return int((n + int64(f.mss) - 1) / int64(f.mss)) }
-	full := func(t time.Duration) bool {
+	full := func(t time.Duration) (bool, time.Duration) {
 		if where == "sender" {
 			t += f.base // the queue a segment met shows in the RTT of its ACK
 		}
 		q := f.queueNear(t)
-		return f.qmax >= f.theta && q >= 0 && q*4 >= f.qmax*3
+		return f.qmax >= f.theta && q >= 0 && float64(q) >= 0.6*float64(f.qp95), q
 	}
 	// First transmissions in sequence order (they are sent in it), to find
 	// when the segment holding a re-sent byte first left.
@@ -593,8 +638,27 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 			}
 			j++
 		}
-		runs = append(runs, lossRun{t: lost[i].t, segs: n, full: full(lost[i].t)})
+		isFull, q := full(lost[i].t)
+		runs = append(runs, lossRun{t: lost[i].t, segs: n, full: isFull, queue: q})
 		i = j
+	}
+	// An overflow drops a burst of segments within a round trip or two:
+	// runs that near a tail drop belong to its episode, whatever queue
+	// the samples around them show.
+	sort.Slice(runs, func(i, j int) bool { return runs[i].t < runs[j].t })
+	for changed := true; changed; {
+		changed = false
+		for i := range runs {
+			if runs[i].full {
+				continue
+			}
+			for _, j := range []int{i - 1, i + 1} {
+				if j >= 0 && j < len(runs) && runs[j].full && absDur(runs[j].t-runs[i].t) <= 2*f.base {
+					runs[i].full, runs[i].queue, changed = true, runs[j].queue, true
+					break
+				}
+			}
+		}
 	}
 	return runs, sent, reordered
 }

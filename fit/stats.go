@@ -16,6 +16,9 @@ type Param struct {
 	High     float64
 	Evidence string
 	Unknown  string
+	// Samples is the count the value was estimated from, where one
+	// (segments for a loss rate, intervals for a rate); 0 otherwise.
+	Samples int
 }
 
 func known(v, lo, hi float64, evidence string) Param {
@@ -39,7 +42,8 @@ func (p Param) MarshalJSON() ([]byte, error) {
 		Low      float64 `json:"low"`
 		High     float64 `json:"high"`
 		Evidence string  `json:"evidence"`
-	}{round(p.Value), round(p.Low), round(p.High), p.Evidence})
+		Samples  int     `json:"samples,omitempty"`
+	}{round(p.Value), round(p.Low), round(p.High), p.Evidence, p.Samples})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -50,11 +54,12 @@ func (p *Param) UnmarshalJSON(b []byte) error {
 		High     float64 `json:"high"`
 		Evidence string  `json:"evidence"`
 		Unknown  string  `json:"unknown"`
+		Samples  int     `json:"samples"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	*p = Param{Value: v.Value, Low: v.Low, High: v.High, Evidence: v.Evidence, Unknown: v.Unknown}
+	*p = Param{Value: v.Value, Low: v.Low, High: v.High, Evidence: v.Evidence, Unknown: v.Unknown, Samples: v.Samples}
 	return nil
 }
 
