@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/wanlab/wanlab/experiment"
+	"github.com/wanlab/wanlab/fit"
 	"github.com/wanlab/wanlab/lab/traffic"
 	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/units"
@@ -91,6 +92,9 @@ func init() {
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON instead of the summary"},
 			&cli.StringFlag{Name: "out", Usage: "output `DIR` (default: a new directory under the current one)"},
 			&cli.StringFlag{Name: "timeout", Usage: "give up on the traffic after `DURATION` (default 5m)"},
+			&cli.StringFlag{Name: "like", Usage: "reproduce the transfer of `CAPTURE`: fit it (wanlab fit), run the lab the fit describes, compare the two"},
+			&cli.StringSliceFlag{Name: "try", Usage: "with --like, run the fix `[client:|server:]KEY=VALUE` on the reproduced path (repeatable: one run each)"},
+			&cli.StringFlag{Name: "flow", Usage: "with --like, the capture's connection to reproduce (default: the one with the most data)"},
 		},
 		Action: runExperiment,
 		Subcommands: []*cli.Command{{
@@ -136,6 +140,18 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 	cfg, err := experiment.Preset(name)
 	if err != nil {
 		return cfg, fmt.Errorf("--preset: %w", err)
+	}
+	if cc.String("like") != "" {
+		// The impairment, the sysctls and the size come from the fit;
+		// the flags below add to them.
+		for _, f := range []string{"preset", "impair", "schedule", "delay", "loss", "rate", "requests"} {
+			if cc.IsSet(f) {
+				return cfg, fmt.Errorf("--like takes the path from the capture: --%s does not go with it", f)
+			}
+		}
+		cfg = experiment.Config{}
+	} else if cc.IsSet("try") {
+		return cfg, errors.New("--try needs --like CAPTURE")
 	}
 	if cc.IsSet("impair") || cc.IsSet("delay") || cc.IsSet("loss") || cc.IsSet("rate") {
 		cfg.Impair = nil
@@ -307,6 +323,24 @@ func runExperiment(cc *cli.Context) error {
 		if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 			cfg.Progress = progressLine(stderr)
 		}
+	}
+	if capture := cc.String("like"); capture != "" {
+		if _, err := os.Stat(capture); err != nil {
+			return usageError(fmt.Errorf("experiment: --like: %w", err))
+		}
+		lr, err := experiment.Like(ctx, capture, cfg, fit.Options{Flow: cc.String("flow")}, cc.StringSlice("try"))
+		if err != nil {
+			if errors.Is(err, fit.ErrNoConnection) {
+				return usageError(fmt.Errorf("experiment: --like: %w", err))
+			}
+			return fmt.Errorf("experiment: --like: %w", err)
+		}
+		if cc.Bool("json") {
+			enc := json.NewEncoder(cc.App.Writer)
+			enc.SetIndent("", "  ")
+			return enc.Encode(lr)
+		}
+		return experiment.WriteLikeSummary(cc.App.Writer, lr)
 	}
 	res, err := experiment.Run(ctx, cfg)
 	if err != nil {

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wanlab/wanlab/fit"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "fit",
+		Usage:     "infer from a capture the path and endpoints that produced it, as a spec and sysctls",
+		ArgsUsage: "CAPTURE",
+		UsageText: "wanlab fit [--flow SELECTOR] [--json] [--window-ratio R] CAPTURE\n\n" +
+			"examples:\n" +
+			"   wanlab fit download.pcap\n" +
+			"   wanlab fit --flow 10.0.0.1:80 --json server.pcapng > fit.json\n" +
+			"   sudo wanlab experiment --like download.pcap      # reproduce it in a lab",
+		Description: "Fits one connection (the one that carried the most data, or --flow's) and\n" +
+			"infers, per direction, the base round trip and where the capture was taken, the\n" +
+			"bottleneck's rate (ACK clocking while a queue held), whether it is a token bucket\n" +
+			"(its burst) or a fixed link, its buffer (largest queueing delay x rate, known when\n" +
+			"it overflowed), the loss process (random or bursty, apart from the queue's tail\n" +
+			"drops, with a Gilbert-Elliott fit), reordering and jitter, and the endpoints' receive\n" +
+			"window and buffer, send buffer, MSS, window scale, SACK, timestamps and congestion\n" +
+			"control. Each parameter has an interval and its evidence; what the capture does not\n" +
+			"show is listed as not inferred, with the reason. It prints the spec in tc syntax for\n" +
+			"each direction and the client's and server's sysctls: what `experiment --like`\n" +
+			"applies. --json: docs/fit.md.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "flow", Usage: "the connection to fit: `N, ADDR, ADDR:PORT or :PORT` (default: the one with the most data)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the fit as JSON"},
+			&cli.Float64Flag{Name: "window-ratio", Usage: "share of the receive buffer the receiver's kernel offers as window (default 0.5, Linux's)"},
+		},
+		Action: runFit,
+	})
+}
+
+func runFit(cc *cli.Context) error {
+	if cc.NArg() != 1 {
+		return usageError(errors.New("fit: want exactly one CAPTURE"))
+	}
+	ratio := cc.Float64("window-ratio")
+	if ratio < 0 || ratio > 1 {
+		return usageError(fmt.Errorf("fit: --window-ratio %g: want a share between 0 and 1", ratio))
+	}
+	opt := fit.Options{Flow: cc.String("flow"), WindowRatio: ratio}
+	if !cc.Bool("json") {
+		opt.Progress = func(line string) { fmt.Fprintf(cc.App.ErrWriter, "fit: %s\n", line) }
+	}
+	path := cc.Args().First()
+	if _, err := os.Stat(path); err != nil {
+		return usageError(fmt.Errorf("fit: %w", err))
+	}
+	r, err := fit.File(path, opt)
+	if err != nil {
+		return usageError(fmt.Errorf("fit: %w", err))
+	}
+	if cc.Bool("json") {
+		return fit.WriteJSON(cc.App.Writer, r)
+	}
+	return fit.WriteText(cc.App.Writer, r)
+}

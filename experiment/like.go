@@ -1,0 +1,574 @@
+package experiment
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/analyzer/report"
+	"github.com/wanlab/wanlab/fit"
+	"github.com/wanlab/wanlab/predict"
+	"github.com/wanlab/wanlab/tuner"
+	"github.com/wanlab/wanlab/units"
+)
+
+// LikeResult is `experiment --like`: a field capture fitted, the lab the
+// fit describes run, and the two compared; with --try, the fix run on the
+// reproduced path. JSON names are a contract (docs/fit.md).
+type LikeResult struct {
+	Capture string      `json:"capture"`
+	Fit     *fit.Result `json:"fit"`
+	// Side is the lab capture compared with the original: the one taken
+	// where the original was ("client" or "server").
+	Side string `json:"side"`
+	// Calibration says how the receive buffer was set: the window the
+	// original's receiver advertised over the share of its buffer this
+	// kernel offers, measured on a first run when it differed.
+	Calibration string        `json:"calibration,omitempty"`
+	Run         *Result       `json:"run"`
+	Refit       *fit.Result   `json:"refit"`
+	Similarity  []Similarity  `json:"similarity"`
+	Reproduced  bool          `json:"reproduced"`
+	Tries       []Try         `json:"tries,omitempty"`
+	Elapsed     time.Duration `json:"elapsed_ns"`
+	Out         string        `json:"out"`
+	Report      string        `json:"report"`
+	JSON        string        `json:"json"`
+}
+
+// Similarity is one measure of the original against the reproduction.
+type Similarity struct {
+	Measure        string  `json:"measure"`
+	Original       float64 `json:"original"`
+	Reproduced     float64 `json:"reproduced"`
+	OriginalText   string  `json:"original_text,omitempty"`
+	ReproducedText string  `json:"reproduced_text,omitempty"`
+	// Figure is reproduced over original for a number, the mean relative
+	// agreement (1 is the same) for the rate over time, 1 or 0 for the
+	// diagnosis.
+	Figure    float64 `json:"figure"`
+	Within    bool    `json:"within"`
+	Tolerance string  `json:"tolerance"`
+}
+
+// Try is one --try: the fix run on the reproduced path.
+type Try struct {
+	// Change maps "client" or "server" to the sysctls the try wrote there.
+	Change       map[string]map[string]string `json:"change"`
+	Run          *Result                      `json:"run"`
+	BeforeBps    float64                      `json:"before_bps"`
+	AfterBps     float64                      `json:"after_bps"`
+	PredictedBps float64                      `json:"predicted_bps"`
+	Prediction   string                       `json:"prediction"`
+}
+
+// LikeConfig is the lab a fit describes: its data direction's spec on the
+// way to the client (a download) and the reverse on the way to the
+// server, both ends' sysctls, and the transfer's size. base carries what
+// the command line set (output, timeouts, --kernel, --vms).
+func LikeConfig(f *fit.Result, base Config) (Config, error) {
+	if f.Transfer.Direction != "download" {
+		return base, fmt.Errorf("%s: the capture's data went from the client to the server (an upload): experiment reproduces downloads only", f.File)
+	}
+	cfg := base
+	cfg.Name = "like " + filepath.Base(f.File)
+	cfg.Impair = map[string]string{}
+	for _, d := range f.Directions {
+		if d.Data {
+			cfg.Impair[ToClient] = d.Spec
+		} else {
+			cfg.Impair[ToServer] = d.Spec
+		}
+	}
+	cfg.ClientSysctls = mergeSysctls(base.ClientSysctls, f.Sysctls.Client)
+	cfg.ServerSysctls = mergeSysctls(base.ServerSysctls, f.Sysctls.Server)
+	if cfg.Size == 0 {
+		cfg.Size = units.Size(max(f.Transfer.Bytes, 64<<10))
+	}
+	if _, err := cfg.Specs(); err != nil {
+		return cfg, fmt.Errorf("the fit's spec: %w", err)
+	}
+	return cfg, cfg.CheckSysctls()
+}
+
+func mergeSysctls(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range b {
+		out[k] = v
+	}
+	for k, v := range a { // the command line's own win
+		out[k] = v
+	}
+	return out
+}
+
+// Like fits the capture, runs the lab that reproduces it, compares the
+// two and runs each --try (KEY=VALUE, or client:KEY=VALUE /
+// server:KEY=VALUE) on the reproduced path.
+func Like(ctx context.Context, capture string, base Config, opt fit.Options, tries []string) (*LikeResult, error) {
+	start := time.Now()
+	log := base.Log
+	if log == nil {
+		log = io.Discard
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(log, format+"\n", args...) }
+	changes, err := parseTries(tries)
+	if err != nil {
+		return nil, err
+	}
+	out, err := outDir(base.Out, start)
+	if err != nil {
+		return nil, err
+	}
+	res := &LikeResult{Capture: capture, Out: out}
+	opt.Progress = func(line string) { logf("fit: %s", line) }
+	if res.Fit, err = fit.File(capture, opt); err != nil {
+		return nil, err
+	}
+	res.Side = SideServer
+	if res.Fit.CapturedAt == "client" {
+		res.Side = SideClient
+	}
+	run := func(name string, cfg Config) (*Result, error) {
+		cfg.Out = filepath.Join(out, name)
+		cfg.Progress = base.Progress
+		logf("like: %s: %s", name, describeSpecs(cfg))
+		return Run(ctx, cfg)
+	}
+	cfg, err := LikeConfig(res.Fit, base)
+	if err != nil {
+		return nil, err
+	}
+	if res.Run, err = run("reproduction", cfg); err != nil {
+		return nil, err
+	}
+	// The receive buffer: the original's window over this kernel's share,
+	// which the first run measured (TCP_INFO) when its window bound it.
+	if calibrated, ok := calibrate(res.Fit, cfg, res.Run); ok {
+		res.Calibration = fmt.Sprintf("the client's tcp_rmem max set from the original's window %s over the share %.2f this kernel offered as window on the first run (it was %s at the assumed %.2f)",
+			units.Size(res.Fit.Transfer.WindowMax).Human(), LearnedRatio(res.Run), cfg.ClientSysctls["net.ipv4.tcp_rmem"], predict.ScalingRatio)
+		cfg = calibrated
+		logf("like: %s", res.Calibration)
+		if res.Run, err = run("reproduction-calibrated", cfg); err != nil {
+			return nil, err
+		}
+	}
+	if res.Refit, err = refit(res.Run, res.Side, opt); err != nil {
+		return nil, err
+	}
+	res.Similarity = compare(res.Fit, res.Refit)
+	res.Reproduced = true
+	for _, s := range res.Similarity {
+		res.Reproduced = res.Reproduced && s.Within
+	}
+	for i, ch := range changes {
+		tcfg := cfg
+		tcfg.ClientSysctls = mergeSysctls(nil, cfg.ClientSysctls)
+		tcfg.ServerSysctls = mergeSysctls(nil, cfg.ServerSysctls)
+		for k, v := range ch["client"] {
+			tcfg.ClientSysctls[k] = v
+		}
+		for k, v := range ch["server"] {
+			tcfg.ServerSysctls[k] = v
+		}
+		if err := tcfg.CheckSysctls(); err != nil {
+			return nil, fmt.Errorf("--try: %w", err)
+		}
+		tr := Try{Change: ch}
+		if tr.Run, err = run(fmt.Sprintf("try-%d", i+1), tcfg); err != nil {
+			return nil, err
+		}
+		after, err := refit(tr.Run, res.Side, opt)
+		if err != nil {
+			return nil, err
+		}
+		tr.BeforeBps, tr.AfterBps = res.Refit.Transfer.RateBps, after.Transfer.RateBps
+		tr.PredictedBps, tr.Prediction = predictTry(res.Refit, res.Run, ch)
+		res.Tries = append(res.Tries, tr)
+	}
+	res.Elapsed = time.Since(start)
+	return res, writeLike(res)
+}
+
+// describeSpecs is one line of what a run applies.
+func describeSpecs(cfg Config) string {
+	var parts []string
+	for _, dir := range []string{ToClient, ToServer} {
+		if s := cfg.Impair[dir]; s != "" {
+			parts = append(parts, dir+"="+s)
+		}
+	}
+	for _, side := range []struct {
+		name string
+		kv   map[string]string
+	}{{"client", cfg.ClientSysctls}, {"server", cfg.ServerSysctls}} {
+		keys := make([]string, 0, len(side.kv))
+		for k := range side.kv {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %s=%q", side.name, k, side.kv[k]))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// calibrate returns the config with the client's receive buffer set from
+// the original's window and the share of the buffer the first run's
+// client offered as window, when the first run was receive-window limited
+// and its window missed the original's by more than 5 %.
+func calibrate(f *fit.Result, cfg Config, run *Result) (Config, bool) {
+	if _, set := f.Sysctls.Client["net.ipv4.tcp_rmem"]; !set {
+		return cfg, false
+	}
+	ratio := LearnedRatio(run)
+	if ratio <= 0 || f.Transfer.WindowMax <= 0 {
+		return cfg, false
+	}
+	cr := run.Captures[SideServer]
+	if cr == nil || len(cr.Connections) == 0 {
+		return cfg, false
+	}
+	var w int64
+	for _, c := range cr.Connections {
+		for _, d := range c.Directions {
+			w = max(w, d.PeerMaxWindowBytes)
+		}
+	}
+	if w > 0 && math.Abs(float64(w)/float64(f.Transfer.WindowMax)-1) <= 0.05 {
+		return cfg, false
+	}
+	buf := predict.BufferFor(units.Size(f.Transfer.WindowMax), ratio)
+	maxB := (int64(buf) + 4095) / 4096 * 4096
+	out := cfg
+	out.ClientSysctls = mergeSysctls(nil, cfg.ClientSysctls)
+	out.ClientSysctls["net.ipv4.tcp_rmem"] = fmt.Sprintf("4096 %d %d", min(131072, maxB), maxB)
+	return out, true
+}
+
+// refit fits the lab's capture taken where the original was.
+func refit(run *Result, side string, opt fit.Options) (*fit.Result, error) {
+	cr := run.Captures[side]
+	if cr == nil {
+		return nil, fmt.Errorf("the reproduction has no %s capture", side)
+	}
+	opt.Flow = ""
+	if run.Download != nil {
+		opt.Flow = run.Download.Local.String()
+	}
+	return fit.File(cr.Path, opt)
+}
+
+// compare measures the reproduction against the original: the rate
+// within 10 %, the median RTT within 5 %, the retransmission rate within
+// the original's 95 % interval, the window within 10 %, the rate over
+// time (each tenth of the transfer), and the same diagnosis.
+func compare(orig, rep *fit.Result) []Similarity {
+	o, r := orig.Transfer, rep.Transfer
+	ratio := func(a, b float64) float64 {
+		if a == 0 {
+			if b == 0 {
+				return 1
+			}
+			return math.Inf(1)
+		}
+		return b / a
+	}
+	var out []Similarity
+	num := func(measure string, a, b, tol float64) {
+		f := ratio(a, b)
+		out = append(out, Similarity{Measure: measure, Original: a, Reproduced: b, Figure: f,
+			Within: math.Abs(f-1) <= tol, Tolerance: fmt.Sprintf("within %.0f %%", tol*100)})
+	}
+	num("rate_bps", o.RateBps, r.RateBps, 0.10)
+	num("rtt_p50_ms", o.RTTP50Ms, r.RTTP50Ms, 0.05)
+	lo, hi := wilsonInterval(o.ResentPkts, o.DataPkts)
+	rr := 0.0
+	if r.DataPkts > 0 {
+		rr = float64(r.ResentPkts) / float64(r.DataPkts)
+	}
+	orr := 0.0
+	if o.DataPkts > 0 {
+		orr = float64(o.ResentPkts) / float64(o.DataPkts)
+	}
+	out = append(out, Similarity{Measure: "retransmission_rate", Original: orr, Reproduced: rr, Figure: ratio(orr, rr),
+		Within: rr >= lo && rr <= hi, Tolerance: fmt.Sprintf("in the original's 95 %% interval %.3g-%.3g %%", lo*100, hi*100)})
+	if o.Limit == analyzer.LimitReceiveWindow {
+		num("window_max_bytes", float64(o.WindowMax), float64(r.WindowMax), 0.10)
+	} else {
+		out = append(out, Similarity{Measure: "window_max_bytes", Original: float64(o.WindowMax), Reproduced: float64(r.WindowMax),
+			Figure: ratio(float64(o.WindowMax), float64(r.WindowMax)), Within: true, Tolerance: "not compared: the window did not limit the original"})
+	}
+	if len(o.RateDecilesBps) == 10 && len(r.RateDecilesBps) == 10 {
+		var diff, sum float64
+		for i := range 10 {
+			diff += math.Abs(o.RateDecilesBps[i] - r.RateDecilesBps[i])
+			sum += o.RateDecilesBps[i]
+		}
+		agree := 0.0
+		if sum > 0 {
+			agree = 1 - diff/sum
+		}
+		out = append(out, Similarity{Measure: "rate_over_time", Figure: agree, Within: agree >= 0.8,
+			Tolerance: "tenths of the transfer agree within 20 % on average"})
+	}
+	same := 0.0
+	if o.Limit == r.Limit {
+		same = 1
+	}
+	out = append(out, Similarity{Measure: "diagnosis", OriginalText: o.Limit, ReproducedText: r.Limit, Figure: same,
+		Within: same == 1, Tolerance: "the same limit"})
+	return out
+}
+
+// wilsonInterval is the 95 % Wilson interval of k in n.
+func wilsonInterval(k, n int) (lo, hi float64) {
+	if n == 0 {
+		return 0, 1
+	}
+	const z = 1.96
+	p, nf := float64(k)/float64(n), float64(n)
+	d := 1 + z*z/nf
+	c := p + z*z/(2*nf)
+	w := z * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf))
+	return max(0, (c-w)/d), min(1, (c+w)/d)
+}
+
+// parseTries reads --try values: KEY=VALUE goes to the end the key acts
+// on (the receive buffer to the client, the send buffer and the
+// congestion control to the server, anything else to both), or
+// client:KEY=VALUE / server:KEY=VALUE.
+func parseTries(tries []string) ([]map[string]map[string]string, error) {
+	var out []map[string]map[string]string
+	for _, t := range tries {
+		side, kv, explicit := strings.Cut(t, ":")
+		if !explicit || (side != "client" && side != "server") {
+			side, kv = "", t
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, "net.") {
+			return nil, fmt.Errorf("--try %q: want [client:|server:]net.KEY=VALUE", t)
+		}
+		ch := map[string]map[string]string{}
+		sides := []string{side}
+		if side == "" {
+			switch k {
+			case "net.ipv4.tcp_rmem", "net.core.rmem_max":
+				sides = []string{"client"}
+			case "net.ipv4.tcp_wmem", "net.core.wmem_max", "net.ipv4.tcp_congestion_control":
+				sides = []string{"server"}
+			default:
+				sides = []string{"client", "server"}
+			}
+		}
+		for _, s := range sides {
+			ch[s] = map[string]string{k: v}
+		}
+		out = append(out, ch)
+	}
+	return out, nil
+}
+
+// predictTry is the tuner's model of a try on the reproduced path: a
+// window's worth of data per round trip, the window a buffer gives on this
+// kernel, under the bottleneck's rate and the Mathis bound of its random
+// loss, when the path has them.
+func predictTry(rep *fit.Result, run *Result, ch map[string]map[string]string) (float64, string) {
+	var data *fit.Direction
+	for i := range rep.Directions {
+		if rep.Directions[i].Data {
+			data = &rep.Directions[i]
+		}
+	}
+	if data == nil {
+		return 0, "no data direction"
+	}
+	rtt := data.Params["rtt_ms"]
+	if !rtt.Known() {
+		return 0, "no round trip: no prediction"
+	}
+	rttD := time.Duration(rtt.Value * float64(time.Millisecond))
+	ratio := LearnedRatio(run)
+	if ratio <= 0 {
+		ratio = tuner.DefaultScalingRatio
+	}
+	var bound float64
+	var why []string
+	if v, ok := ch["client"]["net.ipv4.tcp_rmem"]; ok {
+		t, err := tuner.ParseTriple(v)
+		if err != nil {
+			return 0, "tcp_rmem: " + err.Error()
+		}
+		w := units.Size(float64(t.Max) * ratio)
+		bound = float64(predict.WindowRate(w, rttD))
+		why = append(why, fmt.Sprintf("window %s (%.2f of %s) per %.1f ms", w.Human(), ratio, units.Size(t.Max).Human(), rtt.Value))
+	}
+	if v, ok := ch["server"]["net.ipv4.tcp_wmem"]; ok {
+		t, err := tuner.ParseTriple(v)
+		if err != nil {
+			return 0, "tcp_wmem: " + err.Error()
+		}
+		mss := units.Size(1448)
+		if m := data.Params["mss_bytes"]; m.Known() {
+			mss = units.Size(m.Value)
+		}
+		r := float64(predict.WindowRate(tuner.SendWindow(units.Size(t.Max), mss), rttD))
+		if bound == 0 || r < bound {
+			bound = r
+		}
+		why = append(why, fmt.Sprintf("send buffer %s per %.1f ms", units.Size(t.Max).Human(), rtt.Value))
+	}
+	if bound == 0 {
+		return 0, "the model predicts buffer changes only"
+	}
+	if r := data.Params["rate_bps"]; r.Known() && r.Value < bound {
+		bound = r.Value / (1 + 52.0/1448) // the bottleneck's IP rate as payload
+		why = append(why, "capped by the bottleneck "+units.Rate(r.Value).Human())
+	}
+	if l := data.Params["loss_percent"]; l.Known() && l.Value > 0 {
+		mss := units.Size(1448)
+		if m := data.Params["mss_bytes"]; m.Known() {
+			mss = units.Size(m.Value)
+		}
+		if m := float64(predict.Mathis(mss, rttD, l.Value/100)); m < bound {
+			bound = m
+			why = append(why, fmt.Sprintf("capped by the Mathis bound at %.3g %% loss", l.Value))
+		}
+	}
+	return bound, strings.Join(why, "; ")
+}
+
+// writeLike writes like.json and like.html into res.Out.
+func writeLike(res *LikeResult) error {
+	res.JSON = filepath.Join(res.Out, "like.json")
+	res.Report = filepath.Join(res.Out, "like.html")
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(res.JSON, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(res.Report)
+	if err != nil {
+		return err
+	}
+	if err := WriteLikeReport(f, res); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// WriteLikeReport writes the original capture and the reproduction's side
+// by side (every graph of each), headed by the fit and the similarity.
+func WriteLikeReport(w io.Writer, res *LikeResult) error {
+	page := report.Page{Title: "wanlab experiment --like " + filepath.Base(res.Capture),
+		Intro: fmt.Sprintf("The original capture fitted, the lab it describes run, the %s capture of the reproduction beside it. Reproduced: %v.", res.Side, res.Reproduced)}
+	orig, err := analyzer.AnalyzeFile(res.Capture, analyzer.Options{})
+	if err != nil {
+		return err
+	}
+	var oc []*analyzer.Connection
+	for _, c := range orig.Connections {
+		if c.Index == res.Fit.Connection.Index {
+			oc = append(oc, c)
+		}
+	}
+	sim := report.Table{Title: "similarity", Header: []string{"measure", "original", "reproduction", "figure", "within", "tolerance"}}
+	for _, s := range res.Similarity {
+		a, b := fmt.Sprintf("%.4g", s.Original), fmt.Sprintf("%.4g", s.Reproduced)
+		if s.OriginalText != "" || s.ReproducedText != "" {
+			a, b = s.OriginalText, s.ReproducedText
+		}
+		sim.Rows = append(sim.Rows, []string{s.Measure, a, b, fmt.Sprintf("%.3f", s.Figure), fmt.Sprint(s.Within), s.Tolerance})
+	}
+	fitTable := report.Table{Title: "fit", Header: []string{"direction", "spec"}}
+	for _, d := range res.Fit.Directions {
+		fitTable.Rows = append(fitTable.Rows, []string{d.From + " -> " + d.To, d.Spec})
+	}
+	for _, side := range []struct {
+		n  string
+		kv map[string]string
+	}{{"client", res.Fit.Sysctls.Client}, {"server", res.Fit.Sysctls.Server}} {
+		for k, v := range side.kv {
+			fitTable.Rows = append(fitTable.Rows, []string{side.n + " sysctl", k + "=" + v})
+		}
+	}
+	tables := []report.Table{fitTable, sim}
+	for i, t := range res.Tries {
+		tables = append(tables, report.KV(fmt.Sprintf("try %d", i+1), "change", fmt.Sprint(t.Change),
+			"before", units.Rate(t.BeforeBps).Human(), "after", units.Rate(t.AfterBps).Human(),
+			"predicted", units.Rate(t.PredictedBps).Human(), "model", t.Prediction))
+	}
+	page.Sections = append(page.Sections, report.Section{Title: "original: " + filepath.Base(res.Capture), Result: orig, Connections: oc, Tables: tables})
+	if cr := res.Run.Captures[res.Side]; cr != nil {
+		page.Sections = append(page.Sections, report.Section{Title: "reproduction: " + res.Side + " capture", Result: cr.Analysis, Connections: cr.Connections})
+	}
+	return report.Write(w, page)
+}
+
+// WriteLikeSummary prints the fit, the comparison and the tries.
+func WriteLikeSummary(w io.Writer, res *LikeResult) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "like %s: connection %d, %s, captured at the %s\n", res.Capture, res.Fit.Connection.Index, res.Fit.Transfer.Direction, res.Fit.CapturedAt)
+	for _, d := range res.Fit.Directions {
+		dir := ToServer
+		if d.Data {
+			dir = ToClient
+		}
+		s := d.Spec
+		if s == "" {
+			s = "(none)"
+		}
+		fmt.Fprintf(&b, "  %s: %s\n", dir, s)
+	}
+	if res.Calibration != "" {
+		fmt.Fprintf(&b, "  %s\n", res.Calibration)
+	}
+	fmt.Fprintf(&b, "reproduction (%s capture beside the original): %s\n", res.Side, map[bool]string{true: "reproduced", false: "NOT reproduced"}[res.Reproduced])
+	for _, s := range res.Similarity {
+		mark := "ok"
+		if !s.Within {
+			mark = "off"
+		}
+		switch {
+		case s.OriginalText != "" || s.ReproducedText != "":
+			fmt.Fprintf(&b, "  %-20s %-18s %-18s %s (%s)\n", s.Measure, s.OriginalText, s.ReproducedText, mark, s.Tolerance)
+		case s.Measure == "rate_over_time":
+			fmt.Fprintf(&b, "  %-20s %-18s %-18s %s: %.2f (%s)\n", s.Measure, "", "", mark, s.Figure, s.Tolerance)
+		default:
+			fmt.Fprintf(&b, "  %-20s %-18s %-18s %s: %.3f (%s)\n", s.Measure, likeNum(s.Measure, s.Original), likeNum(s.Measure, s.Reproduced), mark, s.Figure, s.Tolerance)
+		}
+	}
+	for i, t := range res.Tries {
+		fmt.Fprintf(&b, "try %d %v: %s -> %s (predicted %s: %s)\n", i+1, t.Change, units.Rate(t.BeforeBps).Human(), units.Rate(t.AfterBps).Human(),
+			units.Rate(t.PredictedBps).Human(), t.Prediction)
+	}
+	fmt.Fprintf(&b, "report: %s\njson:   %s\n", res.Report, res.JSON)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func likeNum(measure string, v float64) string {
+	switch {
+	case strings.HasSuffix(measure, "_bps"):
+		return units.Rate(v).Human()
+	case strings.HasSuffix(measure, "_bytes"):
+		return units.Size(v).Human()
+	case strings.HasSuffix(measure, "_ms"):
+		return fmt.Sprintf("%.3g ms", v)
+	case strings.HasSuffix(measure, "_rate"):
+		return fmt.Sprintf("%.3g %%", v*100)
+	}
+	return fmt.Sprintf("%.4g", v)
+}

@@ -1,0 +1,628 @@
+// Package fit infers, from a capture of a TCP transfer, the path and the
+// endpoints that produced it: the round trip, the bottleneck's rate, burst
+// and buffer, the loss process, reordering and jitter, the receive window
+// and send buffer, each with an interval and its evidence, and writes them
+// as a wanlab spec and sysctls that a lab (`wanlab experiment --like`)
+// applies to reproduce the transfer. What the capture does not show is
+// said, never guessed.
+package fit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/predict"
+	"github.com/wanlab/wanlab/tuner"
+	"github.com/wanlab/wanlab/units"
+)
+
+// Options tune a fit.
+type Options struct {
+	// Flow picks the connection (analyze's --flow syntax); empty: the one
+	// that carried the most data.
+	Flow string
+	// WindowRatio is the share of a receive buffer the receiver's kernel
+	// offered as window (0: predict.ScalingRatio, Linux's default).
+	WindowRatio float64
+	// Progress, when set, gets one line per step.
+	Progress func(string)
+}
+
+// Result is a fit. JSON names are a contract (docs/fit.md).
+type Result struct {
+	File       string     `json:"file"`
+	Connection ConnInfo   `json:"connection"`
+	Others     []ConnInfo `json:"other_connections,omitempty"`
+	// CapturedAt is where the capture was taken: "client", "server",
+	// "middle" or "unknown".
+	CapturedAt string      `json:"captured_at"`
+	Transfer   Transfer    `json:"transfer"`
+	Directions []Direction `json:"directions"`
+	Sysctls    Sysctls     `json:"sysctls"`
+	// Notes says plainly what could not be inferred, and why.
+	Notes []string `json:"notes"`
+}
+
+// ConnInfo names a connection of the capture.
+type ConnInfo struct {
+	Index      int     `json:"index"`
+	Client     string  `json:"client"`
+	Server     string  `json:"server"`
+	DurationMs float64 `json:"duration_ms"`
+	// Bytes is the data the connection carried, both ways.
+	Bytes int64 `json:"bytes"`
+}
+
+// Transfer is what the connection did, for a lab to do the same.
+type Transfer struct {
+	// Direction is "download" (the server sent the data) or "upload".
+	Direction   string `json:"direction"`
+	Bytes       int64  `json:"bytes"`
+	Connections int    `json:"connections"`
+	// RateBps is the data rate measured (unique bytes over the transfer
+	// time), Limit the analyzer's diagnosis of what bound it.
+	RateBps float64 `json:"rate_bps"`
+	Limit   string  `json:"limit"`
+	// RTTP50Ms (the median round trip: data to ACK near the sender, the
+	// receiver's timestamps echoed near the receiver, both legs in the
+	// middle) and LossRate are what a reproduction is compared on.
+	RTTP50Ms   float64 `json:"rtt_p50_ms"`
+	LossRate   float64 `json:"loss_rate"`
+	WindowMax  int64   `json:"window_max_bytes"`
+	DataPkts   int     `json:"data_packets"`
+	ResentPkts int     `json:"resent_packets"`
+	// RateDecilesBps is the data rate in each tenth of the transfer time
+	// (from the first byte acknowledged to the last), the rate over time a
+	// reproduction is compared on.
+	RateDecilesBps []float64 `json:"rate_deciles_bps"`
+}
+
+// Direction is one direction of the path: from where to where, the spec a
+// lab applies to it, and the parameters behind the spec.
+type Direction struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Data says this direction carried the transfer's data.
+	Data bool `json:"data"`
+	// Spec is the direction's impairment in tc syntax, what `experiment
+	// --like` applies (to-client for server to client).
+	Spec string `json:"spec"`
+	// Bottleneck is "token bucket", "fixed link" or "" (none seen);
+	// LossModel "random", "bursty" or "none"; CongestionControl the
+	// sender's signature ("loss-based (cubic)", "loss-based (reno)",
+	// "model-based (bbr)") or "".
+	Bottleneck        string           `json:"bottleneck"`
+	LossModel         string           `json:"loss_model"`
+	CongestionControl string           `json:"congestion_control"`
+	CapturedNear      string           `json:"captured_near"`
+	Params            map[string]Param `json:"params"`
+}
+
+// Sysctls are the settings of each end, key to value.
+type Sysctls struct {
+	Client map[string]string `json:"client"`
+	Server map[string]string `json:"server"`
+}
+
+// ErrNoConnection says the capture holds no TCP connection with data.
+var ErrNoConnection = errors.New("no TCP connection with data")
+
+// File fits the capture at path.
+func File(path string, opt Options) (*Result, error) {
+	sel, err := analyzer.ParseFlowSelector(opt.Flow)
+	if err != nil {
+		return nil, err
+	}
+	progress := opt.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	progress("analyzing " + path)
+	res, err := analyzer.AnalyzeFile(path, analyzer.Options{NoSeries: true})
+	if err != nil {
+		return nil, err
+	}
+	var cands []*analyzer.Connection
+	for _, c := range res.Select(sel) {
+		if bytesOf(c) > 0 {
+			cands = append(cands, c)
+		}
+	}
+	if len(cands) == 0 {
+		if opt.Flow != "" {
+			return nil, fmt.Errorf("%s: --flow %q: %w among the %d connections", path, opt.Flow, ErrNoConnection, len(res.Connections))
+		}
+		return nil, fmt.Errorf("%s: %w (%d TCP packets in %d connections)", path, ErrNoConnection, res.TCPPackets, len(res.Connections))
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return bytesOf(cands[i]) > bytesOf(cands[j]) })
+	c := cands[0]
+	out := &Result{File: path, Connection: connInfo(c)}
+	for _, o := range res.Connections {
+		if o != c && bytesOf(o) > 0 {
+			out.Others = append(out.Others, connInfo(o))
+		}
+	}
+	if len(out.Others) > 0 {
+		out.Notes = append(out.Notes, fmt.Sprintf("the capture holds %d connections with data: connection %d (the most data) is fitted; pick another with --flow",
+			len(out.Others)+1, c.Index))
+	}
+	progress(fmt.Sprintf("reading connection %d (%s <-> %s)", c.Index, c.Client, c.Server))
+	recs, cut, err := readConnection(path, c)
+	if err != nil {
+		return nil, err
+	}
+	if cut {
+		out.Notes = append(out.Notes, fmt.Sprintf("the connection has more than %d packets: fitted on its first %d", maxRecords, maxRecords))
+	}
+	ratio := opt.WindowRatio
+	if ratio <= 0 {
+		ratio = predict.ScalingRatio
+	}
+	dataDir := 1
+	if c.Directions[0].UniqueBytes > c.Directions[1].UniqueBytes {
+		dataDir = 0
+	}
+	progress("fitting the path")
+	f := newFlow(recs, c, dataDir)
+	fitDirection(out, c, f, recs, ratio)
+	return out, nil
+}
+
+func bytesOf(c *analyzer.Connection) int64 {
+	var n int64
+	for _, d := range c.Directions {
+		if d != nil {
+			n += d.UniqueBytes
+		}
+	}
+	return n
+}
+
+func connInfo(c *analyzer.Connection) ConnInfo {
+	return ConnInfo{Index: c.Index, Client: c.Client.String(), Server: c.Server.String(),
+		DurationMs: c.Duration.Seconds() * 1000, Bytes: bytesOf(c)}
+}
+
+// fitDirection infers everything and fills out.
+func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, ratio float64) {
+	st := f.st
+	p := map[string]Param{}
+	note := func(name string, q Param) {
+		p[name] = q
+		if !q.Known() {
+			out.Notes = append(out.Notes, name+": "+q.Unknown)
+		}
+	}
+	rtt := f.baseRTT(recs)
+	note("rtt_ms", rtt)
+	where, whereWhy := f.capturePoint(recs)
+	out.CapturedAt = map[string]string{"sender": sideName(f.dir, true), "receiver": sideName(f.dir, false)}[where]
+	if out.CapturedAt == "" {
+		out.CapturedAt = where
+	}
+	f.queueing()
+	jitter := f.jitter(where)
+	rate := f.bottleneckRate()
+	note("rate_bps", rate)
+	runs, sent, reorders := f.losses(where)
+	firstLoss := time.Duration(0)
+	for _, r := range runs {
+		if firstLoss == 0 || r.t < firstLoss {
+			firstLoss = r.t
+		}
+	}
+	burst, kind := f.burst(firstLoss)
+	if rate.Known() {
+		note("burst_bytes", burst)
+	}
+	var randSegs, randRuns, congSegs, multi int
+	var atDrops []time.Duration
+	for _, r := range runs {
+		if r.full {
+			congSegs += r.segs
+			atDrops = append(atDrops, r.queue)
+			continue
+		}
+		randSegs += r.segs
+		randRuns++
+		if r.segs >= 2 {
+			multi++
+		}
+	}
+	note("buffer_bytes", f.bufferSize(congSegs, atDrops))
+	p["congestion_losses"] = known(float64(congSegs), float64(congSegs), float64(congSegs),
+		"segments lost while the bottleneck queue held at least 60 % of its 95th-percentile delay (tail drops)")
+	lossModel := "none"
+	var lossSpec string
+	if sent > 0 {
+		lo, hi := wilson(randSegs, sent)
+		pr := float64(randSegs) / float64(sent)
+		if randSegs == 0 {
+			p["loss_percent"] = Param{Value: 0, High: 300 / float64(sent), Samples: sent,
+				Evidence: fmt.Sprintf("no loss observed apart from the queue's: under %.2g %% at 95 %% (%d segments)", 300/float64(sent), sent)}
+			out.Notes = append(out.Notes, fmt.Sprintf("loss: none observed: under %.2g %% at 95 %% over %d segments", 300/float64(sent), sent))
+		} else {
+			p["loss_percent"] = known(pr*100, lo*100, hi*100, fmt.Sprintf("%d of %d segments lost with the bottleneck queue not full, in %d runs (%s)",
+				randSegs, sent, randRuns, map[bool]string{true: "sent again by the sender", false: "holes the receiver saw filled by retransmissions"}[where == "sender"]))
+			p["loss_percent"] = withSamples(p["loss_percent"], sent)
+			lossModel = "random"
+			lossSpec = "loss " + pct(pr*100)
+			expect := float64(randRuns) * pr
+			// Bursty when far more runs hold two or more segments than
+			// independent losses give (about runs x p): 4 standard
+			// deviations and two runs above it, so random loss is
+			// called bursty about once in 10,000 fits.
+			if randRuns >= 5 && multi >= 3 && float64(multi) > expect+4*math.Sqrt(expect*(1-pr))+2 {
+				lossModel = "bursty"
+				meanRun := float64(randSegs) / float64(randRuns)
+				r := 1 / meanRun
+				gp := pr * r / (1 - pr)
+				p["gemodel_p_percent"] = known(gp*100, gp*100*lo/pr, gp*100*hi/pr, fmt.Sprintf("Gilbert-Elliott fit: p = loss x r / (1 - loss)"))
+				p["gemodel_r_percent"] = known(r*100, r*100*0.8, min(100, r*100*1.25), fmt.Sprintf(
+					"mean loss run %.2f segments (%d of %d runs longer than one; independent losses would give about %.1f)", meanRun, multi, randRuns, expect))
+				lossSpec = "loss gemodel " + pct(gp*100) + " " + pct(r*100)
+			}
+		}
+	}
+	reorderSpec := ""
+	if where == "sender" {
+		note("reorder_percent", unknown("reordering shows at the receiver; this capture was taken near the sender"))
+	} else if sent > 0 {
+		k := len(reorders)
+		lo, hi := wilson(k, sent)
+		if k == 0 {
+			p["reorder_percent"] = known(0, 0, 300/float64(sent), fmt.Sprintf("no segment arrived out of order: under %.2g %% at 95 %%", 300/float64(sent)))
+		} else {
+			s := sorted(reorders)
+			p["reorder_percent"] = known(float64(k)/float64(sent)*100, lo*100, hi*100, fmt.Sprintf("%d of %d segments arrived out of order", k, sent))
+			p["reorder_depth_packets"] = known(quantile(s, 0.5), s[0], s[len(s)-1], "how far below the highest sequence number they arrived (median, range)")
+			if !jitter.Known() || jitter.Value == 0 {
+				reorderSpec = "reorder " + pct(float64(k)/float64(sent)*100)
+			}
+		}
+	}
+	note("jitter_ms", jitter)
+
+	// The endpoints.
+	rx := c.Directions[1-f.dir]
+	if st.PeerMaxWindowBytes > 0 {
+		p["receive_window_bytes"] = known(float64(st.PeerMaxWindowBytes), float64(st.PeerMaxWindowBytes-int64(f.mss)), float64(st.PeerMaxWindowBytes),
+			fmt.Sprintf("largest window the receiver advertised; data in flight within 10 %% of the window on %.0f %% of data segments", st.WindowLimitedShare*100))
+	}
+	limit := ""
+	if d := st.Diagnosis; d != nil {
+		limit = d.Limit
+	} else if c.Diagnosis != nil {
+		limit = c.Diagnosis.Limit
+	}
+	sender, receiver := map[string]string{}, map[string]string{}
+	if limit == analyzer.LimitReceiveWindow || st.WindowLimitedShare >= 0.5 || f.windowBound(rate) {
+		buf := predict.BufferFor(units.Size(st.PeerMaxWindowBytes), ratio)
+		note("receive_buffer_bytes", known(float64(buf), float64(predict.BufferFor(units.Size(st.PeerMaxWindowBytes), ratio*1.1)),
+			float64(predict.BufferFor(units.Size(st.PeerMaxWindowBytes), ratio*0.9)),
+			fmt.Sprintf("the window bound the flight: window / %.2f (the share of the buffer %s offers as window; pass --window-ratio if the receiver's kernel differs)",
+				ratio, ratioSource(ratio))))
+		max := (int64(buf) + 4095) / 4096 * 4096
+		receiver["net.ipv4.tcp_rmem"] = fmt.Sprintf("4096 %d %d", min(131072, max), max)
+	} else {
+		note("receive_buffer_bytes", unknown(fmt.Sprintf("the receive window never bound the flight (%.0f %% of segments near it): the buffer was at least %s / %.2f",
+			st.WindowLimitedShare*100, units.Size(st.PeerMaxWindowBytes).Human(), ratio)))
+	}
+	if limit == analyzer.LimitSendBuffer {
+		fl := st.P50InFlightBytes
+		goal := int64(tuner.SizeGoal(units.Size(f.mss)))
+		wmem := fl
+		ev := fmt.Sprintf("median data in flight %s with the window and the path far from full: the sender's buffer held it back", units.Size(fl).Human())
+		if fl <= goal*5/4 {
+			wmem = 4096
+			ev += fmt.Sprintf("; one size goal (%s) in flight is what any tcp_wmem max up to it gives", units.Size(goal).Human())
+		}
+		note("send_window_bytes", known(float64(fl), float64(st.P50InFlightBytes)*0.9, float64(st.MaxInFlightBytes), ev))
+		sender["net.ipv4.tcp_wmem"] = fmt.Sprintf("4096 %d %d", min(16384, wmem), wmem)
+	}
+	p["mss_bytes"] = known(float64(f.mss), float64(f.mss), float64(f.mss), "the smaller MSS option of the SYNs, or the largest segment")
+	if st.WindowScaleKnown {
+		p["window_scale"] = known(float64(max(rx.WindowScale, 0)), float64(max(rx.WindowScale, 0)), float64(max(rx.WindowScale, 0)), "the receiver's SYN")
+	} else {
+		note("window_scale", unknown("the handshake was not captured: window scaling unknown, windows are raw"))
+	}
+	if c.HandshakeSeen {
+		if !(st.SACKPermitted && rx.SACKPermitted) {
+			sender["net.ipv4.tcp_sack"], receiver["net.ipv4.tcp_sack"] = "0", "0"
+		}
+		if !(st.Timestamps && rx.Timestamps) {
+			sender["net.ipv4.tcp_timestamps"], receiver["net.ipv4.tcp_timestamps"] = "0", "0"
+		}
+		if !st.WindowScaleKnown || st.WindowScale < 0 || rx.WindowScale < 0 {
+			sender["net.ipv4.tcp_window_scaling"], receiver["net.ipv4.tcp_window_scaling"] = "0", "0"
+		}
+	}
+	cc, ccWhy := "", "the data in flight is known near the sender only"
+	if where == "sender" {
+		cc, ccWhy = f.congestionControl(runs)
+	}
+	if cc != "" {
+		name := strings.TrimSuffix(strings.TrimPrefix(cc[strings.IndexByte(cc, '(')+1:], ""), ")")
+		sender["net.ipv4.tcp_congestion_control"] = name
+	} else {
+		out.Notes = append(out.Notes, "congestion control: "+ccWhy)
+	}
+
+	// The specs: the round trip split evenly, the bottleneck and the
+	// losses on the data's direction.
+	// The round trip split evenly. netem's jitter is uniform in +-J around
+	// the delay, so the lowest RTT is the sum of the delays less J.
+	oneWay := time.Duration(0)
+	if rtt.Known() {
+		v := rtt.Value
+		if jitter.Known() {
+			v += jitter.Value
+		}
+		oneWay = time.Duration(v * float64(time.Millisecond) / 2)
+	}
+	dataSpec := netemStage(oneWay, jitter, lossSpec, reorderSpec)
+	if rate.Known() {
+		r := roundRate(rate.Value)
+		b := burstBytes(burst, r, f.mss)
+		lim := units.Size(0)
+		if bq := p["buffer_bytes"]; bq.Value > 0 {
+			lim = units.Size(bq.Value)
+			if !bq.Known() {
+				lim = lim * 3 / 2 // at least what was seen; more never filled
+			}
+		}
+		lim = max(lim, b+units.Size(2*f.mss)) // tbf needs room for a burst and a packet
+		tbf := fmt.Sprintf("tbf rate %s burst %s limit %s", r, roundSize(b), roundSize(lim))
+		if dataSpec == "" {
+			dataSpec = tbf
+		} else {
+			dataSpec += " | " + tbf
+		}
+	}
+	ackSpec := netemStage(oneWay, Param{}, "", "")
+	from, to := st.From.String(), st.To.String()
+	out.Directions = []Direction{
+		{From: from, To: to, Data: true, Spec: dataSpec, Bottleneck: bottleneckKind(rate, kind), LossModel: lossModel,
+			CongestionControl: cc, CapturedNear: where, Params: p},
+		{From: to, To: from, Spec: ackSpec, CapturedNear: map[string]string{"sender": "receiver", "receiver": "sender"}[where],
+			Params: map[string]Param{"rtt_ms": rtt}},
+	}
+	if out.Directions[1].CapturedNear == "" {
+		out.Directions[1].CapturedNear = where
+	}
+	p["rtt_ms"] = Param{Value: rtt.Value, Low: rtt.Low, High: rtt.High, Evidence: rtt.Evidence + "; captured near the " + where + ": " + whereWhy, Unknown: rtt.Unknown}
+	if f.dir == 1 {
+		out.Sysctls = Sysctls{Client: receiver, Server: sender}
+	} else {
+		out.Sysctls = Sysctls{Client: sender, Server: receiver}
+	}
+	out.Transfer = Transfer{Direction: map[int]string{0: "upload", 1: "download"}[f.dir], Bytes: st.UniqueBytes, Connections: 1,
+		RateBps: st.DataRateBps, Limit: limit, RTTP50Ms: st.RTTP50Ms, LossRate: st.LossRate, WindowMax: st.PeerMaxWindowBytes,
+		DataPkts: st.DataPackets, ResentPkts: st.ResentPackets + st.GapFills}
+	// The median round trip as the capture point sees it: data to ACK
+	// near the sender, the receiver's timestamps echoed near the
+	// receiver, both legs in the middle.
+	switch where {
+	case "receiver":
+		out.Transfer.RTTP50Ms = st.EchoRTTP50Ms
+	case "middle":
+		out.Transfer.RTTP50Ms = st.RTTP50Ms + st.EchoRTTP50Ms
+	}
+	out.Transfer.RateDecilesBps = f.deciles()
+}
+
+// windowBound says the receive window bound the transfer wherever the
+// capture was taken: no sustained queue at any bottleneck, and the rate
+// reached a window per round trip (the 75th percentile of the transfer's
+// last eight tenths at 80 % of it or more): nothing but the window can
+// hold a transfer there.
+func (f *flow) windowBound(rate Param) bool {
+	if rate.Known() || f.base <= 0 || f.st.PeerMaxWindowBytes <= 0 {
+		return false
+	}
+	d := f.deciles()
+	if len(d) != 10 {
+		return false
+	}
+	steady := quantile(sorted(d[2:]), 0.75)
+	return steady >= 0.8*float64(predict.WindowRate(units.Size(f.st.PeerMaxWindowBytes), f.base))
+}
+
+// deciles is the delivery rate (payload) in each tenth of the transfer.
+func (f *flow) deciles() []float64 {
+	del := f.delivered()
+	i0 := 0
+	for i0 < len(del) && del[i0].v <= 0 {
+		i0++
+	}
+	if len(del)-i0 < 2 {
+		return nil
+	}
+	del = del[i0:]
+	t0, t1 := del[0].t, del[len(del)-1].t
+	if t1 <= t0 {
+		return nil
+	}
+	step := (t1 - t0) / 10
+	out := make([]float64, 10)
+	j := 0
+	for k := range out {
+		a, b := t0+time.Duration(k)*step, t0+time.Duration(k+1)*step
+		out[k] = float64(at(del, b, &j)-at(del, a, &j)) * 8 / step.Seconds()
+	}
+	return out
+}
+
+func withSamples(p Param, n int) Param {
+	p.Samples = n
+	return p
+}
+
+func sideName(dir int, sender bool) string {
+	// dir 1: the server sends.
+	if (dir == 1) == sender {
+		return "server"
+	}
+	return "client"
+}
+
+func ratioSource(r float64) string {
+	if r == predict.ScalingRatio {
+		return "Linux offers by default (assumed: the capture does not say)"
+	}
+	return "the receiver's kernel (given)"
+}
+
+func bottleneckKind(rate Param, kind string) string {
+	if !rate.Known() {
+		return ""
+	}
+	return kind
+}
+
+// netemStage writes the netem stage of a direction, or "" when it has
+// nothing to do.
+func netemStage(oneWay time.Duration, jitter Param, loss, reorder string) string {
+	var parts []string
+	if oneWay > 0 {
+		d := "delay " + dur(oneWay)
+		if jitter.Known() && jitter.Value > 0 {
+			d += " " + dur(time.Duration(jitter.Value*float64(time.Millisecond)))
+		}
+		parts = append(parts, d)
+	}
+	if loss != "" {
+		parts = append(parts, loss)
+	}
+	if reorder != "" && oneWay > 0 {
+		parts = append(parts, reorder)
+	}
+	return strings.Join(parts, " ")
+}
+
+// dur writes a delay to 10 µs.
+func dur(d time.Duration) string {
+	us := d.Round(10 * time.Microsecond).Microseconds()
+	if us%1000 == 0 {
+		return strconv.FormatInt(us/1000, 10) + "ms"
+	}
+	return strconv.FormatFloat(float64(us)/1000, 'f', -1, 64) + "ms"
+}
+
+func pct(v float64) string {
+	return strconv.FormatFloat(round3(v), 'g', -1, 64) + "%"
+}
+
+// round3 rounds to three significant digits.
+func round3(v float64) float64 {
+	if v == 0 {
+		return 0
+	}
+	mag := math.Pow(10, 2-math.Floor(math.Log10(math.Abs(v))))
+	return math.Round(v*mag) / mag
+}
+
+func roundRate(bps float64) units.Rate {
+	return units.Rate(round3(bps/1000) * 1000)
+}
+
+// roundSize rounds up to a whole kilobyte.
+func roundSize(s units.Size) units.Size { return (s + 1023) / 1024 * 1024 }
+
+// burstBytes is tbf's burst: the bucket measured, or for a fixed link the
+// least tbf needs at this rate (two packets, and a kernel timer tick's
+// worth of the rate).
+func burstBytes(b Param, r units.Rate, mss int) units.Size {
+	least := units.Size(max(2*(mss+52), int(r.BytesPerSecond()/250)))
+	if b.Known() {
+		return max(units.Size(b.Value), least)
+	}
+	return least
+}
+
+// jitter is the delay's variation that no queue explains: queue samples
+// that do not follow each other (a queue drains and fills smoothly; a
+// random delay per packet does not), with the reordering a random delay
+// per packet causes.
+func (f *flow) jitter(where string) Param {
+	if len(f.queue) < 30 {
+		return unknown(fmt.Sprintf("%d RTT samples: too few to measure jitter", len(f.queue)))
+	}
+	vs := make([]float64, len(f.queue))
+	for i, q := range f.queue {
+		vs[i] = q.v.Seconds() * 1000
+	}
+	_, sd := meanStd(vs)
+	rho := lag1(vs)
+	// Below this the spread is the hosts' own (their reaction times, the
+	// timers' slack), not a delay anyone configured.
+	floor := max(1, f.base.Seconds()*1000*0.05)
+	if sd*math.Sqrt(3) < floor {
+		return known(0, 0, floor, fmt.Sprintf("RTT spread %.3f ms (standard deviation): no jitter beyond %.2f ms", sd, floor))
+	}
+	if rho >= 0.7 {
+		return unknown(fmt.Sprintf("the RTT varied by %.2f ms but smoothly (lag-1 correlation %.2f): a queue, whose variation hides any jitter", sd, rho))
+	}
+	// A random delay per packet reorders them (netem's queue is ordered
+	// by departure time): without reordering at the receiver the spread is
+	// the hosts' (delayed ACKs, loss recovery, the sending application).
+	if where == "sender" {
+		return unknown(fmt.Sprintf("the RTT varied by %.2f ms, uncorrelated; a random delay would reorder segments, which only a capture near the receiver shows", sd))
+	}
+	_, _, reorders := f.losses(where)
+	if float64(len(reorders)) < 0.01*float64(len(f.data)) {
+		return unknown(fmt.Sprintf("the RTT varied by %.2f ms, uncorrelated, but only %d segments arrived out of order: not a random delay per packet (which reorders them)", sd, len(reorders)))
+	}
+	// A queue that comes and goes was taken for one: not a bottleneck.
+	f.qmax, f.qp95 = 0, 0
+	j := sd * math.Sqrt(3) // netem's jitter is uniform in +-J: sd = J/sqrt(3)
+	n := float64(len(vs))
+	return known(j, j*(1-1.96/math.Sqrt(2*n)), j*(1+1.96/math.Sqrt(2*n)), fmt.Sprintf(
+		"RTT standard deviation %.3f ms over %d samples, uncorrelated from one to the next (%.2f): a random delay uniform in +-%.2f ms", sd, len(vs), rho, j))
+}
+
+// congestionControl reads the sender's reaction to loss: how far the data
+// in flight fell after each loss run.
+func (f *flow) congestionControl(runs []lossRun) (string, string) {
+	if len(runs) < 2 {
+		return "", "fewer than two loss events: the sender's reaction to loss is not seen"
+	}
+	var ratios []float64
+	for _, r := range runs {
+		before, after := int64(0), int64(math.MaxInt64)
+		for _, d := range f.data {
+			if d.inflight < 0 {
+				continue
+			}
+			switch {
+			case d.t >= r.t-f.base && d.t <= r.t:
+				before = max(before, d.inflight)
+			case d.t >= r.t+2*f.base && d.t <= r.t+3*f.base:
+				after = min(after, d.inflight)
+			}
+		}
+		if before > 0 && after != math.MaxInt64 {
+			ratios = append(ratios, float64(after)/float64(before))
+		}
+	}
+	if len(ratios) < 2 {
+		return "", "the data in flight around the losses is not known (a capture near the receiver, or losses at the ends)"
+	}
+	m := quantile(sorted(ratios), 0.5)
+	switch {
+	case m >= 0.35 && m < 0.6:
+		return "loss-based (reno)", fmt.Sprintf("in flight fell to %.2f of itself after losses (Reno halves)", m)
+	case m >= 0.6 && m < 0.85:
+		return "loss-based (cubic)", fmt.Sprintf("in flight fell to %.2f of itself after losses (CUBIC keeps 0.7)", m)
+	case m >= 0.85:
+		return "model-based (bbr)", fmt.Sprintf("in flight held at %.2f of itself across losses: not loss-based", m)
+	}
+	return "", fmt.Sprintf("in flight fell to %.2f of itself after losses: no known signature", m)
+}
+

@@ -1,0 +1,313 @@
+package fit_test
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/wanlab/wanlab/analyzer/pcapfile"
+	"github.com/wanlab/wanlab/experiment"
+	"github.com/wanlab/wanlab/fit"
+	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/units"
+)
+
+// gridPoint is one lab run with a known path, and what the fit must find.
+type gridPoint struct {
+	name     string
+	toClient string
+	toServer string
+	rtt      time.Duration
+	rate     units.Rate // 0: no bottleneck
+	buffer   units.Size // the bottleneck's limit
+	loss     float64    // random loss rate
+	bursty   bool
+	rmem     units.Size // the client's tcp_rmem max when the window is the limit
+	size     units.Size
+}
+
+var grid = []gridPoint{
+	// Rates a loaded 2-core host forwards with room to spare, so that the
+	// path is the spec's and not the CPU's.
+	{name: "token-bucket", toClient: "delay 10ms | tbf rate 20mbit burst 32kb limit 100kb", toServer: "delay 10ms",
+		rtt: 20 * time.Millisecond, rate: 20 * units.Mbit, buffer: 100 * units.KiB, size: 8 * units.MiB},
+	{name: "receive-window", toServer: "delay 50ms", rtt: 50 * time.Millisecond, rmem: 1 * units.MiB, size: 16 * units.MiB},
+	{name: "random-loss", toClient: "delay 5ms loss 1%", toServer: "delay 5ms", rtt: 10 * time.Millisecond, loss: 0.01, size: 8 * units.MiB},
+	{name: "bursty-loss", toClient: "delay 5ms loss gemodel 1% 25%", toServer: "delay 5ms", rtt: 10 * time.Millisecond,
+		loss: 0.01 / (0.01 + 0.25), bursty: true, size: 8 * units.MiB},
+}
+
+type gridRun struct {
+	res *experiment.Result
+	err error
+}
+
+var (
+	gridOnce sync.Once
+	gridRuns map[string]gridRun
+)
+
+// runGrid runs every grid point once per test binary, through the proxy,
+// with CUBIC (loss-based: it fills the buffer the fit sizes).
+func runGrid(t *testing.T) map[string]gridRun {
+	t.Helper()
+	testenv.RequireRoot(t)
+	gridOnce.Do(func() {
+		gridRuns = map[string]gridRun{}
+		dir, err := os.MkdirTemp("", "wanlab-fit-grid-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range grid {
+			cfg := experiment.Config{Name: g.name, Impair: map[string]string{experiment.ToClient: g.toClient, experiment.ToServer: g.toServer},
+				Size: g.size, Proxy: true, Seed: 1, Out: filepath.Join(dir, g.name)}
+			cfg.Client.CC, cfg.Server.CC = "cubic", "cubic"
+			if g.rmem > 0 {
+				cfg.ClientSysctls = map[string]string{"net.ipv4.tcp_rmem": "4096 131072 " + strconv.FormatInt(int64(g.rmem), 10)}
+			}
+			res, err := experiment.Run(context.Background(), cfg)
+			gridRuns[g.name] = gridRun{res, err}
+		}
+	})
+	return gridRuns
+}
+
+// within says v is within tol (a share) of want.
+func within(v, want, tol float64) bool { return math.Abs(v-want) <= tol*want }
+
+// TestFitRecoversTheLab: captures of lab paths with known specs, fitted at
+// both ends: the round trip within 5 %, the rate within 5 % and a token
+// bucket where there is one, the buffer within 25 % when the fit claims
+// it, the random loss rate within a wide binomial interval (4.4 standard
+// deviations: a fit outside it once in 100,000 runs), the burstiness
+// class, and the receive buffer from the window at the share this kernel
+// offered (the ratio the run measured).
+func TestFitRecoversTheLab(t *testing.T) {
+	runs := runGrid(t)
+	for _, g := range grid {
+		for _, side := range []string{experiment.SideServer, experiment.SideClient} {
+			t.Run(g.name+"/"+side, func(t *testing.T) {
+				r := runs[g.name]
+				if r.err != nil {
+					t.Fatalf("lab run: %v", r.err)
+				}
+				opt := fit.Options{}
+				if ratio := experiment.LearnedRatio(r.res); ratio > 0 {
+					opt.WindowRatio = ratio
+				}
+				f, err := fit.File(r.res.Captures[side].Path, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var d fit.Direction
+				for _, x := range f.Directions {
+					if x.Data {
+						d = x
+					}
+				}
+				p := d.Params
+				if rtt := p["rtt_ms"]; !rtt.Known() || !within(rtt.Value, float64(g.rtt.Milliseconds()), 0.05) {
+					t.Errorf("rtt %+v, want %v within 5 %%", rtt, g.rtt)
+				}
+				if want := map[string]string{experiment.SideServer: "server", experiment.SideClient: "client"}[side]; f.CapturedAt != want {
+					t.Errorf("captured at %q, want %q", f.CapturedAt, want)
+				}
+				rate := p["rate_bps"]
+				switch {
+				case g.rate > 0:
+					if !rate.Known() || !within(rate.Value, float64(g.rate), 0.05) {
+						t.Errorf("rate %+v, want %v within 5 %%", rate, g.rate)
+					}
+					if d.Bottleneck != "token bucket" {
+						t.Errorf("bottleneck %q, want a token bucket", d.Bottleneck)
+					}
+					if b := p["buffer_bytes"]; b.Known() && !within(b.Value, float64(g.buffer), 0.25) {
+						t.Errorf("buffer %+v, want %v within 25 %%", b, g.buffer)
+					}
+				case rate.Known() && (g.loss > 0 || g.rmem > 0):
+					t.Errorf("rate %+v on a path without a bottleneck", rate)
+				}
+				loss := p["loss_percent"]
+				if g.loss > 0 {
+					// The truth is what the proxy dropped by its loss
+					// model on the data's way (its counters), not the
+					// model's long-run rate.
+					truth := proxyLoss(t, r.res)
+					n := float64(loss.Samples)
+					sd := math.Sqrt(truth*(1-truth)/n) * 100
+					if !loss.Known() || n == 0 || math.Abs(loss.Value-truth*100) > 4.4*sd+0.05 {
+						t.Errorf("loss %+v (n %v), want the proxy's %.3g %% within 4.4 sd (%.3g)", loss, n, truth*100, 4.4*sd)
+					}
+					if want := map[bool]string{true: "bursty", false: "random"}[g.bursty]; d.LossModel != want {
+						t.Errorf("loss model %q, want %q", d.LossModel, want)
+					}
+				} else if d.LossModel == "bursty" || loss.Value > 0.3 {
+					// A few tail drops whose queue the samples around them
+					// missed may be called random (a loaded host delays
+					// them); a random loss it is not.
+					t.Errorf("loss model %q, %+v on a path without random loss", d.LossModel, loss)
+				}
+				if g.rmem > 0 {
+					buf := p["receive_buffer_bytes"]
+					if !buf.Known() || !within(buf.Value, float64(g.rmem), 0.10) {
+						t.Errorf("receive buffer %+v (ratio %.2f), want %v within 10 %%", buf, opt.WindowRatio, g.rmem)
+					}
+					if !strings.Contains(f.Sysctls.Client["net.ipv4.tcp_rmem"], "4096 ") {
+						t.Errorf("client sysctls %v, want a tcp_rmem", f.Sysctls.Client)
+					}
+				}
+				if t.Failed() {
+					_ = fit.WriteText(testWriter{t}, f)
+				}
+			})
+		}
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }
+
+// TestFitMidStreamAndManyConnections: a capture that starts mid-stream
+// (no handshake) still gives the round trip from both legs and says what
+// it cannot know; with a second connection in the capture the busiest is
+// fitted and the other listed, and --flow picks the other.
+func TestFitMidStreamAndManyConnections(t *testing.T) {
+	r := runGrid(t)["token-bucket"]
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	src := r.res.Captures[experiment.SideServer].Path
+	dir := t.TempDir()
+	mid := filepath.Join(dir, "mid.pcap")
+	two := filepath.Join(dir, "two.pcap")
+	rewrite(t, src, mid, func(i int, frame []byte) [][]byte {
+		if i < 500 {
+			return nil
+		}
+		return [][]byte{frame}
+	})
+	f, err := fit.File(mid, fit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d fit.Direction
+	for _, x := range f.Directions {
+		if x.Data {
+			d = x
+		}
+	}
+	// The standing queue of a loss-based sender stays in the samples of a
+	// capture that missed the start: the lowest RTT lies between the
+	// path's and the path's plus the buffer's delay (41 ms).
+	if rtt := d.Params["rtt_ms"]; !rtt.Known() || rtt.Value < 19 || rtt.Value > 20+41 {
+		t.Errorf("mid-stream rtt %+v", rtt)
+	}
+	if ws := d.Params["window_scale"]; ws.Known() {
+		t.Errorf("mid-stream window scale %+v: the handshake is not in the capture", ws)
+	}
+	// A second, shorter connection: the first 300 frames again, on
+	// another client port, after the first ends.
+	rewrite(t, src, two, func(i int, frame []byte) [][]byte {
+		out := [][]byte{frame}
+		if i < 300 {
+			c := append([]byte(nil), frame...)
+			shiftPort(c)
+			out = append(out, c)
+		}
+		return out
+	})
+	f, err = fit.File(two, fit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Others) != 1 || f.Connection.Bytes <= f.Others[0].Bytes {
+		t.Fatalf("two connections: fitted %+v, others %+v: want the busiest fitted and the other listed", f.Connection, f.Others)
+	}
+	other, err := fit.File(two, fit.Options{Flow: strconv.Itoa(f.Others[0].Index)})
+	if err != nil || other.Connection.Index != f.Others[0].Index {
+		t.Fatalf("--flow %d: %+v, %v", f.Others[0].Index, other, err)
+	}
+}
+
+// rewrite copies a capture's frames through fn into a classic pcap.
+func rewrite(t *testing.T, src, dst string, fn func(i int, frame []byte) [][]byte) {
+	t.Helper()
+	r, closer, err := pcapfile.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	w := pcapgo.NewWriterNanos(out)
+	first := true
+	for i := 0; ; i++ {
+		fr, err := r.Next()
+		if err != nil {
+			break
+		}
+		if first {
+			if err := w.WriteFileHeader(65535, layers.LinkType(fr.Link)); err != nil {
+				t.Fatal(err)
+			}
+			first = false
+		}
+		for _, b := range fn(i, fr.Data) {
+			ci := gopacket.CaptureInfo{Timestamp: fr.Timestamp, CaptureLength: len(b), Length: fr.WireLen - len(fr.Data) + len(b)}
+			if err := w.WritePacket(ci, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// shiftPort moves an Ethernet/IPv4/TCP frame's client port (the one that
+// is not 80) up by 1000.
+func shiftPort(b []byte) {
+	if len(b) < 14+20+4 || binary.BigEndian.Uint16(b[12:14]) != 0x0800 {
+		return
+	}
+	tcp := 14 + int(b[14]&0x0f)*4
+	if len(b) < tcp+4 {
+		return
+	}
+	at := tcp
+	if binary.BigEndian.Uint16(b[tcp:tcp+2]) == 80 {
+		at = tcp + 2
+	}
+	binary.BigEndian.PutUint16(b[at:], binary.BigEndian.Uint16(b[at:])+1000)
+}
+
+// proxyLoss is the share of the data direction's packets the proxy's loss
+// model dropped.
+func proxyLoss(t *testing.T, res *experiment.Result) float64 {
+	t.Helper()
+	if res.Impairment == nil || res.Impairment.Proxy == nil {
+		t.Fatal("no proxy counters")
+	}
+	var in, lost uint64
+	for _, d := range res.Impairment.Proxy.Directions {
+		if d.Engine.Totals.PacketsIn > in {
+			in, lost = d.Engine.Totals.PacketsIn, d.Engine.Totals.Drops.Loss
+		}
+	}
+	if in == 0 {
+		t.Fatal("the proxy saw no packet")
+	}
+	return float64(lost) / float64(in)
+}

@@ -1,0 +1,675 @@
+package fit
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/analyzer/decode"
+	"github.com/wanlab/wanlab/units"
+)
+
+// sample is one timed measurement.
+type sample struct {
+	t time.Duration
+	v time.Duration
+}
+
+// flow is the data direction being fitted: its packets split into data
+// segments and the receiver's ACKs, and what is derived from them.
+type flow struct {
+	dir    int // the data's direction (0: client to server)
+	st     *analyzer.Direction
+	data   []record
+	acks   []record
+	isn    uint32 // sequence number the data's offsets count from
+	mss    int
+	ipFact float64 // IP bytes per payload byte of full segments
+
+	karn, echo []sample
+	kmin, emin time.Duration
+	base       time.Duration
+	baseSrc    string
+
+	queue   []sample // the bottleneck queue's delay over time
+	qShare  float64  // share of queue samples at theta or more
+	qRho    float64  // their lag-1 autocorrelation
+	qLeg    string
+	qmax    time.Duration
+	qp95    time.Duration
+	theta   time.Duration // queue delay that counts as "a queue exists"
+	rate    float64       // bits/s while a queue held (0: unknown)
+	rateLo  float64
+	rateHi  float64
+	rateWhy string
+}
+
+func newFlow(recs []record, c *analyzer.Connection, dir int) *flow {
+	f := &flow{dir: dir, st: c.Directions[dir]}
+	for _, r := range recs {
+		switch {
+		case r.dir == dir && r.payload > 0:
+			f.data = append(f.data, r)
+		case r.dir != dir && r.flags&decode.FlagACK != 0:
+			f.acks = append(f.acks, r)
+		}
+	}
+	if len(f.data) > 0 {
+		f.isn = f.data[0].seq
+		for _, d := range f.data { // the lowest sequence number seen (a retransmission may come first)
+			if int32(d.seq-f.isn) < 0 {
+				f.isn = d.seq
+			}
+		}
+	}
+	f.mss = f.st.MaxSegmentBytes
+	if peer := c.Directions[1-dir]; peer != nil && peer.MSS > 0 && (f.mss == 0 || f.mss > peer.MSS) {
+		f.mss = peer.MSS
+	}
+	if f.mss <= 0 {
+		f.mss = 1448
+	}
+	// IP bytes per payload byte on the wire: one header per MSS (a
+	// capture with segmentation offload shows one per super-segment).
+	hdr := 52
+	if len(f.data) > 0 {
+		hdr = f.data[0].ipLen - f.data[0].payload
+	}
+	f.ipFact = 1 + float64(hdr)/float64(f.mss)
+	f.rtts()
+	return f
+}
+
+// off is a sequence number as an offset from the data's first byte.
+func (f *flow) off(seq uint32) int64 { return int64(int32(seq - f.isn)) }
+
+// rtts gathers both legs of the round trip seen from the capture point:
+// data to the ACK that covers it (Karn's samples: capture point to the
+// receiver and back) and the receiver's TSval to the first new data that
+// echoes it (capture point to the sender and back).
+func (f *flow) rtts() {
+	for _, a := range f.acks {
+		if a.karn >= 0 {
+			f.karn = append(f.karn, sample{a.t, a.karn})
+		}
+	}
+	first := make(map[uint32]time.Duration)
+	for _, a := range f.acks {
+		if a.hasTS {
+			if _, ok := first[a.tsval]; !ok {
+				first[a.tsval] = a.t
+			}
+		}
+	}
+	var high int64
+	for _, d := range f.data {
+		end := f.off(d.seq) + int64(d.payload)
+		isNew := end > high
+		high = max(high, end)
+		if !isNew || !d.hasTS || d.aflags&analyzer.AnyRetransmission != 0 {
+			continue
+		}
+		if ta, ok := first[d.tsecr]; ok && d.t >= ta {
+			f.echo = append(f.echo, sample{d.t, d.t - ta})
+			delete(first, d.tsecr)
+		}
+	}
+	f.kmin, f.emin = minSample(f.karn), minSample(f.echo)
+}
+
+func minSample(s []sample) time.Duration {
+	m := time.Duration(-1)
+	for _, x := range s {
+		if m < 0 || x.v < m {
+			m = x.v
+		}
+	}
+	return m
+}
+
+// handshake returns the capture point's gaps SYN to SYN-ACK and SYN-ACK to
+// the client's ACK, when the capture holds the handshake.
+func handshake(recs []record) (g1, g2 time.Duration, ok bool) {
+	var syn, synack time.Duration = -1, -1
+	for _, r := range recs {
+		switch {
+		case r.dir == 0 && r.flags&decode.FlagSYN != 0 && r.flags&decode.FlagACK == 0:
+			syn, synack = r.t, -1 // the latest SYN (a retransmitted one restarts)
+		case r.dir == 1 && r.flags&decode.FlagSYN != 0 && r.flags&decode.FlagACK != 0 && syn >= 0:
+			synack = r.t
+		case r.dir == 0 && r.flags&decode.FlagSYN == 0 && r.flags&decode.FlagACK != 0 && synack >= 0:
+			return synack - syn, r.t - synack, true
+		}
+	}
+	return 0, 0, false
+}
+
+// baseRTT is the propagation round trip: the two legs' minima added (each
+// leg's minimum is its share of the path without queueing), or the
+// handshake where the timestamps give no second leg.
+func (f *flow) baseRTT(recs []record) Param {
+	g1, g2, hsOK := handshake(recs)
+	hs := g1 + g2
+	switch {
+	case f.kmin >= 0 && f.emin >= 0:
+		f.base, f.baseSrc = f.kmin+f.emin, "legs"
+		ev := fmt.Sprintf("lowest data-to-ACK time %s (of %d Karn samples) plus lowest ACK-to-data time %s (of %d timestamp echoes)",
+			ms(f.kmin), len(f.karn), ms(f.emin), len(f.echo))
+		if hsOK {
+			ev += fmt.Sprintf("; the handshake took %s", ms(hs))
+		}
+		return f.rttParam(ev)
+	case hsOK && hs > 0 && (f.kmin < 0 || f.st.CapturedNear != "sender"):
+		f.base, f.baseSrc = hs, "handshake"
+		return f.rttParam(fmt.Sprintf("the handshake (SYN to SYN-ACK %s, SYN-ACK to ACK %s); no TCP timestamps to measure both legs of data", ms(g1), ms(g2)))
+	case f.kmin >= 0:
+		f.base, f.baseSrc = f.kmin, "karn"
+		return f.rttParam(fmt.Sprintf("lowest data-to-ACK time %s of %d Karn samples (no timestamps: the sender's own reaction time is taken as nil)", ms(f.kmin), len(f.karn)))
+	}
+	return unknown("no RTT sample: no handshake, no data acknowledged in the capture")
+}
+
+func (f *flow) rttParam(ev string) Param {
+	v := f.base.Seconds() * 1000
+	// The base is a minimum: the path's fixed delay is at most that and
+	// at least that less the hosts' processing (a few tens of µs) and the
+	// capture's timestamp resolution.
+	return known(v, v-max(0.05, v*0.005), v, ev)
+}
+
+// capturePoint says where the capture was taken for this direction.
+func (f *flow) capturePoint(recs []record) (where string, ev string) {
+	if f.kmin >= 0 && f.emin >= 0 && f.base > 0 {
+		rx := f.kmin.Seconds() / f.base.Seconds()
+		switch {
+		case rx < 0.1:
+			return "receiver", fmt.Sprintf("data reached its ACK in %s, %.0f %% of the round trip", ms(f.kmin), rx*100)
+		case rx > 0.9:
+			return "sender", fmt.Sprintf("the sender answered ACKs in %s, %.0f %% of the round trip", ms(f.emin), (1-rx)*100)
+		}
+		return "middle", fmt.Sprintf("%.0f %% of the round trip lies between the capture point and the receiver", rx*100)
+	}
+	if g1, g2, ok := handshake(recs); ok && g1+g2 > 0 {
+		clientShare := g1.Seconds() / (g1 + g2).Seconds() // the client's side of the capture point
+		rxShare := clientShare
+		if f.dir == 0 {
+			rxShare = 1 - clientShare
+		}
+		switch {
+		case rxShare < 0.1:
+			return "receiver", "from the handshake's gaps"
+		case rxShare > 0.9:
+			return "sender", "from the handshake's gaps"
+		}
+		return "middle", fmt.Sprintf("from the handshake's gaps: %.0f %% of the round trip on the receiver's side", rxShare*100)
+	}
+	if f.st.CapturedNear != "" && f.st.CapturedNear != "unknown" {
+		return f.st.CapturedNear, "the analyzer's placement"
+	}
+	return "unknown", "neither timestamps nor the handshake place it"
+}
+
+// queueing builds the bottleneck queue's delay over time from the leg
+// that varies: each sample less its leg's minimum.
+func (f *flow) queueing() {
+	spread := func(s []sample, m time.Duration) time.Duration {
+		if len(s) < 10 {
+			return -1
+		}
+		vs := make([]float64, len(s))
+		for i, x := range s {
+			vs[i] = float64(x.v - m)
+		}
+		return time.Duration(quantile(sorted(vs), 0.9))
+	}
+	ks, es := spread(f.karn, f.kmin), spread(f.echo, f.emin)
+	src, m := f.karn, f.kmin
+	f.qLeg = "data to ACK"
+	if es > ks {
+		src, m = f.echo, f.emin
+		f.qLeg = "ACK to data (timestamp echoes)"
+	}
+	for _, s := range src {
+		f.queue = append(f.queue, sample{s.t, s.v - m})
+	}
+	f.theta = max(time.Millisecond, f.base/10)
+	if len(f.queue) == 0 {
+		return
+	}
+	vs := make([]float64, len(f.queue))
+	for i, q := range f.queue {
+		vs[i] = float64(q.v)
+	}
+	s := sorted(vs)
+	f.qmax = time.Duration(quantile(s, 0.995)) // a lone outlier (a host's hiccup) is no buffer
+	f.qp95 = time.Duration(quantile(s, 0.95))
+	above := len(s) - sort.SearchFloat64s(s, float64(f.theta))
+	f.qShare = float64(above) / float64(len(s))
+	f.qRho = lag1(vs)
+}
+
+// lag1 is the lag-1 autocorrelation of xs: near 1 for a queue, which
+// fills and drains smoothly; near 0 for a delay drawn anew per packet.
+func lag1(xs []float64) float64 {
+	mean, _ := meanStd(xs)
+	var num, den float64
+	for i := range xs {
+		den += (xs[i] - mean) * (xs[i] - mean)
+		if i > 0 {
+			num += (xs[i] - mean) * (xs[i-1] - mean)
+		}
+	}
+	if den == 0 {
+		return 0
+	}
+	return num / den
+}
+
+// queueAt is the queue delay nearest to t (-1: no sample within a round
+// trip).
+func (f *flow) queueAt(t time.Duration) time.Duration {
+	i := sort.Search(len(f.queue), func(i int) bool { return f.queue[i].t >= t })
+	best, bd := time.Duration(-1), time.Duration(math.MaxInt64)
+	for _, j := range []int{i - 1, i} {
+		if j < 0 || j >= len(f.queue) {
+			continue
+		}
+		if d := absDur(f.queue[j].t - t); d < bd {
+			best, bd = f.queue[j].v, d
+		}
+	}
+	if bd > max(f.base, 10*time.Millisecond) {
+		return -1
+	}
+	return best
+}
+
+// queueNear is the largest queue delay from a round trip before t to two
+// after (what the segments sent around a loss met: a tail drop's
+// neighbours show the queue at its peak), or the
+// nearest within five (samples thin out around losses: Karn's rule gives
+// none for retransmitted data and the ACKs recovery delays); -1: none.
+func (f *flow) queueNear(t time.Duration) time.Duration {
+	w := max(f.base, 5*time.Millisecond)
+	lo := sort.Search(len(f.queue), func(i int) bool { return f.queue[i].t >= t-5*w })
+	best, bd := time.Duration(-1), time.Duration(math.MaxInt64)
+	var inRTT time.Duration = -1
+	for i := lo; i < len(f.queue) && f.queue[i].t <= t+5*w; i++ {
+		d := absDur(f.queue[i].t - t)
+		if f.queue[i].t >= t-w && f.queue[i].t <= t+2*w {
+			inRTT = max(inRTT, f.queue[i].v)
+		}
+		if d < bd {
+			best, bd = f.queue[i].v, d
+		}
+	}
+	if inRTT >= 0 {
+		return inRTT
+	}
+	return best
+}
+
+func absDur(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+// delivered is the data the receiver has, by its ACKs: the cumulative ACK
+// plus what its SACK blocks hold above it, in payload bytes, over time.
+func (f *flow) delivered() []sample {
+	out := make([]sample, 0, len(f.acks))
+	var last int64 = -1
+	for _, a := range f.acks {
+		ack := f.off(a.ack)
+		if ack < 0 || ack > 1<<40 {
+			continue
+		}
+		d := ack
+		for i := range min(a.nsack, 4) {
+			l, r := f.off(a.sack[i].Left), f.off(a.sack[i].Right)
+			if l >= ack && r > l {
+				d += r - l
+			}
+		}
+		if d > last {
+			out = append(out, sample{a.t, time.Duration(d)}) // v holds bytes here
+			last = d
+		}
+	}
+	return out
+}
+
+// bottleneckRate measures the delivery rate over intervals of about a
+// round trip during which a queue held at the bottleneck (the queue says
+// the bottleneck was busy: it sent at its rate all along).
+func (f *flow) bottleneckRate() Param {
+	del := f.delivered()
+	if len(del) < 10 || f.base <= 0 {
+		return unknown("too few ACKs to measure a delivery rate")
+	}
+	if f.qmax < f.theta || f.qShare < 0.2 || f.qRho < 0.6 {
+		peak := f.peakRate(del)
+		if f.qmax >= f.theta && f.qShare >= 0.2 {
+			f.rateWhy = fmt.Sprintf("the RTT rose %s and more in %.0f %% of the samples but not smoothly (lag-1 correlation %.2f): the hosts' spread (delayed ACKs, loss recovery), not a queue; the path carries at least %s",
+				ms(f.theta), f.qShare*100, f.qRho, units.Rate(peak).Human())
+			return unknown(f.rateWhy)
+		}
+		if f.qmax >= f.theta {
+			f.rateWhy = fmt.Sprintf("a queue of %s or more held in only %.0f %% of the RTT samples (it peaked at %s): no sustained bottleneck; the path carries at least %s",
+				ms(f.theta), f.qShare*100, ms(f.qmax), units.Rate(peak).Human())
+			return unknown(f.rateWhy)
+		}
+		f.rateWhy = fmt.Sprintf("no queue built at any bottleneck (the RTT rose at most %s above its minimum): the path was never full; it carries at least %s",
+			ms(f.qmax), units.Rate(peak).Human())
+		return unknown(f.rateWhy)
+	}
+	T := min(max(f.base/2, 10*time.Millisecond), 50*time.Millisecond)
+	var rates []float64
+	var bytes, busy float64 // kept for the evidence of a mean, unused
+	j := 0
+	start := del[0].t
+	busyAt := func(t time.Duration) bool { q := f.queueAt(t); return q >= f.theta }
+	// ACKs with SACK blocks: loss recovery, when the cumulative ACK and
+	// the few blocks an ACK carries undercount what the receiver holds.
+	var sackT []time.Duration
+	for _, a := range f.acks {
+		if a.nsack > 0 {
+			sackT = append(sackT, a.t)
+		}
+	}
+	recovering := func(a, b time.Duration) bool {
+		i := sort.Search(len(sackT), func(i int) bool { return sackT[i] >= a })
+		return i < len(sackT) && sackT[i] <= b
+	}
+	for t := start; t+T <= del[len(del)-1].t; t += T {
+		// Busy all along: a queue at the start, the middle and the end,
+		// and no loss recovery.
+		if !busyAt(t) || !busyAt(t+T/2) || !busyAt(t+T) || recovering(t, t+T) {
+			continue
+		}
+		a, b := at(del, t, &j), at(del, t+T, &j)
+		r := float64(b-a) * 8 * f.ipFact / T.Seconds()
+		rates = append(rates, r)
+		bytes += float64(b-a) * 8 * f.ipFact
+		busy += T.Seconds()
+	}
+	if len(rates) < 3 {
+		return unknown(fmt.Sprintf("the queue held for only %d intervals of %s: too short to measure its rate", len(rates), ms(T)))
+	}
+	// The median interval: a bottleneck sends at its rate while busy; an
+	// interval the capture's host spent elsewhere (a stalled CPU delays
+	// ACKs, then releases them together) is an outlier either way. Its 95 %
+	// interval is by order statistics, widened by 1 % for the header model.
+	s := sorted(rates)
+	n := float64(len(s))
+	rate := quantile(s, 0.5)
+	lo := s[max(0, int(math.Floor(n/2-0.98*math.Sqrt(n)))-1)]
+	hi := s[min(len(s)-1, int(math.Ceil(n/2+0.98*math.Sqrt(n))))]
+	_ = bytes
+	_ = busy
+	if rate <= 0 || (hi-lo)/2 > 0.2*rate {
+		return unknown(fmt.Sprintf("the delivery rate while a queue held was not steady (median %s, 95 %% interval %s-%s over %d intervals): no fixed bottleneck rate",
+			units.Rate(rate).Human(), units.Rate(lo).Human(), units.Rate(hi).Human(), len(rates)))
+	}
+	f.rate = rate
+	f.rateLo, f.rateHi = min(lo, rate*0.99), max(hi, rate*1.01)
+	return withSamples(known(f.rate, f.rateLo, f.rateHi, fmt.Sprintf(
+		"ACK clocking over %d intervals of %s while a queue of %s or more held and no loss was being recovered: median %s (p10-p90 %s-%s), in IP bytes",
+		len(rates), ms(T), ms(f.theta), units.Rate(f.rate).Human(),
+		units.Rate(quantile(s, 0.1)).Human(), units.Rate(quantile(s, 0.9)).Human())), len(rates))
+}
+
+// at is the delivered bytes at time t (the latest sample at or before
+// t); j carries the search position forward.
+func at(del []sample, t time.Duration, j *int) int64 {
+	for *j+1 < len(del) && del[*j+1].t <= t {
+		*j++
+	}
+	for *j > 0 && del[*j].t > t {
+		*j--
+	}
+	return int64(del[*j].v)
+}
+
+// peakRate is the best delivery rate over any round trip.
+func (f *flow) peakRate(del []sample) float64 {
+	T := max(f.base, 10*time.Millisecond)
+	best := 0.0
+	j := 0
+	for i := range del {
+		t := del[i].t
+		if t+T > del[len(del)-1].t {
+			break
+		}
+		r := float64(at(del, t+T, &j)-int64(del[i].v)) * 8 * f.ipFact / T.Seconds()
+		best = max(best, r)
+	}
+	return best
+}
+
+// burst measures the most the receiver got above the rate line within
+// any stretch of about a round trip before the first loss: a token bucket passes its burst at
+// line rate on top of its rate, a fixed link at most a packet or two. The
+// rate line is the one measured, whose error (its interval) is allowed
+// for.
+func (f *flow) burst(firstLoss time.Duration) (Param, string) {
+	if f.rate <= 0 {
+		return unknown("no bottleneck rate to compare the start with"), ""
+	}
+	// Only before the first loss: recovery releases what the receiver
+	// held out of order in one cumulative ACK, which is no burst.
+	del := f.delivered()
+	for i, d := range del {
+		if firstLoss > 0 && d.t > firstLoss+f.base {
+			del = del[:i]
+			break
+		}
+	}
+	if len(del) < 10 {
+		return unknown("too few ACKs"), ""
+	}
+	W := min(max(f.base, 5*time.Millisecond), 50*time.Millisecond)
+	R := f.rate / 8 // bytes/s
+	g := func(i int) float64 { return float64(del[i].v)*f.ipFact - R*del[i].t.Seconds() }
+	// For each sample, the largest g(now) - g(then) with then within W
+	// before: a sliding-window minimum of g.
+	var dq []int
+	excess := 0.0
+	for i := range del {
+		for len(dq) > 0 && del[dq[0]].t < del[i].t-W {
+			dq = dq[1:]
+		}
+		if len(dq) > 0 {
+			excess = max(excess, g(i)-g(dq[0]))
+		}
+		for len(dq) > 0 && g(dq[len(dq)-1]) >= g(i) {
+			dq = dq[:len(dq)-1]
+		}
+		dq = append(dq, i)
+	}
+	pkt := float64(f.mss) * f.ipFact
+	slack := (f.rateHi - f.rate) / 8 * W.Seconds() // what the rate's error lets through a window
+	if excess < 4*pkt+2*slack {
+		return unknown(fmt.Sprintf("no burst above the rate (at most %.0f bytes within %s, under 4 packets and the rate's error): a fixed-rate link", excess, ms(W))), "fixed link"
+	}
+	return known(excess, excess-2*pkt-slack, excess+2*pkt+slack, fmt.Sprintf(
+		"the receiver got up to %.0f bytes more than the rate allows within %s (a token bucket's burst at line rate)", excess, ms(W))), "token bucket"
+}
+
+// bufferSize is the bottleneck's queue capacity: the largest queueing
+// delay times the rate, known when the queue overflowed (tail drops).
+func (f *flow) bufferSize(tailDrops int, atDrops []time.Duration) Param {
+	if f.rate <= 0 {
+		return unknown("no bottleneck rate: the buffer cannot be sized")
+	}
+	b := f.qmax.Seconds() * f.rate / 8
+	lo := f.qp95.Seconds() * f.rateLo / 8
+	hi := f.qmax.Seconds() * f.rateHi / 8 * 1.1
+	if len(atDrops) >= 3 {
+		// The queue when it overflowed: the median over the drops, which
+		// a stalled host's extra delay moves less than the largest delay.
+		vs := make([]float64, len(atDrops))
+		for i, d := range atDrops {
+			vs[i] = d.Seconds()
+		}
+		s := sorted(vs)
+		q := quantile(s, 0.5)
+		return known(q*f.rate/8, quantile(s, 0.25)*f.rateLo/8, quantile(s, 0.75)*f.rateHi/8, fmt.Sprintf(
+			"the queueing delay when it overflowed, %s (median over %d drop runs; %s, interquartile %s-%s), times the rate",
+			ms(time.Duration(q*1e9)), len(s), f.qLeg, ms(time.Duration(quantile(s, 0.25)*1e9)), ms(time.Duration(quantile(s, 0.75)*1e9))))
+	}
+	if tailDrops == 0 {
+		return Param{Unknown: fmt.Sprintf("the queue reached %s (%s at the rate) and never overflowed: the buffer is at least that", ms(f.qmax), units.Size(b).Human()),
+			Value: b, Low: b}
+	}
+	return known(b, lo, hi, fmt.Sprintf("the largest queueing delay %s (%s, 99.5th percentile of %d samples) times the rate; %d drops at a full queue",
+		ms(f.qmax), f.qLeg, len(f.queue), tailDrops))
+}
+
+// lossRun is a run of consecutive segments lost together.
+type lossRun struct {
+	t     time.Duration // when the run's first segment was sent (or was due)
+	segs  int
+	full  bool          // the bottleneck queue was near full
+	queue time.Duration // the queue delay near it (-1: unknown)
+}
+
+// losses finds the path's losses: near the sender the sequence space it
+// sent again (spurious retransmissions, of data already acknowledged, left
+// out), near the receiver the holes in the sequence space that data filled
+// a round trip or more later (a hole filled sooner was a reordering: a
+// retransmission takes at least a round trip). It returns the runs of
+// consecutive lost segments, how many segments were sent, and the depth in
+// segments of each reordered arrival.
+func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float64) {
+	type span struct {
+		start, end int64
+		t          time.Duration
+	}
+	segs := func(n int64) int { return int((n + int64(f.mss) - 1) / int64(f.mss)) }
+	full := func(t time.Duration) (bool, time.Duration) {
+		if where == "sender" {
+			t += f.base // the queue a segment met shows in the RTT of its ACK
+		}
+		q := f.queueNear(t)
+		return f.qmax >= f.theta && q >= 0 && float64(q) >= 0.6*float64(f.qp95), q
+	}
+	// First transmissions in sequence order (they are sent in it), to find
+	// when the segment holding a re-sent byte first left.
+	var firstStart []int64
+	var firstTime []time.Duration
+	sentAt := func(s int64) time.Duration {
+		i := sort.Search(len(firstStart), func(i int) bool { return firstStart[i] > s }) - 1
+		if i < 0 {
+			return 0
+		}
+		return firstTime[i]
+	}
+	var lost []span
+	var holes []*span
+	var high int64
+	soon := max(f.base/2, time.Millisecond)
+	for _, d := range f.data {
+		s := f.off(d.seq)
+		e := s + int64(d.payload)
+		if e <= s {
+			continue
+		}
+		if s >= high {
+			if s > high && where != "sender" {
+				holes = append(holes, &span{start: high, end: s, t: d.t})
+			}
+			sent += segs(e - s)
+			firstStart, firstTime = append(firstStart, s), append(firstTime, d.t)
+			high = e
+			continue
+		}
+		if where == "sender" {
+			if d.aflags&analyzer.SpuriousRetransmission == 0 {
+				lost = append(lost, span{start: s, end: min(e, high), t: sentAt(s)})
+			}
+			continue
+		}
+		// Near the receiver: this fills (part of) a hole.
+		for i, h := range holes {
+			if s < h.start || s >= h.end {
+				continue
+			}
+			if d.t-h.t < soon {
+				reordered = append(reordered, float64(high-s)/float64(f.mss))
+				sent += segs(min(e, h.end) - s)
+			} else {
+				lost = append(lost, span{start: s, end: min(e, h.end), t: h.t})
+			}
+			// The hole shrinks by what arrived.
+			switch {
+			case s <= h.start && e >= h.end:
+				holes = append(holes[:i], holes[i+1:]...)
+			case s <= h.start:
+				h.start = e
+			case e >= h.end:
+				h.end = s
+			default:
+				holes = append(holes, &span{start: e, end: h.end, t: h.t})
+				h.end = s
+			}
+			break
+		}
+	}
+	if where != "sender" {
+		// Lost segments never arrived first: they count among those sent.
+		for _, l := range lost {
+			sent += segs(l.end - l.start)
+		}
+	}
+	sort.Slice(lost, func(i, j int) bool { return lost[i].start < lost[j].start })
+	for i := 0; i < len(lost); {
+		j := i + 1
+		end := lost[i].end
+		n := segs(lost[i].end - lost[i].start)
+		for j < len(lost) && lost[j].start <= end {
+			if lost[j].end > end {
+				n += segs(lost[j].end - end)
+				end = lost[j].end
+			}
+			j++
+		}
+		isFull, q := full(lost[i].t)
+		runs = append(runs, lossRun{t: lost[i].t, segs: n, full: isFull, queue: q})
+		i = j
+	}
+	// An overflow drops a burst of segments within a round trip or two:
+	// runs that near a tail drop belong to its episode, whatever queue
+	// the samples around them show.
+	sort.Slice(runs, func(i, j int) bool { return runs[i].t < runs[j].t })
+	for changed := true; changed; {
+		changed = false
+		for i := range runs {
+			if runs[i].full {
+				continue
+			}
+			for _, j := range []int{i - 1, i + 1} {
+				if j >= 0 && j < len(runs) && runs[j].full && absDur(runs[j].t-runs[i].t) <= 2*f.base {
+					runs[i].full, runs[i].queue, changed = true, runs[j].queue, true
+					break
+				}
+			}
+		}
+	}
+	return runs, sent, reordered
+}
+
+func ms(d time.Duration) string {
+	v := d.Seconds() * 1000
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f ms", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f ms", v)
+	}
+	return fmt.Sprintf("%.2f ms", v)
+}

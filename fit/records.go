@@ -1,0 +1,164 @@
+package fit
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/analyzer/decode"
+	"github.com/wanlab/wanlab/analyzer/pcapfile"
+)
+
+// record is one TCP packet of the connection being fitted, as captured,
+// with the analyzer's verdict on it.
+type record struct {
+	t        time.Duration // since the capture's first frame
+	dir      int           // 0: client to server, 1: server to client
+	seq, ack uint32
+	payload  int // TCP payload bytes on the wire
+	ipLen    int // IP packet bytes (header and payload)
+	win      int64
+	flags    uint8
+	hasTS    bool
+	tsval    uint32
+	tsecr    uint32
+	nsack    int
+	sack     [4]decode.SACKBlock
+
+	aflags   analyzer.PacketFlags
+	karn     time.Duration // Karn RTT sample this ACK gives (-1: none)
+	inflight int64         // data of this packet's direction in flight after it (-1: unknown)
+}
+
+// maxRecords bounds what one fit holds in memory (about 100 bytes a
+// packet): a connection beyond it is fitted on its first maxRecords
+// packets, and the fit says so.
+const maxRecords = 4 << 20
+
+// readConnection reads the packets of connection c (found by a first
+// analysis) with the analyzer's per-packet verdicts. It returns them in
+// capture order, and whether the connection was cut at maxRecords.
+func readConnection(path string, c *analyzer.Connection) ([]record, bool, error) {
+	r, closer, err := pcapfile.Open(path)
+	if err != nil {
+		return nil, false, err
+	}
+	defer closer.Close()
+	type verdict struct {
+		flags    analyzer.PacketFlags
+		karn     time.Duration
+		inflight int64
+	}
+	verdicts := make(map[int]verdict)
+	cut := false
+	a := analyzer.New(analyzer.Options{NoSeries: true, FinishedPoints: -1, OnPacket: func(p *analyzer.PacketInfo) {
+		if p.Conn == nil || p.Conn.Index != c.Index || len(verdicts) >= maxRecords {
+			return
+		}
+		verdicts[p.Frame] = verdict{p.Flags, p.KarnRTT, p.InFlight}
+	}})
+	ws := [2]int{-1, -1} // window scale each endpoint offered (0: client)
+	if d := c.Directions[0]; d != nil && d.WindowScaleKnown {
+		ws = [2]int{max(d.WindowScale, 0), max(c.Directions[1].WindowScale, 0)}
+	}
+	var pkts []record
+	frames := make([]int, 0, 1024)
+	var pkt decode.Packet
+	var first time.Time
+	frame := 0
+	for {
+		f, err := r.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, pcapfile.ErrTruncated) {
+				break
+			}
+			if frame == 0 {
+				return nil, false, err
+			}
+			break // what was read is analyzed; the first analysis warned
+		}
+		frame++
+		if frame == 1 {
+			first = f.Timestamp
+		}
+		a.ExpectInterfaces(r.Interfaces())
+		a.AddFrom(f.Interface, f.Link, f.Data, f.WireLen, f.Timestamp)
+		if decode.Decode(f.Link, f.Data, f.WireLen, &pkt) != nil {
+			continue
+		}
+		dir, ok := direction(&pkt, c)
+		if !ok {
+			continue
+		}
+		if len(pkts) >= maxRecords {
+			cut = true
+			continue
+		}
+		rec := record{
+			t: f.Timestamp.Sub(first), dir: dir, seq: pkt.Seq, ack: pkt.Ack, payload: pkt.PayloadLen,
+			flags: pkt.Flags, hasTS: pkt.HasTimestamp, tsval: pkt.TSVal, tsecr: pkt.TSEcr, nsack: pkt.NSACK, sack: pkt.SACK,
+			karn: -1, inflight: -1,
+		}
+		rec.ipLen = pkt.PayloadLen + headerLen(&pkt)
+		rec.win = int64(pkt.Window)
+		if ws[dir] >= 0 && pkt.Flags&decode.FlagSYN == 0 {
+			rec.win <<= ws[dir]
+		}
+		pkts = append(pkts, rec)
+		frames = append(frames, frame)
+	}
+	a.Finish()
+	// Keep the packets the analyzer gave to this connection (a reused
+	// tuple's other connections are left out).
+	out := pkts[:0]
+	for i, p := range pkts {
+		v, ok := verdicts[frames[i]]
+		if !ok {
+			continue
+		}
+		p.aflags, p.karn, p.inflight = v.flags, v.karn, v.inflight
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, false, fmt.Errorf("%s: connection %d: no packet read back", path, c.Index)
+	}
+	return out, cut, nil
+}
+
+// direction says which way p goes in connection c.
+func direction(p *decode.Packet, c *analyzer.Connection) (int, bool) {
+	src := addrPort(p.IPVersion, p.Src, p.SrcPort)
+	dst := addrPort(p.IPVersion, p.Dst, p.DstPort)
+	switch {
+	case src == c.Client && dst == c.Server:
+		return 0, true
+	case src == c.Server && dst == c.Client:
+		return 1, true
+	}
+	return 0, false
+}
+
+func addrPort(v uint8, a [16]byte, port uint16) netip.AddrPort {
+	if v == 4 {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(a[:4])), port)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom16(a), port)
+}
+
+// headerLen is the IP and TCP header bytes of a packet: 20 + 20 for IPv4
+// and 40 + 20 for IPv6, plus the TCP options a timestamp adds (the
+// capture's snap length may have cut the real header; this is what a
+// bottleneck counts for a common segment).
+func headerLen(p *decode.Packet) int {
+	n := 40
+	if p.IPVersion == 6 {
+		n = 60
+	}
+	if p.HasTimestamp {
+		n += 12
+	}
+	return n
+}

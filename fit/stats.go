@@ -1,0 +1,119 @@
+package fit
+
+import (
+	"encoding/json"
+	"math"
+	"slices"
+)
+
+// Param is one inferred parameter: its value, the interval it lies in
+// (95 % where a sampling model gives one; else the bounds the evidence
+// sets), and the evidence it came from; or, when the capture does not tell
+// it, why not (Unknown). JSON: {value, low, high, evidence} or {unknown}.
+type Param struct {
+	Value    float64
+	Low      float64
+	High     float64
+	Evidence string
+	Unknown  string
+	// Samples is the count the value was estimated from, where one
+	// (segments for a loss rate, intervals for a rate); 0 otherwise.
+	Samples int
+}
+
+func known(v, lo, hi float64, evidence string) Param {
+	return Param{Value: v, Low: min(lo, v), High: max(hi, v), Evidence: evidence}
+}
+
+func unknown(reason string) Param { return Param{Unknown: reason} }
+
+// Known says the parameter was inferred.
+func (p Param) Known() bool { return p.Unknown == "" }
+
+// MarshalJSON writes {value, low, high, evidence} or {unknown}.
+func (p Param) MarshalJSON() ([]byte, error) {
+	if p.Unknown != "" {
+		return json.Marshal(struct {
+			Unknown string `json:"unknown"`
+		}{p.Unknown})
+	}
+	return json.Marshal(struct {
+		Value    float64 `json:"value"`
+		Low      float64 `json:"low"`
+		High     float64 `json:"high"`
+		Evidence string  `json:"evidence"`
+		Samples  int     `json:"samples,omitempty"`
+	}{round(p.Value), round(p.Low), round(p.High), p.Evidence, p.Samples})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (p *Param) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Value    float64 `json:"value"`
+		Low      float64 `json:"low"`
+		High     float64 `json:"high"`
+		Evidence string  `json:"evidence"`
+		Unknown  string  `json:"unknown"`
+		Samples  int     `json:"samples"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*p = Param{Value: v.Value, Low: v.Low, High: v.High, Evidence: v.Evidence, Unknown: v.Unknown, Samples: v.Samples}
+	return nil
+}
+
+// round keeps six significant digits, so JSON shows no float noise.
+func round(v float64) float64 {
+	if v == 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0
+	}
+	mag := math.Pow(10, 5-math.Floor(math.Log10(math.Abs(v))))
+	return math.Round(v*mag) / mag
+}
+
+// quantile returns the q-quantile of sorted xs (nearest rank).
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func sorted(xs []float64) []float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s
+}
+
+func meanStd(xs []float64) (mean, std float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	if len(xs) < 2 {
+		return mean, 0
+	}
+	for _, x := range xs {
+		std += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(std / float64(len(xs)-1))
+}
+
+// wilson is the 95 % Wilson score interval of k successes in n trials.
+func wilson(k, n int) (lo, hi float64) {
+	if n == 0 {
+		return 0, 1
+	}
+	const z = 1.96
+	p := float64(k) / float64(n)
+	nf := float64(n)
+	d := 1 + z*z/nf
+	c := p + z*z/(2*nf)
+	w := z * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf))
+	return max(0, (c-w)/d), min(1, (c+w)/d)
+}
