@@ -452,7 +452,8 @@ func (f *flow) peakRate(del []sample) float64 {
 }
 
 // burst measures the most the receiver got above the rate line within
-// any stretch of about a round trip before the first loss: a token bucket passes its burst at
+// any short stretch (a quarter of a round trip, 2-10 ms) before the first
+// loss: a token bucket passes its burst at
 // line rate on top of its rate, a fixed link at most a packet or two. The
 // rate line is the one measured, whose error (its interval) is allowed
 // for.
@@ -472,7 +473,9 @@ func (f *flow) burst(firstLoss time.Duration) (Param, string) {
 	if len(del) < 10 {
 		return unknown("too few ACKs"), ""
 	}
-	W := min(max(f.base, 5*time.Millisecond), 50*time.Millisecond)
+	// A bucket empties at line rate, within a millisecond or two; a
+	// longer window would take a host's stall and catch-up for a burst.
+	W := min(max(f.base/4, 2*time.Millisecond), 10*time.Millisecond)
 	R := f.rate / 8 // bytes/s
 	g := func(i int) float64 { return float64(del[i].v)*f.ipFact - R*del[i].t.Seconds() }
 	// For each sample, the largest g(now) - g(then) with then within W

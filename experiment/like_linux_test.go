@@ -1,0 +1,79 @@
+package experiment
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wanlab/wanlab/fit"
+	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/units"
+)
+
+// TestLikeReproducesAShapedDownload: a download through a token bucket is
+// captured, fitted and reproduced in a new lab; the reproduction runs at
+// the original's rate (within 10 %: a bottleneck's rate holds on a loaded
+// host) with the same diagnosis, the fit of the reproduction gives the
+// spec it was given back, and --try of a larger receive buffer reports
+// before, after and a prediction. The report and the JSON are written.
+func TestLikeReproducesAShapedDownload(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	orig := Config{Name: "original", Impair: map[string]string{ToClient: "delay 10ms | tbf rate 20mbit burst 32kb limit 100kb", ToServer: "delay 10ms"},
+		Size: 6 * units.MiB, Seed: 1, Out: filepath.Join(dir, "original")}
+	orig.Client.CC, orig.Server.CC = "cubic", "cubic"
+	res, err := Run(context.Background(), orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capture := res.Captures[SideServer].Path
+	lr, err := Like(context.Background(), capture, Config{Out: filepath.Join(dir, "like"), Seed: 2}, fit.Options{},
+		[]string{"net.ipv4.tcp_rmem=4096 131072 8388608"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lr.Side != SideServer || lr.Run == nil || lr.Refit == nil {
+		t.Fatalf("like: side %q, run %v, refit %v", lr.Side, lr.Run != nil, lr.Refit != nil)
+	}
+	sim := map[string]Similarity{}
+	for _, s := range lr.Similarity {
+		sim[s.Measure] = s
+	}
+	if s := sim["rate_bps"]; !s.Within {
+		t.Errorf("rate: %+v", s)
+	}
+	if s := sim["diagnosis"]; !s.Within {
+		t.Errorf("diagnosis: %+v", s)
+	}
+	for _, m := range []string{"rtt_p50_ms", "retransmission_rate", "window_max_bytes", "rate_over_time"} {
+		if _, ok := sim[m]; !ok {
+			t.Errorf("no %s in the comparison", m)
+		}
+	}
+	// The reproduction's own fit finds the rate it was given.
+	var rate fit.Param
+	for _, d := range lr.Refit.Directions {
+		if d.Data {
+			rate = d.Params["rate_bps"]
+		}
+	}
+	if !rate.Known() || math.Abs(rate.Value/20e6-1) > 0.05 {
+		t.Errorf("the reproduction's fit: rate %+v, want 20 Mbit/s within 5 %%", rate)
+	}
+	if len(lr.Tries) != 1 || lr.Tries[0].Change["client"]["net.ipv4.tcp_rmem"] == "" || lr.Tries[0].AfterBps <= 0 {
+		t.Fatalf("tries: %+v", lr.Tries)
+	}
+	// A larger buffer does not lift a bottleneck: the model says so.
+	if tr := lr.Tries[0]; tr.PredictedBps <= 0 || math.Abs(tr.PredictedBps/tr.AfterBps-1) > 0.15 || !strings.Contains(tr.Prediction, "bottleneck") {
+		t.Errorf("try: before %.3g after %.3g predicted %.3g (%s)", tr.BeforeBps, tr.AfterBps, tr.PredictedBps, tr.Prediction)
+	}
+	for _, f := range []string{lr.Report, lr.JSON} {
+		if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	assertTornDown(t, lr.Run.LabID)
+}
