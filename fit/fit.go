@@ -217,7 +217,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 			firstLoss = r.t
 		}
 	}
-	burst, kind := f.burst(firstLoss)
+	burst, kind := f.burst(firstLoss, where)
 	if rate.Known() {
 		note("burst_bytes", burst)
 	}

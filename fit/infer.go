@@ -457,17 +457,34 @@ func (f *flow) peakRate(del []sample) float64 {
 // line rate on top of its rate, a fixed link at most a packet or two. The
 // rate line is the one measured, whose error (its interval) is allowed
 // for.
-func (f *flow) burst(firstLoss time.Duration) (Param, string) {
+func (f *flow) burst(firstLoss time.Duration, where string) (Param, string) {
 	if f.rate <= 0 {
 		return unknown("no bottleneck rate to compare the start with"), ""
 	}
 	// Only before the first loss: recovery releases what the receiver
 	// held out of order in one cumulative ACK, which is no burst.
 	del := f.delivered()
+	// The first ACK with SACK blocks (or a duplicate) is the receiver's
+	// first word of a loss.
+	for _, a := range f.acks {
+		if a.nsack > 0 && (firstLoss == 0 || a.t < firstLoss) {
+			firstLoss = a.t
+			break
+		}
+	}
 	for i, d := range del {
-		if firstLoss > 0 && d.t > firstLoss+f.base {
+		if firstLoss > 0 && d.t >= firstLoss {
 			del = del[:i]
 			break
+		}
+	}
+	// Away from the receiver, ACKs bunch on their way back (ACK
+	// compression): time them by the receiver's own clock, its TSval, when
+	// the ACKs carry one (the ACK leg is then the receiver's, not the
+	// path's).
+	if where != "receiver" {
+		if d, ok := f.deliveredByTSval(del); ok {
+			del = d
 		}
 	}
 	if len(del) < 10 {
@@ -501,6 +518,41 @@ func (f *flow) burst(firstLoss time.Duration) (Param, string) {
 	}
 	return known(excess, excess-2*pkt-slack, excess+2*pkt+slack, fmt.Sprintf(
 		"the receiver got up to %.0f bytes more than the rate allows within %s (a token bucket's burst at line rate)", excess, ms(W))), "token bucket"
+}
+
+// deliveredByTSval retimes delivered samples by the TSval of the ACK that
+// gave each (the first ACK of each delivered count), on a clock whose rate
+// is measured against the capture's (Linux ticks at 1 kHz).
+func (f *flow) deliveredByTSval(del []sample) ([]sample, bool) {
+	var ts []uint32
+	var ct []time.Duration
+	j := 0
+	out := make([]sample, 0, len(del))
+	for _, a := range f.acks {
+		if j >= len(del) {
+			break
+		}
+		if a.t == del[j].t && a.hasTS {
+			ts = append(ts, a.tsval)
+			ct = append(ct, a.t)
+			j++
+		}
+	}
+	if len(ts) < 10 || len(ts) != len(del) {
+		return nil, false
+	}
+	span := float64(ts[len(ts)-1] - ts[0])
+	dt := (ct[len(ct)-1] - ct[0]).Seconds()
+	if span <= 0 || dt <= 0 {
+		return nil, false
+	}
+	hz := span / dt
+	for i := range del {
+		out = append(out, sample{t: ct[0] + time.Duration(float64(ts[i]-ts[0])/hz*1e9), v: del[i].v})
+	}
+	// One tick of the receiver's clock spreads a burst: never more than
+	// the window allows.
+	return out, hz >= 100
 }
 
 // bufferSize is the bottleneck's queue capacity: the largest queueing
