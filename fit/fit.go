@@ -625,4 +625,3 @@ func (f *flow) congestionControl(runs []lossRun) (string, string) {
 	}
 	return "", fmt.Sprintf("in flight fell to %.2f of itself after losses: no known signature", m)
 }
-
