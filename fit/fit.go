@@ -247,6 +247,10 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 			p["loss_percent"] = Param{Value: 0, High: 300 / float64(sent), Samples: sent,
 				Evidence: fmt.Sprintf("no loss observed apart from the queue's: under %.2g %% at 95 %% (%d segments)", 300/float64(sent), sent)}
 			out.Notes = append(out.Notes, fmt.Sprintf("loss: none observed: under %.2g %% at 95 %% over %d segments", 300/float64(sent), sent))
+		} else if randSegs < 3 {
+			p["loss_percent"] = withSamples(known(pr*100, lo*100, hi*100, fmt.Sprintf(
+				"%d of %d segments sent again with no queue to explain it: too few for a loss process (a tail loss probe re-sends one segment that was not lost)", randSegs, sent)), sent)
+			out.Notes = append(out.Notes, fmt.Sprintf("loss: %d isolated re-sends in %d segments: no loss process inferred", randSegs, sent))
 		} else {
 			p["loss_percent"] = known(pr*100, lo*100, hi*100, fmt.Sprintf("%d of %d segments lost with the bottleneck queue not full, in %d runs (%s)",
 				randSegs, sent, randRuns, map[bool]string{true: "sent again by the sender", false: "holes the receiver saw filled by retransmissions"}[where == "sender"]))

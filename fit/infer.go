@@ -611,7 +611,9 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 			t += f.base // the queue a segment met shows in the RTT of its ACK
 		}
 		q := f.queueNear(t)
-		return f.qmax >= f.theta && q >= 0 && float64(q) >= 0.6*float64(f.qp95), q
+		// Tail drops need a bottleneck whose queue was measured: without
+		// one every loss is the path's.
+		return f.rate > 0 && f.qmax >= f.theta && q >= 0 && float64(q) >= 0.6*float64(f.qp95), q
 	}
 	// First transmissions in sequence order (they are sent in it), to find
 	// when the segment holding a re-sent byte first left.
@@ -626,6 +628,7 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 	}
 	var lost []span
 	var holes []*span
+	resent := 0 // segments sent again (near the sender)
 	var high int64
 	soon := max(f.base/2, time.Millisecond)
 	for _, d := range f.data {
@@ -645,7 +648,10 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 		}
 		if where == "sender" {
 			if d.aflags&analyzer.SpuriousRetransmission == 0 {
+				// Each re-send says the send before it was lost: a lost
+				// retransmission is a loss too, and a further trial.
 				lost = append(lost, span{start: s, end: min(e, high), t: sentAt(s)})
+				resent += segs(min(e, high) - s)
 			}
 			continue
 		}
@@ -682,6 +688,9 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 		}
 	}
 	sort.Slice(lost, func(i, j int) bool { return lost[i].start < lost[j].start })
+	if where == "sender" {
+		sent += resent
+	}
 	for i := 0; i < len(lost); {
 		j := i + 1
 		end := lost[i].end
@@ -694,6 +703,14 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 			j++
 		}
 		isFull, q := full(lost[i].t)
+		// Near the sender a run's segments are its sends lost, re-sends
+		// that were lost again included.
+		if where == "sender" {
+			n = 0
+			for k := i; k < j; k++ {
+				n += segs(lost[k].end - lost[k].start)
+			}
+		}
 		runs = append(runs, lossRun{t: lost[i].t, segs: n, full: isFull, queue: q})
 		i = j
 	}

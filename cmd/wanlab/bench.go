@@ -4,6 +4,7 @@ import (
 	"github.com/wanlab/wanlab/proxy/cpulatency"
 
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/wanlab/wanlab/bench"
+	"github.com/wanlab/wanlab/experiment"
 )
 
 func init() {
@@ -102,6 +104,20 @@ func init() {
 					"(rows say n/a where the kernel lacks netem).",
 				Flags:  []cli.Flag{quick, realtime, &cli.BoolFlag{Name: "kernel", Usage: "impair with kernel qdiscs instead of the userspace proxy"}, out, jsonFlag},
 				Action: func(cc *cli.Context) error { return runBench(cc, "sweep") },
+			},
+			{
+				Name:  "fit",
+				Usage: "the fit's validation grid: lab paths with known specs, both captures fitted, against the truth",
+				UsageText: "wanlab bench fit [--quick] [--out DIR] [--json]\n\n" +
+					"examples:\n   sudo wanlab bench fit --quick\n   sudo wanlab bench fit --out fitgrid",
+				Description: "Runs downloads through the userspace proxy over round trips 10-200 ms, token buckets of\n" +
+					"10 Mbit/s to 1 Gbit/s with buffers of a quarter to four bandwidth-delay products, random and\n" +
+					"bursty loss and receive-window limited paths (CUBIC), fits the captures at both ends with\n" +
+					"`wanlab fit` and compares: the round trip within 5 %, the rate within 5 %, the buffer within\n" +
+					"25 % (when the fit claims it), the random loss within 2 standard deviations of what the\n" +
+					"proxy dropped, the burstiness class and the limit. --quick runs a corner of the grid.",
+				Flags:  []cli.Flag{quick, out, jsonFlag},
+				Action: runBenchFit,
 			},
 			{
 				Name:        "cleanup",
@@ -276,4 +292,41 @@ func benchCommandLine(cc *cli.Context, kind string) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+func runBenchFit(cc *cli.Context) error {
+	if cc.NArg() > 0 {
+		return usageError(fmt.Errorf("bench fit: unexpected argument %q (flags only; see --help)", cc.Args().First()))
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("bench fit: needs root (it builds labs): %w", os.ErrPermission)
+	}
+	dir := cc.String("out")
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "wanlab-bench-fit-"); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("bench fit: --out: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(cc.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rows, err := experiment.RunFitGrid(ctx, experiment.FitGrid(cc.Bool("quick")), dir, cc.App.ErrWriter)
+	if err != nil {
+		return fmt.Errorf("bench fit: %w", err)
+	}
+	if err := experiment.WriteFitGridFiles(dir, rows); err != nil {
+		return fmt.Errorf("bench fit: %w", err)
+	}
+	if cc.Bool("json") {
+		enc := json.NewEncoder(cc.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	if err := experiment.WriteFitGrid(cc.App.Writer, rows); err != nil {
+		return err
+	}
+	fmt.Fprintf(cc.App.Writer, "rows: %s\n", filepath.Join(dir, "rows.json"))
+	return nil
 }

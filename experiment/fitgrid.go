@@ -1,0 +1,293 @@
+package experiment
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/fit"
+	"github.com/wanlab/wanlab/units"
+)
+
+// FitPoint is one path of the fit's validation grid: a lab run through
+// the proxy with a known spec, whose captures `wanlab fit` must explain.
+type FitPoint struct {
+	Name   string        `json:"name"`
+	RTT    time.Duration `json:"rtt_ns"`
+	Rate   units.Rate    `json:"rate_bps"`     // 0: no bottleneck
+	Buffer units.Size    `json:"buffer_bytes"` // tbf limit
+	Loss   string        `json:"loss"`         // netem loss argument ("1%", "gemodel 1% 25%"), "" none
+	Bursty bool          `json:"bursty"`
+	Rmem   units.Size    `json:"rmem_bytes"` // the client's tcp_rmem max, 0: default
+	CC     string        `json:"cc"`
+}
+
+// Spec is the point's to-client spec (half the round trip; the other
+// half is on the way to the server).
+func (p FitPoint) Spec() string {
+	s := "delay " + units.FormatDuration(p.RTT/2)
+	if p.Loss != "" {
+		s += " loss " + p.Loss
+	}
+	if p.Rate > 0 {
+		burst := max(units.Size(p.Rate.BytesPerSecond()*0.002), 32*units.KiB)
+		s += fmt.Sprintf(" | tbf rate %s burst %s limit %s", p.Rate, burst, p.Buffer)
+	}
+	return s
+}
+
+// size is enough data for 40 round trips at the point's rate (the window's
+// rate without a bottleneck), between 2 and 64 MiB.
+func (p FitPoint) size() units.Size {
+	rate := float64(p.Rate)
+	switch {
+	case p.Loss != "":
+		return 8 << 20 // a loss-bound CUBIC is slow; 8 MiB hold thousands of segments
+	case rate == 0:
+		rate = 200e6
+	}
+	secs := max(3, 40*p.RTT.Seconds())
+	return units.Size(min(max(rate/8*secs, 2<<20), 64<<20))
+}
+
+// FitGrid is the validation grid: round trips 10-200 ms, rates 10 Mbit/s
+// to 1 Gbit/s, buffers a quarter to four bandwidth-delay products, random
+// and bursty loss, and receive-window limited paths; the quick grid is a
+// corner of it.
+func FitGrid(quick bool) []FitPoint {
+	var g []FitPoint
+	rtts := []time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 200 * time.Millisecond}
+	rates := []units.Rate{10 * units.Mbit, 100 * units.Mbit, 1000 * units.Mbit}
+	bdps := []float64{0.25, 1, 4}
+	if quick {
+		rtts, rates, bdps = []time.Duration{20 * time.Millisecond}, []units.Rate{20 * units.Mbit}, []float64{1}
+	}
+	for _, rtt := range rtts {
+		for _, rate := range rates {
+			for _, b := range bdps {
+				buf := max(units.Size(b*rate.BytesPerSecond()*rtt.Seconds()), 16*units.KiB)
+				buf = (buf + 1023) / 1024 * 1024
+				g = append(g, FitPoint{Name: fmt.Sprintf("tbf %s %s %.2gbdp", units.FormatDuration(rtt), rate, b), RTT: rtt, Rate: rate, Buffer: buf, CC: "cubic"})
+			}
+		}
+		for _, loss := range []string{"0.5%", "2%"} {
+			if quick && loss == "2%" {
+				continue
+			}
+			g = append(g, FitPoint{Name: "loss " + loss + " " + units.FormatDuration(rtt), RTT: rtt, Loss: loss, CC: "cubic"})
+		}
+		g = append(g, FitPoint{Name: "bursty " + units.FormatDuration(rtt), RTT: rtt, Loss: "gemodel 1% 25%", Bursty: true, CC: "cubic"})
+		g = append(g, FitPoint{Name: "rwnd " + units.FormatDuration(rtt), RTT: rtt, Rmem: 1 * units.MiB, CC: "cubic"})
+	}
+	return g
+}
+
+// FitRow is one capture of one grid point, fitted, against the truth.
+type FitRow struct {
+	Point FitPoint `json:"point"`
+	Side  string   `json:"side"`
+	Err   string   `json:"error,omitempty"`
+	// The errors of what the fit claimed (relative, or for the loss in
+	// standard deviations of the binomial), and whether each is within
+	// its tolerance; Unknown lists what it did not claim.
+	RTTErr     float64  `json:"rtt_error"`
+	RateErr    float64  `json:"rate_error"`
+	BufferErr  float64  `json:"buffer_error"`
+	LossSD     float64  `json:"loss_error_sd"`
+	RTTOK      bool     `json:"rtt_ok"`
+	RateOK     bool     `json:"rate_ok"`
+	BufferOK   bool     `json:"buffer_ok"`
+	LossOK     bool     `json:"loss_ok"`
+	BurstOK    bool     `json:"burstiness_ok"`
+	LimitOK    bool     `json:"limit_ok"`
+	Unknown    []string `json:"unknown"`
+	Spec       string   `json:"fitted_spec"`
+	TrueLoss   float64  `json:"true_loss"`
+	LossModel  string   `json:"loss_model"`
+	Bottleneck string   `json:"bottleneck"`
+}
+
+// RunFitGrid runs each point, fits both captures and compares.
+func RunFitGrid(ctx context.Context, points []FitPoint, out string, log io.Writer) ([]FitRow, error) {
+	var rows []FitRow
+	for i, p := range points {
+		fmt.Fprintf(log, "fit grid %d/%d: %s: %s\n", i+1, len(points), p.Name, p.Spec())
+		cfg := Config{Name: p.Name, Impair: map[string]string{ToClient: p.Spec(), ToServer: "delay " + units.FormatDuration(p.RTT/2)},
+			Size: p.size(), Proxy: true, Seed: int64(i + 1),
+			Out: filepath.Join(out, fmt.Sprintf("%02d", i+1)), Log: io.Discard}
+		cfg.Client.CC, cfg.Server.CC = p.CC, p.CC
+		if p.Rmem > 0 {
+			cfg.ClientSysctls = map[string]string{"net.ipv4.tcp_rmem": fmt.Sprintf("4096 131072 %d", int64(p.Rmem))}
+		}
+		res, err := Run(ctx, cfg)
+		if err != nil {
+			if ctx.Err() != nil {
+				return rows, err
+			}
+			rows = append(rows, FitRow{Point: p, Err: err.Error()})
+			continue
+		}
+		for _, side := range []string{SideServer, SideClient} {
+			rows = append(rows, fitRow(p, side, res))
+		}
+	}
+	return rows, nil
+}
+
+func fitRow(p FitPoint, side string, res *Result) FitRow {
+	row := FitRow{Point: p, Side: side}
+	opt := fit.Options{}
+	if r := LearnedRatio(res); r > 0 {
+		opt.WindowRatio = r
+	}
+	f, err := fit.File(res.Captures[side].Path, opt)
+	if err != nil {
+		row.Err = err.Error()
+		return row
+	}
+	var d fit.Direction
+	for _, x := range f.Directions {
+		if x.Data {
+			d = x
+		}
+	}
+	row.Spec, row.LossModel, row.Bottleneck = d.Spec, d.LossModel, d.Bottleneck
+	pr := d.Params
+	rel := func(v, want float64) float64 { return v/want - 1 }
+	if q := pr["rtt_ms"]; q.Known() {
+		row.RTTErr = rel(q.Value, p.RTT.Seconds()*1000)
+		row.RTTOK = math.Abs(row.RTTErr) <= 0.05
+	} else {
+		row.Unknown = append(row.Unknown, "rtt")
+	}
+	if q := pr["rate_bps"]; q.Known() {
+		if p.Rate > 0 {
+			row.RateErr = rel(q.Value, float64(p.Rate))
+			row.RateOK = math.Abs(row.RateErr) <= 0.05
+		}
+	} else {
+		row.Unknown = append(row.Unknown, "rate")
+		row.RateOK = p.Rate == 0
+	}
+	if q := pr["buffer_bytes"]; q.Known() && p.Rate > 0 {
+		row.BufferErr = rel(q.Value, float64(p.Buffer))
+		row.BufferOK = math.Abs(row.BufferErr) <= 0.25
+	} else {
+		row.Unknown = append(row.Unknown, "buffer")
+		row.BufferOK = true // not claimed
+	}
+	var in, lost uint64
+	if res.Impairment != nil && res.Impairment.Proxy != nil {
+		for _, dir := range res.Impairment.Proxy.Directions {
+			if dir.Engine.Totals.PacketsIn > in {
+				in, lost = dir.Engine.Totals.PacketsIn, dir.Engine.Totals.Drops.Loss
+			}
+		}
+	}
+	if in > 0 {
+		row.TrueLoss = float64(lost) / float64(in)
+	}
+	if q := pr["loss_percent"]; q.Samples > 0 {
+		sd := math.Sqrt(max(row.TrueLoss, 1e-4)*(1-row.TrueLoss)/float64(q.Samples)) * 100
+		row.LossSD = (q.Value - row.TrueLoss*100) / sd
+		row.LossOK = math.Abs(row.LossSD) <= 2 // the 95 % interval's width
+	}
+	wantModel := "none"
+	switch {
+	case p.Bursty:
+		wantModel = "bursty"
+	case p.Loss != "":
+		wantModel = "random"
+	}
+	row.BurstOK = d.LossModel == wantModel
+	switch {
+	case p.Rmem > 0:
+		row.LimitOK = f.Sysctls.Client["net.ipv4.tcp_rmem"] != "" && f.Transfer.Limit == analyzer.LimitReceiveWindow
+	case p.Rate > 0:
+		row.LimitOK = pr["rate_bps"].Known()
+	default:
+		row.LimitOK = !pr["rate_bps"].Known()
+	}
+	return row
+}
+
+// WriteFitGrid writes the rows as a table and the share of claimed
+// parameters within tolerance, per parameter.
+func WriteFitGrid(w io.Writer, rows []FitRow) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "point\tside\trtt\trate\tbuffer\tloss (true, sd)\tmodel\tlimit\tunknown\tfitted spec")
+	pct := func(ok bool, e float64, claimed bool) string {
+		if !claimed {
+			return "-"
+		}
+		m := "ok"
+		if !ok {
+			m = "OFF"
+		}
+		return fmt.Sprintf("%+.1f%% %s", e*100, m)
+	}
+	type tally struct{ ok, claimed int }
+	var t [6]tally
+	count := func(i int, claimed, ok bool) {
+		if claimed {
+			t[i].claimed++
+			if ok {
+				t[i].ok++
+			}
+		}
+	}
+	for _, r := range rows {
+		if r.Err != "" {
+			fmt.Fprintf(tw, "%s\t%s\terror: %s\n", r.Point.Name, r.Side, r.Err)
+			continue
+		}
+		unk := strings.Join(r.Unknown, ",")
+		rateClaimed := !strings.Contains(unk, "rate") && r.Point.Rate > 0
+		bufClaimed := !strings.Contains(unk, "buffer")
+		loss := fmt.Sprintf("%.3g%% %+.1fsd", r.TrueLoss*100, r.LossSD)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", r.Point.Name, r.Side,
+			pct(r.RTTOK, r.RTTErr, !strings.Contains(unk, "rtt")), pct(r.RateOK, r.RateErr, rateClaimed),
+			pct(r.BufferOK, r.BufferErr, bufClaimed), loss, r.LossModel, r.LimitOK, unk, r.Spec)
+		count(0, !strings.Contains(unk, "rtt"), r.RTTOK)
+		count(1, rateClaimed, r.RateOK)
+		count(2, bufClaimed, r.BufferOK)
+		count(3, true, r.LossOK)
+		count(4, true, r.BurstOK)
+		count(5, true, r.LimitOK)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for i, name := range []string{"rtt within 5 %", "rate within 5 %", "buffer within 25 %", "loss within 2 sd", "burstiness class", "limit"} {
+		fmt.Fprintf(w, "%-20s %d of %d claimed\n", name+":", t[i].ok, t[i].claimed)
+	}
+	return nil
+}
+
+// WriteFitGridFiles writes rows.json and table.txt to dir.
+func WriteFitGridFiles(dir string, rows []FitRow) error {
+	b, err := json.MarshalIndent(rows, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rows.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "table.txt"))
+	if err != nil {
+		return err
+	}
+	if err := WriteFitGrid(f, rows); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
