@@ -91,7 +91,7 @@ func RunOn(ctx context.Context, cfg Config, v *VMs) (_ *Result, err error) {
 	for dir, s := range specs {
 		res.Specs[dir] = s.String()
 	}
-	if res.Out, err = outDir(cfg.Out, res.Started); err != nil {
+	if res.Out, err = outDir(cfg.Out, res.Started, cfg.Force); err != nil {
 		return nil, err
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) }
@@ -186,7 +186,7 @@ func RunOn(ctx context.Context, cfg Config, v *VMs) (_ *Result, err error) {
 	for _, side := range []struct{ name, tap string }{{SideClient, l.Router.ClientLink}, {SideServer, l.Router.ServerLink}} {
 		path := filepath.Join(res.Out, side.name+".pcapng")
 		c, err := capture.StartFile(l.Router.Handle, side.tap, path, capture.Config{
-			Snaplen: cfg.Snaplen, MaxBytes: cfg.MaxCapture, Comment: "TAP " + side.tap + " of the " + side.name + " VM in " + l.Router.NS,
+			Snaplen: cfg.Snaplen, MaxBytes: cfg.MaxCapture, Comment: "TAP " + side.tap + " of the " + side.name + " VM in " + l.Router.NS, Replace: cfg.Force,
 		})
 		if err != nil {
 			return nil, err

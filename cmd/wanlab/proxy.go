@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/proxy"
 	"github.com/wanlab/wanlab/proxy/control"
 	"github.com/wanlab/wanlab/proxy/cpulatency"
@@ -31,7 +32,7 @@ func init() {
 		Usage: "impair the traffic a router forwards between two interfaces, in userspace",
 		UsageText: "wanlab proxy --iface A --iface B [--impair [IFACE=]SPEC]... [--schedule [IFACE=]FILE]...\n" +
 			"             [--backend offload|water]\n" +
-			"             [--control ADDR] [--control-group GROUP] [--metrics ADDR] [--pcap FILE] [--seed N] [--netns NS]\n" +
+			"             [--control ADDR] [--control-group GROUP] [--metrics ADDR] [--pcap FILE [--force]] [--seed N] [--netns NS]\n" +
 			"wanlab proxy set [--control ADDR] [--token-file FILE] [IFACE=]SPEC\n" +
 			"wanlab proxy stats [--control ADDR] [--token-file FILE] [--json]\n" +
 			"wanlab proxy cleanup\n\n" +
@@ -76,6 +77,7 @@ func init() {
 			&cli.StringFlag{Name: "metrics", EnvVars: []string{"WANLAB_METRICS"}, Usage: "serve read-only Prometheus /metrics on `ADDR` (host:port; :PORT binds 127.0.0.1)"},
 			&cli.StringSliceFlag{Name: "label", EnvVars: []string{"WANLAB_LABELS"}, Usage: "`NAME=VALUE[,NAME=VALUE]` added to every metric (lab=l1,link=r1-r2), so one Prometheus scrapes many proxies; repeatable"},
 			&cli.StringFlag{Name: "pcap", EnvVars: []string{"WANLAB_PCAP"}, Usage: "write a pcapng of what entered and left the engine to `FILE`"},
+			&cli.BoolFlag{Name: "force", EnvVars: []string{"WANLAB_FORCE"}, Usage: "replace an existing --pcap FILE (a new file renamed over it, never written through)"},
 			&cli.StringFlag{Name: "pcap-limit", Value: "1gb", Usage: "stop recording when the pcapng reaches this `SIZE` (tc size syntax)"},
 			&cli.Uint64Flag{Name: "seed", EnvVars: []string{"WANLAB_SEED"}, Usage: "seed every stage's random generator (default: random, printed)"},
 			&cli.StringFlag{Name: "netns", Usage: "the interfaces live in the named network namespace `NS`"},
@@ -234,9 +236,10 @@ func runProxy(cc *cli.Context) error {
 		}
 	}()
 	if path := cc.String("pcap"); path != "" {
-		f, err := os.Create(path)
+		// A capture holds payloads: 0600, and never through a link.
+		f, err := hostfile.CreateOutput(path, 0o600, cc.Bool("force"))
 		if err != nil {
-			return fmt.Errorf("proxy: --pcap: %w", err)
+			return usageError(fmt.Errorf("proxy: --pcap: %w", err))
 		}
 		closers = append(closers, f.Close)
 		t, err := tap.New(f, limit, cfg.Ifaces[:])

@@ -68,9 +68,12 @@ func WriteOutput(path string, data []byte, perm os.FileMode, force bool) error {
 }
 
 // OutputDir creates the directory a user named for a command's outputs
-// (missing parents 0755, dir itself 0755). An existing dir is refused
+// (missing parents and dir itself 0755). An existing dir is used if it is
+// one of this user's that no one else can write to (checkDir): the files
+// go into it with CreateOutput, which refuses names already there. Any
+// other existing dir (another user's, one others can write to) is refused
 // (ErrExists) unless force; a symbolic link there is refused even with
-// force. Files go into it with CreateOutput.
+// force.
 func OutputDir(dir string, force bool) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
@@ -87,8 +90,11 @@ func OutputDir(dir string, force bool) error {
 		return fmt.Errorf("%s: %w: it is a symbolic link", dir, ErrUnsafeDir)
 	case !fi.IsDir():
 		return fmt.Errorf("%s: %w and is not a directory", dir, ErrExists)
-	case !force:
-		return fmt.Errorf("%s: %w (--force writes into it)", dir, ErrExists)
+	case force:
+		return nil
+	}
+	if err := checkDir(dir); err != nil {
+		return fmt.Errorf("%w (%w; --force writes into it)", err, ErrExists)
 	}
 	return nil
 }

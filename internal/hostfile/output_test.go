@@ -70,10 +70,20 @@ func TestOutputDirRefusesExistingAndLinks(t *testing.T) {
 	if err := OutputDir(d, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := OutputDir(d, false); !errors.Is(err, ErrExists) {
-		t.Fatalf("existing dir: %v, want ErrExists", err)
+	if err := OutputDir(d, false); err != nil {
+		t.Fatalf("an existing dir of ours: %v", err)
 	}
-	if err := OutputDir(d, true); err != nil {
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := OutputDir(open, false); !errors.Is(err, ErrExists) || !errors.Is(err, ErrUnsafeDir) {
+		t.Fatalf("existing world-writable dir: %v, want ErrExists", err)
+	}
+	if err := OutputDir(open, true); err != nil {
 		t.Fatalf("existing dir with force: %v", err)
 	}
 	link := filepath.Join(base, "link")
