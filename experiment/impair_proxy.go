@@ -76,7 +76,7 @@ func startProxy(ctx context.Context, l *lab.Lab, cfg Config, specs map[string]*s
 		return nil, err
 	}
 	pc.Schedules = [2]*schedule.Schedule{scheds[ToClient], scheds[ToServer]}
-	if err := os.MkdirAll(pc.StateDir, 0o755); err != nil {
+	if err := hostfile.Dir(pc.StateDir); err != nil {
 		pi.closeTap()
 		return nil, fmt.Errorf("proxy state: %w", err)
 	}

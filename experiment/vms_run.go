@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/capture"
 	"github.com/wanlab/wanlab/lab/vm"
@@ -286,7 +286,7 @@ type vmKernelImpairment struct {
 func startVMKernel(ctx context.Context, v *VMs, specs map[string]*spec.Spec) (impairment, error) {
 	l := v.Lab
 	dir := filepath.Join(StateDir, l.ID)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := hostfile.Dir(dir); err != nil {
 		return nil, fmt.Errorf("kernel qdisc state: %w", err)
 	}
 	ki := &vmKernelImpairment{router: map[string]kernel.Target{}, guest: map[string]*vm.VM{}, specs: specs}

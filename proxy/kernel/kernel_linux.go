@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/proxy/spec"
@@ -39,6 +40,13 @@ func loadRecord(path string) (*record, error) {
 	var r record
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	// The names Clear acts on must be names: a tampered record is refused.
+	if err := host.CheckIfaceName(r.Iface); err != nil {
+		return nil, fmt.Errorf("%s: iface: %w", path, err)
+	}
+	if err := host.CheckNetnsName(r.Netns); r.Netns != "" && err != nil {
+		return nil, fmt.Errorf("%s: netns: %w", path, err)
 	}
 	return &r, nil
 }
