@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"sync"
 
 	"github.com/wanlab/wanlab/proxy/spec"
@@ -63,6 +64,9 @@ func (c *chain) enqueueAt(i int, p *Packet, now int64) {
 	if i >= len(c.stages) {
 		c.pl.deliver(c, p, now)
 		return
+	}
+	if !c.class.busy && !c.class.removed {
+		c.pl.markBusy(c.class)
 	}
 	p.stageIn = now
 	c.stages[i].enqueue(p, now, c, i)
@@ -145,6 +149,8 @@ type class struct {
 	retiring []*chain
 	totals   Counters
 	removed  bool // Replace took the class out; its chains drain into successor
+	// busy: the class is in Pipeline.busy (its chains may hold packets).
+	busy bool
 	// successor is the class of the same name after a Replace (nil: none).
 	successor *class
 }
@@ -163,6 +169,12 @@ type Pipeline struct {
 	generation uint64
 	// orphans are chains of classes a Replace removed, draining.
 	orphans []*chain
+	// busy are the classes whose chains may hold packets, in class order:
+	// the only ones the event scans visit, so that a tree of thousands of
+	// classes costs per event what its classes holding packets cost. A
+	// class joins when a packet enters one of its chains and leaves when
+	// a scan finds every chain of it empty.
+	busy []*class
 	// clock is the real time of the call in progress, which the tbf
 	// stages read (RealClock); draining turns it off (Drain).
 	clock    realClock
@@ -299,6 +311,31 @@ func (pl *Pipeline) enqueueLocked(p *Packet, now int64) {
 	cl.current.enqueueAt(0, p, p.Arrival)
 }
 
+// markBusy adds cl to pl.busy, keeping class order (ties between
+// classes' events go to the lower class, as a scan of all classes would).
+func (pl *Pipeline) markBusy(cl *class) {
+	cl.busy = true
+	i := sort.Search(len(pl.busy), func(i int) bool { return pl.busy[i].index > cl.index })
+	pl.busy = append(pl.busy, nil)
+	copy(pl.busy[i+1:], pl.busy[i:])
+	pl.busy[i] = cl
+}
+
+// pruneBusy drops the classes whose chains are all empty from pl.busy.
+func (pl *Pipeline) pruneBusy() {
+	w := 0
+	for _, cl := range pl.busy {
+		if len(cl.retiring) == 0 && cl.current.empty() {
+			cl.busy = false
+			continue
+		}
+		pl.busy[w] = cl
+		w++
+	}
+	clear(pl.busy[w:])
+	pl.busy = pl.busy[:w]
+}
+
 // admit counts p into the pipeline's and its class's totals (an arrival
 // or a duplicate).
 func (pl *Pipeline) admit(cl *class, p *Packet) {
@@ -357,11 +394,12 @@ func (pl *Pipeline) advance(now int64) {
 	// by then leaves now.
 	pl.clock = realClock{now: now, on: pl.opt.RealClock && !pl.draining}
 	at := pl.last // time of the latest event processed
+	pl.pruneBusy()
 	for {
 		var bc *chain
 		bi := -1
 		bt := int64(math.MaxInt64)
-		for _, cl := range pl.classes {
+		for _, cl := range pl.busy {
 			for _, c := range cl.retiring {
 				for i, s := range c.stages {
 					if t, ok := s.next(); ok && t < bt {
@@ -450,7 +488,8 @@ func (pl *Pipeline) nextLocked() (int64, bool) {
 		return pl.out.peek().Depart, true
 	}
 	bt, found := int64(math.MaxInt64), false
-	for _, cl := range pl.classes {
+	pl.pruneBusy()
+	for _, cl := range pl.busy {
 		for _, c := range cl.retiring {
 			if t, ok := c.nextDeparture(); ok && t < bt {
 				bt, found = t, true
@@ -571,6 +610,17 @@ func (pl *Pipeline) Spec() *spec.Spec {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	return pl.classes[0].current.spec
+}
+
+// ClassQueuePackets is class i's packets inside the pipeline (its
+// Totals.QueuePackets), without copying every class as Snapshot does.
+func (pl *Pipeline) ClassQueuePackets(i int) uint64 {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if i < 0 || i >= len(pl.classes) {
+		return 0
+	}
+	return pl.classes[i].totals.QueuePackets
 }
 
 // Snapshot copies the counters. It allocates (slices for classes and
