@@ -79,6 +79,7 @@ func init() {
 			&cli.StringFlag{Name: "pcap", EnvVars: []string{"WANLAB_PCAP"}, Usage: "write a pcapng of what entered and left the engine to `FILE`"},
 			&cli.BoolFlag{Name: "force", EnvVars: []string{"WANLAB_FORCE"}, Usage: "replace an existing --pcap FILE (a new file renamed over it, never written through)"},
 			&cli.StringFlag{Name: "pcap-limit", Value: "1gb", Usage: "stop recording when the pcapng reaches this `SIZE` (tc size syntax)"},
+			queueMemoryFlag(),
 			&cli.Uint64Flag{Name: "seed", EnvVars: []string{"WANLAB_SEED"}, Usage: "seed every stage's random generator (default: random, printed)"},
 			&cli.StringFlag{Name: "netns", Usage: "the interfaces live in the named network namespace `NS`"},
 			&cli.DurationFlag{Name: "wait-ifaces", EnvVars: []string{"WANLAB_WAIT_IFACES"}, Usage: "wait up to `DURATION` for both interfaces to exist and be up before setting up (a container whose links are added after it starts)"},
@@ -208,6 +209,9 @@ func proxyConfig(cc *cli.Context) (proxy.Config, error) {
 	}
 	if cfg.ReleaseSpin == 0 {
 		cfg.ReleaseSpin = -1 // the proxy's "no spin"
+	}
+	if cfg.QueueMemory, err = queueMemory(cc); err != nil {
+		return cfg, usageError(fmt.Errorf("proxy: %w", err))
 	}
 	return cfg, nil
 }

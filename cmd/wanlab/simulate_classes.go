@@ -55,6 +55,9 @@ func runSimulateClasses(cc *cli.Context) error {
 		return usageError(fmt.Errorf("simulate: --classes: %w", err))
 	}
 	cfg := htb.SimConfig{Classes: cs, Duration: cc.Duration("duration"), Warmup: cc.Duration("warmup"), Seed: cc.Uint64("seed")}
+	if cfg.QueueMemory, err = queueMemory(cc); err != nil {
+		return usageError(fmt.Errorf("simulate: %w", err))
+	}
 	if fl == nil || len(fl.texts) == 0 {
 		return usageError(errors.New("simulate: --classes needs at least one --flow dst=ADDR,rate=RATE"))
 	}

@@ -120,6 +120,10 @@ type Options struct {
 	// stage's millisecond 0, a tbf's full bucket); Swap starts the new
 	// stages at its own time.
 	Start int64
+	// Memory, if set, bounds the memory of the packets inside (shared with
+	// other pipelines holding the same budget): a packet arriving, or a
+	// duplicate made, while it is spent is dropped as a queue drop.
+	Memory *MemoryBudget
 	// Scheduler, if set, takes each packet leaving its class's chain and
 	// decides when it leaves the pipeline (a class hierarchy sharing one
 	// link: package htb). Nil: packets leave when their chain releases
@@ -306,9 +310,21 @@ func (pl *Pipeline) enqueueLocked(p *Packet, now int64) {
 		}
 	}
 	pl.admit(cl, p)
+	if pl.overBudget() {
+		cl.totals.dropped(p, DropQueue)
+		pl.discard(p, DropQueue)
+		return
+	}
 	// The root stage computes from the arrival stamp itself, even when the
 	// release goroutine already processed a later time.
 	cl.current.enqueueAt(0, p, p.Arrival)
+}
+
+// overBudget reports whether the packets inside (the one just admitted
+// included) take more than the memory budget.
+func (pl *Pipeline) overBudget() bool {
+	b := pl.opt.Memory
+	return b != nil && b.held.Load() > b.limit
 }
 
 // markBusy adds cl to pl.busy, keeping class order (ties between
@@ -341,6 +357,9 @@ func (pl *Pipeline) pruneBusy() {
 func (pl *Pipeline) admit(cl *class, p *Packet) {
 	pl.totals.in(p)
 	cl.totals.in(p)
+	if b := pl.opt.Memory; b != nil {
+		b.held.Add(packetMemory(p))
+	}
 }
 
 // deliver takes p out of chain c's last stage at time t.
@@ -361,6 +380,9 @@ func (pl *Pipeline) deliver(c *chain, p *Packet, t int64) {
 
 // leave sends p out of the pipeline at time t.
 func (pl *Pipeline) leave(cl *class, p *Packet, t int64) {
+	if b := pl.opt.Memory; b != nil {
+		b.held.Add(-packetMemory(p))
+	}
 	p.Depart = t
 	cl.totals.out(p, t-p.Arrival)
 	pl.totals.out(p, t-p.Arrival)
@@ -375,6 +397,9 @@ func (pl *Pipeline) leave(cl *class, p *Packet, t int64) {
 
 // discard drops p: counts it, tells OnDrop and recycles it.
 func (pl *Pipeline) discard(p *Packet, reason DropReason) {
+	if b := pl.opt.Memory; b != nil {
+		b.held.Add(-packetMemory(p))
+	}
 	pl.totals.dropped(p, reason)
 	if pl.opt.OnDrop != nil {
 		pl.opt.OnDrop(p, reason)

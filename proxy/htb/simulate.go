@@ -171,6 +171,9 @@ type SimConfig struct {
 	Warmup   time.Duration
 	Seed     uint64
 	Overhead int
+	// QueueMemory bounds the memory of the packets inside
+	// (engine.MemoryBudget; 0: engine.DefaultQueueMemory).
+	QueueMemory units.Size
 }
 
 // SimClass is one class's share of a simulation. Rates are over the
@@ -226,7 +229,10 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl, err := engine.NewPipeline(nil, setup.Options(engine.Options{Direction: "simulate", Seed: cfg.Seed}))
+	if cfg.QueueMemory == 0 {
+		cfg.QueueMemory = engine.DefaultQueueMemory()
+	}
+	pl, err := engine.NewPipeline(nil, setup.Options(engine.Options{Direction: "simulate", Seed: cfg.Seed, Memory: engine.NewMemoryBudget(cfg.QueueMemory)}))
 	if err != nil {
 		return nil, err
 	}
