@@ -243,7 +243,7 @@ func runProxy(cc *cli.Context) error {
 		// A capture holds payloads: 0600, and never through a link.
 		f, err := hostfile.CreateOutput(path, 0o600, cc.Bool("force"))
 		if err != nil {
-			return usageError(fmt.Errorf("proxy: --pcap: %w", err))
+			return fmt.Errorf("proxy: --pcap: %w", err)
 		}
 		closers = append(closers, f.Close)
 		t, err := tap.New(f, limit, cfg.Ifaces[:])
