@@ -234,6 +234,7 @@ func runProxy(cc *cli.Context) error {
 	defer stopProfile()
 
 	var closers []func() error // run in reverse on the way out
+	started := false           // the proxy ran (its capture is kept)
 	defer func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
@@ -245,7 +246,13 @@ func runProxy(cc *cli.Context) error {
 		if err != nil {
 			return fmt.Errorf("proxy: --pcap: %w", err)
 		}
-		closers = append(closers, f.Close)
+		// A proxy that never started leaves no capture behind.
+		closers = append(closers, func() error {
+			if !started {
+				os.Remove(path)
+			}
+			return nil
+		}, f.Close)
 		t, err := tap.New(f, limit, cfg.Ifaces[:])
 		if err != nil {
 			return fmt.Errorf("proxy: --pcap %s: %w", path, err)
@@ -287,6 +294,7 @@ func runProxy(cc *cli.Context) error {
 		return proxyError(err)
 	}
 	closers = append(closers, p.Close)
+	started = true
 	// What it starts with, taken before the control API can change it.
 	specs, warnings := p.Specs(), p.Warnings()
 
