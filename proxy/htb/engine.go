@@ -67,6 +67,7 @@ func NewSetup(cs *spec.Classes, opt Options) (*Setup, error) {
 	for _, f := range cs.Filters {
 		s.Classifier.Rules = append(s.Classifier.Rules, classify.Rule{Match: f.Match, Class: index[f.FlowID]})
 	}
+	s.Classifier.Build()
 	if !cs.HasTree() {
 		return s, nil
 	}
