@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/proxy"
 	"github.com/wanlab/wanlab/proxy/control"
@@ -35,7 +36,7 @@ func newEnv(ctx context.Context, cfg Config, lc lab.Config) (*env, error) {
 		return nil, err
 	}
 	dir := filepath.Join(StateDir, l.ID)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := hostfile.Dir(dir); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("bench state: %w", err)
 	}

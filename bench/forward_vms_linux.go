@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wanlab/wanlab/experiment"
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab/vm"
 	"github.com/wanlab/wanlab/units"
 )
@@ -34,7 +35,7 @@ func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 	}
 	defer func() { err = errors.Join(err, v.Close()) }()
 	e := &env{lab: v.Lab, stateDir: filepath.Join(StateDir, v.Lab.ID), cfg: cfg}
-	if err := os.MkdirAll(e.stateDir, 0o755); err != nil {
+	if err := hostfile.Dir(e.stateDir); err != nil {
 		return nil, fmt.Errorf("bench state: %w", err)
 	}
 	defer os.RemoveAll(e.stateDir)

@@ -94,8 +94,11 @@ type Config struct {
 	MaxCapture units.Size `json:"max_capture_bytes"`
 
 	// Out is the output directory; empty: a new directory under the
-	// current one.
-	Out string `json:"out"`
+	// current one, named with hostfile.RandomBits random bits, mode 0700.
+	// An existing Out is refused unless Force, which replaces the files
+	// the run writes there by rename (never writing through them).
+	Out   string `json:"out"`
+	Force bool   `json:"force,omitempty"`
 
 	// Args is the command line that ran the experiment (without the
 	// program name); the tuner's re-run hint extends it.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/fit"
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -278,10 +278,10 @@ func WriteFitGridFiles(dir string, rows []FitRow) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "rows.json"), append(b, '\n'), 0o644); err != nil {
+	if err := hostfile.WriteOutput(filepath.Join(dir, "rows.json"), append(b, '\n'), 0o644, false); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(dir, "table.txt"))
+	f, err := hostfile.CreateOutput(filepath.Join(dir, "table.txt"), 0o644, false)
 	if err != nil {
 		return err
 	}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/proxy/kernel"
 	"github.com/wanlab/wanlab/proxy/spec"
@@ -29,7 +29,7 @@ type kernelImpairment struct {
 
 func startKernel(_ context.Context, l *lab.Lab, specs map[string]*spec.Spec) (impairment, error) {
 	dir := filepath.Join(StateDir, l.ID)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := hostfile.Dir(dir); err != nil {
 		return nil, fmt.Errorf("kernel qdisc state: %w", err)
 	}
 	ki := &kernelImpairment{targets: map[string]kernel.Target{}, specs: specs}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/wanlab/wanlab/internal/host"
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/proxy"
 	"github.com/wanlab/wanlab/proxy/schedule"
@@ -48,7 +49,7 @@ func startProxy(ctx context.Context, l *lab.Lab, cfg Config, specs map[string]*s
 		backend: cfg.Backend,
 		tapPath: filepath.Join(out, "proxy.pcapng"),
 	}
-	f, err := os.Create(pi.tapPath)
+	f, err := hostfile.CreateOutput(pi.tapPath, 0o600, cfg.Force)
 	if err != nil {
 		return nil, fmt.Errorf("proxy tap: %w", err)
 	}
@@ -75,7 +76,7 @@ func startProxy(ctx context.Context, l *lab.Lab, cfg Config, specs map[string]*s
 		return nil, err
 	}
 	pc.Schedules = [2]*schedule.Schedule{scheds[ToClient], scheds[ToServer]}
-	if err := os.MkdirAll(pc.StateDir, 0o755); err != nil {
+	if err := hostfile.Dir(pc.StateDir); err != nil {
 		pi.closeTap()
 		return nil, fmt.Errorf("proxy state: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/analyzer/report"
 	"github.com/wanlab/wanlab/fit"
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/predict"
 	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/units"
@@ -124,7 +124,7 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, tri
 	if err != nil {
 		return nil, err
 	}
-	out, err := outDir(base.Out, start)
+	out, err := outDir(base.Out, start, base.Force)
 	if err != nil {
 		return nil, err
 	}
@@ -455,10 +455,10 @@ func writeLike(res *LikeResult) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(res.JSON, append(b, '\n'), 0o644); err != nil {
+	if err := hostfile.WriteOutput(res.JSON, append(b, '\n'), 0o644, false); err != nil {
 		return err
 	}
-	f, err := os.Create(res.Report)
+	f, err := hostfile.CreateOutput(res.Report, 0o644, false)
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,6 @@ package experiment
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/capture"
 	"github.com/wanlab/wanlab/lab/traffic"
@@ -96,7 +95,7 @@ func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 	for dir, s := range specs {
 		res.Specs[dir] = s.String()
 	}
-	if res.Out, err = outDir(cfg.Out, res.Started); err != nil {
+	if res.Out, err = outDir(cfg.Out, res.Started, cfg.Force); err != nil {
 		return nil, err
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) }
@@ -162,7 +161,7 @@ func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 	}{{SideClient, &l.Client}, {SideServer, &l.Server}} {
 		path := filepath.Join(res.Out, side.name+".pcapng")
 		c, err := capture.StartFile(side.host.Handle, side.host.Link, path, capture.Config{
-			Snaplen: cfg.Snaplen, MaxBytes: cfg.MaxCapture, Comment: side.host.NS,
+			Snaplen: cfg.Snaplen, MaxBytes: cfg.MaxCapture, Comment: side.host.NS, Replace: cfg.Force,
 		})
 		if err != nil {
 			return nil, err
@@ -245,19 +244,23 @@ func stopAndAnalyze(res *Result, caps map[string]*capture.Capture, imp *impairme
 	return server, nil
 }
 
-// outDir creates the output directory: dir, or a new
-// "wanlab-experiment-YYYYmmdd-HHMMSS-xxxx" under the current directory.
-func outDir(dir string, now time.Time) (string, error) {
+// outDir creates the output directory: dir (refused if it exists, unless
+// force), or a new "wanlab-experiment-YYYYmmdd-HHMMSS-<16 hex digits>"
+// (mode 0700) under the current directory: a name no one can have
+// pre-created.
+func outDir(dir string, now time.Time, force bool) (string, error) {
 	if dir == "" {
-		var b [2]byte
-		_, _ = rand.Read(b[:])
-		dir = "wanlab-experiment-" + now.Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+		d, err := hostfile.NewOutputDir(".", "wanlab-experiment-"+now.Format("20060102-150405")+"-")
+		if err != nil {
+			return "", fmt.Errorf("output directory: %w", err)
+		}
+		return filepath.Abs(d)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	if err := hostfile.OutputDir(abs, force); err != nil {
 		return "", fmt.Errorf("output directory: %w", err)
 	}
 	return abs, nil
@@ -311,10 +314,10 @@ func writeOutputs(res *Result) error {
 	if err != nil {
 		return fmt.Errorf("result json: %w", err)
 	}
-	if err := os.WriteFile(res.JSON, append(b, '\n'), 0o644); err != nil {
+	if err := hostfile.WriteOutput(res.JSON, append(b, '\n'), 0o644, res.Config.Force); err != nil {
 		return err
 	}
-	f, err := os.Create(res.Report)
+	f, err := hostfile.CreateOutput(res.Report, 0o644, res.Config.Force)
 	if err != nil {
 		return err
 	}

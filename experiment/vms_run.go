@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/capture"
 	"github.com/wanlab/wanlab/lab/vm"
@@ -91,7 +91,7 @@ func RunOn(ctx context.Context, cfg Config, v *VMs) (_ *Result, err error) {
 	for dir, s := range specs {
 		res.Specs[dir] = s.String()
 	}
-	if res.Out, err = outDir(cfg.Out, res.Started); err != nil {
+	if res.Out, err = outDir(cfg.Out, res.Started, cfg.Force); err != nil {
 		return nil, err
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) }
@@ -186,7 +186,7 @@ func RunOn(ctx context.Context, cfg Config, v *VMs) (_ *Result, err error) {
 	for _, side := range []struct{ name, tap string }{{SideClient, l.Router.ClientLink}, {SideServer, l.Router.ServerLink}} {
 		path := filepath.Join(res.Out, side.name+".pcapng")
 		c, err := capture.StartFile(l.Router.Handle, side.tap, path, capture.Config{
-			Snaplen: cfg.Snaplen, MaxBytes: cfg.MaxCapture, Comment: "TAP " + side.tap + " of the " + side.name + " VM in " + l.Router.NS,
+			Snaplen: cfg.Snaplen, MaxBytes: cfg.MaxCapture, Comment: "TAP " + side.tap + " of the " + side.name + " VM in " + l.Router.NS, Replace: cfg.Force,
 		})
 		if err != nil {
 			return nil, err
@@ -286,7 +286,7 @@ type vmKernelImpairment struct {
 func startVMKernel(ctx context.Context, v *VMs, specs map[string]*spec.Spec) (impairment, error) {
 	l := v.Lab
 	dir := filepath.Join(StateDir, l.ID)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := hostfile.Dir(dir); err != nil {
 		return nil, fmt.Errorf("kernel qdisc state: %w", err)
 	}
 	ki := &vmKernelImpairment{router: map[string]kernel.Target{}, guest: map[string]*vm.VM{}, specs: specs}

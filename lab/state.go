@@ -90,17 +90,54 @@ func (st *stateFile) remove() error {
 	return nil
 }
 
+// readState reads and validates a lab's state file from a directory only
+// root can write to: the namespaces Cleanup deletes must be this lab's
+// (nsPattern with its ID), the links valid names in those namespaces. A
+// tampered file is refused naming the field.
 func readState(path string) (*stateFile, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
+	if _, err := os.Lstat(path); err != nil {
 		return nil, err
 	}
-	st := &stateFile{path: path}
-	if err := json.Unmarshal(b, st); err != nil {
+	if err := hostfile.CheckDir(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("lab state: %w", err)
+	}
+	b, err := hostfile.ReadInput(path, 1<<20)
+	if err != nil {
+		return nil, fmt.Errorf("lab state: %w", err)
+	}
+	st, err := parseState(b)
+	if err != nil {
 		return nil, fmt.Errorf("lab state %s: %w", path, err)
 	}
+	st.path = path
+	return st, nil
+}
+
+func parseState(b []byte) (*stateFile, error) {
+	st := &stateFile{}
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, err
+	}
 	if !validID(st.ID) {
-		return nil, fmt.Errorf("lab state %s: bad id %q", path, st.ID)
+		return nil, fmt.Errorf("id %q: not a lab id", st.ID)
+	}
+	ours := map[string]bool{}
+	for i, ns := range st.Namespaces {
+		m := nsPattern.FindStringSubmatch(ns)
+		if m == nil || m[1] != st.ID {
+			return nil, fmt.Errorf("namespaces[%d] %q: not a namespace of lab %s", i, ns, st.ID)
+		}
+		ours[ns] = true
+	}
+	for ns, links := range st.Links {
+		if !ours[ns] {
+			return nil, fmt.Errorf("links: namespace %q: not one of the lab's namespaces", ns)
+		}
+		for i, l := range links {
+			if !validLinkName(l) {
+				return nil, fmt.Errorf("links[%q][%d] %q: not an interface name", ns, i, l)
+			}
+		}
 	}
 	return st, nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/wanlab/wanlab/proxy/htb"
 	"github.com/wanlab/wanlab/proxy/release"
 	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/units"
 )
 
 // Traffic classes: a direction's spec text may be a class set
@@ -113,8 +114,9 @@ func (d *direction) specText() string {
 }
 
 // specWarnings returns the warnings of d's spec in force: correlated
-// probabilities that realize far less than they say (engine.Warnings),
-// computed once per spec.
+// probabilities that realize far less than they say (engine.Warnings)
+// and queues that could hold more than the memory budget
+// (engine.BudgetWarning), computed once per spec.
 func (d *direction) specWarnings() []string {
 	text := d.specText()
 	d.warnMu.Lock()
@@ -123,10 +125,18 @@ func (d *direction) specWarnings() []string {
 		return d.warnings
 	}
 	var w []string
+	var capacity units.Size
 	if cs := d.classes.Load(); cs != nil {
 		w = engine.WarningsOfClasses(cs)
+		capacity = engine.ClassesQueueCapacity(cs)
 	} else {
 		w = engine.Warnings(d.pl.Spec())
+		capacity = engine.QueueCapacity(d.pl.Spec())
+	}
+	if d.budget != nil {
+		if bw := engine.BudgetWarning(capacity, d.budget.Limit()); bw != "" {
+			w = append(w, bw)
+		}
 	}
 	if w == nil {
 		w = []string{}

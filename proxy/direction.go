@@ -45,6 +45,7 @@ type direction struct {
 	loop   *release.Loop
 	tap    *tap.Tap
 	wall   int64 // wall-clock offset for the tap
+	budget *engine.MemoryBudget
 
 	stopping atomic.Bool
 	// classes is the direction's class set, nil for a plain spec
@@ -92,10 +93,10 @@ type reader struct {
 }
 
 func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (*direction, error) {
-	d := &direction{index: i, iface: p.opt.Ifaces[i], dev: dev, pool: p.pool, tap: p.opt.Tap, wall: p.wallOffset}
+	d := &direction{index: i, iface: p.opt.Ifaces[i], dev: dev, pool: p.pool, tap: p.opt.Tap, wall: p.wallOffset, budget: p.budget}
 	// RealClock: Release dequeues at the real time it runs, so a tbf
 	// stage caps a late release at its bucket as the kernel's does.
-	opt := engine.Options{Direction: d.iface, Seed: p.seed + uint64(i), RealClock: true, Start: release.MonotonicNow()}
+	opt := engine.Options{Direction: d.iface, Seed: p.seed + uint64(i), RealClock: true, Start: release.MonotonicNow(), Memory: p.budget}
 	if d.tap != nil {
 		opt.OnDrop = func(pk *engine.Packet, reason engine.DropReason) {
 			d.tap.Dropped(d.index, d.wallTime(release.MonotonicNow()), pk.Data, reason.String())

@@ -16,6 +16,7 @@ import (
 	"github.com/wanlab/wanlab/proxy/schedule"
 	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/proxy/tap"
+	"github.com/wanlab/wanlab/units"
 )
 
 // Options configure a Forwarder.
@@ -50,6 +51,11 @@ type Options struct {
 	// Activity, when set, is told the time of every batch the readers
 	// take in (the host layer's CPU latency request, cpulatency.Adaptive).
 	Activity interface{ Touch(now int64) }
+	// QueueMemory bounds the memory of the packets both directions hold
+	// together (engine.MemoryBudget): packets beyond it are queue drops,
+	// and a spec whose queues could hold more is warned about. 0:
+	// engine.DefaultQueueMemory.
+	QueueMemory units.Size
 }
 
 // Forwarder is the proxy without the host: two devices, a reader, an
@@ -57,11 +63,12 @@ type Options struct {
 // and touches no routing; the host layer (Start) gives it TUNs, tests give
 // it fakes (device.Fake). It implements control.Backend.
 type Forwarder struct {
-	opt  Options
-	seed uint64
-	pool *engine.Pool
-	devs [2]device.Device
-	dirs [2]*direction
+	opt    Options
+	seed   uint64
+	pool   *engine.Pool
+	budget *engine.MemoryBudget // shared by both directions
+	devs   [2]device.Device
+	dirs   [2]*direction
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -93,6 +100,10 @@ func New(ctx context.Context, devs [2]device.Device, opt Options) (*Forwarder, e
 	p.wallOffset = time.Now().UnixNano() - release.MonotonicNow()
 	mtu := max(devs[0].MTU(), devs[1].MTU(), 1280)
 	p.pool = engine.NewPool(engine.Headroom + mtu)
+	if p.opt.QueueMemory == 0 {
+		p.opt.QueueMemory = engine.DefaultQueueMemory()
+	}
+	p.budget = engine.NewMemoryBudget(p.opt.QueueMemory)
 	for i := range 2 {
 		d, err := p.newDirection(i, devs[i], opt.Specs[i])
 		if err != nil {

@@ -35,6 +35,7 @@ import (
 	"github.com/wanlab/wanlab/proxy/schedule"
 	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/proxy/tap"
+	"github.com/wanlab/wanlab/units"
 )
 
 // tunPath is the TUN clone device both backends open.
@@ -109,6 +110,8 @@ type Config struct {
 	// On fails Start.
 	LowLatency     cpulatency.Mode
 	LowLatencyHold time.Duration
+	// QueueMemory: see Options.
+	QueueMemory units.Size
 }
 
 // DefaultLowLatencyHold is how long after the last packet the Auto
@@ -176,7 +179,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	opt := Options{Ifaces: cfg.Ifaces, Specs: cfg.Specs, Schedules: cfg.Schedules, Seed: cfg.Seed, HasSeed: cfg.HasSeed,
-		Tap: cfg.Tap, Realtime: cfg.Realtime, ReleaseSpin: cfg.ReleaseSpin}
+		Tap: cfg.Tap, Realtime: cfg.Realtime, ReleaseSpin: cfg.ReleaseSpin, QueueMemory: cfg.QueueMemory}
 	if p.lowAuto != nil {
 		opt.Activity = p.lowAuto
 	}

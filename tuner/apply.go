@@ -258,14 +258,14 @@ func (t *Tuner) Apply(set []Assignment, dryRun bool) (Result, error) {
 
 func (t *Tuner) apply(steps []Step, res *Result) error {
 	path := t.BackupPath()
-	oldBackup, err := os.ReadFile(path)
+	oldBackup, err := readBackupFile(path)
 	hadBackup := err == nil
 	if err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("backup %s: %w", path, err)
 	}
 	b := &Backup{}
 	if hadBackup {
-		if err := json.Unmarshal(oldBackup, b); err != nil {
+		if b, err = ParseBackup(oldBackup); err != nil {
 			return fmt.Errorf("backup %s: %w (move it away or run wanlab tune revert)", path, err)
 		}
 	} else {
@@ -342,16 +342,16 @@ func (t *Tuner) Revert(dryRun bool) (Result, error) {
 			}
 			defer unlock()
 		}
-		data, err := os.ReadFile(path)
+		data, err := readBackupFile(path)
 		if os.IsNotExist(err) {
 			return fmt.Errorf("%s: %w", path, ErrNoBackup)
 		}
 		if err != nil {
 			return fmt.Errorf("backup %s: %w", path, err)
 		}
-		var b Backup
-		if err := json.Unmarshal(data, &b); err != nil {
-			return fmt.Errorf("backup %s: %w", path, err)
+		b, err := ParseBackup(data)
+		if err != nil {
+			return fmt.Errorf("backup %s: %w (nothing written)", path, err)
 		}
 		if b.Netns != t.Netns {
 			return fmt.Errorf("backup %s was made for netns %q, not %q", path, b.Netns, t.Netns)
@@ -395,6 +395,49 @@ func (t *Tuner) Revert(dryRun bool) (Result, error) {
 		return nil
 	})
 	return res, err
+}
+
+// maxBackupBytes bounds a backup file: a few dozen keys and their values.
+const maxBackupBytes = 1 << 20
+
+// readBackupFile reads the backup at path from a directory only root can
+// write to (hostfile.CheckDir), a regular file of at most maxBackupBytes.
+func readBackupFile(path string) ([]byte, error) {
+	if _, err := os.Lstat(path); err != nil {
+		return nil, err
+	}
+	if err := hostfile.CheckDir(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
+	return hostfile.ReadInput(path, maxBackupBytes)
+}
+
+// ParseBackup decodes and validates a backup file before any of it is
+// used: every key must be one the tuner writes (Keys, not read-only),
+// named once, its raw value short and free of NUL, and the namespace a
+// valid name. A tampered file is refused naming the field.
+func ParseBackup(data []byte) (*Backup, error) {
+	var b Backup
+	if err := json.Unmarshal(data, &b); err != nil {
+		return nil, err
+	}
+	if err := host.CheckNetnsName(b.Netns); b.Netns != "" && err != nil {
+		return nil, fmt.Errorf("netns: %w", err)
+	}
+	seen := map[string]bool{}
+	for i, e := range b.Entries {
+		k, ok := LookupKey(e.Key)
+		switch {
+		case !ok || k.ReadOnly:
+			return nil, fmt.Errorf("entries[%d].key %q: not a key the tuner writes", i, e.Key)
+		case seen[e.Key]:
+			return nil, fmt.Errorf("entries[%d].key %q: listed twice", i, e.Key)
+		case len(e.Raw) > 4096 || strings.ContainsRune(e.Raw, 0):
+			return nil, fmt.Errorf("entries[%d].raw of %s: not a sysctl value", i, e.Key)
+		}
+		seen[e.Key] = true
+	}
+	return &b, nil
 }
 
 func writeBackup(path string, b *Backup) error {

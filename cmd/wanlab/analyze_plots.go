@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
@@ -11,6 +10,7 @@ import (
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/analyzer/plot"
 	"github.com/wanlab/wanlab/analyzer/report"
+	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
 // plotFlags are the analyze command's graph outputs.
@@ -18,6 +18,7 @@ func plotFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "plots", Usage: "write every graph of the selected connections to `DIR` as <conn>-<c2s|s2c>-<graph>.svg and .png"},
 		&cli.StringFlag{Name: "report", Usage: "write a self-contained HTML report (summary, diagnosis, zoomable graphs) to `FILE.html`"},
+		&cli.BoolFlag{Name: "force", Usage: "replace an existing --report FILE or write into an existing --plots DIR (replacing files by rename, never writing through them)"},
 	}
 }
 
@@ -26,14 +27,14 @@ func plotFlags() []cli.Flag {
 // the chosen --format output stays clean on stdout.
 func applyPlotFlags(cc *cli.Context, res *analyzer.Result, conns []*analyzer.Connection) error {
 	if dir := cc.String("plots"); dir != "" {
-		paths, err := plot.WriteDir(dir, conns)
+		paths, err := writePlots(dir, conns, cc.Bool("force"))
 		if err != nil {
 			return fmt.Errorf("analyze: --plots %s: %w", dir, err)
 		}
 		fmt.Fprintf(cc.App.ErrWriter, "wrote %d graph files to %s\n", len(paths), dir)
 	}
 	if path := cc.String("report"); path != "" {
-		if err := writeReport(path, res, conns); err != nil {
+		if err := writeReport(path, res, conns, cc.Bool("force")); err != nil {
 			return fmt.Errorf("analyze: --report %s: %w", path, err)
 		}
 		fmt.Fprintf(cc.App.ErrWriter, "wrote report %s\n", path)
@@ -41,8 +42,53 @@ func applyPlotFlags(cc *cli.Context, res *analyzer.Result, conns []*analyzer.Con
 	return nil
 }
 
-func writeReport(path string, res *analyzer.Result, conns []*analyzer.Connection) error {
-	f, err := os.Create(path)
+// writePlots writes every graph of every direction that carried data to
+// dir, a new directory (or an existing one with force), as
+// <conn>-<dir>-<kind>.svg and .png, and returns the paths written. Files
+// are made by hostfile.CreateOutput: a name planted in dir is refused, or
+// replaced with force, never written through.
+func writePlots(dir string, conns []*analyzer.Connection, force bool) ([]string, error) {
+	if err := hostfile.OutputDir(dir, force); err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, c := range conns {
+		for i := range c.Directions {
+			if !plot.HasData(c, i) {
+				continue
+			}
+			for _, g := range plot.Graphs(c, i) {
+				for _, f := range []plot.Format{plot.SVG, plot.PNG} {
+					p := filepath.Join(dir, g.Name()+"."+string(f))
+					if err := writePlot(p, g, f, force); err != nil {
+						return paths, err
+					}
+					paths = append(paths, p)
+				}
+			}
+		}
+	}
+	return paths, nil
+}
+
+func writePlot(path string, g *plot.Graph, format plot.Format, force bool) error {
+	fh, err := hostfile.CreateOutput(path, 0o644, force)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(fh)
+	err = plot.Render(w, g, format)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func writeReport(path string, res *analyzer.Result, conns []*analyzer.Connection, force bool) error {
+	f, err := hostfile.CreateOutput(path, 0o644, force)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"github.com/wanlab/wanlab/proxy/cpulatency"
 
 	"context"
@@ -20,10 +21,12 @@ import (
 
 	"github.com/wanlab/wanlab/bench"
 	"github.com/wanlab/wanlab/experiment"
+	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
 func init() {
-	out := &cli.StringFlag{Name: "out", Usage: "write report.json, report.txt and report.html to `DIR` (default: a new wanlab-bench-KIND-TIME directory in the temporary directory, $TMPDIR or /tmp)"}
+	out := &cli.StringFlag{Name: "out", Usage: "write report.json, report.txt and report.html to `DIR` (must not exist unless --force; default: a new wanlab-bench-KIND-TIME-<64 random bits> directory, mode 0700, in the temporary directory, $TMPDIR or /tmp)"}
+	force := &cli.BoolFlag{Name: "force", Usage: "write into an existing --out DIR, replacing its reports by rename (never writing through them)"}
 	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of the table"}
 	quick := &cli.BoolFlag{Name: "quick", Usage: "the short variant (under a minute; what CI runs)"}
 	lowLatency := &cli.StringFlag{Name: "low-latency", Value: string(cpulatency.Auto), Usage: "the proxy's CPU wake-up latency `MODE`: auto, on or off (as wanlab proxy --low-latency)"}
@@ -73,7 +76,7 @@ func init() {
 				Flags: []cli.Flag{quick, realtime, &cli.StringFlag{Name: "specs", Usage: "measure the specs in `FILE` (one per line, # comments) instead of the grid"},
 					&cli.BoolFlag{Name: "kernel", Usage: "add the reference VM's kernel where this host's kernel lacks netem"},
 					&cli.StringFlag{Name: "kernel-vm", Value: "auto", Usage: "with --kernel: run the kernel path in the VM `auto` (where the host has no netem), on or off"},
-					out, jsonFlag},
+					out, force, jsonFlag},
 				Action: func(cc *cli.Context) error { return runBench(cc, "accuracy") },
 			},
 			{
@@ -88,7 +91,7 @@ func init() {
 					"With --vms: between two VMs on TAPs (this executable is their agent), their boot time, then\n" +
 					"ping and one TCP download through kernel routing and through the proxy (offload backend) in\n" +
 					"alternation, with each VM's qemu CPU and the proxy's, and which of them was the bottleneck.",
-				Flags: []cli.Flag{quick, realtime, lowLatency, out, jsonFlag,
+				Flags: []cli.Flag{quick, realtime, lowLatency, out, force, jsonFlag,
 					&cli.BoolFlag{Name: "vms", Usage: "between two VMs (`wanlab vm prepare`) on TAPs: their boot time, ping and TCP through kernel routing and the proxy, each VM's CPU"}},
 				Action: func(cc *cli.Context) error { return runBench(cc, "forward") },
 			},
@@ -102,7 +105,7 @@ func init() {
 					"with wmem/RTT (seed 000); the client's tcp_rmem limited against tuned at 35 ms with the\n" +
 					"tuner's prediction (seed 001). Through the userspace proxy, or with --kernel as kernel qdiscs\n" +
 					"(rows say n/a where the kernel lacks netem).",
-				Flags:  []cli.Flag{quick, realtime, &cli.BoolFlag{Name: "kernel", Usage: "impair with kernel qdiscs instead of the userspace proxy"}, out, jsonFlag},
+				Flags:  []cli.Flag{quick, realtime, &cli.BoolFlag{Name: "kernel", Usage: "impair with kernel qdiscs instead of the userspace proxy"}, out, force, jsonFlag},
 				Action: func(cc *cli.Context) error { return runBench(cc, "sweep") },
 			},
 			{
@@ -116,7 +119,7 @@ func init() {
 					"`wanlab fit` and compares: the round trip within 5 %, the rate within 5 %, the buffer within\n" +
 					"25 % (when the fit claims it), the random loss within 2 standard deviations of what the\n" +
 					"proxy dropped, the burstiness class and the limit. --quick runs a corner of the grid.",
-				Flags:  []cli.Flag{quick, out, jsonFlag},
+				Flags:  []cli.Flag{quick, out, force, jsonFlag},
 				Action: runBenchFit,
 			},
 			{
@@ -153,12 +156,11 @@ func runBench(cc *cli.Context, kind string) error {
 	}
 	if kind == "accuracy" && cc.String("specs") != "" {
 		name := cc.String("specs")
-		f, err := os.Open(name)
+		b, err := readInput(name)
 		if err != nil {
 			return usageError(fmt.Errorf("bench accuracy: --specs: %w", err))
 		}
-		cfg.Specs, err = bench.ReadSpecs(f, name)
-		f.Close()
+		cfg.Specs, err = bench.ReadSpecs(bytes.NewReader(b), name)
 		if err != nil {
 			return usageError(fmt.Errorf("bench accuracy: --specs: %w", err))
 		}
@@ -177,16 +179,17 @@ func runBench(cc *cli.Context, kind string) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("bench %s: needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN to build namespaces): %w", kind, os.ErrPermission)
 	}
-	outDir := cc.String("out")
+	outDir, force := cc.String("out"), cc.Bool("force")
 	if outDir == "" {
 		// Never into the working directory (a checkout, say): a new
-		// directory of the temporary one, named after the run.
-		d, err := os.MkdirTemp("", fmt.Sprintf("wanlab-bench-%s-%s-", kind, time.Now().UTC().Format("20060102-150405")))
+		// directory of the temporary one, named after the run and
+		// hostfile.RandomBits random bits, mode 0700.
+		d, err := hostfile.NewOutputDir(os.TempDir(), fmt.Sprintf("wanlab-bench-%s-%s-", kind, time.Now().UTC().Format("20060102-150405")))
 		if err != nil {
 			return fmt.Errorf("bench %s: report directory: %w", kind, err)
 		}
 		outDir = d
-	} else if err := os.MkdirAll(outDir, 0o755); err != nil {
+	} else if err := hostfile.OutputDir(outDir, force); err != nil {
 		return usageError(fmt.Errorf("bench %s: --out: %w", kind, err))
 	}
 	ctx, stop := signal.NotifyContext(cc.Context, os.Interrupt, syscall.SIGTERM)
@@ -210,7 +213,7 @@ func runBench(cc *cli.Context, kind string) error {
 		name  string
 		write func(io.Writer) error
 	}{{"report.json", rep.WriteJSON}, {"report.txt", rep.WriteText}, {"report.html", rep.WriteHTML}} {
-		if err := writeFile(filepath.Join(outDir, f.name), f.write); err != nil {
+		if err := writeFile(filepath.Join(outDir, f.name), f.write, force); err != nil {
 			return fmt.Errorf("bench %s: %w", kind, err)
 		}
 	}
@@ -223,8 +226,8 @@ func runBench(cc *cli.Context, kind string) error {
 	return err
 }
 
-func writeFile(name string, write func(io.Writer) error) error {
-	f, err := os.Create(name)
+func writeFile(name string, write func(io.Writer) error, force bool) error {
+	f, err := hostfile.CreateOutput(name, 0o644, force)
 	if err != nil {
 		return err
 	}
@@ -281,7 +284,7 @@ func runBenchCleanup(cc *cli.Context) error {
 // for the report.
 func benchCommandLine(cc *cli.Context, kind string) string {
 	parts := []string{"wanlab", "bench", kind}
-	for _, name := range []string{"quick", "realtime", "kernel", "json"} {
+	for _, name := range []string{"quick", "realtime", "kernel", "json", "force"} {
 		if cc.IsSet(name) && cc.Bool(name) {
 			parts = append(parts, "--"+name)
 		}
@@ -304,11 +307,11 @@ func runBenchFit(cc *cli.Context) error {
 	dir := cc.String("out")
 	if dir == "" {
 		var err error
-		if dir, err = os.MkdirTemp("", "wanlab-bench-fit-"); err != nil {
-			return err
+		if dir, err = hostfile.NewOutputDir(os.TempDir(), "wanlab-bench-fit-"); err != nil {
+			return fmt.Errorf("bench fit: %w", err)
 		}
-	} else if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("bench fit: --out: %w", err)
+	} else if err := hostfile.OutputDir(dir, cc.Bool("force")); err != nil {
+		return usageError(fmt.Errorf("bench fit: --out: %w", err))
 	}
 	ctx, stop := signal.NotifyContext(cc.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()

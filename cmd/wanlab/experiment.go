@@ -90,7 +90,8 @@ func init() {
 			&cli.BoolFlag{Name: "no-offload", Usage: "turn TSO/GSO/GRO off on the lab's veths: captures hold wire-sized segments"},
 			&cli.IntFlag{Name: "snaplen", Usage: "bytes kept per captured packet (default 120)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON instead of the summary"},
-			&cli.StringFlag{Name: "out", Usage: "output `DIR` (default: a new directory under the current one)"},
+			&cli.StringFlag{Name: "out", Usage: "output `DIR`, which must not exist (default: a new directory wanlab-experiment-TIME-<64 random bits>, mode 0700, under the current one)"},
+			&cli.BoolFlag{Name: "force", Usage: "write into an existing --out DIR, replacing its files by rename (never writing through them)"},
 			&cli.StringFlag{Name: "timeout", Usage: "give up on the traffic after `DURATION` (default 5m)"},
 			&cli.StringFlag{Name: "like", Usage: "reproduce the transfer of `CAPTURE`: fit it (wanlab fit), run the lab the fit describes, compare the two"},
 			&cli.StringSliceFlag{Name: "try", Usage: "with --like, run the fix `[client:|server:]KEY=VALUE` on the reproduced path (repeatable: one run each)"},
@@ -182,7 +183,7 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 		}
 	}
 	for _, arg := range cc.StringSlice("impair") {
-		arg, err := spec.ResolveTraceFiles(arg, os.ReadFile)
+		arg, err := resolveTraces(arg, "")
 		if err != nil {
 			return cfg, fmt.Errorf("--impair: %w", err)
 		}
@@ -287,6 +288,7 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 	cfg.NoOffload = cc.Bool("no-offload")
 	cfg.Snaplen = cc.Int("snaplen")
 	cfg.Out = cc.String("out")
+	cfg.Force = cc.Bool("force")
 	if v := cc.String("timeout"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wanlab/wanlab/internal/host"
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/kernel"
 )
@@ -72,7 +73,8 @@ func exitCode(err error) int {
 	switch {
 	case errors.As(err, &ec):
 		return ec.ExitCode()
-	case errors.Is(err, ErrUsage), errors.Is(err, host.ErrNotFound):
+	case errors.Is(err, ErrUsage), errors.Is(err, host.ErrNotFound),
+		errors.Is(err, hostfile.ErrInput), errors.Is(err, hostfile.ErrExists):
 		return exitUsage
 	case errors.Is(err, os.ErrPermission):
 		return exitNoPerm
@@ -114,7 +116,7 @@ func startCPUProfile(path string) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(path)
+	f, err := hostfile.CreateOutput(path, 0o600, true)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/proxy"
 	"github.com/wanlab/wanlab/proxy/control"
 	"github.com/wanlab/wanlab/proxy/cpulatency"
@@ -31,7 +32,7 @@ func init() {
 		Usage: "impair the traffic a router forwards between two interfaces, in userspace",
 		UsageText: "wanlab proxy --iface A --iface B [--impair [IFACE=]SPEC]... [--schedule [IFACE=]FILE]...\n" +
 			"             [--backend offload|water]\n" +
-			"             [--control ADDR] [--control-group GROUP] [--metrics ADDR] [--pcap FILE] [--seed N] [--netns NS]\n" +
+			"             [--control ADDR] [--control-group GROUP] [--metrics ADDR] [--pcap FILE [--force]] [--seed N] [--netns NS]\n" +
 			"wanlab proxy set [--control ADDR] [--token-file FILE] [IFACE=]SPEC\n" +
 			"wanlab proxy stats [--control ADDR] [--token-file FILE] [--json]\n" +
 			"wanlab proxy cleanup\n\n" +
@@ -79,7 +80,9 @@ func init() {
 			&cli.BoolFlag{Name: "metrics-public", EnvVars: []string{"WANLAB_METRICS_PUBLIC"}, Usage: "let --metrics listen on every interface (0.0.0.0, ::, [] or an empty host): anyone on the network can then read the counters"},
 			&cli.StringSliceFlag{Name: "label", EnvVars: []string{"WANLAB_LABELS"}, Usage: "`NAME=VALUE[,NAME=VALUE]` added to every metric (lab=l1,link=r1-r2), so one Prometheus scrapes many proxies; repeatable"},
 			&cli.StringFlag{Name: "pcap", EnvVars: []string{"WANLAB_PCAP"}, Usage: "write a pcapng of what entered and left the engine to `FILE`"},
+			&cli.BoolFlag{Name: "force", EnvVars: []string{"WANLAB_FORCE"}, Usage: "replace an existing --pcap FILE (a new file renamed over it, never written through)"},
 			&cli.StringFlag{Name: "pcap-limit", Value: "1gb", Usage: "stop recording when the pcapng reaches this `SIZE` (tc size syntax)"},
+			queueMemoryFlag(),
 			&cli.Uint64Flag{Name: "seed", EnvVars: []string{"WANLAB_SEED"}, Usage: "seed every stage's random generator (default: random, printed)"},
 			&cli.StringFlag{Name: "netns", Usage: "the interfaces live in the named network namespace `NS`"},
 			&cli.DurationFlag{Name: "wait-ifaces", EnvVars: []string{"WANLAB_WAIT_IFACES"}, Usage: "wait up to `DURATION` for both interfaces to exist and be up before setting up (a container whose links are added after it starts)"},
@@ -210,6 +213,9 @@ func proxyConfig(cc *cli.Context) (proxy.Config, error) {
 	if cfg.ReleaseSpin == 0 {
 		cfg.ReleaseSpin = -1 // the proxy's "no spin"
 	}
+	if cfg.QueueMemory, err = queueMemory(cc); err != nil {
+		return cfg, usageError(fmt.Errorf("proxy: %w", err))
+	}
 	return cfg, nil
 }
 
@@ -235,17 +241,25 @@ func runProxy(cc *cli.Context) error {
 	defer stopProfile()
 
 	var closers []func() error // run in reverse on the way out
+	started := false           // the proxy ran (its capture is kept)
 	defer func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}()
 	if path := cc.String("pcap"); path != "" {
-		f, err := os.Create(path)
+		// A capture holds payloads: 0600, and never through a link.
+		f, err := hostfile.CreateOutput(path, 0o600, cc.Bool("force"))
 		if err != nil {
 			return fmt.Errorf("proxy: --pcap: %w", err)
 		}
-		closers = append(closers, f.Close)
+		// A proxy that never started leaves no capture behind.
+		closers = append(closers, func() error {
+			if !started {
+				os.Remove(path)
+			}
+			return nil
+		}, f.Close)
 		t, err := tap.New(f, limit, cfg.Ifaces[:])
 		if err != nil {
 			return fmt.Errorf("proxy: --pcap %s: %w", path, err)
@@ -292,6 +306,7 @@ func runProxy(cc *cli.Context) error {
 		return proxyError(err)
 	}
 	closers = append(closers, p.Close)
+	started = true
 	// What it starts with, taken before the control API can change it.
 	specs, warnings := p.Specs(), p.Warnings()
 

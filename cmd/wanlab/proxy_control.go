@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -93,13 +92,13 @@ func controlClient(cc *cli.Context) (*control.Client, error) {
 func specFileArg(text string) (string, error) {
 	t := strings.TrimSpace(text)
 	if strings.HasPrefix(t, "@") {
-		b, err := os.ReadFile(t[1:])
+		b, err := readInput(t[1:])
 		if err != nil {
 			return "", err
 		}
 		text = string(b)
 	}
-	return spec.ResolveTraceFiles(text, os.ReadFile)
+	return resolveTraces(text, "")
 }
 
 // proxySetCommand is `wanlab proxy set`, listed by the proxy command.

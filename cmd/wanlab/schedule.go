@@ -1,30 +1,21 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 
 	"github.com/wanlab/wanlab/proxy/schedule"
-	"github.com/wanlab/wanlab/proxy/spec"
 )
 
 // readSchedule reads and parses a schedule file at the edge: "trace FILE"
 // in its steps is read here too, FILE relative to the schedule's
 // directory.
 func readSchedule(path string) (*schedule.Schedule, error) {
-	data, err := os.ReadFile(path)
+	data, err := readInput(path)
 	if err != nil {
 		return nil, err
 	}
 	dir := filepath.Dir(path)
-	resolve := func(text string) (string, error) {
-		return spec.ResolveTraceFiles(text, func(name string) ([]byte, error) {
-			if !filepath.IsAbs(name) {
-				name = filepath.Join(dir, name)
-			}
-			return os.ReadFile(name)
-		})
-	}
+	resolve := func(text string) (string, error) { return resolveTraces(text, dir) }
 	s, err := schedule.Parse(path, data, resolve)
 	if err != nil {
 		return nil, err

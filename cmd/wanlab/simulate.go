@@ -49,6 +49,7 @@ func init() {
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the stages' random generators"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the table"},
 			&cli.StringFlag{Name: "schedule", Usage: "step the spec over time as schedule `FILE` says, on the virtual clock from the first packet (--spec holds before its first step)"},
+			queueMemoryFlag(),
 		}, classSimFlags...),
 		Action: runSimulate,
 	})
@@ -86,6 +87,9 @@ func runSimulate(cc *cli.Context) error {
 		PPS:      cc.Float64("pps"),
 		Size:     cc.Int("size"),
 		Seed:     cc.Uint64("seed"),
+	}
+	if cfg.QueueMemory, err = queueMemory(cc); err != nil {
+		return usageError(fmt.Errorf("simulate: %w", err))
 	}
 	switch {
 	case cfg.Packets <= 0:

@@ -19,6 +19,7 @@ var classSimFlags = []cli.Flag{
 	&cli.GenericFlag{Name: "flow", Value: &flowList{}, Usage: "with --classes: a synthetic `FLOW` dst=ADDR,rate=RATE[,src=ADDR][,proto=udp|tcp][,sport=N][,dport=N][,dscp=N][,size=B][,start=T][,stop=T] (repeat the flag for more)"},
 	&cli.DurationFlag{Name: "duration", Value: 10 * time.Second, Usage: "with --classes: virtual time to run"},
 	&cli.DurationFlag{Name: "warmup", Usage: "with --classes: time left out of the rates (default a tenth of --duration)"},
+	&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the run to `FILE` (go tool pprof)", Hidden: true},
 }
 
 // classesHelp is appended to simulate's description.
@@ -37,6 +38,11 @@ func runSimulateClasses(cc *cli.Context) error {
 		// the next run of the app (tests run it many times).
 		defer func() { fl.texts = nil }()
 	}
+	stopProfile, err := startCPUProfile(cc.String("cpuprofile"))
+	if err != nil {
+		return fmt.Errorf("simulate: --cpuprofile: %w", err)
+	}
+	defer stopProfile()
 	if cc.IsSet("spec") {
 		return usageError(errors.New("simulate: --spec and --classes exclude each other (give a leaf its spec with 'leaf ID SPEC')"))
 	}
@@ -49,6 +55,9 @@ func runSimulateClasses(cc *cli.Context) error {
 		return usageError(fmt.Errorf("simulate: --classes: %w", err))
 	}
 	cfg := htb.SimConfig{Classes: cs, Duration: cc.Duration("duration"), Warmup: cc.Duration("warmup"), Seed: cc.Uint64("seed")}
+	if cfg.QueueMemory, err = queueMemory(cc); err != nil {
+		return usageError(fmt.Errorf("simulate: %w", err))
+	}
 	if fl == nil || len(fl.texts) == 0 {
 		return usageError(errors.New("simulate: --classes needs at least one --flow dst=ADDR,rate=RATE"))
 	}

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/proxy/trace"
 	"github.com/wanlab/wanlab/proxy/trace/traceplot"
 	"github.com/wanlab/wanlab/units"
@@ -20,6 +20,7 @@ import (
 
 func init() {
 	out := &cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the trace to `FILE` (default: standard output)"}
+	force := &cli.BoolFlag{Name: "force", Usage: "replace an existing -o FILE (a new file renamed over it, never written through)"}
 	dur := &cli.StringFlag{Name: "duration", Value: "10s", Usage: "length of the trace (its period) in whole milliseconds, e.g. 10s"}
 	register(&cli.Command{
 		Name:  "trace",
@@ -54,7 +55,7 @@ func init() {
 				Name:      "constant",
 				Usage:     "a constant-rate trace",
 				UsageText: "wanlab trace constant --rate 12mbit --duration 10s [-o FILE]",
-				Flags:     []cli.Flag{&cli.StringFlag{Name: "rate", Required: true, Usage: "link `RATE` (tc syntax: 12mbit)"}, dur, out},
+				Flags:     []cli.Flag{&cli.StringFlag{Name: "rate", Required: true, Usage: "link `RATE` (tc syntax: 12mbit)"}, dur, out, force},
 				Action: func(cc *cli.Context) error {
 					r, d, err := rateAndDuration(cc)
 					if err != nil {
@@ -67,7 +68,7 @@ func init() {
 				Name:      "steps",
 				Usage:     "a trace of constant-rate stretches",
 				UsageText: "wanlab trace steps --step 5s:24mbit --step 5s:3mbit [-o FILE]",
-				Flags:     []cli.Flag{&cli.StringSliceFlag{Name: "step", Required: true, Usage: "`DURATION:RATE`, repeatable, in order (a rate of 0 is an outage)"}, out},
+				Flags:     []cli.Flag{&cli.StringSliceFlag{Name: "step", Required: true, Usage: "`DURATION:RATE`, repeatable, in order (a rate of 0 is an outage)"}, out, force},
 				Action: func(cc *cli.Context) error {
 					var segs []trace.Segment
 					for _, s := range cc.StringSlice("step") {
@@ -96,7 +97,7 @@ func init() {
 				UsageText: "wanlab trace onoff --rate 12mbit --on 2s --off 500ms --duration 10s [-o FILE]",
 				Flags: []cli.Flag{&cli.StringFlag{Name: "rate", Required: true, Usage: "`RATE` while on"},
 					&cli.StringFlag{Name: "on", Required: true, Usage: "on `DURATION`"},
-					&cli.StringFlag{Name: "off", Required: true, Usage: "off `DURATION`"}, dur, out},
+					&cli.StringFlag{Name: "off", Required: true, Usage: "off `DURATION`"}, dur, out, force},
 				Action: func(cc *cli.Context) error {
 					r, d, err := rateAndDuration(cc)
 					if err != nil {
@@ -123,7 +124,7 @@ func init() {
 					&cli.StringFlag{Name: "outage-len", Value: units.FormatDuration(trace.DefaultMarkov.OutageLen), Usage: "mean outage `TIME`"},
 					&cli.StringFlag{Name: "duration", Value: "30s", Usage: "length of the trace"},
 					&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "random seed"},
-					out,
+					out, force,
 				},
 				Action: func(cc *cli.Context) error {
 					m := trace.Markov{Levels: cc.Int("levels"), Seed: cc.Uint64("seed")}
@@ -167,7 +168,7 @@ func init() {
 				Usage:     "draw a trace's capacity over time as a PNG",
 				UsageText: "wanlab trace plot [--bin 100ms] -o lte.png lte.down",
 				Flags: []cli.Flag{&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "PNG `FILE` to write"},
-					&cli.DurationFlag{Name: "bin", Value: 100 * time.Millisecond, Usage: "capacity is summed over windows of this width"}},
+					&cli.DurationFlag{Name: "bin", Value: 100 * time.Millisecond, Usage: "capacity is summed over windows of this width"}, force},
 				Action: runTracePlot,
 			},
 		},
@@ -201,7 +202,7 @@ func emitTrace(cc *cli.Context, gen func() (*trace.Trace, error)) error {
 	if path == "" || path == "-" {
 		return t.Write(cc.App.Writer)
 	}
-	f, err := os.Create(path)
+	f, err := hostfile.CreateOutput(path, 0o644, cc.Bool("force"))
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -219,12 +220,12 @@ func readTraceArg(cc *cli.Context) (*trace.Trace, string, error) {
 		return nil, "", usageError(fmt.Errorf("%s: want one trace FILE", name))
 	}
 	path := cc.Args().First()
-	f, err := os.Open(path)
+	f, err := hostfile.OpenInput(path, hostfile.MaxTrace)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", name, err)
 	}
 	defer f.Close()
-	t, err := trace.Read(bufio.NewReader(f), path)
+	t, err := trace.Read(bufio.NewReader(io.LimitReader(f, int64(hostfile.MaxTrace))), path)
 	if err != nil {
 		return nil, "", usageError(fmt.Errorf("%s: %w", name, err))
 	}
@@ -259,7 +260,7 @@ func runTracePlot(cc *cli.Context) error {
 		return err
 	}
 	out := cc.String("out")
-	f, err := os.Create(out)
+	f, err := hostfile.CreateOutput(out, 0o644, cc.Bool("force"))
 	if err != nil {
 		return fmt.Errorf("trace plot: %w", err)
 	}

@@ -28,6 +28,21 @@ func CheckIfaceName(n string) error {
 	return nil
 }
 
+// CheckNetnsName reports what is wrong with a named network namespace's
+// name (a file of /run/netns): empty, longer than a file name may be,
+// holding '/' or NUL, or "." and "..".
+func CheckNetnsName(n string) error {
+	switch {
+	case n == "":
+		return errors.New("namespace name is empty")
+	case len(n) > 255:
+		return fmt.Errorf("namespace %.20q...: name longer than 255 bytes", n)
+	case strings.ContainsAny(n, "/\x00") || n == "." || n == "..":
+		return fmt.Errorf("namespace %q: not a valid namespace name", n)
+	}
+	return nil
+}
+
 // ErrNotFound is matched (errors.Is) by every "interface not found" error.
 var ErrNotFound = errors.New("not found")
 

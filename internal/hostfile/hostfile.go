@@ -27,7 +27,10 @@ const DirMode os.FileMode = 0o711
 
 // Dir creates dir (and missing parents) and checks that dir itself is a
 // real directory, owned by this process's effective user, that no group or
-// other user can write to.
+// other user can write to, and that every directory above it belongs to
+// root or to this user and is writable by no one else (or sticky, as
+// /tmp): a directory another user could rename or replace anywhere on the
+// way would let them swap dir for one of theirs.
 func Dir(dir string) error {
 	if err := os.MkdirAll(dir, DirMode); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
@@ -37,6 +40,41 @@ func Dir(dir string) error {
 
 // CheckDir is Dir without creating anything.
 func CheckDir(dir string) error {
+	if err := checkDir(dir); err != nil {
+		return err
+	}
+	return checkAncestors(dir)
+}
+
+// checkAncestors checks the directories above dir (after resolving links:
+// a link on the way is as safe as the directories it leads through).
+func checkAncestors(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	real, err := filepath.EvalSymlinks(filepath.Dir(abs))
+	if err != nil {
+		return err
+	}
+	for p := real; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if uid, ok := owner(fi); ok && uid != 0 && uid != os.Geteuid() {
+			return fmt.Errorf("%s: %w: %s above it is owned by uid %d", dir, ErrUnsafeDir, p, uid)
+		}
+		if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
+			return fmt.Errorf("%s: %w: %s above it is writable by other users (mode %04o)", dir, ErrUnsafeDir, p, fi.Mode().Perm())
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
+}
+
+func checkDir(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return err

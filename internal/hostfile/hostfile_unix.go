@@ -73,3 +73,5 @@ func (l *Lock) Unlock(remove bool) error {
 
 // File is the open lock file, for writing the holder's pid into it.
 func (l *Lock) File() *os.File { return l.f }
+
+const oNonBlock = syscall.O_NONBLOCK

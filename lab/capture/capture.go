@@ -72,6 +72,10 @@ type Config struct {
 	// Comment is written into the pcapng interface description (for
 	// example the namespace).
 	Comment string
+	// Replace lets StartFile replace an existing file at its path (by
+	// rename, hostfile.CreateOutput); without it an existing path is
+	// refused.
+	Replace bool
 }
 
 func (c Config) withDefaults() (Config, error) {

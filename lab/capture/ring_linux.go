@@ -16,6 +16,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/internal/nsrun"
 )
 
@@ -70,12 +71,13 @@ func start(ns netns.NsHandle, ifname string, w io.Writer, closer io.Closer, cfg 
 	return c, nil
 }
 
-// StartFile is Start writing to a new file at path.
+// StartFile is Start writing to a new file at path, mode 0600 (a capture
+// holds payloads), never through a link (hostfile.CreateOutput).
 func StartFile(ns netns.NsHandle, ifname, path string, cfg Config) (*Capture, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("capture %s: %w", ifname, err)
 	}
-	f, err := os.Create(path)
+	f, err := hostfile.CreateOutput(path, 0o600, cfg.Replace)
 	if err != nil {
 		return nil, fmt.Errorf("capture %s: %w", ifname, err)
 	}

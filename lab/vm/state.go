@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/host"
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab"
 )
 
@@ -49,14 +51,50 @@ func (st *stateFile) save() error {
 	return nil
 }
 
+// readState reads and validates dir's state file. dir (and every
+// directory above it) must be one only root can write to, and each field
+// Cleanup acts on must be what Boot writes: the ID of dir's name, the
+// control socket inside dir, valid namespace and TAP names. A tampered
+// file is refused naming the field; nothing is done with it.
 func readState(dir string) (*stateFile, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
-	if err != nil {
+	if err := hostfile.CheckDir(dir); err != nil {
+		return nil, fmt.Errorf("vm state: %w", err)
+	}
+	path := filepath.Join(dir, "state.json")
+	if _, err := os.Lstat(path); err != nil {
 		return nil, err
 	}
+	b, err := hostfile.ReadInput(path, 1<<20)
+	if err != nil {
+		return nil, fmt.Errorf("vm state: %w", err)
+	}
+	st, err := parseState(b, dir)
+	if err != nil {
+		return nil, fmt.Errorf("vm state %s: %w", path, err)
+	}
+	return st, nil
+}
+
+func parseState(b []byte, dir string) (*stateFile, error) {
 	st := &stateFile{dir: dir}
 	if err := json.Unmarshal(b, st); err != nil {
-		return nil, fmt.Errorf("vm state %s: %w", dir, err)
+		return nil, err
+	}
+	switch {
+	case !idPattern.MatchString(st.ID) || st.ID != filepath.Base(dir):
+		return nil, fmt.Errorf("id %q: not this directory's", st.ID)
+	case st.ControlSock != filepath.Join(dir, "ctl.sock"):
+		return nil, fmt.Errorf("control_socket %q: not %s", st.ControlSock, filepath.Join(dir, "ctl.sock"))
+	case st.PID < 0 || st.QemuPID < 0:
+		return nil, errors.New("pid: negative")
+	}
+	if err := host.CheckNetnsName(st.Netns); st.Netns != "" && err != nil {
+		return nil, fmt.Errorf("netns: %w", err)
+	}
+	for i, tap := range st.Taps {
+		if err := host.CheckIfaceName(tap); err != nil {
+			return nil, fmt.Errorf("taps[%d]: %w", i, err)
+		}
 	}
 	return st, nil
 }

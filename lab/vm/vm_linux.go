@@ -23,6 +23,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/lab"
 )
@@ -198,7 +199,7 @@ func (v *VM) createState() error {
 	}
 	v.ID = hex.EncodeToString(b[:])
 	dir := filepath.Join(v.cfg.StateDir, v.ID)
-	if err := os.MkdirAll(v.cfg.StateDir, 0o755); err != nil {
+	if err := hostfile.Dir(v.cfg.StateDir); err != nil {
 		return fmt.Errorf("vm state dir: %w", err)
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {

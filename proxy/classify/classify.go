@@ -152,11 +152,15 @@ type Rule struct {
 type Classifier struct {
 	Rules   []Rule
 	Default int
+	index   *ruleIndex // Build's, nil: try every rule
 }
 
 // Classify returns the class of the IP packet b.
 func (c *Classifier) Classify(b []byte) int {
 	h := decode(b)
+	if c.index != nil && h.ok {
+		return c.classifyIndexed(&h)
+	}
 	for i := range c.Rules {
 		if c.Rules[i].Match.match(&h) {
 			return c.Rules[i].Class

@@ -153,8 +153,21 @@ func FuzzParseMatch(f *testing.F) {
 func FuzzClassify(f *testing.F) {
 	f.Add(v6Pkt)
 	f.Add(v4("10.0.1.1", "10.0.2.7", 6, 1, 2, 0))
-	c := &Classifier{Rules: []Rule{{Match{DstPort: PortRange{Lo: 1, Hi: 9, Set: true}}, 1}}}
-	f.Fuzz(func(t *testing.T, b []byte) { c.Classify(b) })
+	rules := []Rule{
+		{Match{Dst: netip.MustParsePrefix("10.0.2.0/24")}, 1},
+		{Match{DstPort: PortRange{Lo: 1, Hi: 9, Set: true}}, 2},
+		{Match{Src: netip.MustParsePrefix("10.0.0.0/8")}, 3},
+		{Match{Dst: netip.MustParsePrefix("fd00:2::/32")}, 4},
+		{Match{Dst: netip.MustParsePrefix("10.0.0.0/16")}, 5},
+	}
+	linear := &Classifier{Rules: rules}
+	indexed := &Classifier{Rules: rules}
+	indexed.Build()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if a, c := linear.Classify(b), indexed.Classify(b); a != c {
+			t.Fatalf("%x: indexed class %d, in-order scan %d", b, c, a)
+		}
+	})
 }
 
 func BenchmarkClassify(b *testing.B) {

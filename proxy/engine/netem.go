@@ -217,9 +217,13 @@ func (n *netemStage) enqueue(p *Packet, now int64, c *chain, idx int) {
 		// kernel refuses a duplicating netem in a tree with another netem;
 		// wanlab runs such chains with the copy marked instead.
 		c.pl.admit(c.class, dup)
-		n.noDup = true
-		c.enqueueAt(0, dup, now)
-		n.noDup = false
+		if c.pl.overBudget() {
+			c.dropUnstaged(dup, DropQueue)
+		} else {
+			n.noDup = true
+			c.enqueueAt(0, dup, now)
+			n.noDup = false
+		}
 	}
 	n.order++
 	p.order = n.order

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"sync"
 
 	"github.com/wanlab/wanlab/proxy/spec"
@@ -64,6 +65,9 @@ func (c *chain) enqueueAt(i int, p *Packet, now int64) {
 		c.pl.deliver(c, p, now)
 		return
 	}
+	if !c.class.busy && !c.class.removed {
+		c.pl.markBusy(c.class)
+	}
 	p.stageIn = now
 	c.stages[i].enqueue(p, now, c, i)
 }
@@ -116,6 +120,10 @@ type Options struct {
 	// stage's millisecond 0, a tbf's full bucket); Swap starts the new
 	// stages at its own time.
 	Start int64
+	// Memory, if set, bounds the memory of the packets inside (shared with
+	// other pipelines holding the same budget): a packet arriving, or a
+	// duplicate made, while it is spent is dropped as a queue drop.
+	Memory *MemoryBudget
 	// Scheduler, if set, takes each packet leaving its class's chain and
 	// decides when it leaves the pipeline (a class hierarchy sharing one
 	// link: package htb). Nil: packets leave when their chain releases
@@ -145,6 +153,8 @@ type class struct {
 	retiring []*chain
 	totals   Counters
 	removed  bool // Replace took the class out; its chains drain into successor
+	// busy: the class is in Pipeline.busy (its chains may hold packets).
+	busy bool
 	// successor is the class of the same name after a Replace (nil: none).
 	successor *class
 }
@@ -163,6 +173,12 @@ type Pipeline struct {
 	generation uint64
 	// orphans are chains of classes a Replace removed, draining.
 	orphans []*chain
+	// busy are the classes whose chains may hold packets, in class order:
+	// the only ones the event scans visit, so that a tree of thousands of
+	// classes costs per event what its classes holding packets cost. A
+	// class joins when a packet enters one of its chains and leaves when
+	// a scan finds every chain of it empty.
+	busy []*class
 	// clock is the real time of the call in progress, which the tbf
 	// stages read (RealClock); draining turns it off (Drain).
 	clock    realClock
@@ -294,9 +310,46 @@ func (pl *Pipeline) enqueueLocked(p *Packet, now int64) {
 		}
 	}
 	pl.admit(cl, p)
+	if pl.overBudget() {
+		cl.totals.dropped(p, DropQueue)
+		pl.discard(p, DropQueue)
+		return
+	}
 	// The root stage computes from the arrival stamp itself, even when the
 	// release goroutine already processed a later time.
 	cl.current.enqueueAt(0, p, p.Arrival)
+}
+
+// overBudget reports whether the packets inside (the one just admitted
+// included) take more than the memory budget.
+func (pl *Pipeline) overBudget() bool {
+	b := pl.opt.Memory
+	return b != nil && b.held.Load() > b.limit
+}
+
+// markBusy adds cl to pl.busy, keeping class order (ties between
+// classes' events go to the lower class, as a scan of all classes would).
+func (pl *Pipeline) markBusy(cl *class) {
+	cl.busy = true
+	i := sort.Search(len(pl.busy), func(i int) bool { return pl.busy[i].index > cl.index })
+	pl.busy = append(pl.busy, nil)
+	copy(pl.busy[i+1:], pl.busy[i:])
+	pl.busy[i] = cl
+}
+
+// pruneBusy drops the classes whose chains are all empty from pl.busy.
+func (pl *Pipeline) pruneBusy() {
+	w := 0
+	for _, cl := range pl.busy {
+		if len(cl.retiring) == 0 && cl.current.empty() {
+			cl.busy = false
+			continue
+		}
+		pl.busy[w] = cl
+		w++
+	}
+	clear(pl.busy[w:])
+	pl.busy = pl.busy[:w]
 }
 
 // admit counts p into the pipeline's and its class's totals (an arrival
@@ -304,6 +357,9 @@ func (pl *Pipeline) enqueueLocked(p *Packet, now int64) {
 func (pl *Pipeline) admit(cl *class, p *Packet) {
 	pl.totals.in(p)
 	cl.totals.in(p)
+	if b := pl.opt.Memory; b != nil {
+		b.held.Add(packetMemory(p))
+	}
 }
 
 // deliver takes p out of chain c's last stage at time t.
@@ -324,6 +380,9 @@ func (pl *Pipeline) deliver(c *chain, p *Packet, t int64) {
 
 // leave sends p out of the pipeline at time t.
 func (pl *Pipeline) leave(cl *class, p *Packet, t int64) {
+	if b := pl.opt.Memory; b != nil {
+		b.held.Add(-packetMemory(p))
+	}
 	p.Depart = t
 	cl.totals.out(p, t-p.Arrival)
 	pl.totals.out(p, t-p.Arrival)
@@ -338,6 +397,9 @@ func (pl *Pipeline) leave(cl *class, p *Packet, t int64) {
 
 // discard drops p: counts it, tells OnDrop and recycles it.
 func (pl *Pipeline) discard(p *Packet, reason DropReason) {
+	if b := pl.opt.Memory; b != nil {
+		b.held.Add(-packetMemory(p))
+	}
 	pl.totals.dropped(p, reason)
 	if pl.opt.OnDrop != nil {
 		pl.opt.OnDrop(p, reason)
@@ -357,11 +419,12 @@ func (pl *Pipeline) advance(now int64) {
 	// by then leaves now.
 	pl.clock = realClock{now: now, on: pl.opt.RealClock && !pl.draining}
 	at := pl.last // time of the latest event processed
+	pl.pruneBusy()
 	for {
 		var bc *chain
 		bi := -1
 		bt := int64(math.MaxInt64)
-		for _, cl := range pl.classes {
+		for _, cl := range pl.busy {
 			for _, c := range cl.retiring {
 				for i, s := range c.stages {
 					if t, ok := s.next(); ok && t < bt {
@@ -450,7 +513,8 @@ func (pl *Pipeline) nextLocked() (int64, bool) {
 		return pl.out.peek().Depart, true
 	}
 	bt, found := int64(math.MaxInt64), false
-	for _, cl := range pl.classes {
+	pl.pruneBusy()
+	for _, cl := range pl.busy {
 		for _, c := range cl.retiring {
 			if t, ok := c.nextDeparture(); ok && t < bt {
 				bt, found = t, true
@@ -571,6 +635,17 @@ func (pl *Pipeline) Spec() *spec.Spec {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	return pl.classes[0].current.spec
+}
+
+// ClassQueuePackets is class i's packets inside the pipeline (its
+// Totals.QueuePackets), without copying every class as Snapshot does.
+func (pl *Pipeline) ClassQueuePackets(i int) uint64 {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if i < 0 || i >= len(pl.classes) {
+		return 0
+	}
+	return pl.classes[i].totals.QueuePackets
 }
 
 // Snapshot copies the counters. It allocates (slices for classes and

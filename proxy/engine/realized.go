@@ -333,9 +333,17 @@ func WarningsOfClasses(cs *spec.Classes) []string {
 		return nil
 	}
 	var w []string
+	leaves := map[string]bool{}
 	for _, id := range cs.Leaves() {
-		for _, line := range Warnings(cs.Class(id).Spec) {
-			w = append(w, "leaf "+id+": "+line)
+		leaves[id] = true
+	}
+	// In the order written, as Leaves: one pass, not a lookup per leaf.
+	for _, c := range cs.Classes {
+		if !leaves[c.ID] {
+			continue
+		}
+		for _, line := range Warnings(c.Spec) {
+			w = append(w, "leaf "+c.ID+": "+line)
 		}
 	}
 	return w

@@ -90,6 +90,10 @@ func (pl *Pipeline) Replace(classes []ClassSpec, cl Classifier, sched Scheduler,
 		sd.SetDrop(pl.dropsOf(old)) // what it drops while it drains is the old classes'
 	}
 	pl.classes = fresh
+	for _, c := range pl.busy {
+		c.busy = false
+	}
+	pl.busy = pl.busy[:0] // the old classes' chains are orphans now
 	pl.opt.Classes = classes
 	pl.opt.Classifier = cl
 	pl.opt.Scheduler = sched

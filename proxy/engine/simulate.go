@@ -26,6 +26,9 @@ type SimConfig struct {
 	PPS      float64
 	Size     int
 	Seed     uint64
+	// QueueMemory bounds the memory of the packets inside (MemoryBudget;
+	// 0: DefaultQueueMemory).
+	QueueMemory units.Size
 }
 
 // Simulation defaults.
@@ -171,7 +174,10 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	}
 	pool := NewPool(Headroom + cfg.Size)
 	const start = int64(1e9) // leave t=0 free: zero means "unstamped"
-	pl, err := NewPipeline(cfg.Spec, Options{Direction: "simulate", Seed: cfg.Seed, Start: start})
+	if cfg.QueueMemory == 0 {
+		cfg.QueueMemory = DefaultQueueMemory()
+	}
+	pl, err := NewPipeline(cfg.Spec, Options{Direction: "simulate", Seed: cfg.Seed, Start: start, Memory: NewMemoryBudget(cfg.QueueMemory)})
 	if err != nil {
 		return nil, err
 	}
@@ -286,6 +292,9 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	res.Configured = expected(cfg.Spec, float64(cfg.Size)*8*cfg.PPS, cfg.Size)
 	res.Realized = RealizedOf(cfg.Spec)
 	res.Warnings = Warnings(cfg.Spec)
+	if w := BudgetWarning(QueueCapacity(cfg.Spec), cfg.QueueMemory); w != "" {
+		res.Warnings = append(res.Warnings, w)
+	}
 	if res.Warnings == nil {
 		res.Warnings = []string{}
 	}

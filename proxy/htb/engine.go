@@ -44,13 +44,21 @@ func NewSetup(cs *spec.Classes, opt Options) (*Setup, error) {
 	if cs.Default == "" {
 		s.Classes = append(s.Classes, engine.ClassSpec{Name: DirectClass})
 	}
+	byID := make(map[string]*spec.Class, len(cs.Classes))
+	for i := range cs.Classes {
+		byID[cs.Classes[i].ID] = &cs.Classes[i]
+	}
+	var def *engine.ClassSpec
 	for _, id := range cs.Leaves() {
+		c := engine.ClassSpec{Name: id, Spec: byID[id].Spec}
 		if id == cs.Default {
-			// The default leaf is class 0.
-			s.Classes = append([]engine.ClassSpec{{Name: id, Spec: cs.Class(id).Spec}}, s.Classes...)
+			def = &c // the default leaf is class 0
 			continue
 		}
-		s.Classes = append(s.Classes, engine.ClassSpec{Name: id, Spec: cs.Class(id).Spec})
+		s.Classes = append(s.Classes, c)
+	}
+	if def != nil {
+		s.Classes = append([]engine.ClassSpec{*def}, s.Classes...)
 	}
 	for i, c := range s.Classes {
 		index[c.Name] = i
@@ -59,6 +67,7 @@ func NewSetup(cs *spec.Classes, opt Options) (*Setup, error) {
 	for _, f := range cs.Filters {
 		s.Classifier.Rules = append(s.Classifier.Rules, classify.Rule{Match: f.Match, Class: index[f.FlowID]})
 	}
+	s.Classifier.Build()
 	if !cs.HasTree() {
 		return s, nil
 	}

@@ -1,6 +1,8 @@
 package htb
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/wanlab/wanlab/proxy/engine"
@@ -196,6 +198,50 @@ func TestLeafXStats(t *testing.T) {
 			t.Errorf("leaf %s: xstats %+v", s.ID, s.XStats)
 		case !s.Leaf && s.XStats != nil:
 			t.Errorf("inner class %s has xstats", s.ID)
+		}
+	}
+}
+
+// BenchmarkPipelineManyClasses is BenchmarkPipelineClasses in a tree of
+// 10,000 leaves of which three receive traffic: the cost per packet
+// follows the classes holding packets, not the tree's size. With last,
+// every packet matches the last of the 10,000 filters, which are tried
+// in order (first match wins).
+func BenchmarkPipelineManyClasses(b *testing.B) {
+	for _, last := range []bool{false, true} {
+		b.Run(fmt.Sprintf("last=%v", last), func(b *testing.B) { benchManyClasses(b, last) })
+	}
+}
+
+func benchManyClasses(b *testing.B, last bool) {
+	var sb strings.Builder
+	sb.WriteString("htb default 2; class 1:1 htb rate 10gbit")
+	for i := 2; i < 10002; i++ {
+		fmt.Fprintf(&sb, "; class 1:%x parent 1:1 htb rate 1mbit ceil 10gbit", i)
+	}
+	for i := 2; i < 10002; i++ {
+		fmt.Fprintf(&sb, "; filter dst 10.%d.%d.0/24 flowid 1:%x", i/250, i%250, i)
+	}
+	pl, err := NewPipeline(mustClasses(b, sb.String()), engine.Options{Seed: 1}, Options{Now: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool := engine.NewPool(0)
+	out := make([]*engine.Packet, 0, 1024)
+	b.ResetTimer()
+	b.ReportAllocs()
+	b.SetBytes(1500)
+	now := int64(1e9)
+	for i := 0; i < b.N; i++ {
+		now += 120000 // 100 Mbit/s offered
+		p := udp(pool, byte(2+i%3), 1500, now)
+		if last {
+			copy(p.Data[16:20], []byte{10, 40, 1, 1}) // 10.40.1.0/24: the last filter
+		}
+		pl.Enqueue(p, now)
+		out = pl.Dequeue(now, out[:0])
+		for _, p := range out {
+			pool.Put(p)
 		}
 	}
 }

@@ -38,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 
 	"github.com/wanlab/wanlab/proxy/engine"
@@ -204,9 +205,11 @@ type class[P any] struct {
 	q        ring[P]
 	qd       Queue[P] // the leaf's queue discipline, when SetQueue gave one (else q)
 	stats    ClassStats
-	path     []int // leaf: itself, its parent, ... a root class
-	mode     Mode  // scratch for Dequeue/Next
-	servedAt int   // scratch: level the leaf can send at now, -1 none
+	path     []int  // leaf: itself, its parent, ... a root class
+	mode     Mode   // scratch for Dequeue/Next
+	modeGen  uint64 // the Dequeue whose mode is in mode
+	servedAt int    // scratch: level the leaf can send at now, -1 none
+	active   bool   // leaf: in Tree.active
 }
 
 // Tree is an htb class tree with its leaves' queues. It is not safe for
@@ -219,6 +222,13 @@ type Tree[P any] struct {
 	cursor  [MaxDepth][NumPrio]int
 	last    int64
 	backlog int
+	// active are the positions (in leaves) of the leaves that may hold
+	// packets, in order: Next and Dequeue visit those and the classes
+	// above them only, so a tree of thousands of classes costs per packet
+	// what its backlogged leaves cost. A leaf joins when Enqueue gives it
+	// a packet and leaves when a scan finds it empty.
+	active []int
+	gen    uint64 // Dequeue's generation, for modeGen
 }
 
 // ErrConfig wraps configuration errors.
@@ -477,6 +487,7 @@ func (t *Tree[P]) Enqueue(leaf int, p P, size int, now int64) bool {
 		if !ok {
 			c.stats.DroppedQueue++
 		}
+		t.activate(c)
 		return ok
 	}
 	if c.q.n >= c.cfg.Limit {
@@ -485,7 +496,36 @@ func (t *Tree[P]) Enqueue(leaf int, p P, size int, now int64) bool {
 	}
 	c.q.push(entry[P]{p: p, size: size})
 	t.backlog++
+	t.activate(c)
 	return true
+}
+
+// activate adds leaf c to t.active if it holds packets, keeping the
+// leaves' order.
+func (t *Tree[P]) activate(c *class[P]) {
+	if c.active || c.qlen() == 0 {
+		return
+	}
+	c.active = true
+	i := sort.SearchInts(t.active, c.leafIdx)
+	t.active = append(t.active, 0)
+	copy(t.active[i+1:], t.active[i:])
+	t.active[i] = c.leafIdx
+}
+
+// pruneActive drops the leaves that hold nothing from t.active.
+func (t *Tree[P]) pruneActive() {
+	w := 0
+	for _, pos := range t.active {
+		c := t.classes[t.leaves[pos]]
+		if c.qlen() == 0 {
+			c.active = false
+			continue
+		}
+		t.active[w] = pos
+		w++
+	}
+	t.active = t.active[:w]
 }
 
 // modeAt computes c's mode at time now without changing it.
@@ -522,11 +562,9 @@ func (t *Tree[P]) Next() (int64, bool) {
 		return 0, false
 	}
 	best := int64(math.MaxInt64)
-	for _, li := range t.leaves {
-		c := t.classes[li]
-		if c.qlen() == 0 {
-			continue
-		}
+	t.pruneActive()
+	for _, pos := range t.active {
+		c := t.classes[t.leaves[pos]]
 		// Through each ancestor A: every class from the leaf to A needs
 		// ctokens >= 0, and A tokens >= 0.
 		cready := int64(math.MinInt64)
@@ -552,16 +590,21 @@ func (t *Tree[P]) Dequeue(now int64) (p P, leaf int, ok bool) {
 		t.last = now
 	}
 	now = t.last
-	for _, c := range t.classes {
-		c.mode = c.modeAt(now)
+	// The modes of the classes above the backlogged leaves: sendLevel
+	// reads no other.
+	t.pruneActive()
+	t.gen++
+	for _, pos := range t.active {
+		for _, i := range t.classes[t.leaves[pos]].path {
+			if x := t.classes[i]; x.modeGen != t.gen {
+				x.mode, x.modeGen = x.modeAt(now), t.gen
+			}
+		}
 	}
 	bestLevel, bestPrio := MaxDepth, NumPrio
-	for _, li := range t.leaves {
-		c := t.classes[li]
+	for _, pos := range t.active {
+		c := t.classes[t.leaves[pos]]
 		c.servedAt = -1
-		if c.qlen() == 0 {
-			continue
-		}
 		l := t.sendLevel(c)
 		if l < 0 {
 			continue
@@ -575,11 +618,13 @@ func (t *Tree[P]) Dequeue(now int64) (p P, leaf int, ok bool) {
 		return p, -1, false
 	}
 	// Deficit round robin among the leaves eligible at (level, prio),
-	// starting at the cursor (htb_dequeue_tree).
+	// starting at the cursor (htb_dequeue_tree): the backlogged leaves
+	// from the cursor's position on, then from the first.
 	n := len(t.leaves)
 	cur := &t.cursor[bestLevel][bestPrio]
-	for k := 0; k < n; k++ {
-		pos := (*cur + k) % n
+	first := sort.SearchInts(t.active, *cur%n)
+	for k := range t.active {
+		pos := t.active[(first+k)%len(t.active)]
 		c := t.classes[t.leaves[pos]]
 		if c.servedAt != bestLevel || int(c.cfg.Prio) != bestPrio {
 			continue
@@ -680,6 +725,7 @@ func (t *Tree[P]) Stats(now int64) []ClassStats {
 // Drain removes every queued packet (for a tree being replaced), calling
 // fn with each and its leaf.
 func (t *Tree[P]) Drain(fn func(p P, leaf int)) {
+	defer t.pruneActive()
 	for _, li := range t.leaves {
 		c := t.classes[li]
 		for c.q.n > 0 {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -170,6 +171,9 @@ type SimConfig struct {
 	Warmup   time.Duration
 	Seed     uint64
 	Overhead int
+	// QueueMemory bounds the memory of the packets inside
+	// (engine.MemoryBudget; 0: engine.DefaultQueueMemory).
+	QueueMemory units.Size
 }
 
 // SimClass is one class's share of a simulation. Rates are over the
@@ -225,7 +229,10 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl, err := engine.NewPipeline(nil, setup.Options(engine.Options{Direction: "simulate", Seed: cfg.Seed}))
+	if cfg.QueueMemory == 0 {
+		cfg.QueueMemory = engine.DefaultQueueMemory()
+	}
+	pl, err := engine.NewPipeline(nil, setup.Options(engine.Options{Direction: "simulate", Seed: cfg.Seed, Memory: engine.NewMemoryBudget(cfg.QueueMemory)}))
 	if err != nil {
 		return nil, err
 	}
@@ -244,6 +251,12 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		classOf[i] = setup.Classifier.Classify(templates[i])
 		next[i] = start + int64(f.Start)
 		maxSize = max(maxSize, len(templates[i]))
+	}
+	var fedClasses []int
+	for _, ci := range classOf {
+		if !slices.Contains(fedClasses, ci) {
+			fedClasses = append(fedClasses, ci)
+		}
 	}
 	pool := engine.NewPool(engine.Headroom + maxSize)
 	end := start + int64(cfg.Duration)
@@ -291,9 +304,10 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		next[fi] += int64(float64(size*8) / float64(f.Rate) * 1e9)
 		if t >= nextSample { // queue depths once per virtual ms
 			nextSample = t + int64(time.Millisecond)
-			snap := pl.Snapshot()
-			for i, c := range snap.Classes {
-				queueMax[i] = max(queueMax[i], c.Totals.QueuePackets)
+			// Only the flows' classes ever hold packets: sampling them
+			// alone keeps a tree of thousands of classes cheap.
+			for _, ci := range fedClasses {
+				queueMax[ci] = max(queueMax[ci], pl.ClassQueuePackets(ci))
 			}
 		}
 	}
@@ -338,31 +352,43 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	if i, ok := byID[DirectClass]; ok {
 		add(SimClass{ID: DirectClass, Leaf: true}, []int{i})
 	}
+	classes := make(map[string]*spec.Class, len(cfg.Classes.Classes))
+	for i := range cfg.Classes.Classes {
+		classes[cfg.Classes.Classes[i].ID] = &cfg.Classes.Classes[i]
+	}
+	under := leavesUnder(cfg.Classes, classes, byID)
 	if stats, ok := snap.Scheduler.([]ClassStats); ok {
 		for _, st := range stats {
-			c := cfg.Classes.Class(st.ID)
+			c := classes[st.ID]
 			sc := SimClass{ID: st.ID, Parent: st.Parent, Leaf: st.Leaf, BorrowedBytes: st.BorrowedBytes, LentBytes: st.LentBytes,
 				Rate: float64(c.HTB.Rate), Ceil: float64(max(c.HTB.Ceil, c.HTB.Rate))}
-			add(sc, leavesUnder(cfg.Classes, st.ID, byID))
+			add(sc, under[st.ID])
 		}
 	} else {
+		leaves := map[string]bool{}
+		for _, l := range cfg.Classes.Leaves() {
+			leaves[l] = true
+		}
 		for _, c := range cfg.Classes.Classes {
-			add(SimClass{ID: c.ID, Parent: c.Parent, Leaf: cfg.Classes.IsLeaf(c.ID)}, leavesUnder(cfg.Classes, c.ID, byID))
+			add(SimClass{ID: c.ID, Parent: c.Parent, Leaf: leaves[c.ID]}, under[c.ID])
 		}
 	}
 	return res, nil
 }
 
-// leavesUnder returns the engine classes of id's leaves (id itself if a
-// leaf).
-func leavesUnder(cs *spec.Classes, id string, byID map[string]int) []int {
-	var out []int
+// leavesUnder maps each class to the engine classes of its leaves (a leaf
+// to itself), in the order the leaves are written: one walk up from each
+// leaf, so a tree of n classes and depth d costs n*d, not n² per class.
+func leavesUnder(cs *spec.Classes, classes map[string]*spec.Class, byID map[string]int) map[string][]int {
+	out := map[string][]int{}
 	for _, l := range cs.Leaves() {
-		for x := l; x != ""; x = cs.Class(x).Parent {
-			if x == id {
-				out = append(out, byID[l])
+		for x := l; x != ""; {
+			out[x] = append(out[x], byID[l])
+			c := classes[x]
+			if c == nil {
 				break
 			}
+			x = c.Parent
 		}
 	}
 	return out

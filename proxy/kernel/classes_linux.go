@@ -87,16 +87,59 @@ func build(ifindex int, plan *classPlan) error {
 func addFilter(ifindex int, o tcObject) error {
 	nl.EnableErrorMessageReporting = true
 	req := nl.NewNetlinkRequest(unix.RTM_NEWTFILTER, unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL)
-	req.AddData(&nl.TcMsg{Family: unix.AF_UNSPEC, Ifindex: int32(ifindex), Parent: o.q.Parent, Info: o.info})
+	req.AddData(&nl.TcMsg{Family: unix.AF_UNSPEC, Ifindex: int32(ifindex), Handle: o.q.Handle, Parent: o.q.Parent, Info: o.info})
 	req.AddData(nl.NewRtAttr(tcaKind, nl.ZeroTerminated(o.q.Kind)))
 	req.AddData(nl.NewRtAttr(tcaOptions, o.q.Options))
 	_, err := req.Execute(unix.NETLINK_ROUTE, 0)
 	return err
 }
 
-// probe builds the plan on lo in a scratch namespace and collects what
-// the kernel refuses as unknown.
-func probe(plan *classPlan) error {
+// probeSample is the part of plan probe builds: the root, the first
+// class, the first object of each other kind the kernel must know (a
+// qdisc kind, u32) and the classes and qdiscs above it. Building the whole tree twice would
+// double an apply of thousands of classes, each of which the kernel
+// binds in time growing with the classes already there (tc_bind_tclass).
+func probeSample(plan *classPlan) *classPlan {
+	at := map[uint32]int{} // class and qdisc handles: their index
+	take := make([]bool, len(plan.objs))
+	var need func(i int)
+	need = func(i int) {
+		if take[i] {
+			return
+		}
+		take[i] = true
+		parent := plan.objs[i].q.Parent
+		if j, ok := at[parent]; ok {
+			need(j)
+		} else if j, ok := at[parent&0xffff0000]; ok {
+			need(j)
+		}
+	}
+	seen := map[string]bool{}
+	for i, o := range plan.objs {
+		if !o.filter {
+			at[o.q.Handle] = i
+		}
+		key := fmt.Sprint(o.needs, o.q.Class, o.filter)
+		if !seen[key] {
+			seen[key] = true
+			need(i)
+		}
+	}
+	sample := &classPlan{major: plan.major}
+	for i, o := range plan.objs {
+		if take[i] {
+			sample.objs = append(sample.objs, o)
+		}
+	}
+	return sample
+}
+
+// probe builds a sample of the plan (probeSample) on lo in a scratch
+// namespace and collects what the kernel refuses as unknown, naming
+// every object of the plan of a kind it lacks.
+func probe(full *classPlan) error {
+	plan := probeSample(full)
 	name := fmt.Sprintf("wanlab-probe-%d", os.Getpid())
 	ns, err := nsrun.Create(name)
 	if err != nil {
@@ -135,7 +178,13 @@ func probe(plan *classPlan) error {
 				failed[o.q.Handle] = true
 			}
 			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP) {
-				missing[o.needs] = append(missing[o.needs], o.what)
+				if missing[o.needs] == nil {
+					for _, x := range full.objs {
+						if x.needs == o.needs {
+							missing[o.needs] = append(missing[o.needs], x.what)
+						}
+					}
+				}
 				continue
 			}
 			if other == nil {

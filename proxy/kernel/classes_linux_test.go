@@ -73,11 +73,13 @@ func TestApplyClasses(t *testing.T) {
 	}
 	tc("qdisc add dev k1 root handle 1: htb default 2")
 	tc("class add dev k1 parent 1: classid 1:1 htb rate 100mbit")
+	// A run of one protocol shares a prio, its filters in order by
+	// handle (node ids 1, 2, ...); the next protocol takes the next prio.
 	for _, f := range []string{
-		"prio 1 protocol ip u32 match ip dst 10.0.2.0/24 flowid 1:2",
-		"prio 2 protocol ip u32 match ip protocol 6 0xff match ip dport 5201 0xffff flowid 1:3",
-		"prio 3 protocol ipv6 u32 match ip6 protocol 6 0xff match ip6 dport 5201 0xffff flowid 1:3",
-		"prio 4 protocol ipv6 u32 match ip6 src fd00::/8 match ip6 priority 0xb8 0xfc flowid 1:4",
+		"prio 1 handle ::1 protocol ip u32 match ip dst 10.0.2.0/24 flowid 1:2",
+		"prio 1 handle ::2 protocol ip u32 match ip protocol 6 0xff match ip dport 5201 0xffff flowid 1:3",
+		"prio 2 handle ::1 protocol ipv6 u32 match ip6 protocol 6 0xff match ip6 dport 5201 0xffff flowid 1:3",
+		"prio 2 handle ::2 protocol ipv6 u32 match ip6 src fd00::/8 match ip6 priority 0xb8 0xfc flowid 1:4",
 	} {
 		tc("filter add dev k1 parent 1: " + f)
 	}

@@ -108,9 +108,18 @@ func planClasses(clock Clock, cs *spec.Classes) (*classPlan, error) {
 		}
 	}
 	// One tc filter prio holds one protocol, and filters of different
-	// prios are tried in prio order: each selector gets the next prio, so
-	// the first match in the spec's order wins.
-	prio := uint32(0)
+	// prios are tried in prio order; within a prio, u32 tries its filters
+	// in the order of their handles' node ids (u32_change keeps each hash
+	// bucket sorted). So a run of selectors of one protocol shares a prio,
+	// each given the next node id (1 to 0xfff, the 12 bits a u32 handle
+	// has for it; the kernel's own ids start at 0x800 and wrap, which
+	// would reorder a long run), and the next protocol or the 4096th
+	// selector takes the next prio: the first match in the spec's order
+	// still wins, and a tree of thousands of filters stays within u32's
+	// 2047 hash tables (one per prio, gen_new_htid), which a prio per
+	// filter exhausts.
+	prio, node := uint32(0), uint32(0)
+	lastType := -1
 	for _, f := range cs.Filters {
 		flow, _ := parseHandle(f.FlowID)
 		sels, err := u32Selectors(f.Match)
@@ -118,17 +127,25 @@ func planClasses(clock Clock, cs *spec.Classes) (*classPlan, error) {
 			return nil, fmt.Errorf("filter %s flowid %s: %w", f.Match, f.FlowID, err)
 		}
 		for _, s := range sels {
-			prio++
+			if int(s.ethertype) != lastType || node == maxU32Node {
+				prio++
+				node = 0
+				lastType = int(s.ethertype)
+			}
+			node++
 			var a attrs
 			a.u32(tcaU32ClassID, flow)
 			a.add(tcaU32Sel, s.sel)
 			info := prio<<16 | uint32(htons(s.ethertype))
-			p.objs = append(p.objs, tcObject{q: qdisc{Kind: "u32", Parent: p.major << 16, Options: a.b}, filter: true, info: info,
+			p.objs = append(p.objs, tcObject{q: qdisc{Kind: "u32", Handle: node, Parent: p.major << 16, Options: a.b}, filter: true, info: info,
 				what: fmt.Sprintf("filter %s flowid %s", f.Match, f.FlowID), needs: "u32"})
 		}
 	}
 	return p, nil
 }
+
+// maxU32Node is the largest node id of a u32 filter handle (12 bits).
+const maxU32Node = 0xfff
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/proxy/spec"
@@ -29,16 +31,26 @@ type record struct {
 }
 
 func loadRecord(path string) (*record, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
+	if err := hostfile.CheckDir(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	b, err := hostfile.ReadInput(path, 1<<20)
 	if err != nil {
 		return nil, err
 	}
 	var r record
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	// The names Clear acts on must be names: a tampered record is refused.
+	if err := host.CheckIfaceName(r.Iface); err != nil {
+		return nil, fmt.Errorf("%s: iface: %w", path, err)
+	}
+	if err := host.CheckNetnsName(r.Netns); r.Netns != "" && err != nil {
+		return nil, fmt.Errorf("%s: netns: %w", path, err)
 	}
 	return &r, nil
 }

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
+	hostenv "github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
@@ -102,19 +104,112 @@ func (st *state) save(path string) error {
 	return nil
 }
 
+// maxStateBytes bounds a state file: a journal of a few dozen changes.
+const maxStateBytes = 1 << 20
+
 func loadState(path string) (*state, error) {
-	b, err := os.ReadFile(path)
+	if err := hostfile.CheckDir(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("state file %s: %w", path, err)
+	}
+	b, err := hostfile.ReadInput(path, maxStateBytes)
 	if err != nil {
 		return nil, fmt.Errorf("state file: %w", err)
 	}
-	var st state
-	if err := json.Unmarshal(b, &st); err != nil {
+	st, err := parseState(b)
+	if err != nil {
 		return nil, fmt.Errorf("state file %s: %w", path, err)
 	}
+	return st, nil
+}
+
+// parseState decodes and validates a state file: every field undo uses
+// to write to the host must be one this package writes (a sysctl of
+// planChanges under net/ipv4|ipv6/conf/IFACE/, valid interface and
+// namespace names), so a tampered file is refused, naming the field,
+// before anything is undone.
+func parseState(b []byte) (*state, error) {
+	var st state
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, err
+	}
 	if st.Version != stateVersion {
-		return nil, fmt.Errorf("state file %s: version %d, want %d", path, st.Version, stateVersion)
+		return nil, fmt.Errorf("version %d, want %d", st.Version, stateVersion)
+	}
+	if err := st.validate(); err != nil {
+		return nil, err
 	}
 	return &st, nil
+}
+
+func (st *state) validate() error {
+	for i, n := range st.Ifaces {
+		if err := hostenv.CheckIfaceName(n); err != nil {
+			return fmt.Errorf("ifaces[%d]: %w", i, err)
+		}
+	}
+	for i, n := range st.TUNs {
+		if err := hostenv.CheckIfaceName(n); n != "" && err != nil {
+			return fmt.Errorf("tuns[%d]: %w", i, err)
+		}
+	}
+	if err := hostenv.CheckNetnsName(st.Netns); st.Netns != "" && err != nil {
+		return fmt.Errorf("netns: %w", err)
+	}
+	for i, c := range st.Changes {
+		if err := c.validate(); err != nil {
+			return fmt.Errorf("changes[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// journalledSysctls are the per-interface sysctls planChanges records.
+var journalledSysctls = map[string]bool{"forwarding": true, "rp_filter": true, "disable_ipv6": true, "force_forwarding": true}
+
+func (c change) validate() error {
+	link := func(field, n string) error {
+		if err := hostenv.CheckIfaceName(n); err != nil {
+			return fmt.Errorf("%s: %w", field, err)
+		}
+		return nil
+	}
+	switch c.Kind {
+	case kindSysctl:
+		// net/ipv4/conf/IFACE/KEY, IFACE a name, "all" or "default".
+		p := strings.Split(c.Path, "/")
+		if len(p) != 5 || p[0] != "net" || (p[1] != "ipv4" && p[1] != "ipv6") || p[2] != "conf" ||
+			hostenv.CheckIfaceName(p[3]) != nil || !journalledSysctls[p[4]] {
+			return fmt.Errorf("path %q: not a sysctl a proxy sets", c.Path)
+		}
+		for _, v := range [][2]string{{"prev", c.Prev}, {"value", c.Value}} {
+			if _, err := strconv.Atoi(v[1]); v[1] != "" && err != nil {
+				return fmt.Errorf("%s %q: not a number", v[0], v[1])
+			}
+		}
+	case kindMTU:
+		if c.PrevMTU < 68 || c.PrevMTU > 65535 {
+			return fmt.Errorf("prev_mtu %d: not an MTU", c.PrevMTU)
+		}
+		return link("link", c.Link)
+	case kindUp:
+		return link("link", c.Link)
+	case kindAddrGenMode:
+		if c.PrevMode == nil || *c.PrevMode < 0 || *c.PrevMode > 3 {
+			return errors.New("prev_mode: not an addr_gen_mode")
+		}
+		return link("link", c.Link)
+	case kindRoute, kindRule:
+		if c.Family != 4 && c.Family != 6 {
+			return fmt.Errorf("family %d: want 4 or 6", c.Family)
+		}
+		if c.Kind == kindRoute {
+			return link("link", c.Link)
+		}
+		return link("iif", c.Iif)
+	default:
+		return fmt.Errorf("kind %q: not a change a proxy makes", c.Kind)
+	}
+	return nil
 }
 
 // stateFiles lists the state files in dir.

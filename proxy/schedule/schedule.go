@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -191,13 +192,14 @@ func (s *Schedule) At(elapsed time.Duration) Position {
 	}
 	base := time.Duration(cycle) * s.Loop
 	pos := Position{Step: -1, Next: -1, Cycle: cycle}
-	for i, st := range s.Steps {
-		if st.At <= off {
-			pos.Step, pos.Since = i, base+st.At
-		} else {
-			pos.Next, pos.NextAt = i, base+st.At
-			break
-		}
+	// Steps are in time order: the first one after off, by binary search,
+	// so that running a schedule costs O(log steps) per step.
+	i := sort.Search(len(s.Steps), func(i int) bool { return s.Steps[i].At > off })
+	if i > 0 {
+		pos.Step, pos.Since = i-1, base+s.Steps[i-1].At
+	}
+	if i < len(s.Steps) {
+		pos.Next, pos.NextAt = i, base+s.Steps[i].At
 	}
 	if pos.Step < 0 && cycle > 0 {
 		// Before the first step of a later loop: the last step of the

@@ -12,7 +12,9 @@ type Stats struct {
 	MeanBps       float64 `json:"mean_bps"`
 	// MinBps and MaxBps are the smallest and largest capacity of a
 	// one-second window (the last window, when shorter, scaled to its
-	// length); PerSecondBps lists every window.
+	// length); PerSecondBps lists every window for a period of up to
+	// MaxPerSecond seconds, and is empty for a longer one (its length
+	// would follow the time the trace spans, not its lines).
 	MinBps       float64   `json:"min_bps"`
 	MaxBps       float64   `json:"max_bps"`
 	PerSecondBps []float64 `json:"per_second_bps"`
@@ -21,7 +23,12 @@ type Stats struct {
 	IdleShare float64 `json:"idle_share"`
 }
 
-// Summarize computes t's Stats. Time runs modulo the period, so the
+// MaxPerSecond is the longest period, in seconds, whose every second
+// Stats.PerSecondBps lists: one day.
+const MaxPerSecond = 86400
+
+// Summarize computes t's Stats, in time proportional to t's opportunities
+// (not to its period). Time runs modulo the period, so the
 // opportunities at the period itself count in millisecond 0 of the next
 // loop, as a looping trace delivers them.
 func Summarize(t *Trace) Stats {
@@ -31,14 +38,17 @@ func Summarize(t *Trace) Stats {
 		return st
 	}
 	st.MeanBps = float64(st.Bytes) * 8 / (float64(period) / 1e3)
-	st.PerSecondBps = Capacity(t, time.Second)
-	for i, b := range st.PerSecondBps {
-		if i == 0 || b < st.MinBps {
-			st.MinBps = b
+	steps := CapacitySteps(t, time.Second)
+	for i, s := range steps {
+		if i == 0 || s.Bps < st.MinBps {
+			st.MinBps = s.Bps
 		}
-		if b > st.MaxBps {
-			st.MaxBps = b
+		if s.Bps > st.MaxBps {
+			st.MaxBps = s.Bps
 		}
+	}
+	if period <= MaxPerSecond*1000 {
+		st.PerSecondBps = Capacity(t, time.Second)
 	}
 	busy := 0
 	var prev uint32
@@ -56,6 +66,74 @@ func Summarize(t *Trace) Stats {
 	}
 	st.IdleShare = 1 - float64(busy)/float64(period)
 	return st
+}
+
+// Step is a stretch [Start, End) of a trace's period over which the
+// capacity per window (CapacitySteps) is Bps.
+type Step struct {
+	Start, End time.Duration
+	Bps        float64
+}
+
+// CapacitySteps is Capacity as steps: consecutive windows of equal
+// capacity (the idle ones of a long outage) are one Step, so the result
+// has at most about two steps per opportunity and takes time proportional
+// to the opportunities, whatever the period. The steps cover the period.
+func CapacitySteps(t *Trace, bin time.Duration) []Step {
+	period := int64(t.Period() / time.Millisecond)
+	binMs := int64(bin / time.Millisecond)
+	if period == 0 || binMs <= 0 {
+		return nil
+	}
+	n := (period + binMs - 1) / binMs
+	width := func(i int64) int64 {
+		if i == n-1 && period%binMs != 0 {
+			return period % binMs
+		}
+		return binMs
+	}
+	var steps []Step
+	add := func(from, to int64, bps float64) { // windows [from, to)
+		if from >= to {
+			return
+		}
+		end := min(to*binMs, period)
+		if k := len(steps) - 1; k >= 0 && steps[k].Bps == bps {
+			steps[k].End = time.Duration(end) * time.Millisecond
+			return
+		}
+		steps = append(steps, Step{Start: time.Duration(from*binMs) * time.Millisecond, End: time.Duration(end) * time.Millisecond, Bps: bps})
+	}
+	// Times are sorted; an opportunity at t counts in window
+	// ((t-1) mod period) / bin, so those at 0 go to the last window and
+	// the others are in order.
+	atZero := 0
+	for atZero < len(t.Times) && t.Times[atZero] == 0 {
+		atZero++
+	}
+	next := int64(0) // first window not yet emitted
+	for i := atZero; i < len(t.Times); {
+		w := (int64(t.Times[i]) - 1) / binMs
+		count := 0
+		for i < len(t.Times) && (int64(t.Times[i])-1)/binMs == w {
+			count++
+			i++
+		}
+		if w == n-1 {
+			count += atZero
+			atZero = 0
+		}
+		add(next, w, 0)
+		add(w, w+1, float64(count)*OpportunityBytes*8/(float64(width(w))/1e3))
+		next = w + 1
+	}
+	if atZero > 0 { // cannot happen: the period itself is an opportunity in the last window
+		add(next, n-1, 0)
+		add(n-1, n, float64(atZero)*OpportunityBytes*8/(float64(width(n-1))/1e3))
+		next = n
+	}
+	add(next, n, 0)
+	return steps
 }
 
 // Capacity is the trace's capacity in bits per second over consecutive

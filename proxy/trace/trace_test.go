@@ -181,3 +181,46 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestCapacityStepsMatchesCapacity: the steps are the dense windows with
+// equal neighbours merged, for any trace and bin.
+func TestCapacityStepsMatchesCapacity(t *testing.T) {
+	traces := []*Trace{{Times: []uint32{0, 0, 5, 5, 999, 1000, 1000, 2500, 7003}}, {Times: []uint32{1}}, {Times: []uint32{3, 3, 3}}}
+	if c, err := Cellular(DefaultMarkov); err == nil {
+		traces = append(traces, c)
+	}
+	for _, tr := range traces {
+		for _, bin := range []time.Duration{time.Millisecond, 7 * time.Millisecond, 100 * time.Millisecond, time.Second, 10 * time.Second} {
+			dense := Capacity(tr, bin)
+			var fromSteps []float64
+			binMs := int64(bin / time.Millisecond)
+			for _, s := range CapacitySteps(tr, bin) {
+				for ms := int64(s.Start / time.Millisecond); ms < int64(s.End/time.Millisecond); ms += binMs {
+					fromSteps = append(fromSteps, s.Bps)
+				}
+			}
+			if !reflect.DeepEqual(dense, fromSteps) {
+				t.Fatalf("trace of %d, bin %s: steps give %v, Capacity %v", len(tr.Times), bin, fromSteps, dense)
+			}
+		}
+	}
+}
+
+// TestLongIdleTraceIsCheap: a 15-byte trace whose last opportunity is at
+// 2^31-1 ms (24.8 days) summarises and steps in a handful of allocations,
+// not one per millisecond or second of its period.
+func TestLongIdleTraceIsCheap(t *testing.T) {
+	tr, err := Read(strings.NewReader("1\n2\n2147483647\n"), "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st Stats
+	allocs := testing.AllocsPerRun(3, func() { st = Summarize(tr) })
+	if allocs > 20 || st.PerSecondBps != nil || st.MinBps != 0 || st.MaxBps != 2*OpportunityBytes*8 {
+		t.Fatalf("Summarize: %.0f allocations, %+v", allocs, st)
+	}
+	allocs = testing.AllocsPerRun(3, func() { CapacitySteps(tr, time.Millisecond) })
+	if steps := CapacitySteps(tr, time.Millisecond); allocs > 20 || len(steps) != 3 {
+		t.Fatalf("CapacitySteps: %.0f allocations, %d steps", allocs, len(steps))
+	}
+}

@@ -18,11 +18,12 @@ import (
 )
 
 // PNG writes a 1000 x 500 pixel graph of t's capacity in Mbit/s over one
-// period, summed over windows of bin (trace.Capacity), drawn as steps,
+// period, summed over windows of bin (trace.CapacitySteps: points in
+// proportion to the opportunities, not to the period), drawn as steps,
 // with the mean as a dashed line.
 func PNG(w io.Writer, t *trace.Trace, title string, bin time.Duration) error {
-	caps := trace.Capacity(t, bin)
-	if len(caps) == 0 {
+	steps := trace.CapacitySteps(t, bin)
+	if len(steps) == 0 {
 		return fmt.Errorf("traceplot: bin %s: want at least 1ms", bin)
 	}
 	p := gplot.New()
@@ -31,11 +32,11 @@ func PNG(w io.Writer, t *trace.Trace, title string, bin time.Duration) error {
 	p.Y.Label.Text = fmt.Sprintf("capacity (Mbit/s, per %s)", bin)
 	p.BackgroundColor = color.White
 	p.Add(plotter.NewGrid())
-	pts := make(plotter.XYs, 0, len(caps)+1)
-	for i, c := range caps {
-		pts = append(pts, plotter.XY{X: float64(i) * bin.Seconds(), Y: c / 1e6})
+	pts := make(plotter.XYs, 0, len(steps)+1)
+	for _, s := range steps {
+		pts = append(pts, plotter.XY{X: s.Start.Seconds(), Y: s.Bps / 1e6})
 	}
-	pts = append(pts, plotter.XY{X: t.Period().Seconds(), Y: caps[len(caps)-1] / 1e6})
+	pts = append(pts, plotter.XY{X: t.Period().Seconds(), Y: steps[len(steps)-1].Bps / 1e6})
 	line, err := plotter.NewLine(pts)
 	if err != nil {
 		return fmt.Errorf("traceplot: %w", err)
@@ -55,8 +56,8 @@ func PNG(w io.Writer, t *trace.Trace, title string, bin time.Duration) error {
 	p.Legend.Top = true
 	p.Y.Min = 0
 	top := mean
-	for _, c := range caps {
-		top = max(top, c/1e6)
+	for _, s := range steps {
+		top = max(top, s.Bps/1e6)
 	}
 	p.Y.Max = top*1.15 + 1e-3 // room for the legend
 	c := vgimg.NewWith(vgimg.UseWH(1000*vg.Inch/96, 500*vg.Inch/96), vgimg.UseDPI(96))
