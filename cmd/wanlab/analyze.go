@@ -79,6 +79,9 @@ func runAnalyze(cc *cli.Context) error {
 	// heap near it (see heapbound) rather than at twice it.
 	defer heapbound.Start(analyzeHeapFloor)()
 	path := cc.Args().First()
+	if err := captureInput(path); err != nil {
+		return usageError(fmt.Errorf("analyze: %w", err))
+	}
 	opts := analyzer.Options{MaxPoints: cc.Int("max-points")}
 	for _, rule := range cc.StringSlice("decode-as") {
 		if opts.Decode == nil {
@@ -194,4 +197,20 @@ func analyzeWithProgress(path string, opts analyzer.Options) (*analyzer.Result, 
 		res.File = path
 	}
 	return res, err
+}
+
+// captureInput refuses a capture path that is not a regular file (a FIFO
+// would block the open, a device never end); "-" is standard input.
+func captureInput(path string) error {
+	if path == "-" {
+		return nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s: not a regular file (%s): a capture is read from a file, or from standard input with -", path, fi.Mode().Type())
+	}
+	return nil
 }

@@ -327,7 +327,10 @@ func runExperiment(cc *cli.Context) error {
 		}
 	}
 	if capture := cc.String("like"); capture != "" {
-		if _, err := os.Stat(capture); err != nil {
+		if err := captureInput(capture); err != nil || capture == "-" {
+			if err == nil {
+				err = errors.New("a capture file, not standard input")
+			}
 			return usageError(fmt.Errorf("experiment: --like: %w", err))
 		}
 		lr, err := experiment.Like(ctx, capture, cfg, fit.Options{Flow: cc.String("flow")}, cc.StringSlice("try"))

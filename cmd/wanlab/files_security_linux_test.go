@@ -304,13 +304,23 @@ func TestUnboundedInputsStopAtTheirLimit(t *testing.T) {
 			{"kernel", "apply", "--iface", "wanlab-no-a", "@" + file},
 		} {
 			limit := "64 MiB"
-			if args[0] == "trace" || strings.Contains(args[2], "trace ") {
+			if args[0] == "trace" || (len(args) > 2 && strings.Contains(args[2], "trace ")) {
 				limit = "256 MiB"
 			}
 			_, err, code := runApp(context.Background(), args...)
 			if code != exitUsage || err == nil || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), limit) ||
 				strings.Contains(err.Error(), "\n") {
 				t.Errorf("%q: exit %d, %v; want exit 2 naming %s and the %s limit", args, code, err, file, limit)
+			}
+		}
+	}
+	// A capture has no size limit (the analyzer streams it), but a FIFO
+	// or a device is no capture: refused before it is opened.
+	for _, file := range []string{"/dev/zero", fifo} {
+		for _, args := range [][]string{{"analyze", file}, {"fit", file}, {"experiment", "--like", file}} {
+			_, err, code := runApp(context.Background(), args...)
+			if code != exitUsage || err == nil || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("%q: exit %d, %v; want exit 2: not a regular file", args, code, err)
 			}
 		}
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -53,7 +52,10 @@ func runFit(cc *cli.Context) error {
 		opt.Progress = func(line string) { fmt.Fprintf(cc.App.ErrWriter, "fit: %s\n", line) }
 	}
 	path := cc.Args().First()
-	if _, err := os.Stat(path); err != nil {
+	if err := captureInput(path); err != nil || path == "-" {
+		if err == nil {
+			err = errors.New("a capture file, not standard input (the fit reads it twice)")
+		}
 		return usageError(fmt.Errorf("fit: %w", err))
 	}
 	r, err := fit.File(path, opt)
