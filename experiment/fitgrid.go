@@ -14,6 +14,7 @@ import (
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/fit"
 	"github.com/wanlab/wanlab/internal/hostfile"
+	"github.com/wanlab/wanlab/predict"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -50,7 +51,14 @@ func (p FitPoint) size() units.Size {
 	rate := float64(p.Rate)
 	switch {
 	case p.Loss != "":
-		return 8 << 20 // a loss-bound CUBIC is slow; 8 MiB hold thousands of segments
+		// A loss-bound CUBIC runs near the Mathis bound: 15 s of it, 1-8
+		// MiB (thousands of segments).
+		pl, err := units.ParsePercent(strings.Fields(strings.TrimPrefix(p.Loss, "gemodel "))[0])
+		if err != nil || pl <= 0 {
+			return 8 << 20
+		}
+		bps := predict.Mathis(1448, p.RTT, pl.Prob()).BytesPerSecond()
+		return units.Size(min(max(bps*15, 1<<20), 8<<20))
 	case rate == 0:
 		rate = 200e6
 	}
