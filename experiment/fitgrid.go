@@ -39,8 +39,10 @@ func (p FitPoint) Spec() string {
 		s += " loss " + p.Loss
 	}
 	if p.Rate > 0 {
+		// netem's own limit (1000 packets by default) counts its child's
+		// queue too: room enough that the tbf's limit is the buffer.
 		burst := max(units.Size(p.Rate.BytesPerSecond()*0.002), 32*units.KiB)
-		s += fmt.Sprintf(" | tbf rate %s burst %s limit %s", p.Rate, burst, p.Buffer)
+		s += fmt.Sprintf(" limit 100000 | tbf rate %s burst %s limit %s", p.Rate, burst, p.Buffer)
 	}
 	return s
 }

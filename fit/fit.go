@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -211,6 +212,16 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	rate := f.bottleneckRate()
 	note("rate_bps", rate)
 	runs, sent, reorders := f.losses(where)
+	if r, ok := f.rateAtLosses(runs); ok {
+		// The episodes' rate says there is a bottleneck: its losses are
+		// tail drops.
+		rate = r
+		p["rate_bps"] = rate
+		out.Notes = slices.DeleteFunc(out.Notes, func(n string) bool { return strings.HasPrefix(n, "rate_bps: ") })
+		for i := range runs {
+			runs[i].full = true
+		}
+	}
 	firstLoss := time.Duration(0)
 	for _, r := range runs {
 		if firstLoss == 0 || r.t < firstLoss {
@@ -247,7 +258,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 			p["loss_percent"] = Param{Value: 0, High: 300 / float64(sent), Samples: sent,
 				Evidence: fmt.Sprintf("no loss observed apart from the queue's: under %.2g %% at 95 %% (%d segments)", 300/float64(sent), sent)}
 			out.Notes = append(out.Notes, fmt.Sprintf("loss: none observed: under %.2g %% at 95 %% over %d segments", 300/float64(sent), sent))
-		} else if randSegs < 3 {
+		} else if randSegs < 5 {
 			p["loss_percent"] = withSamples(known(pr*100, lo*100, hi*100, fmt.Sprintf(
 				"%d of %d segments sent again with no queue to explain it: too few for a loss process (a tail loss probe re-sends one segment that was not lost)", randSegs, sent)), sent)
 			out.Notes = append(out.Notes, fmt.Sprintf("loss: %d isolated re-sends in %d segments: no loss process inferred", randSegs, sent))
@@ -286,7 +297,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 			s := sorted(reorders)
 			p["reorder_percent"] = known(float64(k)/float64(sent)*100, lo*100, hi*100, fmt.Sprintf("%d of %d segments arrived out of order", k, sent))
 			p["reorder_depth_packets"] = known(quantile(s, 0.5), s[0], s[len(s)-1], "how far below the highest sequence number they arrived (median, range)")
-			if !jitter.Known() || jitter.Value == 0 {
+			if (!jitter.Known() || jitter.Value == 0) && k >= 5 {
 				reorderSpec = "reorder " + pct(float64(k)/float64(sent)*100)
 			}
 		}
@@ -371,6 +382,16 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		oneWay = time.Duration(v * float64(time.Millisecond) / 2)
 	}
 	dataSpec := netemStage(oneWay, jitter, lossSpec, reorderSpec)
+	if rate.Known() && dataSpec != "" {
+		// netem's limit (1000 packets by default) counts the packets in
+		// its delay line and in its child's queue: room for both, so that
+		// the tbf's limit is the buffer.
+		pkt := float64(f.mss) * f.ipFact
+		need := int(math.Ceil((oneWay.Seconds()*rate.Value/8 + p["buffer_bytes"].Value*1.5) / pkt * 1.2))
+		if need > 1000 {
+			dataSpec += fmt.Sprintf(" limit %d", need)
+		}
+	}
 	if rate.Known() {
 		r := roundRate(rate.Value)
 		b := burstBytes(burst, r, f.mss)

@@ -423,6 +423,50 @@ func (f *flow) bottleneckRate() Param {
 		units.Rate(quantile(s, 0.1)).Human(), units.Rate(quantile(s, 0.9)).Human())), len(rates))
 }
 
+// rateAtLosses finds a bottleneck from the loss episodes when no queue
+// showed one (a buffer of a fraction of the bandwidth-delay product holds
+// too little delay to see): an overflow happens with the link full, so the
+// delivery rate in the round trip before each episode is the link's rate,
+// the same every time; random losses come at whatever rate the sender had.
+// With five episodes or more whose rates agree within 10 % (coefficient of
+// variation), the bottleneck is their median and the runs are its drops.
+func (f *flow) rateAtLosses(runs []lossRun) (Param, bool) {
+	if f.rate > 0 || len(runs) < 5 || f.base <= 0 {
+		return Param{}, false
+	}
+	del := f.delivered()
+	if len(del) < 10 {
+		return Param{}, false
+	}
+	T := max(f.base, 10*time.Millisecond)
+	var rates []float64
+	j := 0
+	for _, r := range runs {
+		t := r.t
+		if t-T < del[0].t {
+			continue
+		}
+		a, b := at(del, t-T, &j), at(del, t, &j)
+		rates = append(rates, float64(b-a)*8*f.ipFact/T.Seconds())
+	}
+	if len(rates) < 5 {
+		return Param{}, false
+	}
+	mean, sd := meanStd(rates)
+	if mean <= 0 || sd/mean > 0.10 {
+		return Param{}, false
+	}
+	s := sorted(rates)
+	n := float64(len(s))
+	rate := quantile(s, 0.5)
+	lo := s[max(0, int(math.Floor(n/2-0.98*math.Sqrt(n)))-1)]
+	hi := s[min(len(s)-1, int(math.Ceil(n/2+0.98*math.Sqrt(n))))]
+	f.rate, f.rateLo, f.rateHi = rate, min(lo, rate*0.99), max(hi, rate*1.01)
+	return withSamples(known(f.rate, f.rateLo, f.rateHi, fmt.Sprintf(
+		"the delivery rate in the round trip before each of %d loss episodes, the same every time (coefficient of variation %.1f %%): a full link overflowing, in IP bytes",
+		len(rates), sd/mean*100)), len(rates)), true
+}
+
 // at is the delivered bytes at time t (the latest sample at or before
 // t); j carries the search position forward.
 func at(del []sample, t time.Duration, j *int) int64 {
@@ -606,14 +650,13 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 		t          time.Duration
 	}
 	segs := func(n int64) int { return int((n + int64(f.mss) - 1) / int64(f.mss)) }
-	full := func(t time.Duration) (bool, time.Duration) {
+	// The queue a run met: near the sender it shows in the RTT of the
+	// ACKs a round trip later.
+	queueFor := func(t time.Duration) time.Duration {
 		if where == "sender" {
-			t += f.base // the queue a segment met shows in the RTT of its ACK
+			t += f.base
 		}
-		q := f.queueNear(t)
-		// Tail drops need a bottleneck whose queue was measured: without
-		// one every loss is the path's.
-		return f.rate > 0 && f.qmax >= f.theta && q >= 0 && float64(q) >= 0.6*float64(f.qp95), q
+		return f.queueNear(t)
 	}
 	// First transmissions in sequence order (they are sent in it), to find
 	// when the segment holding a re-sent byte first left.
@@ -702,7 +745,6 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 			}
 			j++
 		}
-		isFull, q := full(lost[i].t)
 		// Near the sender a run's segments are its sends lost, re-sends
 		// that were lost again included.
 		if where == "sender" {
@@ -711,8 +753,27 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 				n += segs(lost[k].end - lost[k].start)
 			}
 		}
-		runs = append(runs, lossRun{t: lost[i].t, segs: n, full: isFull, queue: q})
+		runs = append(runs, lossRun{t: lost[i].t, segs: n, queue: queueFor(lost[i].t)})
 		i = j
+	}
+	// Tail drops: with a queue that fills and drains smoothly (lag-1
+	// autocorrelation 0.7 or more, rising to twice theta), the runs that
+	// met at least half the queue the median run met (an overflow happens
+	// at the buffer's depth every time; a random loss at any depth).
+	// Without such a queue every loss is the path's.
+	if f.qRho >= 0.7 && f.qmax >= 2*f.theta {
+		var qs []float64
+		for _, r := range runs {
+			if r.queue >= 0 {
+				qs = append(qs, float64(r.queue))
+			}
+		}
+		if len(qs) > 0 {
+			ref := quantile(sorted(qs), 0.5)
+			for i := range runs {
+				runs[i].full = runs[i].queue >= f.theta && float64(runs[i].queue) >= 0.5*ref
+			}
+		}
 	}
 	// An overflow drops a burst of segments within a round trip or two:
 	// runs that near a tail drop belong to its episode, whatever queue
