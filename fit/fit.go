@@ -329,9 +329,16 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		note("receive_buffer_bytes", unknown(fmt.Sprintf("the receive window never bound the flight (%.0f %% of segments near it): the buffer was at least %s / %.2f",
 			st.WindowLimitedShare*100, units.Size(st.PeerMaxWindowBytes).Human(), ratio)))
 	}
-	if limit == analyzer.LimitSendBuffer {
+	goal := int64(tuner.SizeGoal(units.Size(f.mss)))
+	// A flight that never grew past one skb for twenty round trips or
+	// more, with no loss, no queue and the window far away, is a send
+	// buffer that holds one size goal: a congestion window would have
+	// grown (the analyzer, seeing no other cause, may name it).
+	oneSkb := !rate.Known() && len(runs) == 0 && st.MaxInFlightBytes > 0 && st.MaxInFlightBytes <= goal*5/4 &&
+		st.PeerMaxWindowBytes > 2*st.MaxInFlightBytes && f.base > 0 && st.TransferMs >= 20*f.base.Seconds()*1000
+	if limit == analyzer.LimitSendBuffer || oneSkb {
+		limit = analyzer.LimitSendBuffer
 		fl := st.P50InFlightBytes
-		goal := int64(tuner.SizeGoal(units.Size(f.mss)))
 		wmem := fl
 		ev := fmt.Sprintf("median data in flight %s with the window and the path far from full: the sender's buffer held it back", units.Size(fl).Human())
 		if fl <= goal*5/4 {
