@@ -193,6 +193,11 @@ func TestUnprivilegedCallersAreRefused(t *testing.T) {
 		if a.Status != want[i] {
 			t.Errorf("%s %s %s as nobody: %d %q %s, want %d", r.Network, r.Method, r.Path, a.Status, a.Body, a.Err, want[i])
 		}
+		// A refusal says only that the caller is not admitted: no uid, no
+		// gid of those who are.
+		if a.Status == 403 && (!strings.Contains(a.Body, "not admitted") || strings.Contains(a.Body, "uid") || strings.Contains(a.Body, "gid")) {
+			t.Errorf("%s %s %s as nobody: 403 body %q, want only \"not admitted\"", r.Network, r.Method, r.Path, a.Body)
+		}
 		if strings.Contains(a.Body, "SECRETWORD") || strings.Contains(a.Body, "delay") {
 			t.Errorf("%s %s %s as nobody: answer quotes what the caller did not send or may not read: %q", r.Network, r.Method, r.Path, a.Body)
 		}
