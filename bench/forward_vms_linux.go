@@ -28,7 +28,7 @@ const guestBound = 0.8
 func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 	began, load := time.Now(), loadAverage()
 	cfg.progress(0, 1, "booting the client and the server VM")
-	v, err := experiment.BootVMs(ctx, experiment.VMsConfig{Binary: cfg.VMBinary})
+	v, err := experiment.BootVMs(ctx, experiment.VMsConfig{Binary: cfg.VMBinary, Engine: cfg.VMEngine})
 	if err != nil {
 		return nil, err
 	}
@@ -118,8 +118,8 @@ func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 	}
 	cfg.progress(total, total, "done")
 
-	accel := string(v.Client.Accel)
-	boot := Table{Name: "vm-boot", Title: "VM boot (qemu start to the agent's hello; both VMs in parallel)", Model: "-"}
+	accel := string(v.Client.Engine)
+	boot := Table{Name: "vm-boot", Title: "VM boot (the engine's start to the agent's hello; both VMs in parallel)", Model: "-"}
 	for _, g := range []struct {
 		name string
 		v    *vm.VM

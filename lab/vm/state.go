@@ -15,9 +15,10 @@ import (
 	"github.com/wanlab/wanlab/lab"
 )
 
-// stateFile is what a VM records before qemu starts (and again with
-// qemu's PID once it runs): enough for Cleanup, in another process after a
-// crash, to tell a dead owner from a live one and to stop its qemu.
+// stateFile is what a VM records before its engine starts (and again with
+// the engine's PID once it runs): enough for Cleanup, in another process
+// after a crash, to tell a dead owner from a live one and to stop its qemu
+// or linux.uml (QemuPID names either; Accel is the engine).
 type stateFile struct {
 	ID          string    `json:"id"`
 	PID         int       `json:"pid"`
@@ -29,6 +30,8 @@ type stateFile struct {
 	Netns       string    `json:"netns,omitempty"`
 	Taps        []string  `json:"taps,omitempty"`
 	ControlSock string    `json:"control_socket"`
+	// ShmDir holds a UML guest's memory file.
+	ShmDir string `json:"shm_dir,omitempty"`
 
 	dir string
 }
@@ -59,6 +62,13 @@ func readState(dir string) (*stateFile, error) {
 		return nil, fmt.Errorf("vm state %s: %w", dir, err)
 	}
 	return st, nil
+}
+
+func (st *stateFile) engineProcess() string {
+	if st.Accel == EngineUML {
+		return "linux.uml"
+	}
+	return "qemu"
 }
 
 func alive(pid int, start uint64) bool {
@@ -103,10 +113,17 @@ func cleanupIn(stateDir string) ([]string, error) {
 		}
 		if st != nil && alive(st.QemuPID, st.QemuStart) {
 			if err := syscall.Kill(st.QemuPID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-				errs = append(errs, fmt.Errorf("vm %s: kill qemu %d: %w", e.Name(), st.QemuPID, err))
+				errs = append(errs, fmt.Errorf("vm %s: kill %s %d: %w", e.Name(), st.engineProcess(), st.QemuPID, err))
 				continue
 			}
-			removed = append(removed, fmt.Sprintf("qemu %d of vm %s", st.QemuPID, e.Name()))
+			removed = append(removed, fmt.Sprintf("%s %d of vm %s", st.engineProcess(), st.QemuPID, e.Name()))
+		}
+		if st != nil {
+			r, err := cleanupLeftovers(st)
+			removed = append(removed, r...)
+			if err != nil {
+				errs = append(errs, err)
+			}
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("vm cleanup: %w", err))
