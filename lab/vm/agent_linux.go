@@ -250,6 +250,15 @@ func setupGuestNetwork() error {
 		return err
 	}
 	for _, l := range links {
+		// UML's vector NICs are vec0, vec1, ...: named as qemu's
+		// virtio NICs are, so that everything else sees eth0.
+		if n, ok := strings.CutPrefix(l.Attrs().Name, "vec"); ok {
+			if err := netlink.LinkSetName(l, "eth"+n); err != nil {
+				errs = append(errs, fmt.Errorf("rename vec%s: %w", n, err))
+			} else {
+				l.Attrs().Name = "eth" + n
+			}
+		}
 		if n := l.Attrs().Name; n == "lo" || strings.HasPrefix(n, "eth") {
 			if err := netlink.LinkSetUp(l); err != nil {
 				errs = append(errs, fmt.Errorf("%s up: %w", n, err))

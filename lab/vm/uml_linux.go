@@ -132,14 +132,14 @@ func checkShm(dir string, memMB int) error {
 }
 
 // umlGuestBin is where a UML guest runs wanlab from: the state
-// directory's bin/, moved under the guest's own tmpfs /run (umlInit).
+// directory's bin/, bound under the guest's own tmpfs /run (umlInit).
 const umlGuestBin = "/run/wanlab/bin"
 
 // umlInit is a UML guest's init, the wanlab binary of the VM's state
 // directory (which the guest sees through its hostfs root) run as PID 1:
 // it mounts the pseudo file systems, loads the modules the host listed, puts
-// a tmpfs of the guest's own on /tmp and /run with wanlab moved to
-// umlGuestBin, and executes the agent from there. It uses no program of
+// a tmpfs of the guest's own on /tmp and /run with the state's bin/
+// bound on umlGuestBin, and executes the agent from there. It uses no program of
 // this host (busybox-static, a static glibc program, dies in its TLS setup
 // under UML here).
 func umlInit(state string) error {
@@ -156,21 +156,29 @@ func umlInit(state string) error {
 			fmt.Fprintf(os.Stderr, "init: %s: %v\n", m, err)
 		}
 	}
-	tmpBin := "/tmp/.wanlab-bin"
-	steps := []func() error{
-		func() error { return unix.Mount("tmpfs", "/tmp", "tmpfs", 0, "mode=1777") },
-		func() error { return os.Mkdir(tmpBin, 0o755) },
-		func() error { return unix.Mount(filepath.Join(state, "bin"), tmpBin, "", unix.MS_BIND, "") },
-		func() error { return unix.Mount("tmpfs", "/run", "tmpfs", 0, "mode=755") },
-		func() error { return os.MkdirAll(umlGuestBin, 0o755) },
-		func() error { return unix.Mount(tmpBin, umlGuestBin, "", unix.MS_MOVE, "") },
-		func() error { return os.Remove(tmpBin) },
+	// The state directory may be below /tmp or /run: held open, it
+	// stays reachable through /proc/self/fd once they are covered.
+	bin, err := unix.Open(filepath.Join(state, "bin"), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return fmt.Errorf("init: %s/bin: %w", state, err)
 	}
-	for i, f := range steps {
-		if err := f(); err != nil {
-			return fmt.Errorf("init step %d: %w", i, err)
+	steps := []struct {
+		what string
+		do   func() error
+	}{
+		{"tmpfs on /tmp", func() error { return unix.Mount("tmpfs", "/tmp", "tmpfs", 0, "mode=1777") }},
+		{"tmpfs on /run", func() error { return unix.Mount("tmpfs", "/run", "tmpfs", 0, "mode=755") }},
+		{umlGuestBin, func() error { return os.MkdirAll(umlGuestBin, 0o755) }},
+		{"bind " + umlGuestBin, func() error {
+			return unix.Mount(fmt.Sprintf("/proc/self/fd/%d", bin), umlGuestBin, "", unix.MS_BIND, "")
+		}},
+	}
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			return fmt.Errorf("init: %s: %w", st.what, err)
 		}
 	}
+	unix.Close(bin)
 	exe := filepath.Join(umlGuestBin, "wanlab")
 	return syscall.Exec(exe, []string{exe, "vm", "agent"}, append(os.Environ(), "PATH="+umlGuestBin+":/usr/sbin:/usr/bin:/sbin:/bin"))
 }

@@ -161,7 +161,17 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 		}
 		startErr <- nil
 		v.exitErr = v.cmd.Wait()
+		if v.Engine == EngineUML {
+			// The host processes of the guest's address spaces share
+			// its file table, the control socket included: they go
+			// with the kernel's.
+			killAll(umlProcesses(v.cmd.Process.Pid))
+		}
 		close(v.exited)
+		// A command waiting on the control channel learns at once.
+		if c := v.control(); c != nil {
+			c.SetDeadline(time.Now())
+		}
 		// Returning locked ends the thread, with the engine already gone.
 	}()
 	if err := <-startErr; err != nil {
@@ -302,7 +312,10 @@ func (v *VM) umlLaunch(bin string) (launch, error) {
 	l.cmd.Env = append(os.Environ(), "TMPDIR="+v.state.ShmDir)
 	l.cmd.Stdout, l.cmd.Stderr = console, console
 	l.cmd.ExtraFiles = l.files // fd 3: con1, the control channel; fd 4: con0
-	l.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// linux.uml is the init of a PID namespace of its own: when it dies
+	// (Pdeathsig when its owner does), the kernel kills the host
+	// processes of the guest's address spaces with it.
+	l.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}
 	return l, nil
 }
 
