@@ -148,8 +148,8 @@ func openRawTTY(path string) (*os.File, error) {
 
 // agentEnv is the commands' environment: the agent's own directory first
 // on the PATH when wanlab is not /bin/wanlab (a UML guest runs it from
-// /run/wanlab/bin), and the agent's GODEBUG (a UML guest's keeps Go off
-// AVX: see umlGODEBUG).
+// /run/wanlab/bin), and the agent's GODEBUG and GLIBC_TUNABLES (a UML
+// guest's keep Go and glibc off AVX: see umlGODEBUG).
 func agentEnv(env []string) []string {
 	out := append([]string{}, env...)
 	if exe, err := os.Executable(); err == nil && filepath.Dir(exe) != "/bin" {
@@ -159,8 +159,10 @@ func agentEnv(env []string) []string {
 			}
 		}
 	}
-	if g := os.Getenv("GODEBUG"); g != "" {
-		out = append(out, "GODEBUG="+g)
+	for _, k := range []string{"GODEBUG", "GLIBC_TUNABLES"} {
+		if v := os.Getenv(k); v != "" {
+			out = append(out, k+"="+v)
+		}
 	}
 	return out
 }
