@@ -188,7 +188,7 @@ func (p *kernelVMPath) qdiscCounters() (kernel.Counters, error) {
 }
 
 func (p *kernelVMPath) Usage() (time.Duration, units.Size, string, error) {
-	return 0, 0, "reference VM (qemu, not attributed)", nil
+	return 0, 0, "reference VM (" + string(p.v.Engine) + ", not attributed)", nil
 }
 
 func (p *kernelVMPath) Close() error {

@@ -96,6 +96,8 @@ func BootVMs(ctx context.Context, c VMsConfig) (_ *VMs, err error) {
 		if _, err := vm.LoadPrepared(""); err != nil {
 			return nil, err
 		}
+	} else if c.MTU > vm.UMLMaxMTU {
+		return nil, umlMTUError(c.MTU)
 	}
 	l, err := lab.New(ctx, lab.Config{RouterOnly: true, MTU: c.MTU})
 	if err != nil {
@@ -376,6 +378,9 @@ func guestRR(ctx context.Context, g *vm.VM, c GuestRR) (*traffic.RRResult, error
 // SetMTU sets the MTU of both TAPs and of both guests' NICs, for the
 // experiments that follow.
 func (v *VMs) SetMTU(ctx context.Context, mtu int) error {
+	if v.Client.Engine == vm.EngineUML && mtu > vm.UMLMaxMTU {
+		return umlMTUError(mtu)
+	}
 	l := v.Lab
 	if err := nsrun.Do(l.Router.Handle, func() error {
 		for _, name := range []string{l.Router.ClientLink, l.Router.ServerLink} {
@@ -398,6 +403,10 @@ func (v *VMs) SetMTU(ctx context.Context, mtu int) error {
 	}
 	v.MTU = mtu
 	return nil
+}
+
+func umlMTUError(mtu int) error {
+	return fmt.Errorf("MTU %d: UML's NIC (the vector driver) takes at most %d: use --engine kvm or tcg for jumbo frames", mtu, vm.UMLMaxMTU)
 }
 
 // Serve starts the traffic server in the server VM on port 80 (of its

@@ -267,6 +267,19 @@ func setupGuestNetwork() error {
 			}
 		}
 	}
+	if cmdlineValue(string(cmdline), "wanlab.ctl") != "" {
+		// A UML guest without NICs gets an eth0 connected to nothing,
+		// as qemu's guests do: a dummy device.
+		if _, err := netlink.LinkByName("eth0"); err != nil {
+			d := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}}
+			if err := netlink.LinkAdd(d); err == nil {
+				err = netlink.LinkSetUp(d)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("eth0 (dummy): %w", err))
+			}
+		}
+	}
 	for _, kv := range strings.Fields(string(cmdline)) {
 		k, val, _ := strings.Cut(kv, "=")
 		switch {

@@ -49,3 +49,6 @@ func UMLUsable() error { return ErrNotSupported }
 func ExecUML([]string) error { return ErrNotSupported }
 
 func cleanupLeftovers(*stateFile) ([]string, error) { return nil, nil }
+
+// UMLMaxMTU is the largest MTU a UML guest's NIC takes.
+const UMLMaxMTU = 1500

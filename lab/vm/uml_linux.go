@@ -38,10 +38,10 @@ const umlModulesRoot = "/usr/lib/uml/modules"
 const umlControlTTY = "/dev/tty1"
 
 // umlGuestModules are loaded at boot: the qdiscs, filters and actions
-// wanlab's kernel path builds, and BBR (the UML kernel has its NIC, TUN
+// wanlab's kernel path builds, dummy (the eth0 of a guest without NICs), and BBR (the UML kernel has its NIC, TUN
 // and fq_codel built in or as modules: built-in ones are skipped).
 var umlGuestModules = []string{
-	"ipv6", "tun", "ifb", "act_mirred", "cls_u32",
+	"ipv6", "dummy", "tun", "ifb", "act_mirred", "cls_u32",
 	"sch_netem", "sch_tbf", "sch_htb", "sch_ingress", "sch_prio", "sch_sfq", "sch_fq", "sch_fq_codel",
 	"sch_codel", "sch_pie", "sch_red", "tcp_bbr",
 }
@@ -59,6 +59,10 @@ const (
 	umlGODEBUG       = "cpu.avx=off,cpu.avx2=off,cpu.fma=off,cpu.avx512f=off,cpu.avx512cd=off,cpu.avx512bw=off,cpu.avx512dq=off,cpu.avx512vl=off"
 	umlGlibcTunables = "glibc.cpu.hwcaps=-AVX,-AVX2,-AVX512F,-AVX512CD,-AVX512BW,-AVX512DQ,-AVX512VL,-AVX_VNNI,-FMA,-FMA4"
 )
+
+// UMLMaxMTU is the largest MTU a UML guest's NIC takes: the vector
+// driver's maximum (a larger mtu= at boot is not kept once lowered).
+const UMLMaxMTU = 1500
 
 // umlNice is the UML guest's nice value.
 const umlNice = -10
