@@ -121,8 +121,10 @@ func testVMs(t *testing.T, engine vm.Engine, only string) {
 			return sc.Connections[0].Directions[0].MaxWindowBytes, sc.Diagnosis.Limit
 		}
 		const rmemMax = 3 << 20
+		// The preset's 256 MiB: a shorter transfer spends a larger share
+		// in slow start, which TCP_INFO's rwnd-limited time counts
+		// against the window (84 % at 64 MiB, 96 % at 256 MiB here).
 		cfg, _ := Preset("seed001")
-		cfg.Size = 64 * units.MiB
 		predicted := tuner.RateFor(m.Window(rmemMax), rtt)
 		res, steady := run(t, cfg)
 		if rb := res.Download.ClientEffective.RcvBuf; rb != rmemMax {
