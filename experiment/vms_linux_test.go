@@ -281,7 +281,7 @@ func testVMs(t *testing.T, engine vm.Engine, only string) {
 			mtu  int
 			ipv6 bool
 			long bool
-		}{{1500, false, false}, {1500, true, true}, {9000, false, false}, {9000, true, false}} {
+		}{{1500, false, false}, {1500, false, true}, {1500, true, false}, {9000, false, false}, {9000, true, false}} {
 			if c.mtu > vm.UMLMaxMTU && v.Client.Engine == vm.EngineUML {
 				// Refused in one line; TestVMsTCG runs jumbo frames.
 				if err := v.SetMTU(ctx, c.mtu); err == nil || !strings.Contains(err.Error(), "UML's NIC") {
@@ -295,8 +295,17 @@ func testVMs(t *testing.T, engine vm.Engine, only string) {
 				}
 			}
 			cfg := Config{Name: "forward", Proxy: true, IPv6: c.ipv6, Size: 16 * units.MiB}
+			if c.long && only != "" {
+				// The qemu path's own test (TestVMsTCG): the soak runs
+				// on the main engine's.
+				c.long = false
+			}
 			if c.long {
-				cfg.Size = units.Size(1.5 * rate.BytesPerSecond() * soak.Seconds()) // the first transfer is the slowest
+				f := 1.5 // the first transfer is the slowest under emulation
+				if v.Client.Engine != vm.EngineTCG {
+					f = 2 // and the 16 MiB run under UML reads 240-725 Mbit/s
+				}
+				cfg.Size = units.Size(f * rate.BytesPerSecond() * soak.Seconds())
 			}
 			drops0 := vmDrops(t, ctx, v, router)
 			res, _ := run(t, cfg)
@@ -323,11 +332,20 @@ func testVMs(t *testing.T, engine vm.Engine, only string) {
 				t.Fatalf("client capture: %d connections", len(cc.Connections))
 			}
 			data := cc.Connections[0].Directions[1]
+			// Segments the server's own capture already misses were lost
+			// in the server guest, before the path under test.
+			var atServer int64
+			if sc := res.Captures[SideServer]; len(sc.Connections) == 1 {
+				atServer = int64(sc.Connections[0].Directions[1].LostSegments)
+			}
 			t.Logf("MTU %d, IPv6 %v: %s in %v, %.0f Mbit/s; MSS %d; proxy drops %d, NIC drops %v; at the client's TAP %d lost segments, %d retransmitted (%d spurious) of %d data packets (capture dropped %d); server retransmissions %d",
 				c.mtu, c.ipv6, d.Bytes.Human(), d.Elapsed.Round(time.Millisecond), float64(d.Transfer)/1e6, d.Server.SndMSS, drops, nicDrops,
 				data.LostSegments, data.RetransmittedPackets, data.SpuriousRetransmissions, data.DataPackets, cc.Stats.KernelDrops, d.Server.TotalRetrans)
-			if data.LostSegments != 0 && cc.Stats.KernelDrops == 0 {
-				t.Errorf("MTU %d, IPv6 %v: %d segments missing at the client's TAP", c.mtu, c.ipv6, data.LostSegments)
+			if atServer > 0 {
+				t.Logf("MTU %d, IPv6 %v: %d segments missing at the server's TAP already (lost in the server guest)", c.mtu, c.ipv6, atServer)
+			}
+			if int64(data.LostSegments) > atServer && cc.Stats.KernelDrops == 0 {
+				t.Errorf("MTU %d, IPv6 %v: %d segments missing at the client's TAP, %d of them at the server's", c.mtu, c.ipv6, data.LostSegments, atServer)
 			}
 			if d.Remote.Addr().Is6() != c.ipv6 {
 				t.Errorf("download went to %v", d.Remote)
