@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/vishvananda/netlink"
@@ -474,4 +475,48 @@ func cleanupLeftovers(st *stateFile) ([]string, error) {
 		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// EngineCPU is the CPU time the VM's engine has used so far: qemu's
+// process, or a UML guest's kernel process with the host processes of its
+// address spaces (live ones, and the reaped ones in the kernel's children
+// times).
+func (v *VM) EngineCPU() (time.Duration, error) {
+	pid := v.state.QemuPID
+	self, children, err := procCPU(pid)
+	if err != nil {
+		return 0, fmt.Errorf("vm %s: %w", v.ID, err)
+	}
+	if v.Engine != EngineUML {
+		return self, nil
+	}
+	total := self + children
+	for _, p := range umlProcesses(pid) {
+		if p == pid {
+			continue
+		}
+		if c, _, err := procCPU(p); err == nil {
+			total += c
+		}
+	}
+	return total, nil
+}
+
+// procCPU reads a process's user and system time, and its reaped
+// children's, from /proc/PID/stat.
+func procCPU(pid int) (self, children time.Duration, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 15 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	tick := func(i int) time.Duration {
+		n, _ := strconv.ParseUint(f[i], 10, 64)
+		return time.Duration(n) * time.Second / 100 // USER_HZ
+	}
+	return tick(11) + tick(12), tick(13) + tick(14), nil
 }
