@@ -74,8 +74,9 @@ CGO_ENABLED=0 go build -trimpath -o "$vmbin/wanlab" ./cmd/wanlab
 export WANLAB_REQUIRE_PRIVILEGED=1
 go vet ./...
 test -z "$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-# The experiments between two VMs run alone after the rest: two emulated
-# guests take both cores while busy, and beside another package's tests
-# they would measure the machine instead of the scenarios.
-go test -count=1 -timeout 10m -skip '^TestVMs$' ./... "$@"
-go test -count=1 -timeout 4m -run '^TestVMs$' ./experiment "$@"
+# The experiments between two VMs (TestVMs on the auto engine, TestVMsTCG)
+# run alone after the rest: two guests take both cores while busy, and
+# beside another package's tests they would measure the machine instead of
+# the scenarios.
+go test -count=1 -timeout 10m -skip '^TestVMs' ./... "$@"
+go test -count=1 -timeout 4m -run '^TestVMs' ./experiment "$@"

@@ -55,10 +55,14 @@ func Agent() error {
 		}
 	}
 	guestEnv = agentEnv(guestEnv)
-	if err := setupGuestNetwork(); err != nil {
-		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
+	netErr := setupGuestNetwork()
+	if netErr != nil {
+		fmt.Fprintf(os.Stderr, "agent: %v\n", netErr)
 	}
 	h := guestHello()
+	if netErr != nil {
+		h.NetworkError = strings.ReplaceAll(netErr.Error(), "\n", "; ")
+	}
 	b, _ := json.Marshal(h)
 	w := &frameWriter{w: f}
 	if err := w.write(frameHello, b); err != nil {
@@ -247,6 +251,12 @@ func powerOff() {
 func setupGuestNetwork() error {
 	cmdline, _ := os.ReadFile("/proc/cmdline")
 	var errs []error
+	uml := cmdlineValue(string(cmdline), "wanlab.ctl") != ""
+	if uml {
+		if err := awaitVectorNICs(string(cmdline), 10*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	links, err := netlink.LinkList()
 	if err != nil {
 		return err
@@ -267,7 +277,7 @@ func setupGuestNetwork() error {
 			}
 		}
 	}
-	if cmdlineValue(string(cmdline), "wanlab.ctl") != "" {
+	if uml && len(vectorNICs(string(cmdline))) == 0 {
 		// A UML guest without NICs gets an eth0 connected to nothing,
 		// as qemu's guests do: a dummy device.
 		if _, err := netlink.LinkByName("eth0"); err != nil {
@@ -303,6 +313,46 @@ func setupGuestNetwork() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// vectorNICs returns the names (vec0, vec1, ...) of the UML vector NICs
+// the kernel command line asks for ("vec0:transport=tap,...").
+func vectorNICs(cmdline string) []string {
+	var out []string
+	for _, kv := range strings.Fields(cmdline) {
+		if name, _, ok := strings.Cut(kv, ":"); ok && strings.HasPrefix(name, "vec") && !strings.Contains(name, "=") {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// awaitVectorNICs waits until every vector NIC of the command line is
+// registered (as vecN, or already renamed ethN), so that none is missed by
+// the renaming and its addresses go to the right device.
+func awaitVectorNICs(cmdline string, within time.Duration) error {
+	want := vectorNICs(cmdline)
+	deadline := time.Now().Add(within)
+	for {
+		missing := ""
+		for _, n := range want {
+			_, err := netlink.LinkByName(n)
+			if err != nil {
+				_, err = netlink.LinkByName("eth" + strings.TrimPrefix(n, "vec"))
+			}
+			if err != nil {
+				missing = n
+				break
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("NIC %s not registered after %v", missing, within)
+		}
+		time.Sleep(10 * time.Millisecond) // no netlink subscription this early in a guest
+	}
 }
 
 func addAddr(link string, p netip.Prefix) error {

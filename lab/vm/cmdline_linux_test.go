@@ -55,3 +55,14 @@ func TestParseEngine(t *testing.T) {
 		}
 	}
 }
+
+func TestVectorNICs(t *testing.T) {
+	line := "mem=1024M con1=fd:3 vec0:transport=tap,ifname=wl1-rc,depth=128,gro=0 wanlab.eth0=10.0.0.2/24 vec1:transport=tap,ifname=x -- vm agent"
+	got := vectorNICs(line)
+	if len(got) != 2 || got[0] != "vec0" || got[1] != "vec1" {
+		t.Errorf("vectorNICs = %q, want vec0 vec1", got)
+	}
+	if got := vectorNICs("con0=null,fd:4 wanlab.ctl=/dev/tty1"); len(got) != 0 {
+		t.Errorf("no NICs: %q", got)
+	}
+}

@@ -188,6 +188,9 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("vm %s (%s): %w", v.ID, engine, err)
 	}
+	if hello.NetworkError != "" && len(cfg.NICs) > 0 {
+		return nil, fmt.Errorf("vm %s (%s): guest network: %s", v.ID, engine, hello.NetworkError)
+	}
 	if engine == EngineUML {
 		for _, n := range cfg.NICs {
 			if err := tuneUMLTap(cfg.Netns, n.Tap); err != nil {
