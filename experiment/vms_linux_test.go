@@ -152,7 +152,7 @@ func testVMs(t *testing.T, engine vm.Engine, only string) {
 
 		// The tuner's fix of that run, applied inside the VMs (host-wide
 		// keys too: a VM is a whole host), more than doubles the window
-		// and lifts the receive-window limit.
+		// and raises the rate.
 		tn := res.Tuning
 		if tn == nil || len(tn.Client) == 0 {
 			t.Fatalf("no tuning of the client: %+v", tn)
@@ -174,8 +174,12 @@ func testVMs(t *testing.T, engine vm.Engine, only string) {
 		if afterWin <= 2*maxWin {
 			t.Errorf("the fix's largest window %d B, want more than twice %d B", afterWin, maxWin)
 		}
-		if afterRwnd >= 0.5 {
-			t.Errorf("with the fix the server still waited for the receive window %.0f %% of the time", 100*afterRwnd)
+		// The rate rises (3x here: guests at the path's speed), or the
+		// window no longer limits (TCP_INFO's rwnd-limited share under
+		// 10 %); a bigger window may still be rwnd-limited where the
+		// client's reading, not the network, paces the transfer.
+		if !(afterSteady > steady*11/10 || afterRwnd < 0.1) {
+			t.Errorf("with the fix: steady %.1f MB/s against %.1f, rwnd-limited %.0f %%: want 10 %% more or the window no longer limiting", mbpsF(afterSteady), mbpsF(steady), 100*afterRwnd)
 		}
 	})
 
