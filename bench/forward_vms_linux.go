@@ -177,7 +177,7 @@ func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 	rep := &Report{Bench: "forward", Date: began.UTC(), Quick: cfg.Quick, Kernel: kernelRelease(), Command: cfg.Command,
 		Tables: []Table{boot, fwd, use}}
 	rep.Notes = append(rep.Notes,
-		fmt.Sprintf("accelerator %s; guests %s with 1 vCPU each; %d round(s) of %d pings and one %s download per path, alternating; realized is the mean, the interval min..max",
+		fmt.Sprintf("engine %s; guests %s with 1 vCPU each; %d round(s) of %d pings and one %s download per path, alternating; realized is the mean, the interval min..max",
 			accel, v.Client.Hello.Release, rounds, pings, size.Human()),
 		bottleneck(mean(col(PathRouting, func(s sample) float64 { return s.mbit })), mean(col(PathProxyOffload, func(s sample) float64 { return s.mbit })),
 			mean(col(PathProxyOffload, func(s sample) float64 { return max(s.cpuClient, s.cpuServer) })),
