@@ -447,7 +447,7 @@ func cleanupLeftovers(st *stateFile) ([]string, error) {
 			}
 		}
 	}
-	if st.ShmDir != "" && strings.HasPrefix(filepath.Base(st.ShmDir), "wanlab-vm-") {
+	if st.ShmDir != "" && strings.HasPrefix(filepath.Base(st.ShmDir), "wanlab-vm-") && onTmpfs(filepath.Dir(st.ShmDir)) {
 		if _, err := os.Stat(st.ShmDir); err == nil {
 			if err := os.RemoveAll(st.ShmDir); err != nil {
 				errs = append(errs, fmt.Errorf("vm cleanup: %w", err))
@@ -519,4 +519,12 @@ func procCPU(pid int) (self, children time.Duration, err error) {
 		return time.Duration(n) * time.Second / 100 // USER_HZ
 	}
 	return tick(11) + tick(12), tick(13) + tick(14), nil
+}
+
+// onTmpfs reports whether dir is on a tmpfs (where a UML guest's memory
+// directory is made): Cleanup removes nothing named in a state file
+// elsewhere.
+func onTmpfs(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(dir, &st) == nil && st.Type == unix.TMPFS_MAGIC
 }
