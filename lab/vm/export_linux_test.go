@@ -11,3 +11,6 @@ func WriteState(dir, id string, pid int, engine Engine, netns string, taps []str
 	st := &stateFile{ID: id, PID: pid, Accel: engine, Netns: netns, Taps: taps, ShmDir: shmDir, dir: dir}
 	return st.save()
 }
+
+// SweepMemoryDirs is Cleanup's sweep of orphaned memory directories.
+var SweepMemoryDirs = sweepMemoryDirs

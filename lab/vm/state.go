@@ -83,7 +83,10 @@ func alive(pid int, start uint64) bool {
 // removes its state directory; VMs of running processes are left alone. A
 // state directory without a state file (a crash between the two) counts as
 // dead once it is a minute old. It returns what it removed.
-func Cleanup() ([]string, error) { return cleanupIn(DefaultStateDir) }
+func Cleanup() ([]string, error) {
+	removed, err := cleanupIn(DefaultStateDir)
+	return append(removed, sweepMemoryDirs(DefaultStateDir, "/dev/shm")...), err
+}
 
 func cleanupIn(stateDir string) ([]string, error) {
 	ents, err := os.ReadDir(stateDir)

@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -527,4 +528,53 @@ func procCPU(pid int) (self, children time.Duration, err error) {
 func onTmpfs(dir string) bool {
 	var st unix.Statfs_t
 	return unix.Statfs(dir, &st) == nil && st.Type == unix.TMPFS_MAGIC
+}
+
+// sweepMemoryDirs removes the UML memory directories in shm
+// (wanlab-vm-<id>) whose VM has no state directory left in stateDir (one
+// removed by a Cleanup that did not know them) and that are over a minute
+// old (not one being made). They hold no data once their guest is gone:
+// the memory file is unlinked.
+func sweepMemoryDirs(stateDir, shm string) []string {
+	dirs, _ := filepath.Glob(filepath.Join(shm, "wanlab-vm-*"))
+	var removed []string
+	for _, d := range dirs {
+		id := strings.TrimPrefix(filepath.Base(d), "wanlab-vm-")
+		if !idPattern.MatchString(id) {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(stateDir, id)); err == nil {
+			continue
+		}
+		if st, err := os.Stat(d); err != nil || !st.IsDir() || time.Since(st.ModTime()) < time.Minute {
+			continue
+		}
+		if umlUsesTmpdir(d) {
+			continue // a live guest whose state is in another directory
+		}
+		if os.RemoveAll(d) == nil {
+			removed = append(removed, "memory "+d)
+		}
+	}
+	return removed
+}
+
+// umlUsesTmpdir reports whether a running linux.uml has dir as its
+// TMPDIR (its memory's directory).
+func umlUsesTmpdir(dir string) bool {
+	ents, _ := os.ReadDir("/proc")
+	want := []byte("TMPDIR=" + dir + "\x00")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err != nil || strings.TrimSuffix(exe, " (deleted)") != umlBinary {
+			continue
+		}
+		if env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ")); err == nil && bytes.Contains(env, want) {
+			return true
+		}
+	}
+	return false
 }

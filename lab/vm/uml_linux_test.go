@@ -221,3 +221,29 @@ func TestCleanupLeftTapAndMemory(t *testing.T) {
 		t.Errorf("memory directory after Cleanup: %v", err)
 	}
 }
+
+// TestSweepMemoryDirs: a memory directory whose VM's state is gone (a
+// Cleanup that did not know it removed the state) is swept once a minute
+// old; one with a state directory, or new, is kept.
+func TestSweepMemoryDirs(t *testing.T) {
+	states, shm := t.TempDir(), t.TempDir()
+	old := time.Now().Add(-2 * time.Minute)
+	for _, id := range []string{"00000d", "00000e", "00000f"} {
+		d := filepath.Join(shm, "wanlab-vm-"+id)
+		os.Mkdir(d, 0o700)
+		if id != "00000f" {
+			os.Chtimes(d, old, old)
+		}
+	}
+	os.Mkdir(filepath.Join(states, "00000e"), 0o700)
+	os.Mkdir(filepath.Join(shm, "wanlab-vm-notanid"), 0o700)
+	removed := vm.SweepMemoryDirs(states, shm)
+	if len(removed) != 1 || removed[0] != "memory "+filepath.Join(shm, "wanlab-vm-00000d") {
+		t.Errorf("swept %q, want only 00000d", removed)
+	}
+	for name, want := range map[string]bool{"wanlab-vm-00000d": false, "wanlab-vm-00000e": true, "wanlab-vm-00000f": true, "wanlab-vm-notanid": true} {
+		if _, err := os.Stat(filepath.Join(shm, name)); (err == nil) != want {
+			t.Errorf("%s exists = %v, want %v", name, err == nil, want)
+		}
+	}
+}
