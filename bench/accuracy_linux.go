@@ -71,7 +71,7 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 				return nil, err
 			}
 			p, pname, base = vp, vp.Name(), &vmBaseline{}
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the spec as qdiscs of the reference VM (Linux %s under %s, booted in %.1f s): client traffic toward the server is routed through the VM and impaired on its egress", pname, vp.v.Hello.Release, vmAccelWords(vp.v.Accel), vp.v.BootTime.Seconds()))
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the spec as qdiscs of the reference VM (Linux %s under %s, booted in %.1f s): client traffic toward the server is routed through the VM and impaired on its egress", pname, vp.v.Hello.Release, vmAccelWords(vp.v.Engine), vp.v.BootTime.Seconds()))
 		} else if p, err = e.openPath(ctx, pname); err != nil {
 			return nil, err
 		}
@@ -235,9 +235,12 @@ func lacksNetem(tables map[string]*Table) bool {
 	return false
 }
 
-func vmAccelWords(a vm.Accel) string {
-	if a == vm.AccelKVM {
+func vmAccelWords(a vm.Engine) string {
+	switch a {
+	case vm.EngineKVM:
 		return "KVM"
+	case vm.EngineUML:
+		return "User-Mode Linux (uml)"
 	}
 	return "emulation (TCG)"
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"github.com/wanlab/wanlab/internal/host"
+	"github.com/wanlab/wanlab/lab/vm"
 	"github.com/wanlab/wanlab/proxy/cpulatency"
 )
 
@@ -32,6 +33,9 @@ type Config struct {
 	// VMs makes the forwarding bench run between two VMs
 	// (experiment.BootVMs) instead of two namespaces.
 	VMs bool
+	// VMEngine runs the VMs (the accuracy bench's reference VM, the
+	// forwarding bench's two): vm.EngineAuto chooses (vm.ChooseEngine).
+	VMEngine vm.Engine
 	// ProxyExec, when set, runs the proxy as a child process, this
 	// command line followed by the `wanlab proxy` flags (the CLI passes
 	// its own executable and "proxy"), so its CPU time and memory can be

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/wanlab/wanlab/experiment"
@@ -16,7 +15,7 @@ import (
 	"github.com/wanlab/wanlab/units"
 )
 
-// guestBound is the share of a core above which a VM's qemu counts as
+// guestBound is the share of a core above which a VM's engine counts as
 // saturated: an emulated guest's vCPU thread runs flat out.
 const guestBound = 0.8
 
@@ -24,12 +23,13 @@ const guestBound = 0.8
 // client and the server VM on TAPs of the router namespace): their boot
 // time, then in alternation through kernel routing and through the proxy
 // (offload backend) with an empty spec, the round trip (ping, median) and
-// one TCP download's throughput, with the CPU time of each VM's qemu and
-// of the proxy, and says which of them set the pace.
+// one TCP download's throughput, with the CPU time of each VM's engine
+// (qemu, or linux.uml with its processes) and of the proxy, and says which
+// of them set the pace.
 func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 	began, load := time.Now(), loadAverage()
 	cfg.progress(0, 1, "booting the client and the server VM")
-	v, err := experiment.BootVMs(ctx, experiment.VMsConfig{Binary: cfg.VMBinary})
+	v, err := experiment.BootVMs(ctx, experiment.VMsConfig{Binary: cfg.VMBinary, Engine: cfg.VMEngine})
 	if err != nil {
 		return nil, err
 	}
@@ -53,10 +53,7 @@ func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 	type sample struct{ rtt, mbit, cpuClient, cpuServer, cpuProxy float64 }
 	got := map[string][]sample{}
 	step, total := 0, rounds*len(paths)
-	qemuCPU := func(g *vm.VM) (time.Duration, error) {
-		c, _, err := processUsage(strconv.Itoa(g.QemuPID()))
-		return c, err
-	}
+	qemuCPU := func(g *vm.VM) (time.Duration, error) { return g.EngineCPU() }
 	for round := range rounds {
 		for _, pname := range paths {
 			cfg.progress(step, total, fmt.Sprintf("round %d/%d %s", round+1, rounds, pname))
@@ -119,8 +116,8 @@ func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 	}
 	cfg.progress(total, total, "done")
 
-	accel := string(v.Client.Accel)
-	boot := Table{Name: "vm-boot", Title: "VM boot (qemu start to the agent's hello; both VMs in parallel)", Model: "-"}
+	accel := string(v.Client.Engine)
+	boot := Table{Name: "vm-boot", Title: "VM boot (the engine's start to the agent's hello; both VMs in parallel)", Model: "-"}
 	for _, g := range []struct {
 		name string
 		v    *vm.VM
@@ -165,8 +162,8 @@ func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 		for _, u := range []struct {
 			who string
 			f   func(sample) float64
-		}{{"client vm qemu", func(s sample) float64 { return 100 * s.cpuClient }},
-			{"server vm qemu", func(s sample) float64 { return 100 * s.cpuServer }},
+		}{{"client vm", func(s sample) float64 { return 100 * s.cpuClient }},
+			{"server vm", func(s sample) float64 { return 100 * s.cpuServer }},
 			{"proxy", func(s sample) float64 { return 100 * s.cpuProxy }}} {
 			if u.who == "proxy" && pname == PathRouting {
 				continue
@@ -181,7 +178,7 @@ func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 	rep := &Report{Bench: "forward", Date: began.UTC(), Quick: cfg.Quick, Kernel: kernelRelease(), Command: cfg.Command,
 		Tables: []Table{boot, fwd, use}}
 	rep.Notes = append(rep.Notes,
-		fmt.Sprintf("accelerator %s; guests %s with 1 vCPU each; %d round(s) of %d pings and one %s download per path, alternating; realized is the mean, the interval min..max",
+		fmt.Sprintf("engine %s; guests %s with 1 vCPU each; %d round(s) of %d pings and one %s download per path, alternating; realized is the mean, the interval min..max",
 			accel, v.Client.Hello.Release, rounds, pings, size.Human()),
 		bottleneck(mean(col(PathRouting, func(s sample) float64 { return s.mbit })), mean(col(PathProxyOffload, func(s sample) float64 { return s.mbit })),
 			mean(col(PathProxyOffload, func(s sample) float64 { return max(s.cpuClient, s.cpuServer) })),
@@ -190,7 +187,7 @@ func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 }
 
 // bottleneck says what set the pace of VM-to-VM throughput: the guests'
-// CPU when a VM's qemu ran near a whole core on both paths and the proxy
+// CPU when a VM's engine ran near a whole core on both paths and the proxy
 // kept up with kernel routing, else the proxy when it fell behind.
 func bottleneck(routing, proxy, guestProxy, guestRouting float64, accel string) string {
 	ratio := proxy / routing
@@ -198,12 +195,12 @@ func bottleneck(routing, proxy, guestProxy, guestRouting float64, accel string) 
 	case routing == 0:
 		return "no throughput measured"
 	case guestRouting >= guestBound && ratio >= 0.85:
-		return fmt.Sprintf("bottleneck: the guests' CPU, not the proxy: a VM's qemu ran %.0f %% of a core through kernel routing and %.0f %% through the proxy (%s), and the proxy carried %.0f %% of what kernel routing did",
+		return fmt.Sprintf("bottleneck: the guests' CPU, not the proxy: a VM's engine ran %.0f %% of a core through kernel routing and %.0f %% through the proxy (%s), and the proxy carried %.0f %% of what kernel routing did",
 			100*guestRouting, 100*guestProxy, accel, 100*ratio)
 	case ratio < 0.85 && guestProxy < guestBound:
-		return fmt.Sprintf("bottleneck: the proxy: %.0f %% of kernel routing while no VM's qemu was saturated (%.0f %% of a core at most)", 100*ratio, 100*guestProxy)
+		return fmt.Sprintf("bottleneck: the proxy: %.0f %% of kernel routing while no VM's engine was saturated (%.0f %% of a core at most)", 100*ratio, 100*guestProxy)
 	default:
-		return fmt.Sprintf("bottleneck: the guests' CPU and the machine's two cores together: a VM's qemu ran %.0f %% of a core through kernel routing, %.0f %% through the proxy, which carried %.0f %% of kernel routing (qemu and the proxy share the cores)",
+		return fmt.Sprintf("bottleneck: the guests' CPU and the machine's two cores together: a VM's engine ran %.0f %% of a core through kernel routing, %.0f %% through the proxy, which carried %.0f %% of kernel routing (the engines and the proxy share the cores)",
 			100*guestRouting, 100*guestProxy, 100*ratio)
 	}
 }

@@ -49,14 +49,21 @@ type kernelVMPath struct {
 func (e *env) openKernelVM(ctx context.Context) (*kernelVMPath, error) {
 	r := &e.lab.Router
 	in, out := hostAddr(vmInNet, 1), hostAddr(vmOutNet, 1)
-	v, err := vm.Boot(ctx, vm.Config{Binary: e.cfg.VMBinary, Netns: r.NS, NICs: []vm.NIC{
+	engine := e.cfg.VMEngine
+	if engine == vm.EngineAuto {
+		var err error
+		if engine, _, err = vm.ChooseEngine(ctx, ""); err != nil {
+			return nil, fmt.Errorf("%s: %w", PathKernelVM, err)
+		}
+	}
+	v, err := vm.Boot(ctx, vm.Config{Binary: e.cfg.VMBinary, Engine: engine, Netns: r.NS, NICs: []vm.NIC{
 		{Tap: vmInTap, Addr: netip.PrefixFrom(hostAddr(vmInNet, 2), vmInNet.Bits())},
 		{Tap: vmOutTap, Addr: netip.PrefixFrom(hostAddr(vmOutNet, 2), vmOutNet.Bits())},
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", PathKernelVM, err)
 	}
-	p := &kernelVMPath{name: PathKernelVM + "/" + string(v.Accel), ctx: ctx, v: v, e: e}
+	p := &kernelVMPath{name: PathKernelVM + "/" + string(v.Engine), ctx: ctx, v: v, e: e}
 	fail := func(err error) (*kernelVMPath, error) {
 		p.Close()
 		return nil, fmt.Errorf("%s: %w", PathKernelVM, err)
@@ -181,7 +188,7 @@ func (p *kernelVMPath) qdiscCounters() (kernel.Counters, error) {
 }
 
 func (p *kernelVMPath) Usage() (time.Duration, units.Size, string, error) {
-	return 0, 0, "reference VM (qemu, not attributed)", nil
+	return 0, 0, "reference VM (" + string(p.v.Engine) + ", not attributed)", nil
 }
 
 func (p *kernelVMPath) Close() error {

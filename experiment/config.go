@@ -49,6 +49,9 @@ type Config struct {
 	// static wanlab run inside them (empty: this executable).
 	VMs      bool   `json:"vms,omitempty"`
 	VMBinary string `json:"-"`
+	// VMEngine runs the VMs: "kvm", "uml", "tcg" or "" (auto: KVM when
+	// its probe boots, else UML when it can run, else tcg).
+	VMEngine string `json:"vm_engine,omitempty"`
 	// Proxy runs the proxy even when both specs are empty (to measure
 	// its forwarding), instead of plain kernel routing.
 	Proxy bool `json:"proxy,omitempty"`

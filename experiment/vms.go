@@ -32,9 +32,9 @@ import (
 type VMsConfig struct {
 	// Binary is the static wanlab run inside (empty: this executable).
 	Binary string
-	// Accel is the accelerator (AccelAuto probes); MemoryMB each guest's
-	// RAM (0: 1024: the guest kernel sizes tcp_mem from it).
-	Accel    vm.Accel
+	// Engine runs the guests (EngineAuto: vm.ChooseEngine); MemoryMB is
+	// each guest's RAM (0: 1024: the guest kernel sizes tcp_mem from it).
+	Engine   vm.Engine
 	MemoryMB int
 	// MTU of the TAPs and the guests' NICs (0: 1500).
 	MTU int
@@ -84,8 +84,20 @@ func BootVMs(ctx context.Context, c VMsConfig) (_ *VMs, err error) {
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
-	if _, err := vm.LoadPrepared(""); err != nil {
-		return nil, err
+	if c.Engine == vm.EngineAuto {
+		e, reason, err := vm.ChooseEngine(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		c.Engine = e
+		fmt.Fprintf(c.Log, "VMs: engine %s\n", reason)
+	}
+	if c.Engine != vm.EngineUML {
+		if _, err := vm.LoadPrepared(""); err != nil {
+			return nil, err
+		}
+	} else if c.MTU > vm.UMLMaxMTU {
+		return nil, umlMTUError(c.MTU)
 	}
 	l, err := lab.New(ctx, lab.Config{RouterOnly: true, MTU: c.MTU})
 	if err != nil {
@@ -109,7 +121,7 @@ func BootVMs(ctx context.Context, c VMsConfig) (_ *VMs, err error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			*h.dst, *h.err = vm.Boot(ctx, vm.Config{Binary: c.Binary, Accel: c.Accel, MemoryMB: c.MemoryMB, CPU: c.CPU,
+			*h.dst, *h.err = vm.Boot(ctx, vm.Config{Binary: c.Binary, Engine: c.Engine, MemoryMB: c.MemoryMB, CPU: c.CPU,
 				Netns: l.Router.NS, NICs: []vm.NIC{{Tap: h.tap, Addr: netip.PrefixFrom(h.host.IPv4, h.host.Net4.Bits())}},
 				Gateway: h.host.GatewayIPv4})
 			if *h.err != nil {
@@ -122,7 +134,7 @@ func BootVMs(ctx context.Context, c VMsConfig) (_ *VMs, err error) {
 		return nil, err
 	}
 	v.Boot = time.Since(began)
-	fmt.Fprintf(c.Log, "VMs: %s under %s, booted in %.1f s (client %.1f s, server %.1f s)\n", v.Client.Hello.Release, v.Client.Accel,
+	fmt.Fprintf(c.Log, "VMs: %s under %s, booted in %.1f s (client %.1f s, server %.1f s)\n", v.Client.Hello.Release, v.Client.Engine,
 		v.Boot.Seconds(), v.Client.BootTime.Seconds(), v.Server.BootTime.Seconds())
 	if err := l.AttachRouterLinks(ctx); err != nil {
 		return nil, err
@@ -366,6 +378,9 @@ func guestRR(ctx context.Context, g *vm.VM, c GuestRR) (*traffic.RRResult, error
 // SetMTU sets the MTU of both TAPs and of both guests' NICs, for the
 // experiments that follow.
 func (v *VMs) SetMTU(ctx context.Context, mtu int) error {
+	if v.Client.Engine == vm.EngineUML && mtu > vm.UMLMaxMTU {
+		return umlMTUError(mtu)
+	}
 	l := v.Lab
 	if err := nsrun.Do(l.Router.Handle, func() error {
 		for _, name := range []string{l.Router.ClientLink, l.Router.ServerLink} {
@@ -388,6 +403,10 @@ func (v *VMs) SetMTU(ctx context.Context, mtu int) error {
 	}
 	v.MTU = mtu
 	return nil
+}
+
+func umlMTUError(mtu int) error {
+	return fmt.Errorf("MTU %d: UML's NIC (the vector driver) takes at most %d: use --engine kvm or tcg for jumbo frames", mtu, vm.UMLMaxMTU)
 }
 
 // Serve starts the traffic server in the server VM on port 80 (of its

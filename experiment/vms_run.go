@@ -29,11 +29,15 @@ import (
 type HostInfo struct {
 	// Kernel is the release (uname -r) of the kernel the host ran on.
 	Kernel string `json:"kernel"`
-	// VM is true for a qemu guest, false for a namespace of this host.
+	// VM is true for a guest (qemu or UML), false for a namespace of this
+	// host.
 	VM bool `json:"vm"`
-	// Accel is the VM's accelerator ("kvm" or "tcg").
+	// Engine is what ran the VM: "kvm", "uml" or "tcg".
+	Engine string `json:"engine,omitempty"`
+	// Accel is the former name of Engine, kept for readers of older
+	// JSON: the same value.
 	Accel string `json:"accel,omitempty"`
-	// Boot is the VM's boot time, qemu's start to the agent's hello.
+	// Boot is the VM's boot time, the engine's start to the agent's hello.
 	Boot time.Duration `json:"boot_ns,omitempty"`
 }
 
@@ -41,7 +45,7 @@ func (h HostInfo) String() string {
 	if !h.VM {
 		return h.Kernel + " (namespace of this host)"
 	}
-	return fmt.Sprintf("%s (VM, %s, booted in %.1f s)", h.Kernel, h.Accel, h.Boot.Seconds())
+	return fmt.Sprintf("%s (VM, %s, booted in %.1f s)", h.Kernel, h.Engine, h.Boot.Seconds())
 }
 
 // hostKernel is this host's kernel release.
@@ -52,12 +56,12 @@ func hostKernel() string {
 }
 
 func vmHost(g *vm.VM) HostInfo {
-	return HostInfo{Kernel: g.Hello.Release, VM: true, Accel: string(g.Accel), Boot: g.BootTime}
+	return HostInfo{Kernel: g.Hello.Release, VM: true, Engine: string(g.Engine), Accel: string(g.Engine), Boot: g.BootTime}
 }
 
 // runVMs is Run with VM end hosts: it boots them, runs, stops them.
 func runVMs(ctx context.Context, cfg Config) (_ *Result, err error) {
-	v, err := BootVMs(ctx, VMsConfig{Binary: cfg.VMBinary, Log: cfg.Log})
+	v, err := BootVMs(ctx, VMsConfig{Binary: cfg.VMBinary, Engine: vm.Engine(cfg.VMEngine), Log: cfg.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +257,7 @@ func RunOn(ctx context.Context, cfg Config, v *VMs) (_ *Result, err error) {
 // receive.
 func guestCPUWarning(res *Result) string {
 	d := res.Download
-	if d == nil || d.Server == nil || res.Hosts[lab.RoleClient].Accel != string(vm.AccelTCG) {
+	if d == nil || d.Server == nil || res.Hosts[lab.RoleClient].Engine != string(vm.EngineTCG) {
 		return ""
 	}
 	if d.Server.RwndLimitedFraction()+d.Server.SndbufLimitedFraction() > 0.5 {

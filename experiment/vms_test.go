@@ -82,14 +82,17 @@ func TestHostInfoString(t *testing.T) {
 	if s := (HostInfo{Kernel: "6.18.44"}).String(); s != "6.18.44 (namespace of this host)" {
 		t.Errorf("namespace: %q", s)
 	}
-	if s := (HostInfo{Kernel: "6.1.0-57-cloud-amd64", VM: true, Accel: "tcg", Boot: 4800 * time.Millisecond}).String(); s != "6.1.0-57-cloud-amd64 (VM, tcg, booted in 4.8 s)" {
+	if s := (HostInfo{Kernel: "6.1.0-57-cloud-amd64", VM: true, Engine: "tcg", Boot: 4800 * time.Millisecond}).String(); s != "6.1.0-57-cloud-amd64 (VM, tcg, booted in 4.8 s)" {
 		t.Errorf("VM: %q", s)
+	}
+	if s := (HostInfo{Kernel: "6.1.176", VM: true, Engine: "uml", Boot: 1600 * time.Millisecond}).String(); s != "6.1.176 (VM, uml, booted in 1.6 s)" {
+		t.Errorf("UML VM: %q", s)
 	}
 }
 
 func TestGuestCPUWarning(t *testing.T) {
 	res := &Result{
-		Hosts:    map[string]HostInfo{lab.RoleClient: {VM: true, Accel: "tcg"}},
+		Hosts:    map[string]HostInfo{lab.RoleClient: {VM: true, Engine: "tcg"}},
 		Download: &traffic.DownloadResult{Transfer: 240 * units.Mbit, Server: &sockopt.TCPInfo{BusyTime: time.Second}},
 		Captures: map[string]*CaptureResult{SideServer: {Diagnosis: &analyzer.Diagnosis{Limit: analyzer.LimitBandwidth}}},
 	}
@@ -101,9 +104,11 @@ func TestGuestCPUWarning(t *testing.T) {
 		t.Errorf("receive-window limited: %q", w)
 	}
 	res.Captures[SideServer].Diagnosis.Limit = analyzer.LimitBandwidth
-	res.Hosts[lab.RoleClient] = HostInfo{VM: true, Accel: "kvm"}
-	if w := guestCPUWarning(res); w != "" {
-		t.Errorf("kvm: %q", w)
+	for _, e := range []string{"kvm", "uml"} {
+		res.Hosts[lab.RoleClient] = HostInfo{VM: true, Engine: e}
+		if w := guestCPUWarning(res); w != "" {
+			t.Errorf("%s: %q", e, w)
+		}
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/wanlab/wanlab/bench"
 	"github.com/wanlab/wanlab/experiment"
 	"github.com/wanlab/wanlab/internal/hostfile"
+	"github.com/wanlab/wanlab/lab/vm"
 )
 
 func init() {
@@ -70,13 +71,14 @@ func init() {
 					"where this host's kernel has no netem (--kernel-vm auto; on: always; off: never), and the netem\n" +
 					"cases only it can run here (duplicate, corrupt, reorder with gap, netem rate, slot, loss state).\n" +
 					"The client's traffic toward the server is routed through the VM, which impairs it on its egress;\n" +
-					"the path is named kernel-vm/tcg (emulation) or kernel-vm/kvm. Its own delay, measured with the\n" +
+					"the path is named kernel-vm/ and the engine (--engine auto|kvm|uml|tcg): kernel-vm/kvm,\n" +
+					"kernel-vm/uml (User-Mode Linux) or kernel-vm/tcg (emulation). Its own delay, measured with the\n" +
 					"empty spec, is printed as its timing noise and subtracted from its delay rows. This wanlab binary\n" +
 					"runs inside the VM (best built static, CGO_ENABLED=0).",
 				Flags: []cli.Flag{quick, realtime, &cli.StringFlag{Name: "specs", Usage: "measure the specs in `FILE` (one per line, # comments) instead of the grid"},
 					&cli.BoolFlag{Name: "kernel", Usage: "add the reference VM's kernel where this host's kernel lacks netem"},
 					&cli.StringFlag{Name: "kernel-vm", Value: "auto", Usage: "with --kernel: run the kernel path in the VM `auto` (where the host has no netem), on or off"},
-					out, force, jsonFlag},
+					engineFlag(), out, force, jsonFlag},
 				Action: func(cc *cli.Context) error { return runBench(cc, "accuracy") },
 			},
 			{
@@ -92,7 +94,8 @@ func init() {
 					"ping and one TCP download through kernel routing and through the proxy (offload backend) in\n" +
 					"alternation, with each VM's qemu CPU and the proxy's, and which of them was the bottleneck.",
 				Flags: []cli.Flag{quick, realtime, lowLatency, out, force, jsonFlag,
-					&cli.BoolFlag{Name: "vms", Usage: "between two VMs (`wanlab vm prepare`) on TAPs: their boot time, ping and TCP through kernel routing and the proxy, each VM's CPU"}},
+					&cli.BoolFlag{Name: "vms", Usage: "between two VMs (`wanlab vm prepare`) on TAPs: their boot time, ping and TCP through kernel routing and the proxy, each VM's CPU"},
+					engineFlag()},
 				Action: func(cc *cli.Context) error { return runBench(cc, "forward") },
 			},
 			{
@@ -146,6 +149,13 @@ func runBench(cc *cli.Context, kind string) error {
 		default:
 			return usageError(fmt.Errorf("bench accuracy: --kernel-vm %q: want auto, on or off", m))
 		}
+	}
+	if kind == "accuracy" || kind == "forward" {
+		e, err := vm.ParseEngine(cc.String("engine"))
+		if err != nil {
+			return usageError(fmt.Errorf("bench %s: --%w", kind, err))
+		}
+		cfg.VMEngine = e
 	}
 	if cc.IsSet("low-latency") {
 		m, err := cpulatency.ParseMode(cc.String("low-latency"))

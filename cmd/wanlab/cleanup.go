@@ -20,8 +20,9 @@ func init() {
 		UsageText: "wanlab cleanup\n\nexample:\n   wanlab cleanup        # after a crash, kill -9 or reboot-less power loss of a wanlab command",
 		Description: "Runs every command's own cleanup, in this order: `proxy cleanup` (policy rules,\n" +
 			"routing tables, sysctls, tokens and endpoint files of proxies that are no longer running, from their journals in\n" +
-			route.DefaultStateDir + "), `experiment cleanup` (namespaces, veths and state of dead labs, and\n" +
-			"the tuner's backups of namespaces that no longer exist) and `bench cleanup` (the same for\n" +
+			route.DefaultStateDir + "), `experiment cleanup` (namespaces, veths and state of dead labs, the VMs of\n" +
+			"dead owners: qemu or linux.uml and its processes, TAPs left in namespaces, their memory in\n" +
+			"/dev/shm, and the tuner's backups of namespaces that no longer exist) and `bench cleanup` (the same for\n" +
 			"benchmarks). What running commands hold is left alone. `wanlab tune revert` and `wanlab\n" +
 			"kernel clear` undo changes that are meant to last until you undo them, so this does not.",
 		Action: runCleanup,

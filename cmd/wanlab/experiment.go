@@ -17,6 +17,7 @@ import (
 	"github.com/wanlab/wanlab/experiment"
 	"github.com/wanlab/wanlab/fit"
 	"github.com/wanlab/wanlab/lab/traffic"
+	"github.com/wanlab/wanlab/lab/vm"
 	"github.com/wanlab/wanlab/proxy/spec"
 	"github.com/wanlab/wanlab/units"
 )
@@ -58,8 +59,9 @@ func init() {
 			"netem/tbf syntax, stages joined by '|'. --delay RTT adds the round trip on the\n" +
 			"to-server side (as netem on the client in the scenarios), --loss P and --rate RATE act on\n" +
 			"the data (to-client). Impairment flags replace the preset's impairment.\n\n" +
-			"With --vms the client and the server are qemu VMs of the kernel `wanlab vm prepare`\n" +
-			"fetched (Debian's 6.1, whose window is 50 % of the receive buffer as in the scenarios'\n" +
+			"With --vms the client and the server are VMs of Debian's Linux 6.1 (`wanlab vm prepare`;\n" +
+			"--engine auto|kvm|uml|tcg: qemu with KVM, User-Mode Linux, qemu's emulation; auto takes\n" +
+			"KVM when its probe boots, else UML, else tcg), whose window is 50 % of the receive buffer as in the scenarios'\n" +
 			"Ubuntu 5.4), each on a TAP of the router namespace; the traffic runs inside them (this\n" +
 			"wanlab binary is their agent), the sysctls are written inside them, the TAPs are\n" +
 			"captured. With --kernel, a direction whose qdiscs this host's kernel lacks (netem)\n" +
@@ -74,6 +76,7 @@ func init() {
 			&cli.StringFlag{Name: "rate", Usage: "limit the data to `RATE` (tbf on the to-client side)"},
 			&cli.BoolFlag{Name: "kernel", Usage: "apply the specs as qdiscs on the router's veths instead of the userspace proxy"},
 			&cli.BoolFlag{Name: "vms", Usage: "run the client and the server as VMs (Debian's 6.1 kernel, `wanlab vm prepare`) on TAPs of the router namespace"},
+			engineFlag(),
 			&cli.StringFlag{Name: "backend", Usage: "proxy device backend: offload or water"},
 			&cli.Int64Flag{Name: "seed", Usage: "seed of the proxy's random stages"},
 			&cli.StringFlag{Name: "size", Usage: "`SIZE` of the downloaded file (e.g. 256mb)"},
@@ -276,6 +279,16 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 		cfg.Concurrency = cc.Int("concurrency")
 	}
 	cfg.VMs = cc.Bool("vms")
+	if cc.IsSet("engine") {
+		e, err := vm.ParseEngine(cc.String("engine"))
+		if err != nil {
+			return cfg, fmt.Errorf("--%w", err)
+		}
+		if !cfg.VMs {
+			return cfg, fmt.Errorf("--engine %s: needs --vms", e)
+		}
+		cfg.VMEngine = string(e)
+	}
 	if cfg.VMs && cfg.Requests > vmRequests && !cc.IsSet("requests") {
 		// Emulated guests answer a request in milliseconds, not
 		// microseconds: the preset's load would take minutes.

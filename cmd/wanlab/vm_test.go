@@ -37,9 +37,11 @@ func TestVMCommandErrors(t *testing.T) {
 	}{
 		{[]string{"run"}, exitUsage, "COMMAND is required"},
 		{[]string{"run", "--netns", "x", "--", "true"}, exitUsage, "--netns and --tap go together"},
-		{[]string{"run", "--accel", "fast", "--", "true"}, exitUsage, "--accel"},
-		{[]string{"run", "--cache-dir", t.TempDir(), "--", "true"}, exitFailure, "run `wanlab vm prepare`"},
-		{[]string{"info", "--cache-dir", t.TempDir()}, exitFailure, "run `wanlab vm prepare`"},
+		{[]string{"run", "--engine", "fast", "--", "true"}, exitUsage, `--engine "fast": want auto, kvm, uml or tcg`},
+		{[]string{"run", "--accel", "fast", "--", "true"}, exitUsage, `--engine "fast"`},
+		{[]string{"prepare", "--engine", "qemu"}, exitUsage, `--engine "qemu"`},
+		{[]string{"run", "--engine", "tcg", "--cache-dir", t.TempDir(), "--", "true"}, exitFailure, "run `wanlab vm prepare`"},
+		{[]string{"info", "--engine", "kvm", "--cache-dir", t.TempDir()}, exitFailure, "run `wanlab vm prepare`"},
 	} {
 		out, code := vmCmd(t, tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.want) {
@@ -54,7 +56,7 @@ func TestVMRunExitCode(t *testing.T) {
 	testenv.RequireVM(t)
 	bin := testenv.StaticWanlab(t)
 	out, code := vmCmd(t, "run", "--binary", bin, "--", "sh", "-c", "echo hello from $(uname -r); exit 5")
-	if code != 5 || !strings.Contains(out, "hello from 6.1.0-") || !strings.Contains(out, "booted under") {
+	if code != 5 || !strings.Contains(out, "hello from 6.1.") || !strings.Contains(out, "booted under") {
 		t.Errorf("vm run: exit %d, output %q; want exit 5, the greeting and the boot line", code, out)
 	}
 }

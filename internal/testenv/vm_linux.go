@@ -59,10 +59,21 @@ func StaticWanlab(t testing.TB) string {
 	return s.path
 }
 
-// RequireVM skips (fails under CI) unless a VM can be booted: root, qemu
-// installed and the cache prepared by `wanlab vm prepare`, which the
-// README's test command runs.
+// RequireVM skips (fails under CI) unless a VM can be booted with the
+// auto engine: root, and UML usable or qemu installed with the cache
+// prepared by `wanlab vm prepare`, which the README's test command runs.
 func RequireVM(t testing.TB) {
+	t.Helper()
+	RequireRoot(t)
+	if vm.UMLUsable() == nil {
+		return
+	}
+	RequireQemu(t)
+}
+
+// RequireQemu skips (fails under CI) unless a qemu VM can be booted:
+// root, qemu installed and the cache prepared by `wanlab vm prepare`.
+func RequireQemu(t testing.TB) {
 	t.Helper()
 	RequireRoot(t)
 	RequireCommand(t, "qemu-system-x86_64")
@@ -71,11 +82,28 @@ func RequireVM(t testing.TB) {
 	}
 }
 
+// RequireUML skips (fails under CI) unless a UML guest can run: root,
+// Debian's user-mode-linux installed, ptrace allowed.
+func RequireUML(t testing.TB) {
+	t.Helper()
+	RequireRoot(t)
+	if err := vm.UMLUsable(); err != nil {
+		Skip(t, "%v (the README's test command installs user-mode-linux)", err)
+	}
+}
+
 // VM boots a VM running a static build of this tree's wanlab and stops it
 // when the test ends. cfg.Binary is filled in when empty.
 func VM(t testing.TB, ctx context.Context, cfg vm.Config) *vm.VM {
 	t.Helper()
-	RequireVM(t)
+	switch cfg.Engine {
+	case vm.EngineUML:
+		RequireUML(t)
+	case vm.EngineKVM, vm.EngineTCG:
+		RequireQemu(t)
+	default:
+		RequireVM(t)
+	}
 	if cfg.Binary == "" {
 		cfg.Binary = StaticWanlab(t)
 	}
@@ -83,7 +111,7 @@ func VM(t testing.TB, ctx context.Context, cfg vm.Config) *vm.VM {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("vm %s: %s under %s, booted in %v", v.ID, v.Hello.Release, v.Accel, v.BootTime.Round(1e6))
+	t.Logf("vm %s: %s under %s, booted in %v", v.ID, v.Hello.Release, v.Engine, v.BootTime.Round(1e6))
 	t.Cleanup(func() {
 		if err := v.Close(); err != nil {
 			t.Errorf("vm cleanup: %v", err)

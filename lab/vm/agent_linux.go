@@ -29,18 +29,40 @@ var guestEnv = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "TER
 // /init (so as PID 1): it brings the network up, says hello on the control
 // port and runs the commands the host sends until told to power off.
 func Agent() error {
-	port, err := findControlPort(10 * time.Second)
-	if err != nil {
-		return err
+	if os.Getpid() == 1 {
+		exe, _ := os.Executable()
+		if state := cmdlineValueFile("wanlab.state"); state != "" && filepath.Dir(exe) != umlGuestBin {
+			// A UML guest's init, before the mounts.
+			return umlInit(state)
+		}
 	}
-	f, err := os.OpenFile(port, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
+	cmdline, _ := os.ReadFile("/proc/cmdline")
+	var f *os.File
+	if tty := cmdlineValue(string(cmdline), "wanlab.ctl"); tty != "" {
+		// A UML guest: the control channel is a console line, made
+		// raw so that frames pass as they are.
+		var err error
+		if f, err = openRawTTY(tty); err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+	} else {
+		port, err := findControlPort(10 * time.Second)
+		if err != nil {
+			return err
+		}
+		if f, err = os.OpenFile(port, os.O_RDWR, 0); err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
 	}
-	if err := setupGuestNetwork(); err != nil {
-		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
+	guestEnv = agentEnv(guestEnv)
+	netErr := setupGuestNetwork()
+	if netErr != nil {
+		fmt.Fprintf(os.Stderr, "agent: %v\n", netErr)
 	}
 	h := guestHello()
+	if netErr != nil {
+		h.NetworkError = strings.ReplaceAll(netErr.Error(), "\n", "; ")
+	}
 	b, _ := json.Marshal(h)
 	w := &frameWriter{w: f}
 	if err := w.write(frameHello, b); err != nil {
@@ -72,6 +94,81 @@ func Agent() error {
 			powerOff()
 		}
 	}
+}
+
+// cmdlineValueFile reads key's value from the kernel command line, as
+// init, before anything is mounted: /proc is mounted first unless it is a
+// procfs already (a UML guest's root is this host's / as hostfs, whose
+// /proc/cmdline is the host's).
+func cmdlineValueFile(key string) string {
+	var st unix.Statfs_t
+	if unix.Statfs("/proc", &st) != nil || st.Type != unix.PROC_SUPER_MAGIC {
+		if unix.Mount("proc", "/proc", "proc", 0, "") != nil {
+			return ""
+		}
+	}
+	b, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		return ""
+	}
+	return cmdlineValue(string(b), key)
+}
+
+// cmdlineValue returns the value of key=value on the kernel command line.
+func cmdlineValue(cmdline, key string) string {
+	for _, kv := range strings.Fields(cmdline) {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// openRawTTY opens a terminal line and turns off everything the line
+// discipline would do to bytes (echo, line editing, CR/NL mapping, flow
+// control), as cfmakeraw does.
+func openRawTTY(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	t, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON | unix.IXOFF
+	t.Oflag &^= unix.OPOST
+	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	t.Cflag &^= unix.CSIZE | unix.PARENB
+	t.Cflag |= unix.CS8
+	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
+	if err := unix.IoctlSetTermios(int(f.Fd()), unix.TCSETS, t); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: raw mode: %w", path, err)
+	}
+	return f, nil
+}
+
+// agentEnv is the commands' environment: the agent's own directory first
+// on the PATH when wanlab is not /bin/wanlab (a UML guest runs it from
+// /run/wanlab/bin), and the agent's GODEBUG and GLIBC_TUNABLES (a UML
+// guest's keep Go and glibc off AVX: see umlGODEBUG).
+func agentEnv(env []string) []string {
+	out := append([]string{}, env...)
+	if exe, err := os.Executable(); err == nil && filepath.Dir(exe) != "/bin" {
+		for i, kv := range out {
+			if p, ok := strings.CutPrefix(kv, "PATH="); ok {
+				out[i] = "PATH=" + filepath.Dir(exe) + ":" + p
+			}
+		}
+	}
+	for _, k := range []string{"GODEBUG", "GLIBC_TUNABLES"} {
+		if v := os.Getenv(k); v != "" {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
 }
 
 // findControlPort waits for the virtio-serial port named controlPortName
@@ -154,14 +251,42 @@ func powerOff() {
 func setupGuestNetwork() error {
 	cmdline, _ := os.ReadFile("/proc/cmdline")
 	var errs []error
+	uml := cmdlineValue(string(cmdline), "wanlab.ctl") != ""
+	if uml {
+		if err := awaitVectorNICs(string(cmdline), 10*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	links, err := netlink.LinkList()
 	if err != nil {
 		return err
 	}
 	for _, l := range links {
+		// UML's vector NICs are vec0, vec1, ...: named as qemu's
+		// virtio NICs are, so that everything else sees eth0.
+		if n, ok := strings.CutPrefix(l.Attrs().Name, "vec"); ok {
+			if err := netlink.LinkSetName(l, "eth"+n); err != nil {
+				errs = append(errs, fmt.Errorf("rename vec%s: %w", n, err))
+			} else {
+				l.Attrs().Name = "eth" + n
+			}
+		}
 		if n := l.Attrs().Name; n == "lo" || strings.HasPrefix(n, "eth") {
 			if err := netlink.LinkSetUp(l); err != nil {
 				errs = append(errs, fmt.Errorf("%s up: %w", n, err))
+			}
+		}
+	}
+	if uml && len(vectorNICs(string(cmdline))) == 0 {
+		// A UML guest without NICs gets an eth0 connected to nothing,
+		// as qemu's guests do: a dummy device.
+		if _, err := netlink.LinkByName("eth0"); err != nil {
+			d := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}}
+			if err := netlink.LinkAdd(d); err == nil {
+				err = netlink.LinkSetUp(d)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("eth0 (dummy): %w", err))
 			}
 		}
 	}
@@ -188,6 +313,46 @@ func setupGuestNetwork() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// vectorNICs returns the names (vec0, vec1, ...) of the UML vector NICs
+// the kernel command line asks for ("vec0:transport=tap,...").
+func vectorNICs(cmdline string) []string {
+	var out []string
+	for _, kv := range strings.Fields(cmdline) {
+		if name, _, ok := strings.Cut(kv, ":"); ok && strings.HasPrefix(name, "vec") && !strings.Contains(name, "=") {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// awaitVectorNICs waits until every vector NIC of the command line is
+// registered (as vecN, or already renamed ethN), so that none is missed by
+// the renaming and its addresses go to the right device.
+func awaitVectorNICs(cmdline string, within time.Duration) error {
+	want := vectorNICs(cmdline)
+	deadline := time.Now().Add(within)
+	for {
+		missing := ""
+		for _, n := range want {
+			_, err := netlink.LinkByName(n)
+			if err != nil {
+				_, err = netlink.LinkByName("eth" + strings.TrimPrefix(n, "vec"))
+			}
+			if err != nil {
+				missing = n
+				break
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("NIC %s not registered after %v", missing, within)
+		}
+		time.Sleep(10 * time.Millisecond) // no netlink subscription this early in a guest
+	}
 }
 
 func addAddr(link string, p netip.Prefix) error {
@@ -224,7 +389,11 @@ func guestHello() Hello {
 	for _, q := range coreQdiscs {
 		seen[q] = true
 	}
-	if b, err := os.ReadFile("/lib/modules/" + h.Release + "/modules.builtin"); err == nil {
+	builtin, err := os.ReadFile("/lib/modules/" + h.Release + "/modules.builtin")
+	if err != nil {
+		builtin, err = os.ReadFile(umlModulesRoot + "/" + h.Release + "/modules.builtin")
+	}
+	if b := builtin; err == nil {
 		for _, l := range strings.Fields(string(b)) {
 			if n := modName(l); strings.HasPrefix(n, "sch_") {
 				seen[strings.TrimPrefix(n, "sch_")] = true

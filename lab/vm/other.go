@@ -11,7 +11,7 @@ import (
 // VM is a running guest; on this system none can be booted.
 type VM struct {
 	ID       string
-	Accel    Accel
+	Engine   Engine
 	BootTime time.Duration
 	Hello    Hello
 }
@@ -23,7 +23,7 @@ func Prepare(context.Context, string, io.Writer) (*Prepared, error) { return nil
 func Boot(context.Context, Config) (*VM, error) { return nil, ErrNotSupported }
 
 // ProbeAccel is not supported on this system.
-func ProbeAccel(context.Context, string) (Accel, string, error) { return "", "", ErrNotSupported }
+func ProbeAccel(context.Context, string) (Engine, string, error) { return "", "", ErrNotSupported }
 
 // Agent is not supported on this system.
 func Agent() error { return ErrNotSupported }
@@ -38,3 +38,19 @@ func (v *VM) Stream(context.Context, io.Writer, io.Writer, ...string) (int, erro
 
 // Close does nothing on this system.
 func (v *VM) Close() error { return nil }
+
+// ChooseEngine is not supported on this system.
+func ChooseEngine(context.Context, string) (Engine, string, error) { return "", "", ErrNotSupported }
+
+// UMLUsable is not supported on this system.
+func UMLUsable() error { return ErrNotSupported }
+
+// ExecUML is not supported on this system.
+func ExecUML([]string) error { return ErrNotSupported }
+
+func cleanupLeftovers(*stateFile) ([]string, error) { return nil, nil }
+
+// UMLMaxMTU is the largest MTU a UML guest's NIC takes.
+const UMLMaxMTU = 1500
+
+func sweepMemoryDirs(string, string) []string { return nil }

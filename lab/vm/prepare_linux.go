@@ -504,3 +504,57 @@ func (a *archive) copyFile(src, dst string, perm os.FileMode) {
 	}
 	a.file(dst, perm, b)
 }
+
+// enginePackages are the Debian packages each engine runs on, by the
+// command or file that shows one installed.
+var enginePackages = map[Engine][]struct{ path, pkg string }{
+	EngineKVM: {{"/usr/bin/" + qemuBinary, "qemu-system-x86"}, {"/bin/busybox", "busybox-static"}, {"/usr/sbin/tc", "iproute2"}},
+	EngineTCG: {{"/usr/bin/" + qemuBinary, "qemu-system-x86"}, {"/bin/busybox", "busybox-static"}, {"/usr/sbin/tc", "iproute2"}},
+	EngineUML: {{umlBinary, "user-mode-linux"}, {"/usr/sbin/tc", "iproute2"}},
+}
+
+// InstallEngine installs with apt-get what the engine needs and is
+// missing (for EngineAuto, what any of them needs: auto may fall back to
+// each). A /bin/busybox that is not static counts as missing.
+func InstallEngine(ctx context.Context, e Engine, log io.Writer) error {
+	engines := []Engine{e}
+	if e == EngineAuto {
+		engines = []Engine{EngineKVM, EngineUML}
+	}
+	seen := map[string]bool{}
+	var missing []string
+	for _, e := range engines {
+		for _, p := range enginePackages[e] {
+			_, err := os.Stat(p.path)
+			if p.pkg == "busybox-static" && err == nil {
+				if interp, _ := elfInterp(p.path); interp != "" {
+					err = errors.New("dynamic")
+				}
+			}
+			if err != nil && !seen[p.pkg] {
+				seen[p.pkg] = true
+				missing = append(missing, p.pkg)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	fmt.Fprintf(log, "vm prepare: installing %s\n", strings.Join(missing, " "))
+	install := func() error {
+		cmd := exec.CommandContext(ctx, "apt-get", append([]string{"install", "-y", "-q", "--no-install-recommends"}, missing...)...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("apt-get install %s: %w: %s", strings.Join(missing, " "), err, lastLine(out))
+		}
+		return nil
+	}
+	if install() == nil {
+		return nil
+	}
+	// A stale package list is the usual cause: update once and retry.
+	if out, err := exec.CommandContext(ctx, "apt-get", "update", "-q").CombinedOutput(); err != nil {
+		return fmt.Errorf("apt-get update: %w: %s", err, lastLine(out))
+	}
+	return install()
+}

@@ -36,6 +36,9 @@ type Hello struct {
 	Qdiscs []string `json:"qdiscs"`
 	// Uptime is the guest's /proc/uptime when the agent started, seconds.
 	Uptime float64 `json:"uptime"`
+	// NetworkError says what of the NICs' setup failed (Boot fails with
+	// it); empty when all went well.
+	NetworkError string `json:"network_error,omitempty"`
 }
 
 type runRequest struct {

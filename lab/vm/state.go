@@ -17,9 +17,10 @@ import (
 	"github.com/wanlab/wanlab/lab"
 )
 
-// stateFile is what a VM records before qemu starts (and again with
-// qemu's PID once it runs): enough for Cleanup, in another process after a
-// crash, to tell a dead owner from a live one and to stop its qemu.
+// stateFile is what a VM records before its engine starts (and again with
+// the engine's PID once it runs): enough for Cleanup, in another process
+// after a crash, to tell a dead owner from a live one and to stop its qemu
+// or linux.uml (QemuPID names either; Accel is the engine).
 type stateFile struct {
 	ID          string    `json:"id"`
 	PID         int       `json:"pid"`
@@ -31,6 +32,8 @@ type stateFile struct {
 	Netns       string    `json:"netns,omitempty"`
 	Taps        []string  `json:"taps,omitempty"`
 	ControlSock string    `json:"control_socket"`
+	// ShmDir holds a UML guest's memory file.
+	ShmDir string `json:"shm_dir,omitempty"`
 
 	dir string
 }
@@ -99,6 +102,13 @@ func parseState(b []byte, dir string) (*stateFile, error) {
 	return st, nil
 }
 
+func (st *stateFile) engineProcess() string {
+	if st.Accel == EngineUML {
+		return "linux.uml"
+	}
+	return "qemu"
+}
+
 func alive(pid int, start uint64) bool {
 	if pid <= 0 {
 		return false
@@ -111,7 +121,10 @@ func alive(pid int, start uint64) bool {
 // removes its state directory; VMs of running processes are left alone. A
 // state directory without a state file (a crash between the two) counts as
 // dead once it is a minute old. It returns what it removed.
-func Cleanup() ([]string, error) { return cleanupIn(DefaultStateDir) }
+func Cleanup() ([]string, error) {
+	removed, err := cleanupIn(DefaultStateDir)
+	return append(removed, sweepMemoryDirs(DefaultStateDir, "/dev/shm")...), err
+}
 
 func cleanupIn(stateDir string) ([]string, error) {
 	ents, err := os.ReadDir(stateDir)
@@ -141,10 +154,17 @@ func cleanupIn(stateDir string) ([]string, error) {
 		}
 		if st != nil && alive(st.QemuPID, st.QemuStart) {
 			if err := syscall.Kill(st.QemuPID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-				errs = append(errs, fmt.Errorf("vm %s: kill qemu %d: %w", e.Name(), st.QemuPID, err))
+				errs = append(errs, fmt.Errorf("vm %s: kill %s %d: %w", e.Name(), st.engineProcess(), st.QemuPID, err))
 				continue
 			}
-			removed = append(removed, fmt.Sprintf("qemu %d of vm %s", st.QemuPID, e.Name()))
+			removed = append(removed, fmt.Sprintf("%s %d of vm %s", st.engineProcess(), st.QemuPID, e.Name()))
+		}
+		if st != nil {
+			r, err := cleanupLeftovers(st)
+			removed = append(removed, r...)
+			if err != nil {
+				errs = append(errs, err)
+			}
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("vm cleanup: %w", err))

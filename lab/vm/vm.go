@@ -41,13 +41,36 @@ var ErrNotPrepared = errors.New("VM not prepared: run `wanlab vm prepare`")
 // ErrNotSupported is returned on systems other than Linux.
 var ErrNotSupported = errors.New("VMs are not supported on this system")
 
-// Accel is how qemu runs the guest's code.
-type Accel string
+// Engine is what runs the guest: qemu with KVM, User-Mode Linux (the
+// guest kernel as a process of this host, for hosts without KVM), or
+// qemu's emulation.
+type Engine string
 
 const (
-	AccelAuto Accel = ""    // KVM when a probe boot succeeds on it, TCG otherwise
-	AccelKVM  Accel = "kvm" // hardware virtualization
-	AccelTCG  Accel = "tcg" // qemu's emulation, multi-threaded, -cpu max
+	EngineAuto Engine = ""    // KVM when its probe boots, else UML when it can run, else TCG
+	EngineKVM  Engine = "kvm" // qemu with hardware virtualization
+	EngineUML  Engine = "uml" // Debian's user-mode-linux (Linux 6.1 as a process, ptrace)
+	EngineTCG  Engine = "tcg" // qemu's emulation, multi-threaded, -cpu max
+)
+
+// ParseEngine reads an --engine value: auto, kvm, uml or tcg.
+func ParseEngine(s string) (Engine, error) {
+	switch s {
+	case "auto", "":
+		return EngineAuto, nil
+	case "kvm", "uml", "tcg":
+		return Engine(s), nil
+	}
+	return "", fmt.Errorf("engine %q: want auto, kvm, uml or tcg", s)
+}
+
+// Accel is the former name of Engine.
+type Accel = Engine
+
+const (
+	AccelAuto = EngineAuto
+	AccelKVM  = EngineKVM
+	AccelTCG  = EngineTCG
 )
 
 // Prepared describes a prepared cache (prepared.json in it).
@@ -65,7 +88,7 @@ type Prepared struct {
 // host kernel.
 type probeRecord struct {
 	HostRelease string `json:"host_release"`
-	Accel       Accel  `json:"accel"`
+	Accel       Engine `json:"accel"`
 	Reason      string `json:"reason,omitempty"`
 }
 
@@ -105,8 +128,9 @@ type Config struct {
 	Binary string
 	// MemoryMB is the guest's RAM; 0 means 256.
 	MemoryMB int
-	// Accel chooses KVM or emulation; AccelAuto probes.
-	Accel Accel
+	// Engine chooses KVM, UML or emulation; EngineAuto probes
+	// (ChooseEngine).
+	Engine Engine
 	// CPU is the CPU model qemu emulates under TCG; empty means "max"
 	// (every feature). A plain "qemu64" guest runs its copies and
 	// checksums without AVX, which qemu emulates slowly: about twice the
@@ -128,10 +152,13 @@ type Config struct {
 	// StateDir is where the VM records itself; empty means
 	// DefaultStateDir, the one directory Cleanup reads.
 	StateDir string
+	// ShmDir is the tmpfs a UML guest's memory file goes to (a
+	// directory of the VM's own is made in it); empty means /dev/shm.
+	ShmDir string
 }
 
-// NIC is a virtio-net NIC of the guest on a TAP device named Tap in
-// Config.Netns, with Addr (when valid) configured on the guest's side.
+// NIC is a NIC of the guest (virtio-net under qemu, UML's vector driver
+// under UML) on a TAP device named Tap in Config.Netns, with Addr (when valid) configured on the guest's side.
 type NIC struct {
 	Tap  string
 	Addr netip.Prefix

@@ -21,6 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/wanlab/wanlab/internal/hostfile"
@@ -36,16 +37,16 @@ const controlPortName = "wanlab.ctl"
 
 // VM is a running guest. Close stops it.
 type VM struct {
-	ID    string
-	Accel Accel
-	// BootTime is from starting qemu to the agent's hello.
+	ID     string
+	Engine Engine
+	// BootTime is from starting qemu or linux.uml to the agent's hello.
 	BootTime time.Duration
 	Hello    Hello
 
 	cfg      Config
 	state    *stateFile
 	cmd      *exec.Cmd
-	exited   chan struct{} // closed when qemu has exited
+	exited   chan struct{} // closed when qemu or linux.uml has exited
 	exitErr  error
 	mu       sync.Mutex // one command at a time on conn
 	connMu   sync.Mutex // guards conn itself: teardown may run during a command
@@ -76,10 +77,6 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 			return nil, fmt.Errorf("vm: NIC %d: TAP name %q: want 1-15 bytes", i, n.Tap)
 		}
 	}
-	p, err := LoadPrepared(cfg.CacheDir)
-	if err != nil {
-		return nil, err
-	}
 	bin := cfg.Binary
 	if bin == "" {
 		if bin, err = os.Executable(); err != nil {
@@ -89,17 +86,33 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 	if _, err := elfInterp(bin); err != nil {
 		return nil, fmt.Errorf("vm: wanlab binary: %w", err)
 	}
-	if _, err := exec.LookPath(qemuBinary); err != nil {
-		return nil, fmt.Errorf("vm: %s not found: install Debian's qemu-system-x86", qemuBinary)
-	}
-	accel := cfg.Accel
-	if accel == AccelAuto {
-		if accel, _, err = ProbeAccel(ctx, cfg.CacheDir); err != nil {
+	engine := cfg.Engine
+	if engine == EngineAuto {
+		if engine, _, err = ChooseEngine(ctx, cfg.CacheDir); err != nil {
 			return nil, err
 		}
 	}
+	var p *Prepared
+	switch engine {
+	case EngineUML:
+		if err := UMLUsable(); err != nil {
+			return nil, fmt.Errorf("vm (uml): %w", err)
+		}
+	case EngineKVM, EngineTCG:
+		if p, err = LoadPrepared(cfg.CacheDir); err != nil {
+			return nil, err
+		}
+		if _, err := exec.LookPath(qemuBinary); err != nil {
+			return nil, fmt.Errorf("vm: %s not found: install Debian's qemu-system-x86 (wanlab vm prepare)", qemuBinary)
+		}
+	default:
+		return nil, fmt.Errorf("vm: %w", fmt.Errorf("engine %q: want auto, kvm, uml or tcg", engine))
+	}
+	if err := checkTaps(cfg.Netns, cfg.NICs); err != nil {
+		return nil, err
+	}
 
-	v := &VM{cfg: cfg, Accel: accel, exited: make(chan struct{})}
+	v := &VM{cfg: cfg, Engine: engine, exited: make(chan struct{})}
 	if err := v.createState(); err != nil {
 		return nil, err
 	}
@@ -108,71 +121,230 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 			v.teardown()
 		}
 	}()
-	initrd := filepath.Join(v.state.dir, "initrd")
-	if err := bootInitramfs(p.Initramfs, bin, initrd); err != nil {
-		return nil, fmt.Errorf("vm %s: initramfs: %w", v.ID, err)
+	var l launch
+	if engine == EngineUML {
+		l, err = v.umlLaunch(bin)
+	} else {
+		l, err = v.qemuLaunch(p, bin)
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: v.state.ControlSock, Net: "unix"})
+	defer l.closeFiles()
 	if err != nil {
-		return nil, fmt.Errorf("vm %s: control socket: %w", v.ID, err)
+		return nil, err
 	}
-	defer ln.Close()
-	var taps []*os.File
-	defer func() {
-		for _, f := range taps {
-			f.Close() // qemu holds its own copies
-		}
-	}()
-	for _, n := range cfg.NICs {
-		f, err := openTap(cfg.Netns, n.Tap)
-		if err != nil {
-			return nil, fmt.Errorf("vm %s: %w", v.ID, err)
-		}
-		taps = append(taps, f)
-	}
-	args := qemuArgs(p, cfg, accel, initrd, v.state.ControlSock, filepath.Join(v.state.dir, "console.log"))
-	v.cmd = exec.Command(qemuBinary, args...)
-	var stderr bytes.Buffer
-	v.cmd.Stderr = &lockedBuffer{b: &stderr}
-	v.cmd.ExtraFiles = taps // fds 3, 4, ...
-	// Its own process group, so Ctrl-C reaches the owner, which stops the
-	// VM in order; SIGKILL when the owner dies without doing so.
-	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	v.cmd = l.cmd
 	start := time.Now()
 	// Pdeathsig fires when the OS thread that started qemu exits, not the
 	// process: a Go thread ends whenever a goroutine that locked it
 	// returns (nsrun does so on every namespace switch), which would kill
-	// a VM at random. qemu is started from a thread locked for the VM's
-	// whole life, so only the process's death ends it.
+	// a VM at random. The engine is started from a thread locked for the
+	// VM's whole life, so only the process's death ends it. A UML guest
+	// opens its TAPs itself: it is started in the TAPs' namespace.
 	startErr := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		if l.netns != "" {
+			h, err := netns.GetFromName(l.netns)
+			if err == nil {
+				err = netns.Set(h)
+				h.Close()
+			}
+			if err != nil {
+				startErr <- fmt.Errorf("netns %s: %w", l.netns, err)
+				return // the thread ends locked, in no namespace of use
+			}
+		}
 		if err := v.cmd.Start(); err != nil {
-			runtime.UnlockOSThread()
+			if l.netns == "" {
+				runtime.UnlockOSThread()
+			}
 			startErr <- err
 			return
 		}
 		startErr <- nil
 		v.exitErr = v.cmd.Wait()
+		if v.Engine == EngineUML {
+			// The host processes of the guest's address spaces share
+			// its file table, the control socket included: they go
+			// with the kernel's.
+			killAll(umlProcesses(v.cmd.Process.Pid))
+		}
 		close(v.exited)
-		// Returning locked ends the thread, with qemu already gone.
+		// A command waiting on the control channel learns at once.
+		if c := v.control(); c != nil {
+			c.SetDeadline(time.Now())
+		}
+		// Returning locked ends the thread, with the engine already gone.
 	}()
 	if err := <-startErr; err != nil {
-		return nil, fmt.Errorf("vm %s: start qemu: %w", v.ID, err)
+		v.cmd = nil
+		return nil, fmt.Errorf("vm %s: start %s: %w", v.ID, v.processName(), err)
 	}
+	l.closeFiles() // the engine holds its own copies
 	v.state.QemuPID = v.cmd.Process.Pid
 	v.state.QemuStart, _ = lab.ProcessStart(v.state.QemuPID)
 	if err := v.state.save(); err != nil {
 		return nil, err
 	}
-	hello, err := v.awaitHello(ctx, ln, start, &stderr)
+	hello, err := v.awaitHello(ctx, l.accept, l.cancelAccept, start, l.stderr)
 	if err != nil {
-		return nil, fmt.Errorf("vm %s (%s): %w", v.ID, accel, err)
+		return nil, fmt.Errorf("vm %s (%s): %w", v.ID, engine, err)
+	}
+	if hello.NetworkError != "" && len(cfg.NICs) > 0 {
+		return nil, fmt.Errorf("vm %s (%s): guest network: %s", v.ID, engine, hello.NetworkError)
+	}
+	if engine == EngineUML {
+		for _, n := range cfg.NICs {
+			if err := tuneUMLTap(cfg.Netns, n.Tap); err != nil {
+				return nil, fmt.Errorf("vm %s: %w", v.ID, err)
+			}
+		}
 	}
 	v.Hello = hello
 	v.BootTime = time.Since(start)
 	v.stop = context.AfterFunc(ctx, func() { _ = v.Close() })
 	return v, nil
+}
+
+// launch is how an engine is started: its command, the files it gets
+// (closed here once it runs), how the control connection is accepted,
+// and the namespace it must start in.
+type launch struct {
+	cmd          *exec.Cmd
+	files        []*os.File
+	accept       func(deadline time.Time) (net.Conn, error)
+	cancelAccept func()
+	stderr       fmt.Stringer
+	netns        string
+}
+
+func (l *launch) closeFiles() {
+	for _, f := range l.files {
+		f.Close()
+	}
+	l.files = nil
+}
+
+// qemuLaunch builds the boot initramfs, the control socket qemu connects
+// to, the TAPs and qemu's command.
+func (v *VM) qemuLaunch(p *Prepared, bin string) (launch, error) {
+	var l launch
+	initrd := filepath.Join(v.state.dir, "initrd")
+	if err := bootInitramfs(p.Initramfs, bin, initrd); err != nil {
+		return l, fmt.Errorf("vm %s: initramfs: %w", v.ID, err)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: v.state.ControlSock, Net: "unix"})
+	if err != nil {
+		return l, fmt.Errorf("vm %s: control socket: %w", v.ID, err)
+	}
+	l.accept = func(deadline time.Time) (net.Conn, error) {
+		defer ln.Close()
+		ln.SetDeadline(deadline)
+		c, err := ln.Accept()
+		if err != nil {
+			return nil, fmt.Errorf("qemu did not connect to the control socket: %w", err)
+		}
+		return c, nil
+	}
+	l.cancelAccept = func() { ln.Close() }
+	for _, n := range v.cfg.NICs {
+		f, err := openTap(v.cfg.Netns, n.Tap)
+		if err != nil {
+			ln.Close()
+			return l, fmt.Errorf("vm %s: %w", v.ID, err)
+		}
+		l.files = append(l.files, f)
+	}
+	args := qemuArgs(p, v.cfg, v.Engine, initrd, v.state.ControlSock, filepath.Join(v.state.dir, "console.log"))
+	l.cmd = exec.Command(qemuBinary, args...)
+	stderr := &lockedBuffer{b: &bytes.Buffer{}}
+	l.stderr = stderr
+	l.cmd.Stderr = stderr
+	l.cmd.ExtraFiles = l.files // fds 3, 4, ...
+	// Its own process group, so Ctrl-C reaches the owner, which stops the
+	// VM in order; SIGKILL when the owner dies without doing so.
+	l.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return l, nil
+}
+
+// umlLaunch prepares a UML guest's state directory, its memory's
+// directory, the control socket pair and the console, and the command:
+// linux.uml started through `wanlab vm uml-exec` (umlSeccompFilter).
+func (v *VM) umlLaunch(bin string) (launch, error) {
+	var l launch
+	shm := v.cfg.ShmDir
+	if shm == "" {
+		shm = "/dev/shm"
+	}
+	if err := checkShm(shm, v.cfg.MemoryMB); err != nil {
+		return l, fmt.Errorf("vm %s (uml): %w", v.ID, err)
+	}
+	v.state.ShmDir = filepath.Join(shm, "wanlab-vm-"+v.ID)
+	if err := v.state.save(); err != nil {
+		return l, err
+	}
+	if err := os.Mkdir(v.state.ShmDir, 0o700); err != nil {
+		return l, fmt.Errorf("vm %s: %w", v.ID, err)
+	}
+	if err := prepareUML(v.state.dir, bin); err != nil {
+		return l, fmt.Errorf("vm %s (uml): %w", v.ID, err)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return l, fmt.Errorf("vm %s: control socket pair: %w", v.ID, err)
+	}
+	hostEnd := os.NewFile(uintptr(fds[0]), "control")
+	guestEnd := os.NewFile(uintptr(fds[1]), "control-guest")
+	conn, err := net.FileConn(hostEnd)
+	hostEnd.Close()
+	if err != nil {
+		guestEnd.Close()
+		return l, fmt.Errorf("vm %s: control socket: %w", v.ID, err)
+	}
+	console, err := os.OpenFile(filepath.Join(v.state.dir, "console.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		guestEnd.Close()
+		conn.Close()
+		return l, fmt.Errorf("vm %s: console: %w", v.ID, err)
+	}
+	l.files = []*os.File{guestEnd, console}
+	l.accept = func(time.Time) (net.Conn, error) { return conn, nil }
+	l.cancelAccept = func() { conn.Close() }
+	l.stderr = &strings.Builder{}
+	l.netns = v.cfg.Netns
+	args := append([]string{"vm", "uml-exec", "--"}, umlCommandLine(v.cfg, v.state.dir, v.ID)...)
+	l.cmd = exec.Command(bin, args...)
+	l.cmd.Env = append(os.Environ(), "TMPDIR="+v.state.ShmDir)
+	l.cmd.Stdout, l.cmd.Stderr = console, console
+	l.cmd.ExtraFiles = l.files // fd 3: con1, the control channel; fd 4: con0
+	// linux.uml is the init of a PID namespace of its own: when it dies
+	// (Pdeathsig when its owner does), the kernel kills the host
+	// processes of the guest's address spaces with it.
+	l.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}
+	return l, nil
+}
+
+// checkTaps refuses a TAP name that is taken in the namespace (a crash's
+// leftover is removed by `wanlab cleanup`).
+func checkTaps(ns string, nics []NIC) error {
+	if len(nics) == 0 {
+		return nil
+	}
+	return nsrun.DoNamed(ns, func() error {
+		for _, n := range nics {
+			if l, err := netlink.LinkByName(n.Tap); err == nil {
+				return fmt.Errorf("vm: TAP %s: a %s device of that name exists in %s (left by a crash? `wanlab cleanup` removes those of dead VMs)", n.Tap, l.Type(), ns)
+			}
+		}
+		return nil
+	})
+}
+
+// processName names the engine's process in messages.
+func (v *VM) processName() string {
+	if v.Engine == EngineUML {
+		return "linux.uml"
+	}
+	return "qemu"
 }
 
 type lockedBuffer struct {
@@ -205,7 +377,7 @@ func (v *VM) createState() error {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("vm state: %w", err)
 	}
-	st := &stateFile{ID: v.ID, PID: os.Getpid(), Created: time.Now().UTC(), Accel: v.Accel,
+	st := &stateFile{ID: v.ID, PID: os.Getpid(), Created: time.Now().UTC(), Accel: v.Engine,
 		Netns: v.cfg.Netns, ControlSock: filepath.Join(dir, "ctl.sock"), dir: dir}
 	for _, n := range v.cfg.NICs {
 		st.Taps = append(st.Taps, n.Tap)
@@ -215,7 +387,7 @@ func (v *VM) createState() error {
 	return st.save()
 }
 
-func qemuArgs(p *Prepared, cfg Config, accel Accel, initrd, sock, console string) []string {
+func qemuArgs(p *Prepared, cfg Config, accel Engine, initrd, sock, console string) []string {
 	cmdline := []string{"console=ttyS0", "quiet", "panic=-1", "rdinit=/init"}
 	for i, n := range cfg.NICs {
 		if n.Addr.IsValid() {
@@ -244,7 +416,7 @@ func qemuArgs(p *Prepared, cfg Config, accel Accel, initrd, sock, console string
 	return args
 }
 
-func accelArgs(a Accel, cpu string) []string {
+func accelArgs(a Engine, cpu string) []string {
 	if a == AccelKVM {
 		return []string{"-accel", "kvm", "-cpu", "host"}
 	}
@@ -254,9 +426,10 @@ func accelArgs(a Accel, cpu string) []string {
 	return []string{"-accel", "tcg,thread=multi", "-cpu", cpu}
 }
 
-// awaitHello waits for qemu to connect to the control socket and the
-// agent to say hello, or for qemu to exit, or the boot timeout.
-func (v *VM) awaitHello(ctx context.Context, ln *net.UnixListener, start time.Time, stderr *bytes.Buffer) (Hello, error) {
+// awaitHello waits for the control connection (qemu connecting to the
+// control socket; a UML guest's is there from the start) and the agent's
+// hello, or for the engine to exit, or the boot timeout.
+func (v *VM) awaitHello(ctx context.Context, accept func(time.Time) (net.Conn, error), cancelAccept func(), start time.Time, stderr fmt.Stringer) (Hello, error) {
 	deadline := start.Add(v.cfg.BootTimeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
@@ -266,11 +439,10 @@ func (v *VM) awaitHello(ctx context.Context, ln *net.UnixListener, start time.Ti
 		err   error
 	}
 	done := make(chan result, 1)
-	ln.SetDeadline(deadline)
 	go func() {
-		c, err := ln.Accept()
+		c, err := accept(deadline)
 		if err != nil {
-			done <- result{err: fmt.Errorf("qemu did not connect to the control socket: %w", err)}
+			done <- result{err: err}
 			return
 		}
 		c.SetReadDeadline(deadline)
@@ -298,9 +470,10 @@ func (v *VM) awaitHello(ctx context.Context, ln *net.UnixListener, start time.Ti
 		v.connMu.Unlock()
 		return r.hello, nil
 	case <-v.exited:
-		return Hello{}, fmt.Errorf("qemu exited during boot (%v): %s%s", v.exitErr, strings.TrimSpace(stderr.String()), v.consoleTail())
+		cancelAccept()
+		return Hello{}, fmt.Errorf("%s exited during boot (%v): %s%s", v.processName(), v.exitErr, strings.TrimSpace(stderr.String()), v.consoleTail())
 	case <-ctx.Done():
-		ln.Close()
+		cancelAccept()
 		if ctx.Err() == context.DeadlineExceeded {
 			return Hello{}, fmt.Errorf("no agent after %v%s", v.cfg.BootTimeout, v.consoleTail())
 		}
@@ -475,7 +648,7 @@ func (v *VM) connError(ctx context.Context, err error) error {
 	}
 	select {
 	case <-v.exited:
-		return fmt.Errorf("vm %s: qemu exited (%v)%s", v.ID, v.exitErr, v.consoleTail())
+		return fmt.Errorf("vm %s: %s exited (%v)%s", v.ID, v.processName(), v.exitErr, v.consoleTail())
 	default:
 	}
 	return fmt.Errorf("vm %s: control channel: %w", v.ID, err)
@@ -488,10 +661,10 @@ func (v *VM) control() net.Conn {
 	return v.conn
 }
 
-// Exited is closed when qemu has exited.
+// Exited is closed when qemu or linux.uml has exited.
 func (v *VM) Exited() <-chan struct{} { return v.exited }
 
-// QemuPID is the PID of the VM's qemu process.
+// QemuPID is the PID of the VM's qemu or linux.uml process.
 func (v *VM) QemuPID() int { return v.state.QemuPID }
 
 // StateDir is the VM's state directory.
@@ -526,19 +699,39 @@ func (v *VM) teardown() error {
 		if c := v.control(); c != nil {
 			c.Close()
 		}
+		if v.Engine == EngineUML {
+			// The host processes of the guest's address spaces, should
+			// any outlive the kernel's.
+			killAll(umlProcesses(v.cmd.Process.Pid))
+		}
+	} else if c := v.control(); c != nil {
+		c.Close()
 	}
 	if v.state != nil {
-		if err := os.RemoveAll(v.state.dir); err != nil {
-			return fmt.Errorf("vm %s: %w", v.ID, err)
+		var errs []error
+		if v.state.ShmDir != "" {
+			if err := os.RemoveAll(v.state.ShmDir); err != nil {
+				errs = append(errs, fmt.Errorf("vm %s: %w", v.ID, err))
+			}
 		}
+		if err := os.RemoveAll(v.state.dir); err != nil {
+			errs = append(errs, fmt.Errorf("vm %s: %w", v.ID, err))
+		}
+		return errors.Join(errs...)
 	}
 	return nil
+}
+
+func killAll(pids []int) {
+	for _, p := range pids {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
 }
 
 // ProbeAccel chooses the accelerator: KVM when /dev/kvm exists and a probe
 // boot under it reaches /init and powers off, emulation otherwise. The
 // answer is cached in cacheDir for this host kernel; reason says why.
-func ProbeAccel(ctx context.Context, cacheDir string) (Accel, string, error) {
+func ProbeAccel(ctx context.Context, cacheDir string) (Engine, string, error) {
 	if cacheDir == "" {
 		cacheDir = DefaultCacheDir
 	}
@@ -615,4 +808,43 @@ func probeKVM(ctx context.Context, p *Prepared) error {
 			return errors.New("no power-off within 20 s")
 		}
 	}
+}
+
+// ChooseEngine picks the engine EngineAuto means: KVM when its probe boot
+// works (ProbeAccel, cached), else UML when it can run here (UMLUsable),
+// else qemu's emulation. reason says which and why, in one line.
+func ChooseEngine(ctx context.Context, cacheDir string) (Engine, string, error) {
+	var kvm string
+	_, qerr := exec.LookPath(qemuBinary)
+	_, perr := LoadPrepared(cacheDir)
+	switch {
+	case !fileExists("/dev/kvm"):
+		kvm = "no /dev/kvm"
+	case qerr != nil:
+		kvm = "KVM not probed: " + qemuBinary + " not installed"
+	case perr != nil:
+		kvm = "KVM not probed: " + perr.Error()
+	default:
+		a, r, err := ProbeAccel(ctx, cacheDir)
+		if err != nil {
+			return "", "", err
+		}
+		if a == EngineKVM {
+			return EngineKVM, "kvm: " + r, nil
+		}
+		kvm = r
+	}
+	uerr := UMLUsable()
+	if uerr == nil {
+		return EngineUML, "uml: " + kvm + ", and UML runs here", nil
+	}
+	if qerr != nil || perr != nil {
+		return "", "", fmt.Errorf("vm: no engine can run: %s; UML: %v; tcg: %v", kvm, uerr, errors.Join(qerr, perr))
+	}
+	return EngineTCG, fmt.Sprintf("tcg: %s, and UML cannot run (%v)", kvm, uerr), nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

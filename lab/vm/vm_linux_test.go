@@ -23,23 +23,50 @@ import (
 	"github.com/wanlab/wanlab/lab/vm"
 )
 
-// TestBootRunTap boots one VM with its NIC on a TAP in a fresh namespace
-// and checks commands, output, exit codes, the network, and that
-// cancelling the context stops it.
+// TestBootRunTap boots one VM with the auto engine (UML where KVM is
+// missing) with its NIC on a TAP in a fresh namespace and checks commands,
+// output, exit codes, the network, and that cancelling the context stops
+// it and removes all it made.
 func TestBootRunTap(t *testing.T) {
 	testenv.RequireVM(t)
+	bootRunTap(t, vm.EngineAuto, testenv.StaticWanlab(t))
+}
+
+// TestBootRunTapTCG is the same on qemu's emulation, the qemu path's test
+// (virtio NIC and control port, initramfs), with a default (cgo,
+// dynamically linked) build, which boots with this host's shared
+// libraries.
+func TestBootRunTapTCG(t *testing.T) {
+	testenv.RequireQemu(t)
+	bootRunTap(t, vm.EngineTCG, defaultBuild(t))
+}
+
+func bootRunTap(t *testing.T, engine vm.Engine, bin string) {
 	ns, h := testenv.NetNS(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// A default (cgo, dynamically linked) build, which boots with this
-	// host's shared libraries; the other VM tests use static builds.
-	v := testenv.VM(t, ctx, vm.Config{Binary: defaultBuild(t), Netns: ns,
+	v := testenv.VM(t, ctx, vm.Config{Binary: bin, Engine: engine, Netns: ns,
 		NICs: []vm.NIC{{Tap: "wlvm0", Addr: mustPrefix("10.203.0.2/24")}}})
-	if !strings.HasPrefix(v.Hello.Release, "6.1.0-") || !contains(v.Hello.Qdiscs, "netem") || !contains(v.Hello.Qdiscs, "fq_codel") {
+	if engine != vm.EngineAuto && v.Engine != engine {
+		t.Errorf("engine %s, want %s", v.Engine, engine)
+	}
+	if !strings.HasPrefix(v.Hello.Release, "6.1.") || !contains(v.Hello.Qdiscs, "netem") || !contains(v.Hello.Qdiscs, "fq_codel") {
 		t.Errorf("hello %+v: want a 6.1 kernel with netem and fq_codel", v.Hello)
 	}
 	if st, err := os.Stat(filepath.Join(v.StateDir(), "state.json")); err != nil || st.Size() == 0 {
 		t.Errorf("state file: %v", err)
+	}
+	wantWanlab := "/bin/wanlab\n"
+	if v.Engine == vm.EngineUML {
+		wantWanlab = "/run/wanlab/bin/wanlab\n"
+		// The host side of the TAP as the vector driver needs it.
+		nsrun.Do(h, func() error {
+			l, err := netlink.LinkByName("wlvm0")
+			if err != nil || l.Attrs().TxQLen != 10000 || l.Attrs().Flags&net.FlagUp == 0 {
+				t.Errorf("TAP of the UML guest: %v, %v; want up with txqueuelen 10000", l, err)
+			}
+			return nil
+		})
 	}
 
 	r, err := v.Run(ctx, "sh", "-c", "echo out; echo err >&2; exit 3")
@@ -59,7 +86,7 @@ func TestBootRunTap(t *testing.T) {
 	// wanlab is on the PATH, and a command run by name finds iproute2's
 	// tc, not busybox's (inside "sh -c" busybox's applets come first).
 	r, err = v.Run(ctx, "sh", "-c", "command -v wanlab")
-	if err != nil || string(r.Stdout) != "/bin/wanlab\n" {
+	if err != nil || string(r.Stdout) != wantWanlab {
 		t.Errorf("wanlab on the PATH: %q %q %v", r.Stdout, r.Stderr, err)
 	}
 	r, err = v.Run(ctx, "tc", "-V")
@@ -87,7 +114,7 @@ func TestBootRunTap(t *testing.T) {
 	select {
 	case <-v.Exited():
 	case <-time.After(30 * time.Second):
-		t.Fatal("qemu still runs 30 s after its context was cancelled")
+		t.Fatalf("%s still runs 30 s after its context was cancelled", v.Engine)
 	}
 	testenv.WaitFor(t, "the state dir to go", func() bool {
 		_, err := os.Stat(v.StateDir())
@@ -96,7 +123,15 @@ func TestBootRunTap(t *testing.T) {
 	if err := v.Close(); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, "the TAP to go with qemu", func() bool {
+	if v.Engine == vm.EngineUML {
+		if left := vm.UMLProcesses(v.QemuPID()); len(left) > 0 {
+			t.Errorf("UML processes %v left after Close", left)
+		}
+		if shm, _ := filepath.Glob("/dev/shm/wanlab-vm-" + v.ID); len(shm) > 0 {
+			t.Errorf("memory directory %v left after Close", shm)
+		}
+	}
+	testenv.WaitFor(t, "the TAP to go with the VM", func() bool {
 		gone := false
 		nsrun.Do(h, func() error {
 			_, err := netlink.LinkByName("wlvm0")
@@ -107,9 +142,10 @@ func TestBootRunTap(t *testing.T) {
 	})
 }
 
-// TestKilledOwnerLeavesNothingCleanupMisses boots a VM from a child
-// process, kills that process with SIGKILL, and checks that its qemu dies
-// with it and that Cleanup removes the state it left.
+// TestKilledOwnerLeavesNothingCleanupMisses boots a VM (auto: UML where
+// KVM is missing) from a child process, kills that process with SIGKILL,
+// and checks that its engine dies with it and that Cleanup removes the
+// state it left.
 func TestKilledOwnerLeavesNothingCleanupMisses(t *testing.T) {
 	testenv.RequireVM(t)
 	bin := testenv.StaticWanlab(t)
@@ -157,7 +193,8 @@ func TestKilledOwnerLeavesNothingCleanupMisses(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	testenv.WaitFor(t, "qemu to die with its owner", func() bool { return syscall.Kill(qemu, 0) != nil })
+	testenv.WaitFor(t, "the engine to die with its owner", func() bool { return syscall.Kill(qemu, 0) != nil })
+	testenv.WaitFor(t, "the UML processes to die with their owner", func() bool { return len(vm.UMLProcesses(qemu)) == 0 })
 	if _, err := os.Stat(filepath.Join(dir, "state.json")); err != nil {
 		t.Fatalf("state of the killed owner's VM: %v; want it left for Cleanup", err)
 	}
@@ -170,6 +207,9 @@ func TestKilledOwnerLeavesNothingCleanupMisses(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("state dir after Cleanup: %v", err)
+	}
+	if shm, _ := filepath.Glob("/dev/shm/wanlab-vm-" + filepath.Base(dir)); len(shm) > 0 {
+		t.Errorf("memory directory %v left after Cleanup", shm)
 	}
 }
 

@@ -130,6 +130,17 @@ func TestNetemAgainstRealKernel(t *testing.T) {
 	t.Run("queues", func(t *testing.T) { testVMQueues(t, ctx, v) })
 }
 
+// TestNetemTreesTCG runs the trees on qemu's emulation of Debian's cloud
+// kernel, where the test above runs on the auto engine (User-Mode Linux
+// where KVM is missing): the qemu guest's kernel path stays tested.
+func TestNetemTreesTCG(t *testing.T) {
+	testenv.RequireQemu(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	v := testenv.VM(t, ctx, vm.Config{CacheDir: os.Getenv("WANLAB_VM_CACHE"), Engine: vm.EngineTCG})
+	testVMTrees(t, ctx, v)
+}
+
 // testVMCorpus sends every netem stage of the corpus through "wanlab
 // kernel apply" (one batch) and checks that it reads back the same:
 // "kernel show" with apply's record (the spec as typed), without it

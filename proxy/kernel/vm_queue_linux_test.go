@@ -33,19 +33,25 @@ var vmQueues = []string{
 	"tbf rate 20mbit burst 20kb limit 1mb | red limit 200kb avpkt 1500 ecn",
 }
 
-// vmHZ is the reference kernel's CONFIG_HZ (Debian's cloud kernels): pie
-// keeps tupdate in jiffies, so 15 ms reads back as 16 ms.
-const vmHZ = 250
+// vmHZ is the reference kernel's CONFIG_HZ: 250 in Debian's cloud kernels,
+// 100 in its user-mode-linux. pie keeps tupdate in jiffies, so 15 ms reads
+// back as 16 ms (20 ms under UML).
+func vmHZ(v *vm.VM) int {
+	if v.Engine == vm.EngineUML {
+		return 100
+	}
+	return 250
+}
 
 // decodedQueue is what "kernel show" decodes from the kernel's values
 // alone for a queue stage: the stage, with pie's tupdate in whole
 // jiffies, and red with what red_dump keeps (no avpkt, burst or
 // bandwidth; an adaptive red's probability moves, and is left out).
-func decodedQueue(st spec.Stage) string {
+func decodedQueue(st spec.Stage, hz int) string {
 	switch q := st.(type) {
 	case *spec.PIE:
 		c := *q
-		jiffy := time.Second / vmHZ
+		jiffy := time.Second / time.Duration(hz)
 		c.TUpdate = (q.TUpdateTime() + jiffy - 1) / jiffy * jiffy
 		if c.TUpdate == spec.DefaultPIETUpdate {
 			c.TUpdate = 0
@@ -98,7 +104,7 @@ func testVMQueues(t *testing.T, ctx context.Context, v *vm.VM) {
 		}
 		var want []string
 		for _, st := range sp.Stages {
-			want = append(want, decodedQueue(st))
+			want = append(want, decodedQueue(st, vmHZ(v)))
 		}
 		wantDecoded := strings.Join(want, " | ")
 		if d := get("decoded"); d != wantDecoded && d != strings.TrimPrefix(wantDecoded, "netem ") {

@@ -1,0 +1,16 @@
+package vm
+
+// UMLProcesses lists the linux.uml processes of a guest's process group.
+var UMLProcesses = umlProcesses
+
+// UMLCommandLine is linux.uml's command line for a VM.
+var UMLCommandLine = umlCommandLine
+
+// WriteState records a VM's state as Boot does, for Cleanup tests.
+func WriteState(dir, id string, pid int, engine Engine, netns string, taps []string, shmDir string) error {
+	st := &stateFile{ID: id, PID: pid, Accel: engine, Netns: netns, Taps: taps, ShmDir: shmDir, dir: dir}
+	return st.save()
+}
+
+// SweepMemoryDirs is Cleanup's sweep of orphaned memory directories.
+var SweepMemoryDirs = sweepMemoryDirs
