@@ -1,5 +1,7 @@
 package vm
 
+import "path/filepath"
+
 // UMLProcesses lists the linux.uml processes of a guest's process group.
 var UMLProcesses = umlProcesses
 
@@ -8,7 +10,7 @@ var UMLCommandLine = umlCommandLine
 
 // WriteState records a VM's state as Boot does, for Cleanup tests.
 func WriteState(dir, id string, pid int, engine Engine, netns string, taps []string, shmDir string) error {
-	st := &stateFile{ID: id, PID: pid, Accel: engine, Netns: netns, Taps: taps, ShmDir: shmDir, dir: dir}
+	st := &stateFile{ID: id, PID: pid, Accel: engine, Netns: netns, Taps: taps, ShmDir: shmDir, ControlSock: filepath.Join(dir, "ctl.sock"), dir: dir}
 	return st.save()
 }
 
