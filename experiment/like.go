@@ -75,6 +75,9 @@ type Try struct {
 // server, both ends' sysctls, and the transfer's size. base carries what
 // the command line set (output, timeouts, --kernel, --vms).
 func LikeConfig(f *fit.Result, base Config) (Config, error) {
+	if rr := f.RequestResponse; rr != nil {
+		return likeRR(f, rr, base)
+	}
 	if f.Transfer.Direction != "download" {
 		return base, fmt.Errorf("%s: the capture's data went from the client to the server (an upload): experiment reproduces downloads only", f.File)
 	}
@@ -93,6 +96,35 @@ func LikeConfig(f *fit.Result, base Config) (Config, error) {
 	if cfg.Size == 0 {
 		cfg.Size = units.Size(max(f.Transfer.Bytes, 64<<10))
 	}
+	if _, err := cfg.Specs(); err != nil {
+		return cfg, fmt.Errorf("the fit's spec: %w", err)
+	}
+	return cfg, cfg.CheckSysctls()
+}
+
+// labHeaderBytes is what the lab's server sends before a response's body
+// (its status line and headers): a response of the original's size is a
+// body of that much less.
+const labHeaderBytes = 117
+
+// likeRR is the lab of a request/response capture: the same requests over
+// the same number of connections, answers of the same size from the lab's
+// server (seed 003's: two writes with Nagle on, unless --nodelay).
+func likeRR(f *fit.Result, rr *fit.RequestResponse, base Config) (Config, error) {
+	cfg := base
+	cfg.Name = "like " + filepath.Base(f.File)
+	cfg.Impair = map[string]string{}
+	for _, d := range f.Directions {
+		if d.Data {
+			cfg.Impair[ToClient] = d.Spec
+		} else {
+			cfg.Impair[ToServer] = d.Spec
+		}
+	}
+	cfg.ClientSysctls = mergeSysctls(base.ClientSysctls, f.Sysctls.Client)
+	cfg.ServerSysctls = mergeSysctls(base.ServerSysctls, f.Sysctls.Server)
+	cfg.Requests, cfg.Concurrency = rr.Requests, rr.Connections
+	cfg.RRBody = units.Size(max(1, rr.ResponseBytes-labHeaderBytes))
 	if _, err := cfg.Specs(); err != nil {
 		return cfg, fmt.Errorf("the fit's spec: %w", err)
 	}
@@ -264,6 +296,8 @@ func refit(run *Result, side string, opt fit.Options) (*fit.Result, error) {
 	opt.Flow = ""
 	if run.Download != nil {
 		opt.Flow = run.Download.Local.String()
+	} else if run.Server.IsValid() {
+		opt.Flow = run.Server.String()
 	}
 	return fit.File(cr.Path, opt)
 }
@@ -273,6 +307,9 @@ func refit(run *Result, side string, opt fit.Options) (*fit.Result, error) {
 // the original's 95 % interval, the window within 10 %, the rate over
 // time (each tenth of the transfer), and the same diagnosis.
 func compare(orig, rep *fit.Result) []Similarity {
+	if orig.RequestResponse != nil {
+		return compareRR(orig, rep)
+	}
 	o, r := orig.Transfer, rep.Transfer
 	ratio := func(a, b float64) float64 {
 		if a == 0 {
@@ -327,6 +364,36 @@ func compare(orig, rep *fit.Result) []Similarity {
 	}
 	out = append(out, Similarity{Measure: "diagnosis", OriginalText: o.Limit, ReproducedText: r.Limit, Figure: same,
 		Within: same == 1, Tolerance: "the same limit"})
+	return out
+}
+
+// compareRR measures a request/response reproduction: the requests and
+// connections, the client's latency (median within 10 %, 99th percentile
+// within 25 %: a few slow answers move it) and the diagnosis.
+func compareRR(orig, rep *fit.Result) []Similarity {
+	o, r := orig.RequestResponse, rep.RequestResponse
+	if r == nil {
+		return []Similarity{{Measure: "request_response", OriginalText: "request-response", ReproducedText: rep.Transfer.Direction,
+			Tolerance: "the same kind of transfer"}}
+	}
+	var out []Similarity
+	num := func(measure string, a, b, tol float64) {
+		f := 0.0
+		if a > 0 {
+			f = b / a
+		}
+		out = append(out, Similarity{Measure: measure, Original: a, Reproduced: b, Figure: f,
+			Within: a > 0 && math.Abs(f-1) <= tol, Tolerance: fmt.Sprintf("within %.0f %%", tol*100)})
+	}
+	num("requests", float64(o.Requests), float64(r.Requests), 0)
+	num("latency_p50_ms", o.LatencyP50Ms, r.LatencyP50Ms, 0.10)
+	num("latency_p99_ms", o.LatencyP99Ms, r.LatencyP99Ms, 0.25)
+	same := 0.0
+	if orig.Transfer.Limit == rep.Transfer.Limit {
+		same = 1
+	}
+	out = append(out, Similarity{Measure: "diagnosis", OriginalText: orig.Transfer.Limit, ReproducedText: rep.Transfer.Limit,
+		Figure: same, Within: same == 1, Tolerance: "the same limit"})
 	return out
 }
 

@@ -77,3 +77,42 @@ func TestLikeReproducesAShapedDownload(t *testing.T) {
 	}
 	assertTornDown(t, lr.Run.LabID)
 }
+
+// TestLikeReproducesRequestResponse: seed 003's load (requests over a few
+// keep-alive connections, the answer's second write held by Nagle until
+// the client's delayed ACK) is fitted as request/response and reproduced
+// with the same requests, connections and diagnosis, and a latency near
+// the original's (the delayed-ACK timer sets it: 25 % here, the report's
+// own tolerance is 10 %).
+func TestLikeReproducesRequestResponse(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	orig := reduced(t, "seed003")
+	orig.Out = filepath.Join(dir, "original")
+	res, err := Run(context.Background(), orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr, err := Like(context.Background(), res.Captures[SideClient].Path, Config{Out: filepath.Join(dir, "like")}, fit.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr := lr.Fit.RequestResponse
+	if rr == nil || rr.Requests != orig.Requests || rr.Connections != orig.Concurrency {
+		t.Fatalf("fit: %+v, want %d requests over %d connections", rr, orig.Requests, orig.Concurrency)
+	}
+	if lr.Run.RR == nil || lr.Run.RR.Requests != orig.Requests {
+		t.Fatalf("the reproduction ran %+v", lr.Run.RR)
+	}
+	sim := map[string]Similarity{}
+	for _, s := range lr.Similarity {
+		sim[s.Measure] = s
+	}
+	if s := sim["diagnosis"]; !s.Within || s.OriginalText != "delayed-ack" {
+		t.Errorf("diagnosis: %+v, want delayed-ack both", s)
+	}
+	if s := sim["latency_p50_ms"]; math.Abs(s.Figure-1) > 0.25 {
+		t.Errorf("latency: %+v", s)
+	}
+	assertTornDown(t, lr.Run.LabID)
+}

@@ -44,6 +44,9 @@ type Result struct {
 	// "middle" or "unknown".
 	CapturedAt string      `json:"captured_at"`
 	Transfer   Transfer    `json:"transfer"`
+	// RequestResponse is set when the connection carried requests and
+	// responses in turns (Transfer.Direction "request-response").
+	RequestResponse *RequestResponse `json:"request_response,omitempty"`
 	Directions []Direction `json:"directions"`
 	Sysctls    Sysctls     `json:"sysctls"`
 	// Notes says plainly what could not be inferred, and why.
@@ -62,7 +65,8 @@ type ConnInfo struct {
 
 // Transfer is what the connection did, for a lab to do the same.
 type Transfer struct {
-	// Direction is "download" (the server sent the data) or "upload".
+	// Direction is "download" (the server sent the data), "upload", or
+	// "request-response" (turns of requests and answers: RequestResponse).
 	Direction   string `json:"direction"`
 	Bytes       int64  `json:"bytes"`
 	Connections int    `json:"connections"`
@@ -172,6 +176,11 @@ func File(path string, opt Options) (*Result, error) {
 	progress("fitting the path")
 	f := newFlow(recs, c, dataDir)
 	fitDirection(out, c, f, recs, ratio)
+	if rr := f.turns(recs, c, res); rr != nil {
+		out.RequestResponse = rr
+		out.Transfer.Direction = "request-response"
+		out.Transfer.Connections = rr.Connections
+	}
 	return out, nil
 }
 
@@ -334,7 +343,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	// more, with no loss, no queue and the window far away, is a send
 	// buffer that holds one size goal: a congestion window would have
 	// grown (the analyzer, seeing no other cause, may name it).
-	oneSkb := !rate.Known() && len(runs) == 0 && st.MaxInFlightBytes > 0 && st.MaxInFlightBytes <= goal*5/4 &&
+	oneSkb := (limit == analyzer.LimitCongestion || limit == "") && !rate.Known() && len(runs) == 0 && st.MaxInFlightBytes > 0 && st.MaxInFlightBytes <= goal*5/4 &&
 		st.PeerMaxWindowBytes > 2*st.MaxInFlightBytes && f.base > 0 && st.TransferMs >= 20*f.base.Seconds()*1000
 	if limit == analyzer.LimitSendBuffer || oneSkb {
 		limit = analyzer.LimitSendBuffer
@@ -656,4 +665,92 @@ func (f *flow) congestionControl(runs []lossRun) (string, string) {
 		return "model-based (bbr)", fmt.Sprintf("in flight held at %.2f of itself across losses: not loss-based", m)
 	}
 	return "", fmt.Sprintf("in flight fell to %.2f of itself after losses: no known signature", m)
+}
+
+// RequestResponse is a connection that carried requests and responses in
+// turns (a web server's keep-alive connections) rather than one bulk
+// transfer: what a lab needs to run the same load.
+type RequestResponse struct {
+	// Connections to the same server port in the capture, and the
+	// requests they carried (each a client data burst followed by the
+	// server's answer).
+	Connections int `json:"connections"`
+	Requests    int `json:"requests"`
+	// RequestBytes and ResponseBytes are medians per turn; ThinkMs is the
+	// server's median time from a request's last byte to its answer's
+	// first, less the capture point's leg to the server.
+	RequestBytes  int     `json:"request_bytes"`
+	ResponseBytes int     `json:"response_bytes"`
+	ThinkMs       float64 `json:"think_ms"`
+	// LatencyP50Ms and LatencyP99Ms are the client's view: a request's
+	// first byte to its answer's last, plus the leg the capture point
+	// does not see.
+	LatencyP50Ms float64 `json:"latency_p50_ms"`
+	LatencyP99Ms float64 `json:"latency_p99_ms"`
+}
+
+// minTurns is how many request/response turns make a connection a
+// request/response one.
+const minTurns = 3
+
+// turns finds the request/response turns of the fitted connection: client
+// data, then server data, then client data again.
+func (f *flow) turns(recs []record, cs *analyzer.Connection, res *analyzer.Result) *RequestResponse {
+	if f.dir != 1 {
+		return nil
+	}
+	type turn struct {
+		reqFirst, reqLast, respFirst, respLast time.Duration
+		reqBytes, respBytes                    int
+	}
+	var ts []turn
+	var cur *turn
+	for _, r := range recs {
+		if r.payload == 0 || r.aflags&analyzer.AnyRetransmission != 0 {
+			continue
+		}
+		switch {
+		case r.dir == 0 && (cur == nil || cur.respBytes > 0):
+			ts = append(ts, turn{reqFirst: r.t, reqLast: r.t, reqBytes: r.payload})
+			cur = &ts[len(ts)-1]
+		case r.dir == 0:
+			cur.reqLast, cur.reqBytes = r.t, cur.reqBytes+r.payload
+		case cur != nil:
+			if cur.respBytes == 0 {
+				cur.respFirst = r.t
+			}
+			cur.respLast, cur.respBytes = r.t, cur.respBytes+r.payload
+		}
+	}
+	var done []turn
+	for _, t := range ts {
+		if t.respBytes > 0 {
+			done = append(done, t)
+		}
+	}
+	if len(done) < minTurns {
+		return nil
+	}
+	var req, resp, think, lat []float64
+	leg := max(f.kmin, 0) // capture point to the client and back: what the client's view adds
+	srv := max(f.emin, 0)
+	for _, t := range done {
+		req = append(req, float64(t.reqBytes))
+		resp = append(resp, float64(t.respBytes))
+		think = append(think, max(0, (t.respFirst-t.reqLast-srv).Seconds()*1000))
+		lat = append(lat, (t.respLast-t.reqFirst+leg).Seconds()*1000)
+	}
+	rr := &RequestResponse{Connections: 1, Requests: len(done),
+		RequestBytes: int(quantile(sorted(req), 0.5)), ResponseBytes: int(quantile(sorted(resp), 0.5)),
+		ThinkMs: quantile(sorted(think), 0.5), LatencyP50Ms: quantile(sorted(lat), 0.5), LatencyP99Ms: quantile(sorted(lat), 0.99)}
+	// The capture's other connections to the same server port did the
+	// same: a request is one client burst, counted by its data segments.
+	for _, o := range res.Connections {
+		if o == cs || o.Server != cs.Server || o.Directions[0] == nil || o.Directions[0].DataPackets == 0 {
+			continue
+		}
+		rr.Connections++
+		rr.Requests += o.Directions[0].DataPackets
+	}
+	return rr
 }

@@ -64,9 +64,15 @@ func newFlow(recs []record, c *analyzer.Connection, dir int) *flow {
 			}
 		}
 	}
+	// The segment the wire carries: the receiver's MSS option less the
+	// timestamp option's 12 bytes; without the handshake the largest
+	// segment seen (a capture with offload shows larger ones).
 	f.mss = f.st.MaxSegmentBytes
-	if peer := c.Directions[1-dir]; peer != nil && peer.MSS > 0 && (f.mss == 0 || f.mss > peer.MSS) {
+	if peer := c.Directions[1-dir]; peer != nil && peer.MSS > 0 {
 		f.mss = peer.MSS
+		if f.st.Timestamps && peer.Timestamps {
+			f.mss -= 12
+		}
 	}
 	if f.mss <= 0 {
 		f.mss = 1448
