@@ -42,13 +42,13 @@ type Result struct {
 	Others     []ConnInfo `json:"other_connections,omitempty"`
 	// CapturedAt is where the capture was taken: "client", "server",
 	// "middle" or "unknown".
-	CapturedAt string      `json:"captured_at"`
-	Transfer   Transfer    `json:"transfer"`
+	CapturedAt string   `json:"captured_at"`
+	Transfer   Transfer `json:"transfer"`
 	// RequestResponse is set when the connection carried requests and
 	// responses in turns (Transfer.Direction "request-response").
 	RequestResponse *RequestResponse `json:"request_response,omitempty"`
-	Directions []Direction `json:"directions"`
-	Sysctls    Sysctls     `json:"sysctls"`
+	Directions      []Direction      `json:"directions"`
+	Sysctls         Sysctls          `json:"sysctls"`
 	// Notes says plainly what could not be inferred, and why.
 	Notes []string `json:"notes"`
 }
