@@ -375,7 +375,6 @@ func (f *flow) bottleneckRate() Param {
 	}
 	T := min(max(f.base/2, 10*time.Millisecond), 50*time.Millisecond)
 	var rates []float64
-	var bytes, busy float64 // kept for the evidence of a mean, unused
 	j := 0
 	start := del[0].t
 	busyAt := func(t time.Duration) bool { q := f.queueAt(t); return q >= f.theta }
@@ -400,8 +399,6 @@ func (f *flow) bottleneckRate() Param {
 		a, b := at(del, t, &j), at(del, t+T, &j)
 		r := float64(b-a) * 8 * f.ipFact / T.Seconds()
 		rates = append(rates, r)
-		bytes += float64(b-a) * 8 * f.ipFact
-		busy += T.Seconds()
 	}
 	if len(rates) < 3 {
 		return unknown(fmt.Sprintf("the queue held for only %d intervals of %s: too short to measure its rate", len(rates), ms(T)))
@@ -415,8 +412,6 @@ func (f *flow) bottleneckRate() Param {
 	rate := quantile(s, 0.5)
 	lo := s[max(0, int(math.Floor(n/2-0.98*math.Sqrt(n)))-1)]
 	hi := s[min(len(s)-1, int(math.Ceil(n/2+0.98*math.Sqrt(n))))]
-	_ = bytes
-	_ = busy
 	if rate <= 0 || (hi-lo)/2 > 0.2*rate {
 		return unknown(fmt.Sprintf("the delivery rate while a queue held was not steady (median %s, 95 %% interval %s-%s over %d intervals): no fixed bottleneck rate",
 			units.Rate(rate).Human(), units.Rate(lo).Human(), units.Rate(hi).Human(), len(rates)))
