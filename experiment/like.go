@@ -75,12 +75,6 @@ type Try struct {
 // server, both ends' sysctls, and the transfer's size. base carries what
 // the command line set (output, timeouts, --kernel, --vms).
 func LikeConfig(f *fit.Result, base Config) (Config, error) {
-	if rr := f.RequestResponse; rr != nil {
-		return likeRR(f, rr, base)
-	}
-	if f.Transfer.Direction != "download" {
-		return base, fmt.Errorf("%s: the capture's data went from the client to the server (an upload): experiment reproduces downloads only", f.File)
-	}
 	cfg := base
 	cfg.Name = "like " + filepath.Base(f.File)
 	cfg.Impair = map[string]string{}
@@ -93,7 +87,16 @@ func LikeConfig(f *fit.Result, base Config) (Config, error) {
 	}
 	cfg.ClientSysctls = mergeSysctls(base.ClientSysctls, f.Sysctls.Client)
 	cfg.ServerSysctls = mergeSysctls(base.ServerSysctls, f.Sysctls.Server)
-	if cfg.Size == 0 {
+	switch rr := f.RequestResponse; {
+	case rr != nil:
+		// The same requests over as many connections, answers of the
+		// same size from the lab's server (seed 003's: two writes with
+		// Nagle on, unless --nodelay).
+		cfg.Requests, cfg.Concurrency = rr.Requests, rr.Connections
+		cfg.RRBody = units.Size(max(1, rr.ResponseBytes-labHeaderBytes))
+	case f.Transfer.Direction != "download":
+		return base, fmt.Errorf("%s: the capture's data went from the client to the server (an upload): experiment reproduces downloads and request/response loads only", f.File)
+	case cfg.Size == 0:
 		cfg.Size = units.Size(max(f.Transfer.Bytes, 64<<10))
 	}
 	if _, err := cfg.Specs(); err != nil {
@@ -106,30 +109,6 @@ func LikeConfig(f *fit.Result, base Config) (Config, error) {
 // (its status line and headers): a response of the original's size is a
 // body of that much less.
 const labHeaderBytes = 117
-
-// likeRR is the lab of a request/response capture: the same requests over
-// the same number of connections, answers of the same size from the lab's
-// server (seed 003's: two writes with Nagle on, unless --nodelay).
-func likeRR(f *fit.Result, rr *fit.RequestResponse, base Config) (Config, error) {
-	cfg := base
-	cfg.Name = "like " + filepath.Base(f.File)
-	cfg.Impair = map[string]string{}
-	for _, d := range f.Directions {
-		if d.Data {
-			cfg.Impair[ToClient] = d.Spec
-		} else {
-			cfg.Impair[ToServer] = d.Spec
-		}
-	}
-	cfg.ClientSysctls = mergeSysctls(base.ClientSysctls, f.Sysctls.Client)
-	cfg.ServerSysctls = mergeSysctls(base.ServerSysctls, f.Sysctls.Server)
-	cfg.Requests, cfg.Concurrency = rr.Requests, rr.Connections
-	cfg.RRBody = units.Size(max(1, rr.ResponseBytes-labHeaderBytes))
-	if _, err := cfg.Specs(); err != nil {
-		return cfg, fmt.Errorf("the fit's spec: %w", err)
-	}
-	return cfg, cfg.CheckSysctls()
-}
 
 func mergeSysctls(a, b map[string]string) map[string]string {
 	out := map[string]string{}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 
 	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/proxy/control"
@@ -37,7 +38,7 @@ func TestMain(m *testing.M) {
 }
 
 // twoVeths makes a namespace with the veth pairs pa/pa2 and pb/pb2 up.
-func twoVeths(t *testing.T) string {
+func twoVeths(t *testing.T) (string, netns.NsHandle) {
 	t.Helper()
 	ns, h := testenv.NetNS(t)
 	nl, err := netlink.NewHandleAt(h)
@@ -54,7 +55,7 @@ func twoVeths(t *testing.T) string {
 			nl.LinkSetUp(link)
 		}
 	}
-	return ns
+	return ns, h
 }
 
 // TestProxyExitPathsRemoveCredentials: whatever ends a proxy (SIGTERM,
@@ -63,7 +64,7 @@ func twoVeths(t *testing.T) string {
 // proxy's credentials and `proxy cleanup` removes them.
 func TestProxyExitPathsRemoveCredentials(t *testing.T) {
 	testenv.RequireRoot(t)
-	ns := twoVeths(t)
+	ns, _ := twoVeths(t)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -89,21 +89,12 @@ func TestProxyMissingInterface(t *testing.T) {
 // changes its spec through the control socket, stops it like SIGINT would
 // and checks nothing is left behind.
 func TestProxyCommand(t *testing.T) {
-	ns, h := testenv.NetNS(t)
+	ns, h := twoVeths(t)
 	nl, err := netlink.NewHandleAt(h)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nl.Close()
-	for _, name := range []string{"pa", "pb"} {
-		if err := nl.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "2"}); err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range []string{name, name + "2"} {
-			link, _ := nl.LinkByName(l)
-			nl.LinkSetUp(link)
-		}
-	}
 	dir := t.TempDir()
 	sock := "unix:" + filepath.Join(dir, "ctl.sock")
 	ctx, cancel := context.WithCancel(context.Background())
