@@ -213,3 +213,50 @@ func TestUnauthenticatedConnectionsClose(t *testing.T) {
 		t.Fatalf("idle connection closed after %v, before the %v it is given", d, readHeaderTimeout)
 	}
 }
+
+// TestSocketFileOwnerIsTheServer: on a unix socket a client also accepts
+// the socket file's owner as the server (a proxy running as its own user
+// serving its control group), but only from a directory no one else may
+// write to.
+func TestSocketFileOwnerIsTheServer(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "a-b.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if err := os.Lchown(sock, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	dial := func() *net.UnixConn {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c.(*net.UnixConn)
+	}
+	if !ownsSocketFile(dial(), 65534) {
+		t.Error("the socket file's owner in a private directory: refused")
+	}
+	if ownsSocketFile(dial(), 1000) {
+		t.Error("a uid that does not own the socket file: accepted")
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if ownsSocketFile(dial(), 65534) {
+		t.Error("a socket file in a directory anyone may write to: accepted")
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -42,7 +44,7 @@ func verifyServer(c net.Conn, ep *Endpoint) error {
 			}
 			return nil
 		}
-		if uid != 0 && uid != self {
+		if uid != 0 && uid != self && !ownsSocketFile(cc, uid) {
 			return ownerError(cc.RemoteAddr().String(), uid, pid, nil)
 		}
 		return nil
@@ -75,6 +77,26 @@ func verifyServer(c net.Conn, ep *Endpoint) error {
 		return nil
 	}
 	return fmt.Errorf("connection of type %T: cannot check who answers", c)
+}
+
+// ownsSocketFile reports whether uid owns the socket file c reached, in a
+// directory no one else may write to: a proxy running as its own user
+// (with CAP_NET_ADMIN) serves its control group's members from there.
+func ownsSocketFile(c *net.UnixConn, uid int) bool {
+	a, ok := c.RemoteAddr().(*net.UnixAddr)
+	if !ok || a.Name == "" {
+		return false
+	}
+	fi, err := os.Lstat(a.Name)
+	if err != nil || fi.Mode()&os.ModeSocket == 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) != uid {
+		return false
+	}
+	di, err := os.Stat(filepath.Dir(a.Name))
+	return err == nil && di.Mode().Perm()&0o022 == 0
 }
 
 func ownerError(addr string, uid, pid int, ep *Endpoint) error {
