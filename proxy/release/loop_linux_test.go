@@ -1,6 +1,7 @@
 package release
 
 import (
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -76,8 +77,22 @@ func TestCloseIdle(t *testing.T) {
 
 func TestMonotonicMatchesKernel(t *testing.T) {
 	// The calibrated clock must agree with CLOCK_MONOTONIC to within a few
-	// microseconds, or stamps would not compare with the kernel's.
-	if d := kernelMonotonic() - MonotonicNow(); d > int64(50*time.Microsecond) || d < -int64(50*time.Microsecond) {
-		t.Fatalf("Monotonic is %d ns off CLOCK_MONOTONIC", d)
+	// microseconds, or stamps would not compare with the kernel's. Each
+	// reading is bracketed by two of the kernel's and the narrowest bracket
+	// of many is kept: a goroutine preempted between two reads (a busy
+	// machine) widens its bracket, it does not move the clock.
+	var lo, hi, m int64
+	width := int64(math.MaxInt64)
+	for range 200 {
+		k0 := kernelMonotonic()
+		now := MonotonicNow()
+		k1 := kernelMonotonic()
+		if k1-k0 < width {
+			lo, hi, m, width = k0, k1, now, k1-k0
+		}
+	}
+	const tol = int64(50 * time.Microsecond)
+	if m < lo-tol || m > hi+tol {
+		t.Fatalf("Monotonic read %d, CLOCK_MONOTONIC %d-%d around it: %d ns off", m, lo, hi, min(m-lo, m-hi))
 	}
 }
