@@ -64,10 +64,22 @@ const comparedFlags = AnyRetransmission | OutOfOrder | LostSegment | AckedUnseen
 // runTshark returns tshark's verdict per TCP frame number.
 func runTshark(t *testing.T, path string) map[int]packetVerdict {
 	t.Helper()
+	return tsharkVerdicts(t, path, tsharkFlags)
+}
+
+// tsharkVerdicts runs tshark once on path (with extra options, such as
+// -d for a decode-as) and returns, per TCP frame number, the ACK RTT and
+// the flags whose fields it was given.
+func tsharkVerdicts(t *testing.T, path string, flags []struct {
+	field string
+	flag  PacketFlags
+}, extra ...string) map[int]packetVerdict {
+	t.Helper()
 	testenv.RequireCommand(t, "tshark")
-	args := []string{"-n", "-r", path, "-Y", "tcp", "-T", "fields", "-E", "separator=/t", "-E", "occurrence=f",
-		"-e", "frame.number", "-e", "tcp.analysis.ack_rtt"}
-	for _, f := range tsharkFlags {
+	args := append([]string{"-n", "-r", path}, extra...)
+	args = append(args, "-Y", "tcp", "-T", "fields", "-E", "separator=/t", "-E", "occurrence=f",
+		"-e", "frame.number", "-e", "tcp.analysis.ack_rtt")
+	for _, f := range flags {
 		args = append(args, "-e", f.field)
 	}
 	cmd := exec.Command("tshark", args...)
@@ -81,7 +93,7 @@ func runTshark(t *testing.T, path string) map[int]packetVerdict {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		cols := strings.Split(sc.Text(), "\t")
-		if len(cols) < 2+len(tsharkFlags) {
+		if len(cols) < 2+len(flags) {
 			t.Fatalf("tshark line %q: %d columns", sc.Text(), len(cols))
 		}
 		n, err := strconv.Atoi(cols[0])
@@ -96,7 +108,7 @@ func runTshark(t *testing.T, path string) map[int]packetVerdict {
 			}
 			v.ackRTT = time.Duration(math.Round(f * 1e9))
 		}
-		for i, tf := range tsharkFlags {
+		for i, tf := range flags {
 			if cols[2+i] != "" {
 				v.flags |= tf.flag
 			}

@@ -1,17 +1,13 @@
 package analyzer
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +19,6 @@ import (
 	"github.com/wanlab/wanlab/analyzer/decode"
 	"github.com/wanlab/wanlab/analyzer/internal/synth"
 	"github.com/wanlab/wanlab/analyzer/pcapfile"
-	"github.com/wanlab/wanlab/internal/testenv"
 )
 
 // fieldFrame is one frame of a generated field capture: the IP packet
@@ -342,50 +337,7 @@ var allTsharkFlags = append(append([]struct {
 // TCP frame: every expert flag and the ACK RTT.
 func tsharkFrames(t *testing.T, path string, extra ...string) map[int]packetVerdict {
 	t.Helper()
-	testenv.RequireCommand(t, "tshark")
-	args := append([]string{"-n", "-r", path}, extra...)
-	args = append(args, "-Y", "tcp", "-T", "fields", "-E", "separator=/t", "-E", "occurrence=f",
-		"-e", "frame.number", "-e", "tcp.analysis.ack_rtt")
-	for _, f := range allTsharkFlags {
-		args = append(args, "-e", f.field)
-	}
-	cmd := exec.Command("tshark", args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("tshark: %v: %s", err, stderr.String())
-	}
-	res := map[int]packetVerdict{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		cols := strings.Split(sc.Text(), "\t")
-		if len(cols) < 2+len(allTsharkFlags) {
-			t.Fatalf("tshark line %q: %d columns", sc.Text(), len(cols))
-		}
-		n, err := strconv.Atoi(cols[0])
-		if err != nil {
-			t.Fatalf("tshark frame number %q", cols[0])
-		}
-		v := packetVerdict{ackRTT: -1}
-		if cols[1] != "" {
-			f, err := strconv.ParseFloat(cols[1], 64)
-			if err != nil {
-				t.Fatalf("tshark ack_rtt %q", cols[1])
-			}
-			v.ackRTT = time.Duration(math.Round(f * 1e9))
-		}
-		for i, tf := range allTsharkFlags {
-			if cols[2+i] != "" {
-				v.flags |= tf.flag
-			}
-		}
-		if v.flags&(FastRetransmission|SpuriousRetransmission) != 0 {
-			v.flags &^= Retransmission
-		}
-		res[n] = v
-	}
-	return res
+	return tsharkVerdicts(t, path, allTsharkFlags, extra...)
 }
 
 // everyFlag is every flag compared frame by frame with tshark.
