@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -80,24 +79,8 @@ func asNobody(t *testing.T, ops ...fileOp) []fileOpResult {
 		}
 		t.Skip("needs root to run a child as uid 65534")
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := publicDir(t)
-	bin := filepath.Join(dir, "wanlab.test")
-	in, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, in, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	js, _ := json.Marshal(ops)
-	cmd := exec.Command(bin, "-test.run=^TestFilesChildProcess$")
-	cmd.Env = []string{fileChildEnv + "=" + string(js), "HOME=/"}
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
+	cmd := testenv.ChildCommand(t, nobody, nobody, nil, "^TestFilesChildProcess$", fileChildEnv+"="+string(js))
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("child as uid %d: %v\n%s", nobody, err, out)

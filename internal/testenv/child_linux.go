@@ -131,10 +131,12 @@ type Child struct {
 	lines chan string
 }
 
-// StartAs runs mode ("squat ADDR" or "flood ADDR N") as uid (and gid uid,
-// no supplementary groups) and returns once the child is ready. It is
-// stopped and waited for at the test's end.
-func StartAs(t testing.TB, uid int, mode string) *Child {
+// ChildCommand is a command running a copy of this test binary (in a
+// directory every user may read, removed at the test's end) as uid and
+// gid with the supplementary groups given (none when nil), in /, with
+// only env and HOME=/ in its environment, running the tests that match
+// run: the way the security tests become another local user.
+func ChildCommand(t testing.TB, uid, gid int, groups []uint32, run string, env ...string) *exec.Cmd {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -156,11 +158,23 @@ func StartAs(t testing.TB, uid int, mode string) *Child {
 	if err := os.WriteFile(bin, in, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-test.run=^$")
-	cmd.Env = []string{childEnv + "=" + mode, "HOME=/"}
+	if groups == nil {
+		groups = []uint32{}
+	}
+	cmd := exec.Command(bin, "-test.run="+run)
+	cmd.Env = append([]string{"HOME=/"}, env...)
 	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}}
+	return cmd
+}
+
+// StartAs runs mode ("squat ADDR" or "flood ADDR N") as uid (and gid uid,
+// no supplementary groups) and returns once the child is ready. It is
+// stopped and waited for at the test's end.
+func StartAs(t testing.TB, uid int, mode string) *Child {
+	t.Helper()
+	cmd := ChildCommand(t, uid, uid, nil, "^$", childEnv+"="+mode)
 	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -83,35 +82,8 @@ func doRaw(r childRequest) childAnswer {
 // the unprivileged user may execute.
 func runAs(t *testing.T, uid, gid int, reqs []childRequest) []childAnswer {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "wanlab-control-child-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "control.test")
-	in, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, in, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	js, _ := json.Marshal(reqs)
-	cmd := exec.Command(bin, "-test.run=^TestChildProcess$")
-	cmd.Env = []string{childEnv + "=" + string(js), "HOME=/"}
-	cmd.Dir = "/"
-	groups := childGroups
-	if groups == nil {
-		groups = []uint32{}
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}}
+	cmd := testenv.ChildCommand(t, uid, gid, childGroups, "^TestChildProcess$", childEnv+"="+string(js))
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("child as uid %d: %v\n%s", uid, err, out)
