@@ -9,8 +9,8 @@ import (
 
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/vm"
-	"github.com/wanlab/wanlab/proxy/engine"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/engine"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 // Accuracy runs the accuracy grid through the proxy (each backend) and the

@@ -18,8 +18,8 @@ import (
 	"github.com/wanlab/wanlab/proxy"
 	"github.com/wanlab/wanlab/proxy/control"
 	"github.com/wanlab/wanlab/proxy/device"
-	"github.com/wanlab/wanlab/proxy/kernel"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/kernel"
+	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/units"
 )
 

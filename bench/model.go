@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/wanlab/wanlab/proxy/engine"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/engine"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 // replayResult is what the spec does, on a virtual clock, to packets

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 // z999 is the two-sided 99.9 % normal quantile.

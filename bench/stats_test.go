@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 func TestWilson(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/wanlab/wanlab/lab"
-	"github.com/wanlab/wanlab/proxy/spec"
-	"github.com/wanlab/wanlab/proxy/trace"
+	"github.com/wanlab/wanlab/tc/spec"
+	"github.com/wanlab/wanlab/tc/trace"
 )
 
 // traceLabel names the trace row: a generated 3 s trace of 1 s steps.

@@ -15,7 +15,7 @@ import (
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/vm"
-	"github.com/wanlab/wanlab/proxy/kernel"
+	"github.com/wanlab/wanlab/tc/kernel"
 	"github.com/wanlab/wanlab/units"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/wanlab/wanlab/analyzer"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/tuner"
 )
 

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/wanlab/wanlab/lab/traffic"
-	"github.com/wanlab/wanlab/proxy/schedule"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/schedule"
+	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/tuner/sockopt"
 	"github.com/wanlab/wanlab/units"

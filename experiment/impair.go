@@ -6,7 +6,7 @@ import (
 
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/proxy/control"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 // ImpairStats are the impairment's counters at the end.

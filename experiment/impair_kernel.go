@@ -9,8 +9,8 @@ import (
 
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab"
-	"github.com/wanlab/wanlab/proxy/kernel"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/kernel"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 // ErrNoKernelSupport wraps kernel.ErrNotSupported for callers that map it

@@ -20,8 +20,8 @@ import (
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/capture"
 	"github.com/wanlab/wanlab/lab/vm"
-	"github.com/wanlab/wanlab/proxy/kernel"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/kernel"
+	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/tuner"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wanlab/wanlab/proxy/htb"
+	"github.com/wanlab/wanlab/tc/htb"
 )
 
 // seed004Tree is seed 004's htb tree (100 Mbit/s parent; 20, 50, 20

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/wanlab/wanlab/proxy/device"
-	"github.com/wanlab/wanlab/proxy/engine"
+	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/proxy/release"
-	"github.com/wanlab/wanlab/proxy/schedule"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/schedule"
+	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/proxy/tap"
 )
 

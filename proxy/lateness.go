@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wanlab/wanlab/proxy/engine"
+	"github.com/wanlab/wanlab/tc/engine"
 )
 
 // Lateness is how far behind the engine's departure times one

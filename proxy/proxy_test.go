@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/wanlab/wanlab/proxy/device"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 // fakeProxy runs the forwarder over two fake devices.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/proxy/device"
-	"github.com/wanlab/wanlab/proxy/schedule"
+	"github.com/wanlab/wanlab/tc/schedule"
 )
 
 // TestScheduleSteps runs a schedule on one direction of a forwarder over

@@ -7,7 +7,7 @@
 #
 #   scripts/count-instructions.sh PKG BENCH [PATTERN] [N1] [N2]
 #   scripts/count-instructions.sh ./analyzer 'AnalyzePacket$' 'wanlab/(analyzer|internal/header)'
-#   scripts/count-instructions.sh ./proxy/engine 'Pipeline$' 'wanlab/(proxy|internal)' 200000 1200000
+#   scripts/count-instructions.sh ./tc/engine 'Pipeline$' 'wanlab/(proxy|internal)' 200000 1200000
 #
 # PKG may also be a test binary (go test -c), for one built from another
 # commit. Needs valgrind (Debian: valgrind).

@@ -30,9 +30,9 @@ for i in 1 2 3 4 5; do
 	"$work/wanlab" analyze --cpuprofile "$work/prof.many-text.$i" "$work/many.pcap" >/dev/null
 done
 go test -pgo=off -count=1 -run '^$' -bench 'Pipeline' -benchtime 0.1s -o "$work/engine.test" \
-	-cpuprofile "$work/prof.engine" ./proxy/engine
+	-cpuprofile "$work/prof.engine" ./tc/engine
 go test -pgo=off -count=1 -run '^$' -bench 'PipelineClasses' -benchtime 0.1s -o "$work/htb.test" \
-	-cpuprofile "$work/prof.htb" ./proxy/htb
+	-cpuprofile "$work/prof.htb" ./tc/htb
 if [ "$(id -u)" = 0 ]; then
 	go test -pgo=off -count=1 -run '^$' -bench 'TCPBulk/(offload|water)' -benchtime 50x -o "$work/proxy.test" \
 		-cpuprofile "$work/prof.proxy" ./proxy

@@ -18,7 +18,7 @@ import (
 	"github.com/wanlab/wanlab/fit"
 	"github.com/wanlab/wanlab/lab/traffic"
 	"github.com/wanlab/wanlab/lab/vm"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/units"
 )
 

@@ -5,9 +5,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/wanlab/wanlab/proxy/engine"
-	"github.com/wanlab/wanlab/proxy/kernel"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/engine"
+	"github.com/wanlab/wanlab/tc/kernel"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 // kernelClassesHelp is appended to kernel's description.

@@ -15,7 +15,7 @@ import (
 	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/proxy/device"
-	"github.com/wanlab/wanlab/proxy/kernel"
+	"github.com/wanlab/wanlab/tc/kernel"
 )
 
 // Exit codes. Scripts rely on them.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wanlab/wanlab/proxy/htb"
+	"github.com/wanlab/wanlab/tc/htb"
 )
 
 func TestWriteHTBStats(t *testing.T) {

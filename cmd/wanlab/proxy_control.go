@@ -11,12 +11,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/spec"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/wanlab/wanlab/proxy/control"
-	"github.com/wanlab/wanlab/proxy/engine"
+	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/units"
 )
 

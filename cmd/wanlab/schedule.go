@@ -3,7 +3,7 @@ package main
 import (
 	"path/filepath"
 
-	"github.com/wanlab/wanlab/proxy/schedule"
+	"github.com/wanlab/wanlab/tc/schedule"
 )
 
 // readSchedule reads and parses a schedule file at the edge: "trace FILE"

@@ -7,9 +7,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/wanlab/wanlab/proxy/engine"
-	"github.com/wanlab/wanlab/proxy/schedule"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/engine"
+	"github.com/wanlab/wanlab/tc/schedule"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 func init() {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/wanlab/wanlab/proxy/htb"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/htb"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 // classSimFlags are simulate's traffic-class flags.

@@ -13,8 +13,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wanlab/wanlab/internal/hostfile"
-	"github.com/wanlab/wanlab/proxy/trace"
-	"github.com/wanlab/wanlab/proxy/trace/traceplot"
+	"github.com/wanlab/wanlab/tc/trace"
+	"github.com/wanlab/wanlab/tc/trace/traceplot"
 	"github.com/wanlab/wanlab/units"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/wanlab/wanlab/proxy/control"
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/metrics"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/proxy/tap"
 )
 

@@ -35,7 +35,7 @@ import (
 	"time"
 
 	"github.com/wanlab/wanlab/internal/peerlimit"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 // Backend is what the control API drives: the running proxy.

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/wanlab/wanlab/proxy/engine"
+	"github.com/wanlab/wanlab/tc/engine"
 )
 
 // fakeBackend mimics the proxy: two directions, a spec "parser" that knows

@@ -1,8 +1,8 @@
 package control
 
 import (
-	"github.com/wanlab/wanlab/proxy/engine"
-	"github.com/wanlab/wanlab/proxy/schedule"
+	"github.com/wanlab/wanlab/tc/engine"
+	"github.com/wanlab/wanlab/tc/schedule"
 	"github.com/wanlab/wanlab/proxy/tap"
 )
 

@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wanlab/wanlab/proxy/control"
-	"github.com/wanlab/wanlab/proxy/htb"
+	"github.com/wanlab/wanlab/tc/htb"
 )
 
 // The htb tree's own counters, per class of the tree, inner

@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/wanlab/wanlab/proxy/control"
-	"github.com/wanlab/wanlab/proxy/engine"
-	"github.com/wanlab/wanlab/proxy/htb"
+	"github.com/wanlab/wanlab/tc/engine"
+	"github.com/wanlab/wanlab/tc/htb"
 )
 
 func TestHTBMetrics(t *testing.T) {

@@ -22,7 +22,7 @@ import (
 
 	"github.com/wanlab/wanlab/internal/peerlimit"
 	"github.com/wanlab/wanlab/proxy/control"
-	"github.com/wanlab/wanlab/proxy/engine"
+	"github.com/wanlab/wanlab/tc/engine"
 )
 
 const namespace = "wanlab_proxy"

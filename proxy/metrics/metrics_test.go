@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/wanlab/wanlab/proxy/control"
-	"github.com/wanlab/wanlab/proxy/engine"
+	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/proxy/tap"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/traffic"
 	"github.com/wanlab/wanlab/proxy"
-	"github.com/wanlab/wanlab/proxy/spec"
+	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/proxy/tap"
 	"github.com/wanlab/wanlab/units"
 )

@@ -1,0 +1,645 @@
+package engine
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/wanlab/wanlab/tc/schedule"
+	"github.com/wanlab/wanlab/tc/spec"
+	"github.com/wanlab/wanlab/units"
+)
+
+// SimConfig describes synthetic traffic for Simulate: Packets IPv4/UDP
+// packets of Size bytes (IP length), evenly spaced at PPS packets per
+// second, ECN-capable (ECT(0)) so an "ecn" spec marks instead of dropping.
+type SimConfig struct {
+	Spec *spec.Spec
+	// Schedule, if set, steps the spec at its times after the first
+	// packet (Spec holds until its first step), each step a Swap at its
+	// time on the virtual clock.
+	Schedule *schedule.Schedule
+	Packets  int
+	PPS      float64
+	Size     int
+	Seed     uint64
+	// QueueMemory bounds the memory of the packets inside (MemoryBudget;
+	// 0: DefaultQueueMemory).
+	QueueMemory units.Size
+}
+
+// Simulation defaults.
+const (
+	DefaultSimPackets = 100000
+	DefaultSimPPS     = 10000
+	DefaultSimSize    = 1500
+)
+
+// DelayStats summarises per-packet delay (departure minus arrival) in ms.
+type DelayStats struct {
+	Mean   float64 `json:"mean"`
+	Stddev float64 `json:"stddev"`
+	P50    float64 `json:"p50"`
+	P99    float64 `json:"p99"`
+}
+
+// SimDrops counts dropped packets by reason.
+type SimDrops struct {
+	Loss     uint64 `json:"loss"`
+	Queue    uint64 `json:"queue"`
+	Oversize uint64 `json:"oversize"`
+	// AQM counts what an active queue manager (codel, fq_codel, pie,
+	// red) dropped by its control law.
+	AQM uint64 `json:"aqm,omitempty"`
+}
+
+// Expected holds what the spec predicts for the synthetic traffic.
+type Expected struct {
+	// LossPercent is the loss models' stationary loss (before any queue
+	// drops and before ECN marking): for a correlated random loss, the
+	// share its correlation realizes (CorrelatedProbability), as are the
+	// duplicate, corrupt and reorder percentages below.
+	LossPercent float64 `json:"loss_percent"`
+	// DelayMeanMs and DelayStddevMs are the netem delays' mean and
+	// standard deviation (distribution tables included), without queueing.
+	DelayMeanMs   float64 `json:"delay_mean_ms"`
+	DelayStddevMs float64 `json:"delay_stddev_ms"`
+	// RateBps is the expected output rate: the offered rate less the loss
+	// models' share, capped by the bottleneck (bits/s of IP bytes).
+	RateBps float64 `json:"rate_bps"`
+	// BottleneckBps is the smallest tbf rate/peakrate or netem rate in
+	// the spec (0: none).
+	BottleneckBps float64 `json:"bottleneck_bps"`
+	OfferedBps    float64 `json:"offered_bps"`
+	// QueueDelayMaxMs is the longest a packet can wait in tbf queues
+	// (limit / rate per tbf stage, the child qdisc's limit when tbf has
+	// one, in packets of the simulated size), on top of the netem delay.
+	QueueDelayMaxMs  float64 `json:"queue_delay_max_ms"`
+	DuplicatePercent float64 `json:"duplicate_percent"`
+	CorruptPercent   float64 `json:"corrupt_percent"`
+	ReorderPercent   float64 `json:"reorder_percent"`
+}
+
+// SimResult is what Simulate measured. The JSON field names are a
+// contract with `wanlab simulate --json` users.
+type SimResult struct {
+	Spec       string  `json:"spec"`
+	Packets    int     `json:"packets"`
+	PPS        float64 `json:"pps"`
+	Size       int     `json:"size"`
+	Seed       uint64  `json:"seed"`
+	PacketsIn  uint64  `json:"packets_in"`
+	PacketsOut uint64  `json:"packets_out"`
+	// LossPercent is the share of offered packets of which no copy left
+	// the pipeline, for any reason (loss model or queue limits).
+	LossPercent float64    `json:"loss_percent"`
+	Delay       DelayStats `json:"delay_ms"`
+	// RateBps is the output rate in bits/s of IP bytes, between the first
+	// and the last departure.
+	RateBps    float64  `json:"rate_bps"`
+	Drops      SimDrops `json:"drops"`
+	Duplicated uint64   `json:"duplicated"`
+	Corrupted  uint64   `json:"corrupted"`
+	// Reordered counts packets that left ahead of a packet which arrived
+	// before them and left later (they overtook it: netem's reorder, or
+	// jitter without a rate).
+	Reordered uint64 `json:"reordered"`
+	ECNMarked uint64 `json:"ecn_marked"`
+	// DurationMs is the virtual time from the first arrival to the last
+	// departure.
+	DurationMs float64  `json:"duration_ms"`
+	Configured Expected `json:"configured"`
+	// Realized lists the correlated netem probabilities (and delay
+	// correlations) with the value they realize in the long run
+	// (RealizedOf), and Warnings the one-line warnings for those that
+	// realize something else than they say.
+	Realized []Realized `json:"realized,omitempty"`
+	Warnings []string   `json:"warnings"`
+	// DelayLag1 is the lag-1 autocorrelation of the delays of consecutive
+	// arrivals that both left (0 when the delay does not vary).
+	DelayLag1 float64 `json:"delay_lag1"`
+	// Stages holds each stage's own counters, root first (where the drops
+	// happened, how deep each queue got): the stages of the spec in
+	// force at the end when a schedule stepped it.
+	Stages []SimStage `json:"stages"`
+	// Schedule lists the schedule's steps applied, in order.
+	Schedule []SimStep `json:"schedule,omitempty"`
+}
+
+// SimStep is a schedule step Simulate applied: its time after the first
+// packet, its line in the schedule file and its spec.
+type SimStep struct {
+	AtMs float64 `json:"at_ms"`
+	Line int     `json:"line"`
+	Spec string  `json:"spec"`
+}
+
+// SimStage is one stage's share of a simulation.
+type SimStage struct {
+	Kind       string `json:"kind"`
+	Spec       string `json:"spec"`
+	PacketsIn  uint64 `json:"packets_in"`
+	PacketsOut uint64 `json:"packets_out"`
+	Drops      Drops  `json:"drops"`
+	// SojournMeanMs is the mean time a packet that left spent in the stage.
+	SojournMeanMs float64 `json:"sojourn_mean_ms"`
+	// SojournP50Ms and SojournP99Ms, for queue disciplines (and the
+	// shaper holding one), are the upper bounds of the sojourn
+	// histogram's buckets (SojournBoundsNs) holding the median and the
+	// 99th percentile.
+	SojournP50Ms float64 `json:"sojourn_p50_ms,omitempty"`
+	SojournP99Ms float64 `json:"sojourn_p99_ms,omitempty"`
+}
+
+// Simulate runs cfg's traffic through a pipeline on a virtual clock. It
+// needs no privileges and takes about a second per million packets.
+func Simulate(cfg SimConfig) (*SimResult, error) {
+	if cfg.Packets <= 0 {
+		cfg.Packets = DefaultSimPackets
+	}
+	if cfg.PPS <= 0 || math.IsNaN(cfg.PPS) || math.IsInf(cfg.PPS, 0) {
+		cfg.PPS = DefaultSimPPS
+	}
+	if cfg.Size <= 0 {
+		cfg.Size = DefaultSimSize
+	}
+	if cfg.Size < 28 || cfg.Size > 65535 {
+		return nil, fmt.Errorf("size %d: must be 28-65535 bytes (an IPv4/UDP packet)", cfg.Size)
+	}
+	if cfg.Spec == nil {
+		cfg.Spec = spec.Empty()
+	}
+	pool := NewPool(Headroom + cfg.Size)
+	const start = int64(1e9) // leave t=0 free: zero means "unstamped"
+	if cfg.QueueMemory == 0 {
+		cfg.QueueMemory = DefaultQueueMemory()
+	}
+	pl, err := NewPipeline(cfg.Spec, Options{Direction: "simulate", Seed: cfg.Seed, Start: start, Memory: NewMemoryBudget(cfg.QueueMemory)})
+	if err != nil {
+		return nil, err
+	}
+	res := &SimResult{Spec: cfg.Spec.String(), Packets: cfg.Packets, PPS: cfg.PPS, Size: cfg.Size, Seed: cfg.Seed}
+	template := udpPacket(cfg.Size)
+	interval := 1e9 / cfg.PPS
+
+	delays := make([]float64, 0, cfg.Packets)
+	bySeq := make([]float64, cfg.Packets+2) // delay of each arrival's first copy; NaN: none left
+	for i := range bySeq {
+		bySeq[i] = math.NaN()
+	}
+	seen := make([]bool, cfg.Packets+2)
+	order := make([]uint64, 0, cfg.Packets)
+	var firstDep, lastDep int64 = -1, 0
+	var firstBytes, bytesOut uint64
+	var unique int
+	batch := make([]*Packet, 0, 256)
+	consume := func(ps []*Packet) {
+		for _, p := range ps {
+			if firstDep < 0 {
+				firstDep, firstBytes = p.Depart, uint64(len(p.Data))
+			}
+			lastDep = p.Depart
+			bytesOut += uint64(len(p.Data))
+			delays = append(delays, float64(p.Depart-p.Arrival)/1e6)
+			order = append(order, p.Seq)
+			if p.Seq < uint64(len(seen)) && !seen[p.Seq] {
+				seen[p.Seq] = true
+				unique++
+				bySeq[p.Seq] = float64(p.Depart-p.Arrival) / 1e6
+			}
+			pool.Put(p)
+		}
+	}
+	// The schedule's next step: its index and time (ok false: none).
+	var pos schedule.Position
+	stepAt := func(t int64) {
+		for pos.Next >= 0 && start+int64(pos.NextAt) <= t {
+			at := start + int64(pos.NextAt)
+			batch = pl.Dequeue(at, batch[:0])
+			consume(batch)
+			st := cfg.Schedule.Steps[pos.Next]
+			if err == nil {
+				err = pl.Swap(st.Spec, at)
+			}
+			res.Schedule = append(res.Schedule, SimStep{AtMs: float64(pos.NextAt) / 1e6, Line: st.Line, Spec: st.Spec.String()})
+			pos = cfg.Schedule.At(pos.NextAt)
+		}
+	}
+	if cfg.Schedule != nil {
+		pos = schedule.Position{Step: -1, Next: -1}
+		if len(cfg.Schedule.Steps) > 0 {
+			pos.Next, pos.NextAt = 0, cfg.Schedule.Steps[0].At
+		}
+	} else {
+		pos.Next = -1
+	}
+	for i := 0; i < cfg.Packets; i++ {
+		t := start + int64(float64(i)*interval)
+		stepAt(t)
+		batch = pl.Dequeue(t, batch[:0])
+		consume(batch)
+		p := pool.Get()
+		p.SetLen(cfg.Size)
+		copy(p.Data, template)
+		p.Arrival = t
+		pl.Enqueue(p, t)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for {
+		next, ok := pl.NextDeparture()
+		if !ok {
+			break
+		}
+		batch = pl.Dequeue(next, batch[:0])
+		consume(batch)
+	}
+
+	res.Reordered = overtakers(order)
+	snap := pl.Snapshot()
+	tot := snap.Totals
+	res.PacketsIn = uint64(cfg.Packets)
+	res.PacketsOut = tot.PacketsOut
+	res.LossPercent = 100 * float64(cfg.Packets-unique) / float64(cfg.Packets)
+	res.Drops = SimDrops{Loss: tot.Drops.Loss, Queue: tot.Drops.Queue, Oversize: tot.Drops.Oversize, AQM: tot.Drops.AQM}
+	for _, cl := range snap.Classes {
+		for _, s := range cl.Stages {
+			res.Duplicated += s.Duplicated
+			res.Corrupted += s.Corrupted
+			res.ECNMarked += s.ECNMarked
+			st := SimStage{Kind: s.Kind, Spec: s.Spec, PacketsIn: s.PacketsIn, PacketsOut: s.PacketsOut, Drops: s.Drops}
+			if s.Sojourn.Count > 0 {
+				st.SojournMeanMs = float64(s.Sojourn.SumNs) / float64(s.Sojourn.Count) / 1e6
+				if s.Queue {
+					st.SojournP50Ms = s.Sojourn.Quantile(0.5) / 1e6
+					st.SojournP99Ms = s.Sojourn.Quantile(0.99) / 1e6
+				}
+			}
+			res.Stages = append(res.Stages, st)
+		}
+	}
+	if lastDep > firstDep && firstDep >= 0 {
+		res.RateBps = float64(bytesOut-firstBytes) * 8 / (float64(lastDep-firstDep) / 1e9)
+	}
+	if lastDep > start {
+		res.DurationMs = float64(lastDep-start) / 1e6
+	}
+	res.Delay = delayStats(delays)
+	res.Configured = expected(cfg.Spec, float64(cfg.Size)*8*cfg.PPS, cfg.Size)
+	res.Realized = RealizedOf(cfg.Spec)
+	res.Warnings = Warnings(cfg.Spec)
+	if w := BudgetWarning(QueueCapacity(cfg.Spec), cfg.QueueMemory); w != "" {
+		res.Warnings = append(res.Warnings, w)
+	}
+	if res.Warnings == nil {
+		res.Warnings = []string{}
+	}
+	res.DelayLag1 = lagOneCorrelation(bySeq)
+	return res, nil
+}
+
+// lagOneCorrelation is the lag-1 autocorrelation of v over the pairs of neighbours that
+// are both present (not NaN); 0 without variance.
+func lagOneCorrelation(v []float64) float64 {
+	var n, sx, sy, sxx, syy, sxy float64
+	for i := 1; i < len(v); i++ {
+		x, y := v[i-1], v[i]
+		if math.IsNaN(x) || math.IsNaN(y) {
+			continue
+		}
+		n++
+		sx += x
+		sy += y
+		sxx += x * x
+		syy += y * y
+		sxy += x * y
+	}
+	if n < 2 {
+		return 0
+	}
+	cov := sxy/n - sx/n*sy/n
+	vx, vy := sxx/n-sx/n*sx/n, syy/n-sy/n*sy/n
+	if vx <= 1e-18 || vy <= 1e-18 {
+		return 0
+	}
+	return math.Round(cov/math.Sqrt(vx*vy)*1e4) / 1e4
+}
+
+// udpPacket builds an IPv4/UDP packet of size bytes with ECT(0), from
+// 10.0.0.1:9 to 10.0.0.2:9 (never sent anywhere: it only exists in
+// memory), with a valid header checksum.
+func udpPacket(size int) []byte {
+	b := make([]byte, size)
+	b[0] = 0x45
+	b[1] = 0x02 // ECT(0)
+	b[2], b[3] = byte(size>>8), byte(size)
+	b[8] = 64
+	b[9] = 17
+	copy(b[12:16], []byte{10, 0, 0, 1})
+	copy(b[16:20], []byte{10, 0, 0, 2})
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(b[i])<<8 | uint32(b[i+1])
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	cs := ^uint16(sum)
+	b[10], b[11] = byte(cs>>8), byte(cs)
+	b[20], b[21], b[22], b[23] = 0, 9, 0, 9
+	ul := size - 20
+	b[24], b[25] = byte(ul>>8), byte(ul)
+	return b
+}
+
+// overtakers counts the entries of seqs (sequence numbers in output order)
+// followed later by a smaller one: packets that left before an earlier
+// arrival.
+func overtakers(seqs []uint64) uint64 {
+	var n uint64
+	minAfter := uint64(math.MaxUint64)
+	for i := len(seqs) - 1; i >= 0; i-- {
+		if minAfter < seqs[i] {
+			n++
+		}
+		minAfter = min(minAfter, seqs[i])
+	}
+	return n
+}
+
+func delayStats(d []float64) DelayStats {
+	if len(d) == 0 {
+		return DelayStats{}
+	}
+	var s DelayStats
+	var sum, sum2 float64
+	for _, v := range d {
+		sum += v
+	}
+	s.Mean = sum / float64(len(d))
+	for _, v := range d {
+		sum2 += (v - s.Mean) * (v - s.Mean)
+	}
+	s.Stddev = math.Sqrt(sum2 / float64(len(d)))
+	slices.Sort(d)
+	s.P50 = quantile(d, 0.50)
+	s.P99 = quantile(d, 0.99)
+	return s
+}
+
+// quantile is the nearest-rank quantile of sorted values.
+func quantile(sorted []float64, q float64) float64 {
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return sorted[i]
+}
+
+// expected derives what a spec predicts for traffic offered at offeredBps.
+func expected(s *spec.Spec, offeredBps float64, packetSize int) Expected {
+	e := Expected{OfferedBps: offeredBps, RateBps: offeredBps}
+	pass := 1.0
+	var variance float64
+	for i, st := range s.Stages {
+		if k, ok := stageKinds[st.Kind()]; ok && k.expect != nil {
+			k.expect(st, &e, &pass, &variance)
+		}
+		if tb, ok := st.(*spec.TBF); ok && i+1 < len(s.Stages) {
+			// tbf's queue is its child qdisc's: its limit, not tbf's.
+			if lim, ok := childLimitBytes(s.Stages[i+1], packetSize); ok {
+				e.QueueDelayMaxMs += (lim - float64(tb.Limit)) * 8 / float64(tb.Rate) * 1e3
+			}
+		}
+	}
+	e.RateBps = offeredBps * pass
+	if e.BottleneckBps != 0 {
+		e.RateBps = math.Min(e.RateBps, e.BottleneckBps)
+	}
+	e.LossPercent = 100 * (1 - pass)
+	e.DelayStddevMs = math.Sqrt(variance)
+	for _, f := range []*float64{&e.LossPercent, &e.DelayMeanMs, &e.DelayStddevMs, &e.QueueDelayMaxMs,
+		&e.DuplicatePercent, &e.CorruptPercent, &e.ReorderPercent} {
+		*f = math.Round(*f*1e9) / 1e9 // no float dust in the JSON
+	}
+	return e
+}
+
+// childLimitBytes is the most a queue discipline holds, in bytes of
+// packetSize-byte packets (ok false: st is not a queue discipline).
+func childLimitBytes(st spec.Stage, packetSize int) (float64, bool) {
+	size := float64(packetSize)
+	switch q := st.(type) {
+	case *spec.PFIFO:
+		return float64(q.PacketLimit()) * size, true
+	case *spec.BFIFO:
+		return float64(q.ByteLimit()), true
+	case *spec.CoDel:
+		return float64(q.PacketLimit()) * size, true
+	case *spec.FQCoDel:
+		return math.Min(float64(q.PacketLimit())*size, float64(q.MemoryBytes())), true
+	case *spec.PIE:
+		return float64(q.PacketLimit()) * size, true
+	case *spec.RED:
+		return float64(q.Limit), true
+	}
+	return 0, false
+}
+
+// minRate is the smaller of two rates where 0 means "no limit".
+func minRate(a, b float64) float64 {
+	if a == 0 {
+		return b
+	}
+	return math.Min(a, b)
+}
+
+// StationaryLoss returns the long-run loss probability of a loss model:
+// P for random loss (what its correlation realizes, when it has one:
+// CorrelatedProbability), the stationary probability of the loss states for the
+// 4-state model, and pi_good*(1-k) + pi_bad*(1-h) for Gilbert-Elliott.
+func StationaryLoss(l spec.Loss) float64 {
+	switch l.Kind {
+	case spec.LossRandom:
+		return CorrelatedProbability(l.P.Prob(), l.Corr.Prob())
+	case spec.LossGE:
+		p, r := l.GP.Prob(), l.GR.Prob()
+		if p+r == 0 {
+			return l.GK.Prob() // never leaves the good state
+		}
+		bad := p / (p + r)
+		return (1-bad)*l.GK.Prob() + bad*l.GH.Prob()
+	case spec.LossState:
+		pi := fourStateStationary(l)
+		return pi[lostInBurst-1] + pi[lostInGap-1]
+	}
+	return 0
+}
+
+// fourStateStationary returns the stationary distribution of the 4-state
+// chain of loss_4state (states 1..4 at indexes 0..3), by power iteration
+// of the lazy chain (P+I)/2, which has the same stationary distribution
+// and converges even when P is periodic.
+func fourStateStationary(l spec.Loss) [4]float64 {
+	p13, p31, p32, p23, p14 := l.P13.Prob(), l.P31.Prob(), l.P32.Prob(), l.P23.Prob(), l.P14.Prob()
+	var P [4][4]float64
+	P[0] = [4]float64{1 - p13 - p14, 0, p13, p14}
+	P[1] = [4]float64{0, 1 - p23, p23, 0}
+	P[2] = [4]float64{p31, p32, 1 - p31 - p32, 0}
+	P[3] = [4]float64{1, 0, 0, 0}
+	pi := [4]float64{1, 0, 0, 0}
+	for k := 0; k < 1000000; k++ {
+		var nx [4]float64
+		for i := 0; i < 4; i++ {
+			nx[i] += pi[i] / 2
+			for j := 0; j < 4; j++ {
+				nx[j] += pi[i] * P[i][j] / 2
+			}
+		}
+		var diff float64
+		for j := range nx {
+			diff += math.Abs(nx[j] - pi[j])
+		}
+		pi = nx
+		if diff < 1e-15 {
+			break
+		}
+	}
+	return pi
+}
+
+// WriteText prints r as a table of configured and realized values.
+func (r *SimResult) WriteText(w io.Writer) error {
+	var b strings.Builder
+	c := r.Configured
+	specText := spec.Abbrev(r.Spec)
+	if specText == "" {
+		specText = "(empty: no impairment)"
+	}
+	fmt.Fprintf(&b, "spec     %s\n", specText)
+	fmt.Fprintf(&b, "traffic  %d packets of %d B at %g pkt/s (%s offered), seed %d, %s virtual\n\n",
+		r.Packets, r.Size, r.PPS, bps(c.OfferedBps), r.Seed,
+		time.Duration(r.DurationMs*1e6).Round(time.Millisecond))
+	if n := len(r.Schedule); n > 0 {
+		fmt.Fprintf(&b, "schedule %d steps applied\n", n)
+		for i, st := range r.Schedule {
+			if i == 8 && n > 10 {
+				// The first eight and the last.
+				fmt.Fprintf(&b, "  ... %d more\n", n-9)
+				st = r.Schedule[n-1]
+			}
+			fmt.Fprintf(&b, "  at %s (line %d): %s\n", stepTime(st.AtMs), st.Line, spec.Abbrev(st.Spec))
+			if i == 8 && n > 10 {
+				break
+			}
+		}
+		b.WriteString("\n")
+	}
+	// A correlated probability shows what it realizes beside what it says.
+	noted := func(param string, conf string) string {
+		var notes []string
+		for _, z := range r.Realized {
+			if z.Param == param {
+				notes = append(notes, z.Note())
+			}
+		}
+		switch {
+		case len(notes) == 1 && len(r.Stages) <= 1:
+			return notes[0]
+		case len(notes) > 0:
+			return conf + "; " + strings.Join(notes, "; ")
+		}
+		return conf
+	}
+	type line struct{ name, conf, real string }
+	var lines []line
+	row := func(name, conf, real string) { lines = append(lines, line{name, conf, real}) }
+	row("packets", fmt.Sprint(r.PacketsIn), fmt.Sprintf("%d out", r.PacketsOut))
+	aqm := ""
+	if r.Drops.AQM > 0 {
+		aqm = fmt.Sprintf(", aqm %d", r.Drops.AQM)
+	}
+	row("loss", noted("loss", pct(c.LossPercent)), fmt.Sprintf("%s (dropped: loss %d, queue %d, oversize %d%s)",
+		pct(r.LossPercent), r.Drops.Loss, r.Drops.Queue, r.Drops.Oversize, aqm))
+	row("delay mean", ms(c.DelayMeanMs), ms(r.Delay.Mean))
+	row("delay stddev", ms(c.DelayStddevMs), ms(r.Delay.Stddev))
+	row("delay p50/p99", "", ms(r.Delay.P50)+" / "+ms(r.Delay.P99))
+	if conf := noted("delay correlation", ""); conf != "" {
+		row("delay corr", conf, fmt.Sprintf("lag-1 %.3g", r.DelayLag1))
+	}
+	if c.QueueDelayMaxMs > 0 {
+		row("tbf queueing", "<= "+ms(c.QueueDelayMaxMs), ms(math.Max(0, r.Delay.Mean-c.DelayMeanMs))+" mean")
+	}
+	rate := bps(c.RateBps)
+	if c.BottleneckBps != 0 && c.BottleneckBps != c.RateBps {
+		rate += " (limit " + bps(c.BottleneckBps) + ")"
+	}
+	row("rate", rate, bps(r.RateBps))
+	row("duplicated", noted("duplicate", pct(c.DuplicatePercent)), count(r.Duplicated, r.PacketsIn))
+	row("corrupted", noted("corrupt", pct(c.CorruptPercent)), count(r.Corrupted, r.PacketsIn))
+	row("reordered", noted("reorder", pct(c.ReorderPercent)), count(r.Reordered, r.PacketsIn)+" overtook an earlier packet")
+	row("ecn marked", "", count(r.ECNMarked, r.PacketsIn))
+	width := 30
+	for _, l := range lines {
+		width = max(width, len(l.conf)+1)
+	}
+	fmt.Fprintf(&b, "%-14s %-*s %s\n", "", width, "configured", "realized")
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%-14s %-*s %s\n", l.name, width, l.conf, l.real)
+	}
+	if len(r.Stages) > 1 || len(r.Stages) == 1 && r.Stages[0].Kind == "trace" {
+		b.WriteString("\nper stage\n")
+		for i, s := range r.Stages {
+			extra := ""
+			if s.Drops.AQM > 0 || s.SojournP99Ms > 0 {
+				extra = fmt.Sprintf(" aqm %d", s.Drops.AQM)
+			}
+			soj := ms(s.SojournMeanMs)
+			if s.SojournP99Ms > 0 {
+				soj += fmt.Sprintf(" (p50 <= %s, p99 <= %s)", ms(s.SojournP50Ms), ms(s.SojournP99Ms))
+			}
+			fmt.Fprintf(&b, "  %d %-5s in %d, out %d, dropped loss %d queue %d oversize %d%s, mean sojourn %s\n",
+				i+1, s.Kind, s.PacketsIn, s.PacketsOut, s.Drops.Loss, s.Drops.Queue, s.Drops.Oversize, extra, soj)
+		}
+	}
+	if len(r.Warnings) > 0 {
+		b.WriteString("\n")
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", warn)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func pct(v float64) string { return fmt.Sprintf("%.3g%%", v) }
+
+// bps prints a rate with four significant digits ("49.99 Mbit/s").
+func bps(v float64) string {
+	for _, u := range []struct {
+		div  float64
+		name string
+	}{{1e9, "Gbit/s"}, {1e6, "Mbit/s"}, {1e3, "kbit/s"}} {
+		if v >= u.div {
+			return fmt.Sprintf("%.4g %s", v/u.div, u.name)
+		}
+	}
+	return fmt.Sprintf("%.4g bit/s", v)
+}
+func ms(v float64) string { return fmt.Sprintf("%.3fms", v) }
+func count(n, of uint64) string {
+	if of == 0 {
+		return fmt.Sprint(n)
+	}
+	return fmt.Sprintf("%d (%.3g%%)", n, 100*float64(n)/float64(of))
+}
+
+// stepTime prints a schedule step's time ("10s", "0s").
+func stepTime(atMs float64) string {
+	if atMs == 0 {
+		return "0s"
+	}
+	return units.FormatDuration(time.Duration(atMs * 1e6))
+}

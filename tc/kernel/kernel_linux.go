@@ -1,0 +1,441 @@
+package kernel
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/wanlab/wanlab/internal/host"
+	"github.com/wanlab/wanlab/internal/hostfile"
+	"github.com/wanlab/wanlab/internal/nsrun"
+	"github.com/wanlab/wanlab/tc/spec"
+)
+
+// record is what Apply leaves in the state dir: the tree it replaced
+// (restored by Clear), the spec it applied, and the options the kernel
+// dumped back for each stage right after (Show prints the spec as typed
+// while the kernel still holds exactly those).
+type record struct {
+	Iface   string   `json:"iface"`
+	Netns   string   `json:"netns,omitempty"`
+	Prev    []qdisc  `json:"prev"`
+	Spec    string   `json:"spec"`
+	Handles []uint32 `json:"handles"`
+	Dumped  [][]byte `json:"dumped,omitempty"`
+}
+
+func loadRecord(path string) (*record, error) {
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err := hostfile.CheckDir(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	b, err := hostfile.ReadInput(path, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	// The names Clear acts on must be names: a tampered record is refused.
+	if err := host.CheckIfaceName(r.Iface); err != nil {
+		return nil, fmt.Errorf("%s: iface: %w", path, err)
+	}
+	if err := host.CheckNetnsName(r.Netns); r.Netns != "" && err != nil {
+		return nil, fmt.Errorf("%s: netns: %w", path, err)
+	}
+	return &r, nil
+}
+
+// putBackRecord makes path hold old again (nothing, when there was no
+// record) after an apply that changed nothing.
+func putBackRecord(path string, old *record) {
+	if old != nil {
+		old.save(path)
+	} else {
+		os.Remove(path)
+	}
+}
+
+// rollback undoes a failed apply: the qdisc tree as it was, then the
+// record as it was. It returns cause, with the restore's failure if any.
+func rollback(ifindex int, tree []qdisc, path string, old *record, cause error) error {
+	if rerr := restoreTree(ifindex, tree); rerr != nil {
+		return fmt.Errorf("%w (restoring the previous qdiscs failed: %v)", cause, rerr)
+	}
+	putBackRecord(path, old)
+	return cause
+}
+
+func (r *record) save(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := hostfile.WriteAtomic(path, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("state file %s: %w", path, err)
+	}
+	return nil
+}
+
+// inNS runs fn inside t's namespace with the interface's index.
+func inNS(t Target, fn func(ifindex int) error) error {
+	return nsrun.DoNamed(t.Netns, func() error {
+		l, err := netlink.LinkByName(t.Iface)
+		if err != nil {
+			var nf netlink.LinkNotFoundError
+			if errors.As(err, &nf) {
+				return &NoInterfaceError{Iface: t.Iface}
+			}
+			return fmt.Errorf("interface %q: %w", t.Iface, err)
+		}
+		return fn(l.Attrs().Index)
+	})
+}
+
+// chain returns the qdiscs of a netem/tbf chain rooted at the root qdisc,
+// root first, or an error naming what else is there.
+func chain(tree []qdisc) ([]qdisc, error) {
+	r, ok := root(tree)
+	if !ok || isDefault(r) {
+		return nil, nil
+	}
+	var out []qdisc
+	for cur := r; ; {
+		if !isStageKind(cur.Kind) {
+			return nil, fmt.Errorf("%s is not a netem/tbf chain", cur)
+		}
+		out = append(out, cur)
+		var next []qdisc
+		for _, q := range tree {
+			if !q.Class && q.Parent != tcHRoot && q.Parent>>16 == cur.Handle>>16 {
+				next = append(next, q)
+			}
+		}
+		if len(next) == 0 {
+			return out, nil
+		}
+		if len(next) > 1 {
+			return nil, fmt.Errorf("%s has %d children, not a chain", cur, len(next))
+		}
+		cur = next[0]
+	}
+}
+
+// pickHandles chooses a qdisc major number per stage, as the seeds do (1:,
+// 10:, 20:...) unless the current tree uses one of them.
+func pickHandles(n int, tree []qdisc) []uint32 {
+	used := map[uint32]bool{}
+	for _, q := range tree {
+		used[q.Handle>>16] = true
+	}
+	for _, base := range []uint32{0, 0x5700, 0x5800, 0x5900} {
+		hs := make([]uint32, n)
+		free := true
+		for i := range hs {
+			major := base + uint32(i)*0x10
+			if base == 0 {
+				major = max(1, uint32(i)*0x10)
+			}
+			hs[i] = major << 16
+			free = free && !used[major]
+		}
+		if free {
+			return hs
+		}
+	}
+	return nil
+}
+
+// Apply configures s on the interface as the kernel's root qdisc chain,
+// replacing what is there; the first Apply records the tree it replaces
+// for Clear. If any stage fails, the interface is left as it was; a kind
+// the kernel lacks is reported as a *NoKindError.
+func Apply(t Target, s *spec.Spec) error {
+	t, err := t.withDefaults()
+	t = t.resolve()
+	if err != nil {
+		return err
+	}
+	if s.IsEmpty() {
+		return Clear(t)
+	}
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	clock, _ := ReadClock("/proc/net/psched")
+	stages := make([]qdisc, len(s.Stages))
+	for i, st := range s.Stages {
+		opt, err := encodeStage(clock, st)
+		if err != nil {
+			return err
+		}
+		stages[i] = qdisc{Kind: st.Kind(), Options: opt}
+	}
+	path := t.recordPath()
+	old, err := loadRecord(path)
+	if err != nil {
+		return err
+	}
+	return inNS(t, func(ifindex int) error {
+		cur, err := dumpTree(ifindex)
+		if err != nil {
+			return err
+		}
+		rec := &record{Iface: t.Iface, Netns: t.Netns, Prev: cur, Spec: s.String()}
+		// What a failed Apply puts back: the tree as it is now, except
+		// that a chain of ours is re-encoded from its spec, because the
+		// kernel does not dump netem's distribution tables.
+		back := cur
+		if old != nil && ours(cur, old) {
+			rec.Prev = old.Prev // keep what the first Apply replaced
+			back = reencoded(clock, cur, old)
+		}
+		rec.Handles = pickHandles(len(stages), cur)
+		if rec.Handles == nil {
+			return errors.New("no free qdisc handles")
+		}
+		for i := range stages {
+			stages[i].Handle = rec.Handles[i]
+			stages[i].Parent = tcHRoot
+			if i > 0 {
+				stages[i].Parent = rec.Handles[i-1] | 1 // netem and tbf have one class, :1
+			}
+		}
+		// Recorded before the change, so a crash leaves a way back.
+		if err := rec.save(path); err != nil {
+			return err
+		}
+		undo := func(cause error) error { return rollback(ifindex, back, path, old, cause) }
+		// Kernels with the duplication fix of sch_netem (6.1.y stable
+		// and later) refuse a netem beside another in the device's tree
+		// when either duplicates, the root it would replace included:
+		// take the old tree down first.
+		cleared := false
+		if n, dup := netemsIn(cur); n > 0 && (dup || duplicates(s)) {
+			if err := deleteRoot(ifindex); err != nil {
+				return undo(err)
+			}
+			cleared = true
+		}
+		for i, q := range stages {
+			flags := unix.NLM_F_EXCL
+			if i == 0 {
+				flags = unix.NLM_F_REPLACE
+			}
+			if err := addQdisc(ifindex, q, flags); err != nil {
+				if errors.Is(err, unix.ENOENT) {
+					err = &NoKindError{Kind: q.Kind}
+				} else if errors.Is(err, unix.EPERM) {
+					err = fmt.Errorf("%w (needs root or CAP_NET_ADMIN)", err)
+				}
+				if i == 0 && !cleared { // the root was refused: nothing changed
+					putBackRecord(path, old)
+					return err
+				}
+				return undo(err)
+			}
+		}
+		now, err := dumpTree(ifindex)
+		if err != nil {
+			return undo(err)
+		}
+		ch, err := chain(now)
+		if err != nil {
+			return undo(err)
+		}
+		if len(ch) != len(s.Stages) {
+			return undo(fmt.Errorf("kernel holds %d stages after apply, want %d", len(ch), len(s.Stages)))
+		}
+		for i, q := range ch {
+			if n, ok := s.Stages[i].(*spec.Netem); ok {
+				if err := checkKept(i+1, n, q.Options); err != nil {
+					return undo(err)
+				}
+			}
+			rec.Dumped = append(rec.Dumped, q.Options)
+		}
+		return rec.save(path)
+	})
+}
+
+// duplicates reports whether a stage of s duplicates packets.
+func duplicates(s *spec.Spec) bool {
+	for _, st := range s.Stages {
+		if n, ok := st.(*spec.Netem); ok && n.Duplicate > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// netemsIn counts the netem qdiscs of tree and says whether one of them
+// duplicates.
+func netemsIn(tree []qdisc) (n int, duplicating bool) {
+	for _, q := range tree {
+		if q.Kind == "netem" && !q.Class {
+			n++
+			if d, err := DecodeNetem(q.Options); err == nil && d.Duplicate > 0 {
+				duplicating = true
+			}
+		}
+	}
+	return n, duplicating
+}
+
+// ours reports whether the chain on the device is the one rec applied.
+func ours(tree []qdisc, rec *record) bool {
+	ch, err := chain(tree)
+	if err != nil || len(ch) != len(rec.Handles) || len(ch) != len(rec.Dumped) {
+		return false
+	}
+	for i, q := range ch {
+		if q.Handle != rec.Handles[i] || !bytes.Equal(q.Options, rec.Dumped[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Show reads the interface's root qdisc chain back as a canonical spec:
+// "" when the kernel's default qdisc is there. While the chain is exactly
+// what Apply configured, the spec prints as applied (with latency, cells
+// and seed as typed); otherwise it is decoded from the kernel's values.
+func Show(t Target) (string, error) {
+	t, err := t.withDefaults()
+	t = t.resolve()
+	if err != nil {
+		return "", err
+	}
+	rec, err := loadRecord(t.recordPath())
+	if err != nil {
+		return "", err
+	}
+	clock, _ := ReadClock("/proc/net/psched")
+	var out string
+	err = inNS(t, func(ifindex int) error {
+		tree, err := dumpTree(ifindex)
+		if err != nil {
+			return err
+		}
+		ch, err := chain(tree)
+		if err != nil {
+			return fmt.Errorf("interface %q: %w", t.Iface, err)
+		}
+		if rec != nil && ours(tree, rec) {
+			out = rec.Spec
+			return nil
+		}
+		out, err = decodeChain(clock, ch)
+		return err
+	})
+	return out, err
+}
+
+func decodeChain(clock Clock, ch []qdisc) (string, error) {
+	s := &spec.Spec{}
+	for _, q := range ch {
+		st, err := decodeStage(clock, q.Kind, q.Options)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", q, err)
+		}
+		s.Stages = append(s.Stages, st)
+	}
+	return s.String(), nil
+}
+
+// Clear restores what the first Apply replaced: the previous root qdisc
+// tree, or the kernel's default when there was none. Without a record it
+// removes a netem/tbf root chain and refuses to touch anything else.
+func Clear(t Target) error {
+	t, err := t.withDefaults()
+	t = t.resolve()
+	if err != nil {
+		return err
+	}
+	path := t.recordPath()
+	rec, err := loadRecord(path)
+	if err != nil {
+		return err
+	}
+	return inNS(t, func(ifindex int) error {
+		if rec != nil {
+			if err := restoreTree(ifindex, rec.Prev); err != nil {
+				return err
+			}
+			return os.Remove(path)
+		}
+		tree, err := dumpTree(ifindex)
+		if err != nil {
+			return err
+		}
+		ch, err := chain(tree)
+		if err != nil {
+			return fmt.Errorf("interface %q: %w: not set by wanlab kernel apply, nothing changed", t.Iface, err)
+		}
+		if len(ch) == 0 {
+			return nil
+		}
+		return deleteRoot(ifindex)
+	})
+}
+
+// Stats returns the counters of each stage of the interface's root chain,
+// root first, so the kernel's drops and overlimits can be set beside the
+// proxy's.
+func Stats(t Target) ([]StageStats, error) {
+	t, err := t.withDefaults()
+	t = t.resolve()
+	if err != nil {
+		return nil, err
+	}
+	var out []StageStats
+	err = inNS(t, func(ifindex int) error {
+		tree, err := dumpTree(ifindex)
+		if err != nil {
+			return err
+		}
+		ch, err := chain(tree)
+		if err != nil {
+			return fmt.Errorf("interface %q: %w", t.Iface, err)
+		}
+		for _, q := range ch {
+			out = append(out, StageStats{Kind: q.Kind, Handle: handleString(q.Handle), Parent: handleString(q.Parent), Counters: q.stats})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// reencoded returns tree with the options of rec's chain encoded from
+// rec's spec; on any trouble it returns tree unchanged.
+func reencoded(clock Clock, tree []qdisc, rec *record) []qdisc {
+	sp, err := spec.Parse(rec.Spec)
+	if err != nil || len(sp.Stages) != len(rec.Handles) {
+		return tree
+	}
+	opts := map[uint32][]byte{}
+	for i, st := range sp.Stages {
+		o, err := encodeStage(clock, st)
+		if err != nil || o == nil {
+			return tree
+		}
+		opts[rec.Handles[i]] = o
+	}
+	out := make([]qdisc, len(tree))
+	for i, q := range tree {
+		if o, ok := opts[q.Handle]; ok && !q.Class {
+			q.Options = o
+		}
+		out[i] = q
+	}
+	return out
+}
