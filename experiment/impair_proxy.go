@@ -12,9 +12,9 @@ import (
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/proxy"
+	"github.com/wanlab/wanlab/proxy/tap"
 	"github.com/wanlab/wanlab/tc/schedule"
 	"github.com/wanlab/wanlab/tc/spec"
-	"github.com/wanlab/wanlab/proxy/tap"
 	"github.com/wanlab/wanlab/units"
 )
 

@@ -3,9 +3,9 @@ package proxy
 import (
 	"strings"
 
+	"github.com/wanlab/wanlab/proxy/release"
 	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/tc/htb"
-	"github.com/wanlab/wanlab/proxy/release"
 	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/units"
 )

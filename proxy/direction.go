@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/wanlab/wanlab/proxy/device"
-	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/proxy/release"
+	"github.com/wanlab/wanlab/proxy/tap"
+	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/tc/schedule"
 	"github.com/wanlab/wanlab/tc/spec"
-	"github.com/wanlab/wanlab/proxy/tap"
 )
 
 // direction is the path of packets leaving through one interface: read

@@ -32,9 +32,9 @@ import (
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/release"
 	"github.com/wanlab/wanlab/proxy/route"
+	"github.com/wanlab/wanlab/proxy/tap"
 	"github.com/wanlab/wanlab/tc/schedule"
 	"github.com/wanlab/wanlab/tc/spec"
-	"github.com/wanlab/wanlab/proxy/tap"
 	"github.com/wanlab/wanlab/units"
 )
 

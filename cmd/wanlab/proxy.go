@@ -20,9 +20,9 @@ import (
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/metrics"
 	"github.com/wanlab/wanlab/proxy/route"
+	"github.com/wanlab/wanlab/proxy/tap"
 	"github.com/wanlab/wanlab/tc/schedule"
 	"github.com/wanlab/wanlab/tc/spec"
-	"github.com/wanlab/wanlab/proxy/tap"
 	"github.com/wanlab/wanlab/units"
 )
 

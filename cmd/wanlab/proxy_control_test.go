@@ -15,8 +15,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wanlab/wanlab/proxy/control"
-	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/proxy/tap"
+	"github.com/wanlab/wanlab/tc/engine"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite golden files")

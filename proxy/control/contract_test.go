@@ -19,8 +19,8 @@ import (
 	"github.com/wanlab/wanlab/proxy/control"
 	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/proxy/metrics"
-	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/proxy/tap"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 // lockedBuffer is a bytes.Buffer the tap's writer may append to while the

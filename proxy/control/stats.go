@@ -1,9 +1,9 @@
 package control
 
 import (
+	"github.com/wanlab/wanlab/proxy/tap"
 	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/tc/schedule"
-	"github.com/wanlab/wanlab/proxy/tap"
 )
 
 // Stats is what GET /v1/stats returns: one entry per direction, in the order

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/wanlab/wanlab/proxy/control"
-	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/proxy/tap"
+	"github.com/wanlab/wanlab/tc/engine"
 )
 
 func sample() control.Stats {

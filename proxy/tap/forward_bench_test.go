@@ -13,8 +13,8 @@ import (
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/traffic"
 	"github.com/wanlab/wanlab/proxy"
-	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/proxy/tap"
+	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/units"
 )
 
