@@ -2,7 +2,6 @@ package bench
 
 import (
 	"encoding/binary"
-	"math"
 	"slices"
 	"time"
 
@@ -78,27 +77,13 @@ func replay(s *spec.Spec, sends []int64, ipLen int, seed uint64) (replayResult, 
 	res.DelayP50 = time.Duration(quantile(delays, .5))
 	res.DelayP99 = time.Duration(quantile(delays, .99))
 	if len(order) > 0 {
-		res.Reordered = float64(overtakers(order)) / float64(len(order))
+		res.Reordered = float64(engine.Overtakers(order)) / float64(len(order))
 	}
 	res.Loss = 1 - float64(unique)/float64(len(sends))
 	if unique > 0 {
 		res.Duplicated = float64(len(order)-unique) / float64(unique)
 	}
 	return res, nil
-}
-
-// overtakers counts the entries of seqs (in output order) followed later
-// by a smaller one: packets that left before an earlier arrival.
-func overtakers(seqs []uint64) int {
-	n := 0
-	minAfter := uint64(math.MaxUint64)
-	for i := len(seqs) - 1; i >= 0; i-- {
-		if minAfter < seqs[i] {
-			n++
-		}
-		minAfter = min(minAfter, seqs[i])
-	}
-	return n
 }
 
 // udpTemplate is an IPv4/UDP packet of size bytes (10.0.0.1 to 10.0.0.2,

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/tc/spec"
 )
 
@@ -84,7 +85,7 @@ func analyze(arr []arrival, sent int, steadyAfter time.Duration) probeStats {
 		order = append(order, a.seq)
 		delays = append(delays, float64(a.rx-a.sent))
 	}
-	st.Reordered = overtakers(order)
+	st.Reordered = int(engine.Overtakers(order))
 	slices.Sort(delays)
 	st.DelayP50 = time.Duration(quantile(delays, .5))
 	st.DelayP99 = time.Duration(quantile(delays, .99))

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/tc/spec"
 )
 
@@ -113,9 +114,9 @@ func TestReplay(t *testing.T) {
 func TestOvertakers(t *testing.T) {
 	for _, c := range []struct {
 		seqs []uint64
-		want int
+		want uint64
 	}{{[]uint64{0, 1, 2}, 0}, {[]uint64{1, 0, 2}, 1}, {[]uint64{3, 0, 1, 2}, 1}, {[]uint64{1, 2, 3, 0}, 3}} {
-		if got := overtakers(c.seqs); got != c.want {
+		if got := engine.Overtakers(c.seqs); got != c.want {
 			t.Errorf("overtakers(%v) = %d, want %d", c.seqs, got, c.want)
 		}
 	}

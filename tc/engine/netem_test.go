@@ -262,7 +262,7 @@ func TestJitterReordersUnlessRate(t *testing.T) {
 		for i, p := range out {
 			seqs[i] = p.Seq
 		}
-		return overtakers(seqs), out
+		return Overtakers(seqs), out
 	}
 	if n, _ := count("delay 10ms 5ms"); n < 10000 {
 		t.Errorf("delay 10ms 5ms at 10000 pkt/s: only %d packets overtook, want most", n)

@@ -259,7 +259,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		consume(batch)
 	}
 
-	res.Reordered = overtakers(order)
+	res.Reordered = Overtakers(order)
 	snap := pl.Snapshot()
 	tot := snap.Totals
 	res.PacketsIn = uint64(cfg.Packets)
@@ -356,10 +356,10 @@ func udpPacket(size int) []byte {
 	return b
 }
 
-// overtakers counts the entries of seqs (sequence numbers in output order)
+// Overtakers counts the entries of seqs (sequence numbers in output order)
 // followed later by a smaller one: packets that left before an earlier
-// arrival.
-func overtakers(seqs []uint64) uint64 {
+// arrival (the reordering Simulate and the benchmarks report).
+func Overtakers(seqs []uint64) uint64 {
 	var n uint64
 	minAfter := uint64(math.MaxUint64)
 	for i := len(seqs) - 1; i >= 0; i-- {
