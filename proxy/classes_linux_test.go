@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wanlab/wanlab/tc/htb"
 )
 
 // seed004Tree is seed 004's htb tree (100 Mbit/s parent; 20, 50, 20
@@ -162,8 +161,8 @@ func classRatesGap(t *testing.T, p *Proxy, b *bulkFlows, classes []string, warm,
 		goodput = append(goodput, float64(r1[i]-r0[i])*8/secs)
 	}
 	borrowed = map[string]uint64{}
-	if st, ok := p.Stats().Directions[1].Engine.Scheduler.([]htb.ClassStats); ok {
-		for _, s := range st {
+	{
+		for _, s := range p.Stats().Directions[1].Engine.Scheduler {
 			borrowed[s.ID] = s.BorrowedBytes
 		}
 	}

@@ -6,17 +6,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wanlab/wanlab/tc/htb"
+	"github.com/wanlab/wanlab/tc/engine"
 )
 
 func TestWriteHTBStats(t *testing.T) {
-	st := []htb.ClassStats{{ID: "1:1", Bytes: 3 << 20, LentBytes: 1 << 20, Mode: "can_send"},
+	st := []engine.TreeClass{{ID: "1:1", Bytes: 3 << 20, LentBytes: 1 << 20, Mode: "can_send"},
 		{ID: "1:2", Parent: "1:1", Leaf: true, Bytes: 3 << 20, BorrowedBytes: 1 << 20, QueuePackets: 5, DroppedQueue: 2, Mode: "may_borrow"}}
 	// In process and after a JSON round trip (the control API) alike.
 	b, _ := json.Marshal(st)
-	var generic any
-	json.Unmarshal(b, &generic)
-	for _, v := range []any{st, generic} {
+	var decoded []engine.TreeClass
+	if err := json.Unmarshal(b, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range [][]engine.TreeClass{st, decoded} {
 		var out bytes.Buffer
 		if err := writeHTBStats(&out, v); err != nil {
 			t.Fatal(err)

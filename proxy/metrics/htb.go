@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wanlab/wanlab/proxy/control"
-	"github.com/wanlab/wanlab/tc/htb"
+	"github.com/wanlab/wanlab/tc/engine"
 )
 
 // The htb tree's own counters, per class of the tree, inner
@@ -19,12 +19,12 @@ var (
 
 // collectHTB emits the htb counters of d, when it runs a tree.
 func collectHTB(ch chan<- prometheus.Metric, d control.Direction) {
-	stats, ok := d.Engine.Scheduler.([]htb.ClassStats)
-	if !ok {
+	stats := d.Engine.Scheduler
+	if stats == nil {
 		return
 	}
 	if len(stats) > MaxClasses {
-		kept := make([]htb.ClassStats, MaxClasses)
+		kept := make([]engine.TreeClass, MaxClasses)
 		copy(kept, stats[:MaxClasses-1])
 		rest := &kept[MaxClasses-1]
 		rest.ID = otherClass

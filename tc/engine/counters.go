@@ -191,7 +191,39 @@ type Snapshot struct {
 	Classes   []ClassSnapshot `json:"classes"`
 	// Swaps counts spec replacements since the pipeline was created.
 	Swaps uint64 `json:"swaps"`
-	// Scheduler is the class scheduler's own statistics (package htb's
-	// per-class counters), when it has any.
-	Scheduler any `json:"scheduler,omitempty"`
+	// Scheduler is the class scheduler's own statistics (an htb tree's
+	// classes, in configuration order), when it has any.
+	Scheduler []TreeClass `json:"scheduler,omitempty"`
+}
+
+// TreeClass is one class of a class scheduler's tree (an htb class):
+// its counters, buckets and mode. Inner classes count the packets of their
+// descendants.
+type TreeClass struct {
+	ID      string `json:"id"`
+	Parent  string `json:"parent,omitempty"`
+	Leaf    bool   `json:"leaf"`
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+	// BorrowedPackets/Bytes were sent while this class was over its rate,
+	// on an ancestor's spare tokens (the kernel's "borrowed" counts
+	// packets).
+	BorrowedPackets uint64 `json:"borrowed_packets"`
+	BorrowedBytes   uint64 `json:"borrowed_bytes"`
+	// LentPackets/Bytes were sent by a descendant on this class's tokens
+	// ("lended").
+	LentPackets uint64 `json:"lent_packets"`
+	LentBytes   uint64 `json:"lent_bytes"`
+	// DroppedQueue counts packets refused by a full leaf queue.
+	DroppedQueue uint64 `json:"dropped_queue"`
+	QueuePackets uint64 `json:"queue_packets"`
+	QueueBytes   uint64 `json:"queue_bytes"`
+	// Tokens and CTokens are the buckets in ns of transmission time at
+	// rate and ceil ("tokens:" and "ctokens:" of tc -s class, in ns).
+	Tokens  int64  `json:"tokens_ns"`
+	CTokens int64  `json:"ctokens_ns"`
+	Mode    string `json:"mode"`
+	// XStats are a leaf queue discipline's own statistics (codel,
+	// fq_codel, pie, red), as tc -s qdisc prints them for the leaf's qdisc.
+	XStats *XStats `json:"xstats,omitempty"`
 }

@@ -20,7 +20,7 @@ type Scheduler interface {
 // SchedulerStats is a Scheduler that reports statistics in snapshots
 // (called under the pipeline's lock; the value must be a copy).
 type SchedulerStats interface {
-	SchedulerStats(now int64) any
+	SchedulerStats(now int64) []TreeClass
 }
 
 // SchedulerDropper is a Scheduler whose queues drop packets they held

@@ -220,7 +220,7 @@ func (s *Scheduler) Dequeue(now int64) (*engine.Packet, int, bool) {
 
 // SchedulerStats implements engine.SchedulerStats: the classes'
 // []ClassStats.
-func (s *Scheduler) SchedulerStats(now int64) any { return s.tree.Stats(now) }
+func (s *Scheduler) SchedulerStats(now int64) []engine.TreeClass { return s.tree.Stats(now) }
 
 // Drain implements engine.Drainer.
 func (s *Scheduler) Drain(fn func(p *engine.Packet, class int)) {

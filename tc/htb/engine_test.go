@@ -188,9 +188,9 @@ func TestLeafXStats(t *testing.T) {
 		pl.Enqueue(udp(pool, 2, 1500, now), now)
 	}
 	pl.Dequeue(now+100e6, nil)
-	stats, ok := pl.Snapshot().Scheduler.([]ClassStats)
-	if !ok {
-		t.Fatalf("scheduler stats %T", pl.Snapshot().Scheduler)
+	stats := pl.Snapshot().Scheduler
+	if len(stats) == 0 {
+		t.Fatal("no scheduler stats")
 	}
 	for _, s := range stats {
 		switch {

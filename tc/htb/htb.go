@@ -113,36 +113,9 @@ func (m Mode) String() string {
 	return "can_send"
 }
 
-// ClassStats are one class's counters. Inner classes count the packets of
-// their descendants.
-type ClassStats struct {
-	ID      string `json:"id"`
-	Parent  string `json:"parent,omitempty"`
-	Leaf    bool   `json:"leaf"`
-	Packets uint64 `json:"packets"`
-	Bytes   uint64 `json:"bytes"`
-	// BorrowedPackets/Bytes were sent while this class was over its rate,
-	// on an ancestor's spare tokens (the kernel's "borrowed" counts
-	// packets).
-	BorrowedPackets uint64 `json:"borrowed_packets"`
-	BorrowedBytes   uint64 `json:"borrowed_bytes"`
-	// LentPackets/Bytes were sent by a descendant on this class's tokens
-	// ("lended").
-	LentPackets uint64 `json:"lent_packets"`
-	LentBytes   uint64 `json:"lent_bytes"`
-	// DroppedQueue counts packets refused by a full leaf queue.
-	DroppedQueue uint64 `json:"dropped_queue"`
-	QueuePackets uint64 `json:"queue_packets"`
-	QueueBytes   uint64 `json:"queue_bytes"`
-	// Tokens and CTokens are the buckets in ns of transmission time at
-	// rate and ceil ("tokens:" and "ctokens:" of tc -s class, in ns).
-	Tokens  int64  `json:"tokens_ns"`
-	CTokens int64  `json:"ctokens_ns"`
-	Mode    string `json:"mode"`
-	// XStats are a leaf queue discipline's own statistics (codel,
-	// fq_codel, pie, red), as tc -s qdisc prints them for the leaf's qdisc.
-	XStats *engine.XStats `json:"xstats,omitempty"`
-}
+// ClassStats are one class's counters (the engine's snapshot type, so
+// that a snapshot carries them typed).
+type ClassStats = engine.TreeClass
 
 // xstatsQueue is a leaf queue with xstats (engine.LeafQueue).
 type xstatsQueue interface {

@@ -357,7 +357,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		classes[cfg.Classes.Classes[i].ID] = &cfg.Classes.Classes[i]
 	}
 	under := leavesUnder(cfg.Classes, classes, byID)
-	if stats, ok := snap.Scheduler.([]ClassStats); ok {
+	if stats := snap.Scheduler; stats != nil {
 		for _, st := range stats {
 			c := classes[st.ID]
 			sc := SimClass{ID: st.ID, Parent: st.Parent, Leaf: st.Leaf, BorrowedBytes: st.BorrowedBytes, LentBytes: st.LentBytes,
