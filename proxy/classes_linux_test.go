@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
 )
 
 // seed004Tree is seed 004's htb tree (100 Mbit/s parent; 20, 50, 20
