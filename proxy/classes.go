@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"strings"
-
 	"github.com/wanlab/wanlab/proxy/release"
 	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/tc/htb"
@@ -26,82 +24,10 @@ import (
 // the link-layer header, which a TUN packet does not have).
 const htbOverhead = 0
 
-// isClassesText reports whether a spec text is a class set.
-func isClassesText(text string) bool {
-	return spec.IsClasses(strings.TrimSpace(text))
-}
-
-// parseClassesText reads a class set (line form, tc commands or YAML).
-func parseClassesText(text string) (*spec.Classes, error) {
-	return spec.ParseClassesAuto([]byte(text))
-}
-
-// classOptions fills opt with the classes of cs.
-func classOptions(cs *spec.Classes, opt engine.Options) (engine.Options, error) {
-	s, err := htb.NewSetup(cs, htb.Options{Overhead: htbOverhead, Now: release.MonotonicNow()})
-	if err != nil {
-		return opt, err
-	}
-	return s.Options(opt), nil
-}
-
-// resolveClasses is what text makes of d's classes, built and checked
-// with nothing changed yet: a whole set when d has none or text defines a
-// root class (or is YAML), otherwise a change of the running set
-// (spec.Classes.Patch). applyClasses then swaps it in atomically
-// (engine.Pipeline.Replace).
-func (d *direction) resolveClasses(text string) (*spec.Classes, *htb.Setup, error) {
-	cur := d.classes.Load()
-	var cs *spec.Classes
-	var err error
-	whole := cur == nil
-	if !whole {
-		if full, perr := parseClassesText(text); perr == nil && hasRoot(full) {
-			whole, cs = true, full
-		}
-	}
-	switch {
-	case cs != nil:
-	case whole:
-		cs, err = parseClassesText(text)
-	default:
-		cs, err = cur.Patch(text)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := htb.NewSetup(cs, htb.Options{Overhead: htbOverhead, Now: release.MonotonicNow()})
-	if err != nil {
-		return nil, nil, err
-	}
-	return cs, s, nil
-}
-
-// applyClasses swaps the set resolveClasses built into d.
-func (d *direction) applyClasses(cs *spec.Classes, s *htb.Setup) error {
-	if err := s.Install(d.pl, release.MonotonicNow()); err != nil {
-		return err
-	}
-	d.classes.Store(cs)
-	return nil
-}
-
-func hasRoot(cs *spec.Classes) bool {
-	for _, c := range cs.Classes {
-		if c.Parent == "" {
-			return true
-		}
-	}
-	return false
-}
-
-// setPlain replaces d's classes by one plain spec.
-func (d *direction) setPlain(s *spec.Spec) error {
-	if err := d.pl.Replace([]engine.ClassSpec{{Name: "default", Spec: s}}, nil, nil, release.MonotonicNow()); err != nil {
-		return err
-	}
-	d.classes.Store(nil)
-	return nil
+// newSetup builds the engine classes, classifier and htb scheduler of
+// cs, checked, with nothing changed yet.
+func newSetup(cs *spec.Classes) (*htb.Setup, error) {
+	return htb.NewSetup(cs, htb.Options{Overhead: htbOverhead, Now: release.MonotonicNow()})
 }
 
 // specText is d's spec in canonical form: its classes' line form when it

@@ -104,10 +104,11 @@ func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (
 	}
 	cs := im.Classes
 	if cs != nil {
-		var err error
-		if opt, err = classOptions(cs, opt); err != nil {
+		setup, err := newSetup(cs)
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w", d.iface, err)
 		}
+		opt = setup.Options(opt)
 	}
 	pl, err := engine.NewPipeline(im.Pipeline, opt)
 	if err != nil {

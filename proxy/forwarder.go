@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -184,11 +183,22 @@ func (p *Forwarder) TUNs() [2]string { return [2]string{p.dirs[0].dev.Name(), p.
 // Queues is the number of queues (and readers) of each direction's device.
 func (p *Forwarder) Queues() int { return len(p.dirs[0].queues) }
 
-// SetSpec replaces the spec of the direction leaving through iface, or of
-// both when iface is "". A spec that does not parse returns the parser's
-// error unchanged and the running spec stays. Packets already inside keep
-// the departure times the old spec gave them (engine.Pipeline.Swap).
+// SetSpec parses text (spec.ParseChange) and installs it (Install): the
+// entry for callers holding text; the control API parses where the
+// request arrives and calls Install.
 func (p *Forwarder) SetSpec(iface, text string) error {
+	if _, err := p.targets(iface); err != nil {
+		return err
+	}
+	ch, err := spec.ParseChange(text)
+	if err != nil {
+		return err
+	}
+	return p.Install(iface, ch)
+}
+
+// targets are the directions leaving through iface, both for "".
+func (p *Forwarder) targets(iface string) ([]*direction, error) {
 	var targets []*direction
 	for _, d := range p.dirs {
 		if iface == "" || iface == d.iface {
@@ -196,47 +206,58 @@ func (p *Forwarder) SetSpec(iface, text string) error {
 		}
 	}
 	if len(targets) == 0 {
-		return fmt.Errorf("interface %q: not a direction of this proxy (have %s, %s)", iface, p.opt.Ifaces[0], p.opt.Ifaces[1])
+		return nil, fmt.Errorf("interface %q: not a direction of this proxy (have %s, %s)", iface, p.opt.Ifaces[0], p.opt.Ifaces[1])
 	}
-	if strings.HasPrefix(strings.TrimSpace(text), "@") {
-		return spec.ErrFileRef
-	}
-	if isClassesText(text) {
-		for _, d := range targets {
-			cs, setup, err := d.resolveClasses(text)
-			if err != nil {
-				return err // a refused request changes nothing
-			}
-			d.stopSchedule() // before the swap: a step due meanwhile would replace the classes
-			if err := d.applyClasses(cs, setup); err != nil {
-				return err
-			}
-			if next, ok := d.pl.NextDeparture(); ok {
-				d.loop.Notify(next)
-			}
-		}
-		return nil
-	}
-	s, err := spec.Parse(text)
+	return targets, nil
+}
+
+// Install replaces the impairment of the direction leaving through iface,
+// or of both when iface is "", by what ch makes of it (a class change
+// patches the tree in force). A change that does not apply returns its
+// error and the running impairment stays. Packets already inside keep the
+// departure times the old one gave them (engine.Pipeline.Swap and
+// Replace).
+func (p *Forwarder) Install(iface string, ch spec.Change) error {
+	targets, err := p.targets(iface)
 	if err != nil {
 		return err
 	}
 	for _, d := range targets {
-		d.stopSchedule()
-		if err := d.setSpec(s); err != nil {
+		im, err := ch.Apply(d.classes.Load())
+		if err != nil {
+			return err // a refused request changes nothing
+		}
+		if im.Classes == nil {
+			d.stopSchedule()
+			if err := d.setSpec(im.Pipeline); err != nil {
+				return err
+			}
+			continue
+		}
+		setup, err := newSetup(im.Classes)
+		if err != nil {
 			return err
+		}
+		d.stopSchedule() // before the swap: a step due meanwhile would replace the classes
+		if err := setup.Install(d.pl, release.MonotonicNow()); err != nil {
+			return err
+		}
+		d.classes.Store(im.Classes)
+		if next, ok := d.pl.NextDeparture(); ok {
+			d.loop.Notify(next)
 		}
 	}
 	return nil
 }
 
 // setSpec replaces d's spec (or class set) by the pipeline s: what
-// SetSpec and a schedule's steps do.
+// Install and a schedule's steps do.
 func (d *direction) setSpec(s *spec.Spec) error {
 	if d.classes.Load() != nil {
-		if err := d.setPlain(s); err != nil {
+		if err := d.pl.Replace([]engine.ClassSpec{{Name: "default", Spec: s}}, nil, nil, release.MonotonicNow()); err != nil {
 			return err
 		}
+		d.classes.Store(nil)
 	} else if err := d.pl.Swap(s, release.MonotonicNow()); err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/wanlab/wanlab/proxy/control"
 	"github.com/wanlab/wanlab/proxy/tap"
 	"github.com/wanlab/wanlab/tc/engine"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite golden files")
@@ -25,7 +25,7 @@ var updateGolden = flag.Bool("update", false, "rewrite golden files")
 type fakeProxy struct {
 	mu       sync.Mutex
 	specs    map[string]string
-	lastText string // the text of the last SetSpec, as the API passed it
+	lastText string // the canonical text of the last change the API installed
 	warn     map[string][]string
 }
 
@@ -35,16 +35,15 @@ func (f *fakeProxy) Warnings() map[string][]string {
 	return f.warn
 }
 
-func (f *fakeProxy) SetSpec(iface, spec string) error {
-	f.mu.Lock()
-	f.lastText = spec
-	f.mu.Unlock()
-	for i, tok := range strings.Fields(spec) {
-		if tok == "dela" {
-			return fmt.Errorf("unknown keyword %q at position %d", tok, i+1)
-		}
+func (f *fakeProxy) Install(iface string, ch spec.Change) error {
+	im, err := ch.Apply(nil)
+	if err != nil {
+		return err
 	}
-	canon := strings.Join(strings.Fields(spec), " ")
+	canon := im.String()
+	f.mu.Lock()
+	f.lastText = canon
+	f.mu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for k := range f.specs {

@@ -40,10 +40,11 @@ import (
 
 // Backend is what the control API drives: the running proxy.
 type Backend interface {
-	// SetSpec replaces the spec of the direction leaving through iface ("" =
-	// both). On a bad spec it returns the parser's error and keeps the
-	// running spec.
-	SetSpec(iface, spec string) error
+	// Install replaces the impairment of the direction leaving through
+	// iface ("" = both) by what ch makes of it, parsed once where the
+	// request arrived. On a change that does not apply it returns the
+	// error and keeps the running impairment.
+	Install(iface string, ch spec.Change) error
 	// Specs maps each egress interface to its canonical spec.
 	Specs() map[string]string
 	// Stats returns the counters of every direction.
@@ -143,12 +144,14 @@ func (h *handler) putSpecs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "reading spec: "+err.Error())
 		return
 	}
-	text := strings.TrimSpace(string(body))
-	if strings.HasPrefix(text, "@") {
-		writeError(w, http.StatusBadRequest, spec.ErrFileRef.Error())
+	// The body is spec text in the canonical form (or any form the
+	// parser takes), parsed here once into the value installed.
+	ch, err := spec.ParseChange(string(body))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if err := h.b.SetSpec(iface, text); err != nil {
+	if err := h.b.Install(iface, ch); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}

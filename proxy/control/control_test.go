@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/wanlab/wanlab/tc/engine"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 // fakeBackend mimics the proxy: two directions, a spec "parser" that knows
@@ -29,19 +30,12 @@ func newFake() *fakeBackend {
 	return &fakeBackend{specs: map[string]string{"veth-a": "", "veth-b": "delay 10ms"}, order: []string{"veth-a", "veth-b"}}
 }
 
-func fakeParse(s string) (string, error) {
-	f := strings.Fields(s)
-	if len(f) > 0 && f[0] != "delay" && f[0] != "loss" && f[0] != "tbf" {
-		return "", fmt.Errorf("unknown keyword %q at position 1", f[0])
-	}
-	return strings.Join(f, " "), nil
-}
-
-func (f *fakeBackend) SetSpec(iface, spec string) error {
-	canon, err := fakeParse(spec)
+func (f *fakeBackend) Install(iface string, ch spec.Change) error {
+	im, err := ch.Apply(nil)
 	if err != nil {
 		return err
 	}
+	canon := im.String()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if iface == "" {

@@ -45,6 +45,73 @@ func ParseImpairment(text string) (Impairment, error) {
 	return Impairment{Pipeline: s}, nil
 }
 
+// Change is what text sent to a running direction says, parsed once where
+// it arrives (ParseChange): a whole impairment (a pipeline, or a class set
+// with a root class, or YAML), or a change of the classes the direction
+// runs (a class, leaf, filter, default or htb statement for a tree in
+// force: Classes.Patch). Which one it is depends on what runs, so Apply
+// decides.
+type Change struct {
+	text  string
+	whole Impairment
+	err   error // the whole parse's error
+	// patch is true when text is class statements without a root class:
+	// a change of a running tree (or, for a direction without one, a set
+	// that fails as a whole with err).
+	patch bool
+}
+
+// ParseChange parses text for a running direction: "" is no impairment,
+// a pipeline or a class set with a root is whole, and other class
+// statements change the classes in force. It reads no files; "@FILE" is
+// ErrFileRef.
+func ParseChange(text string) (Change, error) {
+	t := strings.TrimSpace(text)
+	if strings.HasPrefix(t, "@") {
+		return Change{}, ErrFileRef
+	}
+	if !IsClasses(t) {
+		s, err := Parse(t)
+		if err != nil {
+			return Change{}, err
+		}
+		return Change{whole: Impairment{Pipeline: s}}, nil
+	}
+	ch := Change{text: t}
+	cs, err := ParseClassesAuto([]byte(t))
+	if err == nil && cs.hasRoot() {
+		ch.whole.Classes = cs
+		return ch, nil
+	}
+	ch.whole.Classes, ch.err, ch.patch = cs, err, true
+	return ch, nil
+}
+
+// Apply is the impairment the change makes of cur, what the direction
+// runs now (nil: no class set): the change itself when it is whole, else
+// cur patched (a patch of no set is the text as a whole set, and fails as
+// that would). Nothing is changed in cur.
+func (ch Change) Apply(cur *Classes) (Impairment, error) {
+	switch {
+	case !ch.patch:
+		return ch.whole, nil
+	case cur == nil:
+		return ch.whole, ch.err
+	}
+	cs, err := cur.Patch(ch.text)
+	return Impairment{Classes: cs}, err
+}
+
+// hasRoot reports whether the set has a root class (one without parent).
+func (c *Classes) hasRoot() bool {
+	for _, x := range c.Classes {
+		if x.Parent == "" {
+			return true
+		}
+	}
+	return false
+}
+
 // PipelineImpairment is the impairment of a pipeline (nil: none).
 func PipelineImpairment(s *Spec) Impairment { return Impairment{Pipeline: s} }
 
