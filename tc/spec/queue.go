@@ -46,21 +46,29 @@ func parseQueueArgs(kind token, toks []token, kws map[string]queueKeyword) error
 // u32 the qdiscs' netlink attributes carry). Zero is refused: in a Spec
 // it means "the default".
 func usTime(kw token, t token) (time.Duration, error) {
+	d, err := getTime(kw.text, "", t)
+	if err == nil && d == 0 {
+		return 0, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must be at least 1us", kw.text, t.text)}
+	}
+	return d, err
+}
+
+// getTime is get_time's reading of t for keyword kw (who, if set, names
+// the qdisc in the "ns" error): whole microseconds, 0 to 2^32-1 of them.
+// The one reading of a qdisc time: usTime and tbf's latency.
+func getTime(kw, who string, t token) (time.Duration, error) {
 	num := strings.TrimRightFunc(t.text, unicode.IsLetter)
 	switch strings.ToLower(t.text[len(num):]) {
 	case "ns", "nsec", "nsecs":
-		return 0, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: takes s, ms or us, not ns", kw.text, t.text)}
+		return 0, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: %stakes s, ms or us, not ns", kw, t.text, who)}
 	}
 	d, err := units.ParseTime(t.text, time.Microsecond)
 	if err != nil {
-		return 0, valueError(kw.text, t, err)
+		return 0, valueError(kw, t, err)
 	}
-	d = d.Truncate(time.Microsecond)
-	if d < 0 || d/time.Microsecond > math.MaxUint32 {
-		return 0, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must be below 4294s", kw.text, t.text)}
-	}
-	if d == 0 {
-		return 0, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must be at least 1us", kw.text, t.text)}
+	// units.ParseTime wraps to negative at exactly 2^63 ns.
+	if d = d.Truncate(time.Microsecond); d < 0 || d/time.Microsecond > math.MaxUint32 {
+		return 0, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must be below 4294s", kw, t.text)}
 	}
 	return d, nil
 }

@@ -2,11 +2,9 @@ package spec
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/wanlab/wanlab/units"
 )
@@ -82,7 +80,7 @@ func parseTBF(kind token, toks []token) (*TBF, error) {
 			b.Limit, err = sizeArg("limit", t)
 			nonZero = b.Limit != 0
 		case "latency":
-			b.Latency, err = tbfLatency(t)
+			b.Latency, err = getTime("latency", "tbf ", t) // 0 is refused below, after every argument
 			nonZero = b.Latency != 0
 		case "overhead":
 			v, perr := strconv.ParseUint(t.text, 10, 16)
@@ -146,29 +144,6 @@ func sizeAndCell(kw string, t token) (units.Size, units.Size, error) {
 		return 0, 0, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: cell size %q must be a power of two", kw, t.text, cellText)}
 	}
 	return sz, units.Size(cell), nil
-}
-
-// tbfLatency parses tbf's latency as get_time does: bare numbers are
-// microseconds, there is no "ns" unit, and the value is kept in whole
-// microseconds (an unsigned 32-bit count).
-func tbfLatency(t token) (time.Duration, error) {
-	num := strings.TrimRightFunc(t.text, unicode.IsLetter)
-	switch strings.ToLower(t.text[len(num):]) {
-	case "ns", "nsec", "nsecs":
-		return 0, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("latency %s: tbf takes s, ms or us, not ns", t.text)}
-	}
-	d, err := units.ParseTime(t.text, time.Microsecond)
-	if err != nil {
-		return 0, valueError("latency", t, err)
-	}
-	if d < 0 { // units.ParseTime wraps at exactly 2^63 ns
-		return 0, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("latency %s: must be below 4294s", t.text)}
-	}
-	d = d.Truncate(time.Microsecond)
-	if d/time.Microsecond > math.MaxUint32 {
-		return 0, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("latency %s: must be below 4294s", t.text)}
-	}
-	return d, nil
 }
 
 // tbfLimitFromLatency computes the byte limit for a latency as q_tbf.c
