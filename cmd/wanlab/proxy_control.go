@@ -301,6 +301,22 @@ func writeProxyStats(out io.Writer, st control.Stats) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		for _, cl := range d.Engine.Classes {
+			for _, s := range cl.Stages {
+				if x := s.XStats.String(); x != "" {
+					prefix := ""
+					if len(d.Engine.Classes) > 1 {
+						prefix = cl.Name + "/"
+					}
+					fmt.Fprintf(bw, "  %s%s xstats: %s\n", prefix, s.Kind, x)
+				}
+			}
+		}
+		for _, c := range d.Engine.Scheduler {
+			if x := c.XStats.String(); x != "" {
+				fmt.Fprintf(bw, "  htb leaf %s xstats: %s\n", c.ID, x)
+			}
+		}
 		if err := writeHTBStats(bw, d.Engine.Scheduler); err != nil {
 			return err
 		}

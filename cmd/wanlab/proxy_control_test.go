@@ -269,3 +269,23 @@ func FuzzSplitIfaceSpec(f *testing.F) {
 		}
 	})
 }
+
+// TestProxyStatsXStats: a queue discipline's xstats (a stage's and an htb
+// leaf's) are printed under the table, one line each.
+func TestProxyStatsXStats(t *testing.T) {
+	x := &engine.XStats{CoDel: &engine.CoDelXStats{MaxPacket: 1500, Count: 3, LDelayUs: 2500}}
+	st := control.Stats{Directions: []control.Direction{{Iface: "veth-b", Engine: engine.Snapshot{
+		Classes:   []engine.ClassSnapshot{{Name: "default", Stages: []engine.StageSnapshot{{Kind: "tbf"}, {Kind: "codel", Queue: true, XStats: x}}}},
+		Scheduler: []engine.TreeClass{{ID: "1:10", Leaf: true, XStats: &engine.XStats{RED: &engine.REDXStats{Early: 4}}}},
+	}}}}
+	var b bytes.Buffer
+	if err := writeProxyStats(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"  codel xstats: count 3 lastcount 0 ldelay 2.5ms maxpacket 1500 ecn_mark 0 drop_overlimit 0\n",
+		"  htb leaf 1:10 xstats: marked 0 early 4 pdrop 0 other 0\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("stats lack %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -152,6 +152,9 @@ type SimStage struct {
 	// 99th percentile.
 	SojournP50Ms float64 `json:"sojourn_p50_ms,omitempty"`
 	SojournP99Ms float64 `json:"sojourn_p99_ms,omitempty"`
+	// XStats are a queue discipline's own statistics at the end (codel,
+	// fq_codel, pie, red), as tc -s qdisc shows them.
+	XStats *XStats `json:"xstats,omitempty"`
 }
 
 // Simulate runs cfg's traffic through a pipeline on a virtual clock. It
@@ -271,7 +274,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 			res.Duplicated += s.Duplicated
 			res.Corrupted += s.Corrupted
 			res.ECNMarked += s.ECNMarked
-			st := SimStage{Kind: s.Kind, Spec: s.Spec, PacketsIn: s.PacketsIn, PacketsOut: s.PacketsOut, Drops: s.Drops}
+			st := SimStage{Kind: s.Kind, Spec: s.Spec, PacketsIn: s.PacketsIn, PacketsOut: s.PacketsOut, Drops: s.Drops, XStats: s.XStats}
 			if s.Sojourn.Count > 0 {
 				st.SojournMeanMs = float64(s.Sojourn.SumNs) / float64(s.Sojourn.Count) / 1e6
 				if s.Queue {
@@ -602,6 +605,11 @@ func (r *SimResult) WriteText(w io.Writer) error {
 			}
 			fmt.Fprintf(&b, "  %d %-5s in %d, out %d, dropped loss %d queue %d oversize %d%s, mean sojourn %s\n",
 				i+1, s.Kind, s.PacketsIn, s.PacketsOut, s.Drops.Loss, s.Drops.Queue, s.Drops.Oversize, extra, soj)
+		}
+	}
+	for i, s := range r.Stages {
+		if x := s.XStats.String(); x != "" {
+			fmt.Fprintf(&b, "\nxstats of stage %d (%s): %s\n", i+1, s.Kind, x)
 		}
 	}
 	if len(r.Warnings) > 0 {

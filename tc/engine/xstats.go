@@ -1,5 +1,7 @@
 package engine
 
+import "fmt"
+
 // XStats are a queue discipline's own statistics, the kernel's xstats of
 // its kind as `tc -s qdisc show` prints them. One field is set: the one
 // of the stage's kind (pfifo and bfifo have none).
@@ -130,4 +132,62 @@ func (q *pieQdisc) xstats(int64) *XStats {
 
 func (q *redQdisc) xstats(int64) *XStats {
 	return &XStats{RED: &REDXStats{Early: q.probDrop + q.forcedDrop, PDrop: q.pdrop, Marked: q.probMark + q.forcedMark}}
+}
+
+// String prints the xstats as `tc -s qdisc show` prints its kind's, on one
+// line ("" for none).
+func (x *XStats) String() string {
+	us := tcTime
+	switch {
+	case x == nil:
+		return ""
+	case x.CoDel != nil:
+		c := x.CoDel
+		s := fmt.Sprintf("count %d lastcount %d ldelay %s", c.Count, c.LastCount, us(int64(c.LDelayUs)))
+		if c.Dropping {
+			s += " dropping"
+		}
+		if c.DropNextUs != 0 {
+			s += " drop_next " + us(c.DropNextUs)
+		}
+		s += fmt.Sprintf(" maxpacket %d ecn_mark %d drop_overlimit %d", c.MaxPacket, c.ECNMark, c.DropOverlimit)
+		if c.CEMark != 0 {
+			s += fmt.Sprintf(" ce_mark %d", c.CEMark)
+		}
+		return s
+	case x.FQCoDel != nil:
+		f := x.FQCoDel
+		s := fmt.Sprintf("maxpacket %d drop_overlimit %d new_flow_count %d ecn_mark %d", f.MaxPacket, f.DropOverlimit, f.NewFlowCount, f.ECNMark)
+		if f.CEMark != 0 {
+			s += fmt.Sprintf(" ce_mark %d", f.CEMark)
+		}
+		s += fmt.Sprintf(" memory_used %d", f.MemoryUsage)
+		if f.DropOvermemory != 0 {
+			s += fmt.Sprintf(" drop_overmemory %d", f.DropOvermemory)
+		}
+		return s + fmt.Sprintf(" new_flows_len %d old_flows_len %d", f.NewFlowsLen, f.OldFlowsLen)
+	case x.PIE != nil:
+		p := x.PIE
+		s := fmt.Sprintf("prob %g delay %s", p.Prob, us(int64(p.DelayUs)))
+		if p.DqRateEstimating {
+			s += fmt.Sprintf(" avg_dq_rate %d", p.AvgDqRate)
+		}
+		return s + fmt.Sprintf(" pkts_in %d overlimit %d dropped %d ecn_mark %d", p.PacketsIn, p.Overlimit, p.Dropped, p.ECNMark)
+	case x.RED != nil:
+		r := x.RED
+		return fmt.Sprintf("marked %d early %d pdrop %d other %d", r.Marked, r.Early, r.PDrop, r.Other)
+	}
+	return ""
+}
+
+// tcTime prints a time in microseconds as tc's sprint_time does: "1.5s",
+// "119.0ms", "42us".
+func tcTime(us int64) string {
+	switch a := max(us, -us); {
+	case a >= 1e6:
+		return fmt.Sprintf("%.1fs", float64(us)/1e6)
+	case a >= 1e3:
+		return fmt.Sprintf("%.1fms", float64(us)/1e3)
+	}
+	return fmt.Sprintf("%dus", us)
 }

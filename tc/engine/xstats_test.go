@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/wanlab/wanlab/tc/spec"
@@ -114,5 +115,37 @@ func TestSnapshotXStats(t *testing.T) {
 	st := pl.Snapshot().Classes[0].Stages
 	if len(st) != 2 || st[0].XStats != nil || st[1].XStats == nil || st[1].XStats.CoDel == nil || st[1].XStats.CoDel.MaxPacket != 1500 {
 		t.Fatalf("stages %+v", st)
+	}
+}
+
+// TestXStatsShown: the xstats a simulation ends with are in its stages'
+// JSON and printed on one tc -s style line in its text.
+func TestXStatsShown(t *testing.T) {
+	for _, c := range []struct{ spec, want string }{
+		{"tbf rate 50mbit burst 10kb limit 100kb | codel", "xstats of stage 2 (codel): count "},
+		{"tbf rate 50mbit burst 10kb limit 100kb | fq_codel", "xstats of stage 2 (fq_codel): maxpacket 1500 drop_overlimit "},
+		{"tbf rate 50mbit burst 10kb limit 100kb | pie", "xstats of stage 2 (pie): prob "},
+		{"tbf rate 50mbit burst 10kb limit 100kb | red limit 400kb avpkt 1500 probability 0.1 min 30kb max 90kb", "xstats of stage 2 (red): marked "},
+	} {
+		res, err := Simulate(SimConfig{Spec: spec.MustParse(c.spec), Packets: 5000, PPS: 8000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Stages) != 2 || res.Stages[1].XStats == nil || res.Stages[0].XStats != nil {
+			t.Fatalf("%s: stages %+v", c.spec, res.Stages)
+		}
+		var b strings.Builder
+		if err := res.WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), c.want) || strings.Count(b.String(), "xstats of") != 1 {
+			t.Errorf("%s: text lacks %q:\n%s", c.spec, c.want, b.String())
+		}
+	}
+	if s := (*XStats)(nil).String(); s != "" {
+		t.Errorf("nil xstats print %q", s)
+	}
+	if got := tcTime(119001); got != "119.0ms" || tcTime(42) != "42us" || tcTime(1500000) != "1.5s" {
+		t.Errorf("tcTime: %s %s %s", got, tcTime(42), tcTime(1500000))
 	}
 }
