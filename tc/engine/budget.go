@@ -94,14 +94,7 @@ func ClassesQueueCapacity(cs *spec.Classes) units.Size {
 		return 0
 	}
 	var total units.Size
-	leaves := map[string]bool{}
-	for _, id := range cs.Leaves() {
-		leaves[id] = true
-	}
-	for _, c := range cs.Classes {
-		if !leaves[c.ID] {
-			continue
-		}
+	for _, c := range cs.LeafClasses() {
 		total += QueueCapacity(c.Spec)
 		if c.HTB != nil {
 			limit := c.HTB.Limit

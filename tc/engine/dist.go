@@ -28,7 +28,12 @@ func tabledist(mu, sigma int64, c *correlated, r *prng, table []int16) int64 {
 	if table == nil {
 		return int64(uint64(rnd)%uint64(2*sigma)) + mu - sigma
 	}
-	t := int64(table[rnd%uint32(len(table))])
+	return scaled(mu, sigma, int64(table[rnd%uint32(len(table))]))
+}
+
+// scaled is tabledist's fixed-point mu + sigma*t/distScale for the table
+// value t, rounded as the kernel rounds it.
+func scaled(mu, sigma, t int64) int64 {
 	x := (sigma % distScale) * t
 	if x >= 0 {
 		x += distScale / 2
@@ -52,14 +57,7 @@ func tabledistCorrelated(mu, sigma int64, u float64, table []int16) int64 {
 	if table == nil {
 		return int64(u*float64(2*sigma)) + mu - sigma
 	}
-	t := int64(table[int(u*float64(len(table)))])
-	x := (sigma % distScale) * t
-	if x >= 0 {
-		x += distScale / 2
-	} else {
-		x -= distScale / 2
-	}
-	return x/distScale + (sigma/distScale)*t + mu
+	return scaled(mu, sigma, int64(table[int(u*float64(len(table)))]))
 }
 
 // tableMoments returns the mean and standard deviation of the values a

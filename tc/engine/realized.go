@@ -333,15 +333,7 @@ func WarningsOfClasses(cs *spec.Classes) []string {
 		return nil
 	}
 	var w []string
-	leaves := map[string]bool{}
-	for _, id := range cs.Leaves() {
-		leaves[id] = true
-	}
-	// In the order written, as Leaves: one pass, not a lookup per leaf.
-	for _, c := range cs.Classes {
-		if !leaves[c.ID] {
-			continue
-		}
+	for _, c := range cs.LeafClasses() {
 		for _, line := range Warnings(c.Spec) {
 			w = append(w, "leaf "+c.ID+": "+line)
 		}

@@ -244,36 +244,27 @@ func (q *redQdisc) Enqueue(p *Packet, now int64, env QdiscEnv) {
 		q.vars.qidlestart = 0 // red_end_of_idle_period
 	}
 	ecn, harddrop, nodrop := q.flags&spec.REDFlagECN != 0, q.flags&spec.REDFlagHardDrop != 0, q.flags&spec.REDFlagNoDrop != 0
-	switch q.action(q.vars.qavg) {
-	case redProbMark:
+	if a := q.action(q.vars.qavg); a != redDontMark {
+		// A probabilistic mark, or a forced one (above max, where
+		// harddrop drops even ECN-capable packets): each counted as such.
+		drops, marks := &q.probDrop, &q.probMark
+		if a == redHardMark {
+			drops, marks = &q.forcedDrop, &q.forcedMark
+		}
 		switch {
-		case !ecn:
-			q.probDrop++
+		case !ecn || a == redHardMark && harddrop:
+			*drops++
 			env.Drop(p, DropAQM)
 			return
 		case setCE(p.Data):
-			q.probMark++
+			*marks++
 			env.Marked(p)
 		case !nodrop:
-			q.probDrop++
+			*drops++
 			env.Drop(p, DropAQM)
 			return
 		}
 		// Non-ECT packet in ECN nodrop mode: queue it.
-	case redHardMark:
-		switch {
-		case harddrop || !ecn:
-			q.forcedDrop++
-			env.Drop(p, DropAQM)
-			return
-		case setCE(p.Data):
-			q.forcedMark++
-			env.Marked(p)
-		case !nodrop:
-			q.forcedDrop++
-			env.Drop(p, DropAQM)
-			return
-		}
 	}
 	// qdisc_enqueue into the bfifo child: bfifo_enqueue's byte limit.
 	if q.q.bytes+int64(len(p.Data)) > q.limit {

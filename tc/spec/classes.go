@@ -106,14 +106,24 @@ func (c *Classes) IsLeaf(id string) bool {
 // Leaves returns the leaf classes' ids in the order written, in time
 // linear in the classes.
 func (c *Classes) Leaves() []string {
+	var out []string
+	for _, x := range c.LeafClasses() {
+		out = append(out, x.ID)
+	}
+	return out
+}
+
+// LeafClasses returns the leaf classes in the order written, in time
+// linear in the classes.
+func (c *Classes) LeafClasses() []*Class {
 	parents := make(map[string]bool, len(c.Classes))
 	for _, x := range c.Classes {
 		parents[x.Parent] = true
 	}
-	var out []string
-	for _, x := range c.Classes {
-		if !parents[x.ID] {
-			out = append(out, x.ID)
+	var out []*Class
+	for i := range c.Classes {
+		if !parents[c.Classes[i].ID] {
+			out = append(out, &c.Classes[i])
 		}
 	}
 	return out

@@ -117,13 +117,8 @@ func (q *CoDel) validate() error {
 	if q == nil {
 		return &ParseError{Token: "codel", Msg: "codel stage is nil"}
 	}
-	for _, t := range []struct {
-		kw string
-		d  time.Duration
-	}{{"target", q.Target}, {"interval", q.Interval}, {"ce_threshold", q.CEThreshold}} {
-		if err := checkUsTime("codel", t.kw, t.d); err != nil {
-			return err
-		}
+	if err := checkUsTimes("codel", namedTime{"target", q.Target}, namedTime{"interval", q.Interval}, namedTime{"ce_threshold", q.CEThreshold}); err != nil {
+		return err
 	}
 	return nil
 }
@@ -132,13 +127,8 @@ func (q *FQCoDel) validate() error {
 	if q == nil {
 		return &ParseError{Token: "fq_codel", Msg: "fq_codel stage is nil"}
 	}
-	for _, t := range []struct {
-		kw string
-		d  time.Duration
-	}{{"target", q.Target}, {"interval", q.Interval}, {"ce_threshold", q.CEThreshold}} {
-		if err := checkUsTime("fq_codel", t.kw, t.d); err != nil {
-			return err
-		}
+	if err := checkUsTimes("fq_codel", namedTime{"target", q.Target}, namedTime{"interval", q.Interval}, namedTime{"ce_threshold", q.CEThreshold}); err != nil {
+		return err
 	}
 	if err := checkRange("fq_codel", "flows", uint64(q.Flows), 1, maxFQCoDelFlows); err != nil {
 		return err

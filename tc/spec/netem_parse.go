@@ -9,9 +9,125 @@ import (
 )
 
 // netemPositions remembers where the keywords that later checks complain
-// about were typed.
+// about were typed, and whether a loss model was given.
 type netemPositions struct {
 	reorder, gap, ecn, dist token
+	lossSet                 bool
+}
+
+// netemKeyword reads one keyword's arguments (after kw) into n.
+type netemKeyword func(kw token, c *cursor, n *Netem, at *netemPositions) error
+
+// netemKeywords are q_netem.c's netem_parse_opt, one entry a keyword.
+var netemKeywords = map[string]netemKeyword{
+	"limit": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
+		t, err := c.need(kw, "PACKETS")
+		if err != nil {
+			return err
+		}
+		// q_netem.c reads the limit with get_size, so "1k" is 1024 packets.
+		v, err := sizeArg("limit", t)
+		if err != nil {
+			return err
+		}
+		if v == 0 {
+			return &ParseError{Pos: t.pos, Token: t.text, Msg: "limit 0: must be at least 1 packet (netem with limit 0 drops every packet)"}
+		}
+		n.Limit = uint32(v)
+		return nil
+	},
+	"delay":   netemDelay,
+	"latency": netemDelay,
+	"loss":    netemLoss,
+	"drop":    netemLoss,
+	"seed": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
+		t, err := c.need(kw, "VALUE")
+		if err != nil {
+			return err
+		}
+		v, perr := strconv.ParseUint(t.text, 10, 64)
+		if perr != nil {
+			return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("seed: %q is not a number 0-%d", t.text, uint64(math.MaxUint64))}
+		}
+		n.Seed, n.HasSeed = v, true
+		return nil
+	},
+	"ecn": func(kw token, _ *cursor, n *Netem, at *netemPositions) error {
+		n.ECN, at.ecn = true, kw
+		return nil
+	},
+	"reorder": func(kw token, c *cursor, n *Netem, at *netemPositions) error {
+		at.reorder = kw
+		return percentCorr(kw, c, "reorder", &n.Reorder, &n.ReorderCorr)
+	},
+	"corrupt": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
+		return percentCorr(kw, c, "corrupt", &n.Corrupt, &n.CorruptCorr)
+	},
+	"duplicate": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
+		return percentCorr(kw, c, "duplicate", &n.Duplicate, &n.DuplicateCorr)
+	},
+	"gap": func(kw token, c *cursor, n *Netem, at *netemPositions) error {
+		at.gap = kw
+		return need(c, kw, "DISTANCE", &n.Gap, uint32Arg, "gap")
+	},
+	"distribution": func(kw token, c *cursor, n *Netem, at *netemPositions) error {
+		at.dist = kw
+		return need(c, kw, "uniform, normal, pareto or paretonormal", &n.Dist, distArg, "distribution")
+	},
+	"rate": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
+		if err := need(c, kw, "RATE", &n.Rate, rateArg, "rate"); err != nil {
+			return err
+		}
+		if _, err := optional(c, true, &n.PacketOverhead, int32Arg, "rate packet overhead"); err != nil {
+			return err
+		}
+		if _, err := optional(c, false, &n.CellSize, uint32Arg, "rate cell size"); err != nil {
+			return err
+		}
+		_, err := optional(c, true, &n.CellOverhead, int32Arg, "rate cell overhead")
+		return err
+	},
+	"slot": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
+		slot, err := parseSlot(kw, c)
+		n.Slot = slot
+		return err
+	},
+}
+
+// netemDelay reads "delay TIME [JITTER [CORRELATION]]".
+func netemDelay(kw token, c *cursor, n *Netem, _ *netemPositions) error {
+	if err := need(c, kw, "TIME", &n.Latency, netemTime, kw.text); err != nil {
+		return err
+	}
+	if ok, err := optional(c, false, &n.Jitter, netemTime, kw.text+" jitter"); !ok || err != nil {
+		return err
+	}
+	_, err := optional(c, false, &n.DelayCorr, percentArg, kw.text+" correlation")
+	return err
+}
+
+// netemLoss reads a loss model; there may be one.
+func netemLoss(kw token, c *cursor, n *Netem, at *netemPositions) error {
+	if at.lossSet {
+		return &ParseError{Pos: kw.pos, Token: kw.text, Msg: "duplicate loss argument (give one loss model)"}
+	}
+	if err := parseLoss(kw, c, &n.Loss); err != nil {
+		return err
+	}
+	// q_netem.c only counts a loss as given when it drops something:
+	// "loss 0%" may be followed by another loss.
+	at.lossSet = n.Loss.Kind != LossRandom || n.Loss.P > 0
+	return nil
+}
+
+// percentCorr reads "PERCENT [CORRELATION]" after kw, naming them name
+// and "name correlation" in errors.
+func percentCorr(kw token, c *cursor, name string, p, corr *units.Percent) error {
+	if err := need(c, kw, "PERCENT", p, percentArg, name); err != nil {
+		return err
+	}
+	_, err := optional(c, false, corr, percentArg, name+" correlation")
+	return err
 }
 
 // parseNetem parses netem's arguments as q_netem.c's netem_parse_opt does:
@@ -22,164 +138,10 @@ func parseNetem(kind token, toks []token) (*Netem, error) {
 	n := &Netem{}
 	c := &cursor{toks: toks}
 	var at netemPositions
-	lossSet := false
 	for c.more() {
 		kw := c.next()
-		switch kw.text {
-		case "limit":
-			t, err := c.need(kw, "PACKETS")
-			if err != nil {
-				return nil, err
-			}
-			// q_netem.c reads the limit with get_size, so "1k" is 1024 packets.
-			v, err := sizeArg("limit", t)
-			if err != nil {
-				return nil, err
-			}
-			if v == 0 {
-				return nil, &ParseError{Pos: t.pos, Token: t.text, Msg: "limit 0: must be at least 1 packet (netem with limit 0 drops every packet)"}
-			}
-			n.Limit = uint32(v)
-
-		case "delay", "latency":
-			t, err := c.need(kw, "TIME")
-			if err != nil {
-				return nil, err
-			}
-			if n.Latency, err = netemTime(kw.text, t); err != nil {
-				return nil, err
-			}
-			if c.nextIsNumber(false) {
-				if n.Jitter, err = netemTime(kw.text+" jitter", c.next()); err != nil {
-					return nil, err
-				}
-				if c.nextIsNumber(false) {
-					if n.DelayCorr, err = percentArg(kw.text+" correlation", c.next()); err != nil {
-						return nil, err
-					}
-				}
-			}
-
-		case "loss", "drop":
-			if lossSet {
-				return nil, &ParseError{Pos: kw.pos, Token: kw.text, Msg: "duplicate loss argument (give one loss model)"}
-			}
-			if err := parseLoss(kw, c, &n.Loss); err != nil {
-				return nil, err
-			}
-			// q_netem.c only counts a loss as given when it drops
-			// something: "loss 0%" may be followed by another loss.
-			lossSet = n.Loss.Kind != LossRandom || n.Loss.P > 0
-
-		case "seed":
-			t, err := c.need(kw, "VALUE")
-			if err != nil {
-				return nil, err
-			}
-			v, perr := strconv.ParseUint(t.text, 10, 64)
-			if perr != nil {
-				return nil, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("seed: %q is not a number 0-%d", t.text, uint64(math.MaxUint64))}
-			}
-			n.Seed, n.HasSeed = v, true
-
-		case "ecn":
-			n.ECN, at.ecn = true, kw
-
-		case "reorder":
-			t, err := c.need(kw, "PERCENT")
-			if err != nil {
-				return nil, err
-			}
-			if n.Reorder, err = percentArg("reorder", t); err != nil {
-				return nil, err
-			}
-			at.reorder = kw
-			if c.nextIsNumber(false) {
-				if n.ReorderCorr, err = percentArg("reorder correlation", c.next()); err != nil {
-					return nil, err
-				}
-			}
-
-		case "corrupt":
-			t, err := c.need(kw, "PERCENT")
-			if err != nil {
-				return nil, err
-			}
-			if n.Corrupt, err = percentArg("corrupt", t); err != nil {
-				return nil, err
-			}
-			if c.nextIsNumber(false) {
-				if n.CorruptCorr, err = percentArg("corrupt correlation", c.next()); err != nil {
-					return nil, err
-				}
-			}
-
-		case "gap":
-			t, err := c.need(kw, "DISTANCE")
-			if err != nil {
-				return nil, err
-			}
-			if n.Gap, err = uint32Arg("gap", t); err != nil {
-				return nil, err
-			}
-			at.gap = kw
-
-		case "duplicate":
-			t, err := c.need(kw, "PERCENT")
-			if err != nil {
-				return nil, err
-			}
-			if n.Duplicate, err = percentArg("duplicate", t); err != nil {
-				return nil, err
-			}
-			if c.nextIsNumber(false) {
-				if n.DuplicateCorr, err = percentArg("duplicate correlation", c.next()); err != nil {
-					return nil, err
-				}
-			}
-
-		case "distribution":
-			t, err := c.need(kw, "uniform, normal, pareto or paretonormal")
-			if err != nil {
-				return nil, err
-			}
-			if n.Dist, err = distArg("distribution", t); err != nil {
-				return nil, err
-			}
-			at.dist = kw
-
-		case "rate":
-			t, err := c.need(kw, "RATE")
-			if err != nil {
-				return nil, err
-			}
-			if n.Rate, err = rateArg("rate", t); err != nil {
-				return nil, err
-			}
-			if c.nextIsNumber(true) {
-				if n.PacketOverhead, err = int32Arg("rate packet overhead", c.next()); err != nil {
-					return nil, err
-				}
-			}
-			if c.nextIsNumber(false) {
-				if n.CellSize, err = uint32Arg("rate cell size", c.next()); err != nil {
-					return nil, err
-				}
-			}
-			if c.nextIsNumber(true) {
-				if n.CellOverhead, err = int32Arg("rate cell overhead", c.next()); err != nil {
-					return nil, err
-				}
-			}
-
-		case "slot":
-			slot, err := parseSlot(kw, c)
-			if err != nil {
-				return nil, err
-			}
-			n.Slot = slot
-
-		default:
+		read, ok := netemKeywords[kw.text]
+		if !ok {
 			msg := fmt.Sprintf("unknown keyword %q", kw.text)
 			if b := kw.text[0]; b >= '0' && b <= '9' || b == '-' || b == '.' {
 				msg = fmt.Sprintf("unexpected value %q where a keyword belongs", kw.text)
@@ -187,6 +149,9 @@ func parseNetem(kind token, toks []token) (*Netem, error) {
 				msg += ` (a tbf keyword: start a tbf stage with "| tbf")`
 			}
 			return nil, &ParseError{Pos: kw.pos, Token: kw.text, Msg: msg}
+		}
+		if err := read(kw, c, n, &at); err != nil {
+			return nil, err
 		}
 	}
 	normalizeNetem(n)
@@ -243,19 +208,8 @@ func parseLoss(kw token, c *cursor, l *Loss) error {
 	}
 	switch model {
 	case "random":
-		t, err := c.need(token{text: "loss random", pos: t.pos}, "PERCENT")
-		if err != nil {
-			return err
-		}
 		*l = Loss{Kind: LossRandom}
-		if l.P, err = percentArg("loss", t); err != nil {
-			return err
-		}
-		if c.nextIsNumber(false) {
-			if l.Corr, err = percentArg("loss correlation", c.next()); err != nil {
-				return err
-			}
-		}
+		return percentCorr(token{text: "loss random", pos: t.pos}, c, "loss", &l.P, &l.Corr)
 	case "state":
 		p, err := c.need(token{text: "loss state", pos: t.pos}, "P13")
 		if err != nil {

@@ -261,6 +261,29 @@ func (c *cursor) nextIsNumber(signed bool) bool {
 
 func (c *cursor) peekIs(word string) bool { return c.more() && c.toks[c.i].text == word }
 
+// need reads the value keyword kw must have (what describes it when it is
+// missing) into *dst with parse, which names it name in its errors.
+func need[T any](c *cursor, kw token, what string, dst *T, parse func(string, token) (T, error), name string) error {
+	t, err := c.need(kw, what)
+	if err != nil {
+		return err
+	}
+	*dst, err = parse(name, t)
+	return err
+}
+
+// optional reads an optional value into *dst with parse when the next word
+// is a number (signed: it may start with '-'), and reports whether it
+// was there.
+func optional[T any](c *cursor, signed bool, dst *T, parse func(string, token) (T, error), name string) (bool, error) {
+	if !c.nextIsNumber(signed) {
+		return false, nil
+	}
+	var err error
+	*dst, err = parse(name, c.next())
+	return true, err
+}
+
 func valueError(kw string, t token, err error) *ParseError {
 	return &ParseError{Pos: t.pos, Token: t.text, Msg: kw + ": " + err.Error(), Err: err}
 }
@@ -379,14 +402,9 @@ func distArg(kw string, t token) (Distribution, error) {
 		Msg: fmt.Sprintf("%s %q: unknown distribution (use uniform, normal, pareto or paretonormal)", kw, t.text)}
 }
 
-// netemKeywords and tbfKeywords list each kind's keywords; an unknown
-// keyword of one that belongs to the other points the user at the missing
-// "|".
-var (
-	netemKeywords = map[string]bool{"limit": true, "delay": true, "latency": true, "distribution": true,
-		"loss": true, "drop": true, "ecn": true, "duplicate": true, "corrupt": true, "reorder": true,
-		"gap": true, "rate": true, "slot": true, "seed": true}
-	tbfKeywords = map[string]bool{"rate": true, "burst": true, "buffer": true, "maxburst": true,
-		"limit": true, "latency": true, "peakrate": true, "mtu": true, "minburst": true, "mpu": true,
-		"overhead": true, "linklayer": true}
-)
+// tbfKeywords list tbf's keywords (netem's are netemKeywords' keys); an
+// unknown keyword of one kind that belongs to the other points the user
+// at the missing "|".
+var tbfKeywords = map[string]bool{"rate": true, "burst": true, "buffer": true, "maxburst": true,
+	"limit": true, "latency": true, "peakrate": true, "mtu": true, "minburst": true, "mpu": true,
+	"overhead": true, "linklayer": true}

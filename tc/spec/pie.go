@@ -69,13 +69,8 @@ func (q *PIE) validate() error {
 	if q == nil {
 		return &ParseError{Token: "pie", Msg: "pie stage is nil"}
 	}
-	for _, t := range []struct {
-		kw string
-		d  time.Duration
-	}{{"target", q.Target}, {"tupdate", q.TUpdate}} {
-		if err := checkUsTime("pie", t.kw, t.d); err != nil {
-			return err
-		}
+	if err := checkUsTimes("pie", namedTime{"target", q.Target}, namedTime{"tupdate", q.TUpdate}); err != nil {
+		return err
 	}
 	if err := checkRange("pie", "alpha", uint64(q.Alpha), 1, 32); err != nil {
 		return err

@@ -29,7 +29,7 @@ func parseQueueArgs(kind token, toks []token, kws map[string]queueKeyword) error
 		h, ok := kws[kw.text]
 		if !ok {
 			msg := fmt.Sprintf("unknown %s keyword %q", kind.text, kw.text)
-			if netemKeywords[kw.text] || tbfKeywords[kw.text] {
+			if netemKeywords[kw.text] != nil || tbfKeywords[kw.text] {
 				msg += ` (start a netem or tbf stage with "| netem" or "| tbf", before the queue)`
 			}
 			return &ParseError{Pos: kw.pos, Token: kw.text, Msg: msg}
@@ -92,37 +92,29 @@ func timeKeyword(dst *time.Duration, def time.Duration) queueKeyword {
 // countKeyword stores an unsigned count in [lo, hi] in *dst, or zero when
 // it equals def.
 func countKeyword(dst *uint32, def, lo, hi uint32, what string) queueKeyword {
-	return func(kw token, c *cursor) error {
-		t, err := c.need(kw, what)
-		if err != nil {
-			return err
-		}
-		v, err := uint32Arg(kw.text, t)
-		if err != nil {
-			return err
-		}
-		if v < lo || v > hi {
-			return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must be %d-%d", kw.text, t.text, lo, hi)}
-		}
-		*dst = ZeroIfDefault(v, def)
-		return nil
-	}
+	return rangeKeyword(dst, def, lo, hi, what, uint32Arg)
 }
 
 // sizeKeyword stores a size in [lo, hi] bytes in *dst, or zero when it
 // equals def.
 func sizeKeyword(dst *units.Size, def, lo, hi units.Size) queueKeyword {
+	return rangeKeyword(dst, def, lo, hi, "BYTES", sizeArg)
+}
+
+// rangeKeyword stores a value parse reads and in [lo, hi] in *dst, or zero
+// when it equals def.
+func rangeKeyword[T uint32 | units.Size](dst *T, def, lo, hi T, what string, parse func(string, token) (T, error)) queueKeyword {
 	return func(kw token, c *cursor) error {
-		t, err := c.need(kw, "BYTES")
+		t, err := c.need(kw, what)
 		if err != nil {
 			return err
 		}
-		v, err := sizeArg(kw.text, t)
+		v, err := parse(kw.text, t)
 		if err != nil {
 			return err
 		}
 		if v < lo || v > hi {
-			return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must be %s-%s", kw.text, t.text, lo, hi)}
+			return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must be %v-%v", kw.text, t.text, lo, hi)}
 		}
 		*dst = ZeroIfDefault(v, def)
 		return nil
@@ -183,10 +175,18 @@ func (a *queueArgs) flag(kw string, on bool) {
 
 func (a queueArgs) String() string { return strings.Join(a, " ") }
 
-// checkUsTime is Validate's check of a time usTime would have produced.
-func checkUsTime(kind, kw string, d time.Duration) error {
-	if d < 0 || d%time.Microsecond != 0 || d/time.Microsecond > math.MaxUint32 {
-		return &ParseError{Token: kind, Msg: fmt.Sprintf("%s: %s %s: must be whole microseconds below 4294s", kind, kw, d)}
+// namedTime is a stage's time and its keyword, for checkUsTimes.
+type namedTime struct {
+	kw string
+	d  time.Duration
+}
+
+// checkUsTimes is Validate's check of times usTime would have produced.
+func checkUsTimes(kind string, ts ...namedTime) error {
+	for _, t := range ts {
+		if d := t.d; d < 0 || d%time.Microsecond != 0 || d/time.Microsecond > math.MaxUint32 {
+			return &ParseError{Token: kind, Msg: fmt.Sprintf("%s: %s %s: must be whole microseconds below 4294s", kind, t.kw, d)}
+		}
 	}
 	return nil
 }

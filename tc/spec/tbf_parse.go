@@ -35,7 +35,7 @@ func parseTBF(kind token, toks []token) (*TBF, error) {
 		}
 		if !tbfKeywords[name] {
 			msg := fmt.Sprintf("unknown tbf keyword %q", kw.text)
-			if netemKeywords[name] {
+			if netemKeywords[name] != nil {
 				msg += ` (a netem keyword: start a netem stage with "| netem")`
 			}
 			return nil, &ParseError{Pos: kw.pos, Token: kw.text, Msg: msg}

@@ -132,7 +132,7 @@ func parseTrace(kind token, toks []token) (*Trace, error) {
 			once, st.Once = kw, true
 		default:
 			msg := fmt.Sprintf("unknown trace keyword %q (want once)", kw.text)
-			if netemKeywords[kw.text] || tbfKeywords[kw.text] {
+			if netemKeywords[kw.text] != nil || tbfKeywords[kw.text] {
 				msg += ` (start another stage with "|")`
 			}
 			return nil, &ParseError{Pos: kw.pos, Token: kw.text, Msg: msg}
