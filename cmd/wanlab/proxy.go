@@ -117,27 +117,41 @@ func init() {
 // one of the interfaces, or a SPEC for both. Later values override earlier
 // ones for the same direction.
 func parseImpair(ifaces [2]string, values []string) ([2]string, error) {
-	var specs [2]string
+	return perDirection("--impair", ifaces, values, func(v, text string) (string, error) {
+		t, err := specFileArg(text)
+		if err != nil {
+			return "", fmt.Errorf("--impair %q: %w", v, err)
+		}
+		return t, nil
+	})
+}
+
+// perDirection reads the values of a directional flag ("[IFACE=]VALUE",
+// --impair and --schedule), each with read, into the directions they name
+// (no IFACE: both).
+func perDirection[T any](flag string, ifaces [2]string, values []string, read func(v, text string) (T, error)) ([2]T, error) {
+	var out [2]T
 	for _, v := range values {
 		name, text, err := spec.SplitDirectional(v)
 		if err != nil {
-			return specs, fmt.Errorf("--impair %q: %w", v, err)
+			return out, fmt.Errorf("%s %q: %w", flag, v, err)
 		}
-		if text, err = specFileArg(text); err != nil {
-			return specs, fmt.Errorf("--impair %q: %w", v, err)
+		x, err := read(v, text)
+		if err != nil {
+			return out, err
 		}
 		switch name {
 		case "":
-			specs[0], specs[1] = text, text
+			out[0], out[1] = x, x
 		case ifaces[0]:
-			specs[0] = text
+			out[0] = x
 		case ifaces[1]:
-			specs[1] = text
+			out[1] = x
 		default:
-			return specs, fmt.Errorf("--impair %q: %q is not one of the interfaces (%s, %s)", v, name, ifaces[0], ifaces[1])
+			return out, fmt.Errorf("%s %q: %q is not one of the interfaces (%s, %s)", flag, v, name, ifaces[0], ifaces[1])
 		}
 	}
-	return specs, nil
+	return out, nil
 }
 
 func proxyConfig(cc *cli.Context) (proxy.Config, error) {
@@ -171,25 +185,15 @@ func proxyConfig(cc *cli.Context) (proxy.Config, error) {
 			return cfg, usageError(fmt.Errorf("proxy: --impair for %s: %w", cfg.Ifaces[i], err))
 		}
 	}
-	for _, v := range cc.StringSlice("schedule") {
-		name, path, err := spec.SplitDirectional(v)
-		if err != nil {
-			return cfg, usageError(fmt.Errorf("proxy: --schedule %q: %w", v, err))
-		}
+	cfg.Schedules, err = perDirection("--schedule", cfg.Ifaces, cc.StringSlice("schedule"), func(_, path string) (*schedule.Schedule, error) {
 		sched, err := readSchedule(strings.TrimSpace(path))
 		if err != nil {
-			return cfg, usageError(fmt.Errorf("proxy: --schedule: %w", err))
+			return nil, fmt.Errorf("--schedule: %w", err)
 		}
-		switch name {
-		case "":
-			cfg.Schedules = [2]*schedule.Schedule{sched, sched}
-		case cfg.Ifaces[0]:
-			cfg.Schedules[0] = sched
-		case cfg.Ifaces[1]:
-			cfg.Schedules[1] = sched
-		default:
-			return cfg, usageError(fmt.Errorf("proxy: --schedule %q: %q is not one of the interfaces (%s, %s)", v, name, cfg.Ifaces[0], cfg.Ifaces[1]))
-		}
+		return sched, nil
+	})
+	if err != nil {
+		return cfg, usageError(fmt.Errorf("proxy: %w", err))
 	}
 	cfg.Backend = cc.String("backend")
 	if cfg.Backend != device.Offload && cfg.Backend != device.Water {

@@ -89,3 +89,22 @@ func TestSimulateClassesGolden(t *testing.T) {
 		t.Errorf("output differs from %s:\n--- got\n%s--- want\n%s", golden, out, want)
 	}
 }
+
+// TestSimulateSpecTakesClasses: --spec takes a class set as --classes
+// does (one impairment value), with the same output, and refuses a
+// schedule for it.
+func TestSimulateSpecTakesClasses(t *testing.T) {
+	args := []string{"--flow", "dst=10.0.2.1,rate=90mbit", "--duration", "1s"}
+	a, ca := runWanlab(t, append([]string{"simulate", "--classes", simTree}, args...)...)
+	b, cb := runWanlab(t, append([]string{"simulate", "--spec", simTree}, args...)...)
+	if ca != 0 || cb != 0 || a != b {
+		t.Fatalf("--classes (exit %d):\n%s\n--spec (exit %d):\n%s", ca, a, cb, b)
+	}
+	sched := filepath.Join(t.TempDir(), "x.sched")
+	if err := os.WriteFile(sched, []byte("0s delay 1ms\nend\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runWanlab(t, "simulate", "--spec", simTree, "--schedule", sched); code != 2 || !strings.Contains(out, "steps a pipeline, not a class set") {
+		t.Errorf("--schedule with a class set: exit %d: %s", code, out)
+	}
+}
