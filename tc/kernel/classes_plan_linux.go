@@ -25,11 +25,16 @@ type tcObject struct {
 	needs  string // the kernel feature it needs: "htb", "netem", "tbf", "u32"
 }
 
-// classPlan is every object of a class tree, root first.
-type classPlan struct {
+// plan is every object one Apply creates, root first: a pipeline's chain
+// of qdiscs, or a class tree's qdiscs, classes and filters. The two differ
+// only in what the plan holds and in chain, which a pipeline sets.
+type plan struct {
 	objs []tcObject
-	// major is the htb qdisc's major number.
-	major uint32
+	text string // the impairment's canonical text, for the record
+	// chain is the pipeline a chain plan encodes: its handles are chosen
+	// beside the device's tree (place), and the kernel's copy is read
+	// back (readBack). Nil for a class tree.
+	chain *spec.Spec
 }
 
 // parseHandle is spec.ParseHandle as the kernel's 32-bit value.
@@ -40,19 +45,19 @@ func parseHandle(id string) (uint32, error) {
 
 // planClasses encodes cs. Everything that cannot be expressed is an error
 // naming the class or filter.
-func planClasses(clock Clock, cs *spec.Classes) (*classPlan, error) {
+func planClasses(clock Clock, cs *spec.Classes) (*plan, error) {
 	if err := cs.Validate(); err != nil {
 		return nil, err
 	}
 	if !cs.HasTree() {
 		return nil, fmt.Errorf("classes without htb rates: the kernel needs a classful root (give every class a rate, e.g. 'class 1:1 htb rate 1gbit')")
 	}
-	p := &classPlan{}
+	p := &plan{text: cs.String()}
 	first, err := parseHandle(cs.Classes[0].ID)
 	if err != nil {
 		return nil, err
 	}
-	p.major = first >> 16
+	major := first >> 16 // the htb qdisc's
 	var def uint32
 	if cs.Default != "" {
 		h, err := parseHandle(cs.Default)
@@ -61,17 +66,17 @@ func planClasses(clock Clock, cs *spec.Classes) (*classPlan, error) {
 		}
 		def = h & 0xffff
 	}
-	root := qdisc{Kind: "htb", Handle: p.major << 16, Parent: tcHRoot, Options: EncodeHTBQdisc(HTBQdisc{Default: def, R2Q: cs.R2Q})}
+	root := qdisc{Kind: "htb", Handle: major << 16, Parent: tcHRoot, Options: EncodeHTBQdisc(HTBQdisc{Default: def, R2Q: cs.R2Q})}
 	p.objs = append(p.objs, tcObject{q: root, what: "htb root qdisc", needs: "htb"})
 	for _, c := range cs.Classes {
 		h, err := parseHandle(c.ID)
 		if err != nil {
 			return nil, err
 		}
-		if h>>16 != p.major {
-			return nil, fmt.Errorf("class %s: major number differs from the tree's %x:", c.ID, p.major)
+		if h>>16 != major {
+			return nil, fmt.Errorf("class %s: major number differs from the tree's %x:", c.ID, major)
 		}
-		parent := p.major << 16
+		parent := major << 16
 		if c.Parent != "" {
 			if parent, err = parseHandle(c.Parent); err != nil {
 				return nil, err
@@ -137,7 +142,7 @@ func planClasses(clock Clock, cs *spec.Classes) (*classPlan, error) {
 			a.u32(tcaU32ClassID, flow)
 			a.add(tcaU32Sel, s.sel)
 			info := prio<<16 | uint32(htons(s.ethertype))
-			p.objs = append(p.objs, tcObject{q: qdisc{Kind: "u32", Handle: node, Parent: p.major << 16, Options: a.b}, filter: true, info: info,
+			p.objs = append(p.objs, tcObject{q: qdisc{Kind: "u32", Handle: node, Parent: major << 16, Options: a.b}, filter: true, info: info,
 				what: fmt.Sprintf("filter %s flowid %s", f.Match, f.FlowID), needs: "u32"})
 		}
 	}
