@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"net/netip"
 
 	"github.com/wanlab/wanlab/tc/classify"
 	"github.com/wanlab/wanlab/tc/spec"
@@ -170,6 +171,23 @@ type u32Sel struct {
 	ethertype uint16
 }
 
+// u32Family is where one IP version's header holds what a match tests,
+// as q_u32.c's "match ip" and "match ip6" read it: the offsets of the
+// addresses, of the protocol (next header) and of the ports after a
+// header without options or extensions, and the bit positions of the
+// protocol and of the DSCP (in the first word, ToS or traffic class).
+type u32Family struct {
+	ethertype             uint16
+	src, dst, ports       int32
+	protoOff              int32
+	protoShift, dscpShift uint
+}
+
+var (
+	u32IPv4 = u32Family{ethertype: ethPIP, src: 12, dst: 16, ports: 20, protoOff: 8, protoShift: 16, dscpShift: 18}
+	u32IPv6 = u32Family{ethertype: ethPIPv6, src: 8, dst: 24, ports: 40, protoOff: 4, protoShift: 8, dscpShift: 22}
+)
+
 type u32Key struct {
 	mask, val uint32 // network order values, as bytes on the wire
 	off       int32
@@ -187,52 +205,35 @@ func u32Selectors(m classify.Match) ([]u32Sel, error) {
 		return nil, fmt.Errorf("src and dst of different address families")
 	}
 	var out []u32Sel
-	for _, fam := range []bool{true, false} {
-		if fam && !v4 || !fam && !v6 {
+	for _, fam := range []struct {
+		u32Family
+		want bool
+	}{{u32IPv4, v4}, {u32IPv6, v6}} {
+		if !fam.want {
 			continue
 		}
 		var keys []u32Key
 		add := func(off int32, val, mask uint32) { keys = append(keys, u32Key{mask: mask, val: val & mask, off: off}) }
-		prefix := func(base int32, addr []byte, bitsLen int) {
-			for i := 0; i < len(addr)/4 && bitsLen > 0; i++ {
+		prefix := func(base int32, p netip.Prefix) {
+			addr := p.Addr().AsSlice()
+			for i, bitsLen := 0, p.Bits(); i < len(addr)/4 && bitsLen > 0; i++ {
 				n := min(bitsLen, 32)
 				mask := ^uint32(0) << (32 - n)
 				add(base+int32(4*i), binary.BigEndian.Uint32(addr[4*i:]), mask)
 				bitsLen -= n
 			}
 		}
-		portOff := int32(20)
-		if fam {
-			if m.Src.IsValid() {
-				a := m.Src.Addr().As4()
-				prefix(12, a[:], m.Src.Bits())
-			}
-			if m.Dst.IsValid() {
-				a := m.Dst.Addr().As4()
-				prefix(16, a[:], m.Dst.Bits())
-			}
-			if m.HasProtocol {
-				add(8, uint32(m.Protocol)<<16, 0x00ff0000)
-			}
-			if m.HasDSCP {
-				add(0, uint32(m.DSCP)<<18, 0x00fc0000)
-			}
-		} else {
-			portOff = 40
-			if m.Src.IsValid() {
-				a := m.Src.Addr().As16()
-				prefix(8, a[:], m.Src.Bits())
-			}
-			if m.Dst.IsValid() {
-				a := m.Dst.Addr().As16()
-				prefix(24, a[:], m.Dst.Bits())
-			}
-			if m.HasProtocol {
-				add(4, uint32(m.Protocol)<<8, 0x0000ff00)
-			}
-			if m.HasDSCP {
-				add(0, uint32(m.DSCP)<<22, 0x0fc00000)
-			}
+		if m.Src.IsValid() {
+			prefix(fam.src, m.Src)
+		}
+		if m.Dst.IsValid() {
+			prefix(fam.dst, m.Dst)
+		}
+		if m.HasProtocol {
+			add(fam.protoOff, uint32(m.Protocol)<<fam.protoShift, 0xff<<fam.protoShift)
+		}
+		if m.HasDSCP {
+			add(0, uint32(m.DSCP)<<fam.dscpShift, 0x3f<<fam.dscpShift)
 		}
 		for _, pr := range []struct {
 			r     classify.PortRange
@@ -246,7 +247,7 @@ func u32Selectors(m classify.Match) ([]u32Sel, error) {
 				return nil, fmt.Errorf("port range %s is not one u32 mask (an aligned power of two)", pr.r)
 			}
 			mask := (0xffff &^ (size - 1)) << pr.shift
-			add(portOff, uint32(pr.r.Lo)<<pr.shift, mask)
+			add(fam.ports, uint32(pr.r.Lo)<<pr.shift, mask)
 		}
 		// Merge keys at the same offset (dscp and protocol never share
 		// one; sport and dport do).
@@ -284,11 +285,7 @@ func u32Selectors(m classify.Match) ([]u32Sel, error) {
 			w.s32(k.off)
 			w.s32(0) // offmask
 		}
-		et := uint16(ethPIP)
-		if !fam {
-			et = ethPIPv6
-		}
-		out = append(out, u32Sel{sel: w.b, ethertype: et})
+		out = append(out, u32Sel{sel: w.b, ethertype: fam.ethertype})
 	}
 	return out, nil
 }
