@@ -101,6 +101,22 @@ func inNS(t Target, fn func(ifindex int) error) error {
 	})
 }
 
+// onChain runs fn in t's namespace with the interface's tree and its root
+// chain.
+func onChain(t Target, fn func(tree, ch []qdisc) error) error {
+	return inNS(t, func(ifindex int) error {
+		tree, err := dumpTree(ifindex)
+		if err != nil {
+			return err
+		}
+		ch, err := chain(tree)
+		if err != nil {
+			return fmt.Errorf("interface %q: %w", t.Iface, err)
+		}
+		return fn(tree, ch)
+	})
+}
+
 // chain returns the qdiscs of a netem/tbf chain rooted at the root qdisc,
 // root first, or an error naming what else is there.
 func chain(tree []qdisc) ([]qdisc, error) {
@@ -388,15 +404,7 @@ func Show(t Target) (string, error) {
 	}
 	clock, _ := ReadClock("/proc/net/psched")
 	var out string
-	err = inNS(t, func(ifindex int) error {
-		tree, err := dumpTree(ifindex)
-		if err != nil {
-			return err
-		}
-		ch, err := chain(tree)
-		if err != nil {
-			return fmt.Errorf("interface %q: %w", t.Iface, err)
-		}
+	err = onChain(t, func(tree, ch []qdisc) error {
 		if rec != nil && ours(tree, rec) {
 			out = rec.Spec
 			return nil
@@ -463,15 +471,7 @@ func Stats(t Target) ([]StageStats, error) {
 		return nil, err
 	}
 	var out []StageStats
-	err = inNS(t, func(ifindex int) error {
-		tree, err := dumpTree(ifindex)
-		if err != nil {
-			return err
-		}
-		ch, err := chain(tree)
-		if err != nil {
-			return fmt.Errorf("interface %q: %w", t.Iface, err)
-		}
+	err = onChain(t, func(_, ch []qdisc) error {
 		for _, q := range ch {
 			out = append(out, StageStats{Kind: q.Kind, Handle: handleString(q.Handle), Parent: handleString(q.Parent), Counters: q.stats})
 		}
