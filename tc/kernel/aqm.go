@@ -54,13 +54,6 @@ const (
 
 func usOf(d time.Duration) uint32 { return uint32(d / time.Microsecond) }
 
-func b2u(b bool) uint32 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // codelUs is what codel_dump reports for a time set as us microseconds:
 // the kernel keeps it in codel_time_t (ns >> 10) and converts back with
 // codel_time_to_us, so 5000 us reads back as 4999.

@@ -17,27 +17,6 @@ import (
 // parent 1:10 handle 10: netem ..." and "tc filter add ... u32 match ip
 // dst P flowid 1:10" build it.
 
-// tcObject is one thing to create: a qdisc, a class or a filter.
-type tcObject struct {
-	q      qdisc
-	filter bool
-	info   uint32 // filters: tcm_info, prio << 16 | ethertype (network order)
-	what   string // for errors: "leaf 1:3 netem", "filter dst 10.0.2.0/24 flowid 1:2"
-	needs  string // the kernel feature it needs: "htb", "netem", "tbf", "u32"
-}
-
-// plan is every object one Apply creates, root first: a pipeline's chain
-// of qdiscs, or a class tree's qdiscs, classes and filters. The two differ
-// only in what the plan holds and in chain, which a pipeline sets.
-type plan struct {
-	objs []tcObject
-	text string // the impairment's canonical text, for the record
-	// chain is the pipeline a chain plan encodes: its handles are chosen
-	// beside the device's tree (place), and the kernel's copy is read
-	// back (readBack). Nil for a class tree.
-	chain *spec.Spec
-}
-
 // parseHandle is spec.ParseHandle as the kernel's 32-bit value.
 func parseHandle(id string) (uint32, error) {
 	h, err := spec.ParseHandle(id)

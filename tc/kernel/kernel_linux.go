@@ -171,6 +171,27 @@ func pickHandles(n int, tree []qdisc) []uint32 {
 	return nil
 }
 
+// tcObject is one thing to create: a qdisc, a class or a filter.
+type tcObject struct {
+	q      qdisc
+	filter bool
+	info   uint32 // filters: tcm_info, prio << 16 | ethertype (network order)
+	what   string // for a tree's errors: "leaf 1:3 netem delay 10ms", "filter dst 10.0.2.0/24 flowid 1:2"
+	needs  string // the kernel feature it needs: "htb", "netem", "tbf", "u32"
+}
+
+// plan is every object one Apply creates, root first: a pipeline's chain
+// of qdiscs (planPipeline), or a class tree's qdiscs, classes and filters
+// (planClasses). Apply treats both alike but where chain says otherwise.
+type plan struct {
+	objs []tcObject
+	text string // the impairment's canonical text, for the record
+	// chain is the pipeline a chain plan encodes: its handles are chosen
+	// beside the device's tree (place), and the kernel's copy is read
+	// back (readBack). Nil for a class tree.
+	chain *spec.Spec
+}
+
 // planPipeline encodes s's stages as a root chain, root first; place
 // gives them their handles once the device's tree is known.
 func planPipeline(clock Clock, s *spec.Spec) (*plan, error) {
