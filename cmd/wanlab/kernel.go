@@ -84,6 +84,7 @@ func init() {
 					if err := kernel.Apply(t, im); err != nil {
 						return kernelError("apply", err)
 					}
+					// show reads back only a chain: a tree is said to be applied.
 					if im.Classes != nil {
 						fmt.Fprintf(cc.App.Writer, "%s: htb tree applied: %s\n", t.Iface, im.Classes)
 						return nil
