@@ -244,7 +244,7 @@ func (kp *kernelPath) Set(toServer, toClient string) error {
 			return err
 		}
 		t := kernel.Target{Iface: s.iface, Netns: kp.e.lab.Router.NS, StateDir: kp.e.stateDir}
-		if err := kernel.Apply(t, parsed); err != nil {
+		if err := kernel.Apply(t, spec.PipelineImpairment(parsed)); err != nil {
 			return errors.Join(fmt.Errorf("kernel %s: %w", s.iface, err), kp.clear())
 		}
 		kp.applied = append(kp.applied, t)

@@ -38,7 +38,7 @@ func startKernel(_ context.Context, l *lab.Lab, specs map[string]*spec.Spec) (im
 			continue
 		}
 		t := kernel.Target{Iface: egress(l, d), Netns: l.Router.NS, StateDir: dir}
-		if err := kernel.Apply(t, specs[d]); err != nil {
+		if err := kernel.Apply(t, spec.PipelineImpairment(specs[d])); err != nil {
 			_, cerr := ki.Stop()
 			return nil, errors.Join(fmt.Errorf("--kernel %s on %s: %w", d, t.Iface, err), cerr)
 		}

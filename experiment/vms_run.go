@@ -303,7 +303,7 @@ func startVMKernel(ctx context.Context, v *VMs, specs map[string]*spec.Spec) (im
 			continue
 		}
 		t := kernel.Target{Iface: egress(l, d), Netns: l.Router.NS, StateDir: dir}
-		err := kernel.Apply(t, specs[d])
+		err := kernel.Apply(t, spec.PipelineImpairment(specs[d]))
 		if err == nil {
 			ki.router[d] = t
 			ki.where = append(ki.where, d+" on the router's "+t.Iface)

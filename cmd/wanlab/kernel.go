@@ -43,7 +43,15 @@ func init() {
 			"available): nothing changed'. So is a netem stage the kernel takes but keeps only in\n" +
 			"part (apply reads it back), e.g. the seed, which sch_netem knows from Linux 6.6 on:\n" +
 			"'kernel ignored netem seed 42 of stage 1 (...): nothing changed'. Needs root or\n" +
-			"CAP_NET_ADMIN (exit 3)." + kernelClassesHelp,
+			"CAP_NET_ADMIN (exit 3).\n\n" +
+			"Traffic classes (the same text `wanlab proxy` takes as a direction's spec:\n" +
+			"htb/class/filter/leaf statements, tc class and filter commands, YAML, or @FILE)\n" +
+			"are built as an htb root with one htb class per class, each leaf's netem/tbf\n" +
+			"chain under it (handles 100:, 101:, ...) and one u32 filter per match and\n" +
+			"address family. The whole tree is first built on the loopback of a scratch\n" +
+			"namespace; every part the kernel lacks is named at once, e.g. 'kernel cannot\n" +
+			"build this class tree: no netem qdisc (sch_netem) for leaf 1:3 netem delay\n" +
+			"10ms: nothing changed' (exit 4). clear restores what was there before.",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "apply",
@@ -69,12 +77,17 @@ func init() {
 						return usageError(fmt.Errorf("kernel apply: %w", err))
 					}
 					if im.Classes != nil {
-						return kernelApplyClasses(cc, t, im.Classes)
+						printWarnings(cc.App.ErrWriter, engine.WarningsOfClasses(im.Classes))
+					} else {
+						printWarnings(cc.App.ErrWriter, engine.Warnings(im.Pipeline))
 					}
-					sp := im.Pipeline
-					printWarnings(cc.App.ErrWriter, engine.Warnings(sp))
-					if err := kernel.Apply(t, sp); err != nil {
+					if err := kernel.Apply(t, im); err != nil {
 						return kernelError("apply", err)
+					}
+					// show reads back only a chain: a tree is said to be applied.
+					if im.Classes != nil {
+						fmt.Fprintf(cc.App.Writer, "%s: htb tree applied: %s\n", t.Iface, im.Classes)
+						return nil
 					}
 					got, err := kernel.Show(t)
 					if err != nil {

@@ -107,4 +107,25 @@ func TestKernelCommand(t *testing.T) {
 		out != "error: kernel apply: interface \"eth9\": not found\n" {
 		t.Errorf("missing interface: exit %d %q", code, out)
 	}
+	// A class tree goes through the same apply: a leaf of a kind the
+	// kernel lacks is named and nothing changes; a tree it can build is
+	// said to be applied, and clear puts back what the first apply
+	// replaced.
+	const classes = "htb default 2; class 1:1 htb rate 100mbit; class 1:2 parent 1:1 htb rate 20mbit; leaf 1:2 "
+	out, code = kernelCmd(t, append([]string{"apply"}, append(target, classes+"delay 10ms")...)...)
+	if code != exitOK && (code != exitNoKernel ||
+		out != "error: kernel apply: kernel cannot build this class tree: no netem qdisc (sch_netem) for leaf 1:2 netem delay 10ms: nothing changed\n") {
+		t.Errorf("kernel apply of a netem leaf: exit %d %q", code, out)
+	}
+	out, code = kernelCmd(t, append([]string{"apply"}, append(target, classes+"tbf rate 10mbit burst 10kb limit 100kb")...)...)
+	if want := "kc0: htb tree applied: default 1:2; class 1:1 htb rate 100mbit; class 1:2 parent 1:1 htb rate 20mbit; " +
+		"leaf 1:2 tbf rate 10mbit burst 10kb limit 100kb\n"; code != exitOK || out != want {
+		t.Errorf("kernel apply of a class tree: exit %d %q, want %q", code, out, want)
+	}
+	if out, code := kernelCmd(t, append([]string{"clear"}, target...)...); code != exitOK || out != "" {
+		t.Errorf("kernel clear after a tree: exit %d %q", code, out)
+	}
+	if out, _ := kernelCmd(t, append([]string{"show"}, target...)...); out != "wanlab: kc0 has the kernel's default qdisc (no impairment)\n" {
+		t.Errorf("kernel show after clear: %q", out)
+	}
 }

@@ -54,13 +54,6 @@ const (
 
 func usOf(d time.Duration) uint32 { return uint32(d / time.Microsecond) }
 
-func b2u(b bool) uint32 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // codelUs is what codel_dump reports for a time set as us microseconds:
 // the kernel keeps it in codel_time_t (ns >> 10) and converts back with
 // codel_time_to_us, so 5000 us reads back as 4999.
@@ -81,183 +74,107 @@ func unround(d uint32, rt func(uint32) uint32) time.Duration {
 	return time.Duration(d) * time.Microsecond
 }
 
-// EncodeCoDel is q_codel.c's codel_parse_opt.
-func EncodeCoDel(q *spec.CoDel) []byte {
+// aqmField is one u32 option of an AQM qdisc, bound to its field in a
+// stage: enc gives the value to send and whether it was given (tc sends
+// only those), dec sets the field from the value the kernel dumps.
+type aqmField struct {
+	typ uint16
+	enc func() (uint32, bool)
+	dec func(v uint32)
+}
+
+// numField is a plain number, def the kernel's default.
+func numField[T ~uint32 | ~uint64](typ uint16, p *T, def T) aqmField {
+	return aqmField{typ,
+		func() (uint32, bool) { return uint32(*p), *p != 0 },
+		func(v uint32) { *p = spec.ZeroIfDefault(T(v), def) }}
+}
+
+// usField is a time sent in microseconds, which the kernel keeps rounded as
+// rt does (def its default, 0 for none).
+func usField(typ uint16, p *time.Duration, rt func(uint32) uint32, def time.Duration) aqmField {
+	return aqmField{typ,
+		func() (uint32, bool) { return usOf(*p), *p != 0 },
+		func(v uint32) { *p = spec.ZeroIfDefault(unround(v, rt), def) }}
+}
+
+// flagField is a switch sent as 1 when on.
+func flagField(typ uint16, p *bool) aqmField {
+	return aqmField{typ,
+		func() (uint32, bool) { return 1, *p },
+		func(v uint32) { *p = v != 0 }}
+}
+
+// exactUs is a time the kernel keeps in whole microseconds.
+func exactUs(us uint32) uint32 { return us }
+
+// The fields of each kind, in the order iproute2 sends them.
+
+// codelFields are what q_codel.c's codel_parse_opt sends and codel_dump
+// returns.
+func codelFields(q *spec.CoDel) []aqmField {
+	return []aqmField{
+		numField(tcaCodelLimit, &q.Limit, spec.DefaultCoDelLimit),
+		usField(tcaCodelInterval, &q.Interval, codelUs, spec.DefaultCoDelInterval),
+		usField(tcaCodelTarget, &q.Target, codelUs, spec.DefaultCoDelTarget),
+		flagField(tcaCodelECN, &q.ECN),
+		usField(tcaCodelCEThreshold, &q.CEThreshold, codelUs, 0),
+	}
+}
+
+// fqCodelFields are q_fq_codel.c's fq_codel_parse_opt and fq_codel_dump.
+func fqCodelFields(q *spec.FQCoDel) []aqmField {
+	return []aqmField{
+		numField(tcaFQCodelLimit, &q.Limit, spec.DefaultFQCoDelLimit),
+		numField(tcaFQCodelFlows, &q.Flows, spec.DefaultFQCoDelFlows),
+		numField(tcaFQCodelQuantum, &q.Quantum, spec.DefaultFQCoDelQuantum),
+		usField(tcaFQCodelInterval, &q.Interval, codelUs, spec.DefaultCoDelInterval),
+		usField(tcaFQCodelTarget, &q.Target, codelUs, spec.DefaultCoDelTarget),
+		// fq_codel's ECN is on unless "noecn" sends it as 0.
+		{tcaFQCodelECN, func() (uint32, bool) { return 0, q.NoECN }, func(v uint32) { q.NoECN = v == 0 }},
+		usField(tcaFQCodelCEThreshold, &q.CEThreshold, codelUs, 0),
+		numField(tcaFQCodelMemoryLimit, &q.MemoryLimit, spec.DefaultFQCoDelMemoryLimit),
+		numField(tcaFQCodelDropBatch, &q.DropBatch, spec.DefaultFQCoDelDropBatch),
+	}
+}
+
+// pieFields are q_pie.c's pie_parse_opt and pie_dump. The kernel keeps
+// tupdate in jiffies: 15 ms reads back as 16 ms on a kernel with HZ=250.
+func pieFields(q *spec.PIE) []aqmField {
+	return []aqmField{
+		numField(tcaPIELimit, &q.Limit, spec.DefaultPIELimit),
+		usField(tcaPIETUpdate, &q.TUpdate, exactUs, spec.DefaultPIETUpdate),
+		usField(tcaPIETarget, &q.Target, pieUs, spec.DefaultPIETarget),
+		numField(tcaPIEAlpha, &q.Alpha, spec.DefaultPIEAlpha),
+		numField(tcaPIEBeta, &q.Beta, spec.DefaultPIEBeta),
+		flagField(tcaPIEECN, &q.ECN),
+		flagField(tcaPIEBytemode, &q.ByteMode),
+		flagField(tcaPIEDQRateEstimator, &q.DQRateEstimator),
+	}
+}
+
+// encodeAQM sends the fields given.
+func encodeAQM(fields []aqmField) []byte {
 	var a attrs
-	if q.Limit != 0 {
-		a.u32(tcaCodelLimit, q.Limit)
-	}
-	if q.Interval != 0 {
-		a.u32(tcaCodelInterval, usOf(q.Interval))
-	}
-	if q.Target != 0 {
-		a.u32(tcaCodelTarget, usOf(q.Target))
-	}
-	if q.ECN {
-		a.u32(tcaCodelECN, 1)
-	}
-	if q.CEThreshold != 0 {
-		a.u32(tcaCodelCEThreshold, usOf(q.CEThreshold))
+	for _, f := range fields {
+		if v, ok := f.enc(); ok {
+			a.u32(f.typ, v)
+		}
 	}
 	return nonNil(a.b)
 }
 
-// DecodeCoDel reads codel_dump's options.
-func DecodeCoDel(b []byte) (*spec.CoDel, error) {
+// decodeAQM reads a stage's fields from the options the kernel dumps.
+func decodeAQM[Q any, P interface{ *Q }](b []byte, fields func(P) []aqmField) (P, error) {
 	m, err := parseAttrs(b)
 	if err != nil {
 		return nil, err
 	}
-	q := &spec.CoDel{}
-	if v, ok := u32Attr(m, tcaCodelLimit); ok {
-		q.Limit = spec.ZeroIfDefault(v, spec.DefaultCoDelLimit)
-	}
-	if v, ok := u32Attr(m, tcaCodelTarget); ok {
-		q.Target = spec.ZeroIfDefault(unround(v, codelUs), spec.DefaultCoDelTarget)
-	}
-	if v, ok := u32Attr(m, tcaCodelInterval); ok {
-		q.Interval = spec.ZeroIfDefault(unround(v, codelUs), spec.DefaultCoDelInterval)
-	}
-	if v, ok := u32Attr(m, tcaCodelECN); ok {
-		q.ECN = v != 0
-	}
-	if v, ok := u32Attr(m, tcaCodelCEThreshold); ok {
-		q.CEThreshold = unround(v, codelUs)
-	}
-	return q, nil
-}
-
-// EncodeFQCoDel is q_fq_codel.c's fq_codel_parse_opt.
-func EncodeFQCoDel(q *spec.FQCoDel) []byte {
-	var a attrs
-	if q.Limit != 0 {
-		a.u32(tcaFQCodelLimit, q.Limit)
-	}
-	if q.Flows != 0 {
-		a.u32(tcaFQCodelFlows, q.Flows)
-	}
-	if q.Quantum != 0 {
-		a.u32(tcaFQCodelQuantum, q.Quantum)
-	}
-	if q.Interval != 0 {
-		a.u32(tcaFQCodelInterval, usOf(q.Interval))
-	}
-	if q.Target != 0 {
-		a.u32(tcaFQCodelTarget, usOf(q.Target))
-	}
-	if q.NoECN {
-		a.u32(tcaFQCodelECN, 0)
-	}
-	if q.CEThreshold != 0 {
-		a.u32(tcaFQCodelCEThreshold, usOf(q.CEThreshold))
-	}
-	if q.MemoryLimit != 0 {
-		a.u32(tcaFQCodelMemoryLimit, uint32(q.MemoryLimit))
-	}
-	if q.DropBatch != 0 {
-		a.u32(tcaFQCodelDropBatch, q.DropBatch)
-	}
-	return nonNil(a.b)
-}
-
-// DecodeFQCoDel reads fq_codel_dump's options.
-func DecodeFQCoDel(b []byte) (*spec.FQCoDel, error) {
-	m, err := parseAttrs(b)
-	if err != nil {
-		return nil, err
-	}
-	q := &spec.FQCoDel{}
-	if v, ok := u32Attr(m, tcaFQCodelLimit); ok {
-		q.Limit = spec.ZeroIfDefault(v, spec.DefaultFQCoDelLimit)
-	}
-	if v, ok := u32Attr(m, tcaFQCodelFlows); ok {
-		q.Flows = spec.ZeroIfDefault(v, spec.DefaultFQCoDelFlows)
-	}
-	if v, ok := u32Attr(m, tcaFQCodelQuantum); ok {
-		q.Quantum = spec.ZeroIfDefault(v, spec.DefaultFQCoDelQuantum)
-	}
-	if v, ok := u32Attr(m, tcaFQCodelTarget); ok {
-		q.Target = spec.ZeroIfDefault(unround(v, codelUs), spec.DefaultCoDelTarget)
-	}
-	if v, ok := u32Attr(m, tcaFQCodelInterval); ok {
-		q.Interval = spec.ZeroIfDefault(unround(v, codelUs), spec.DefaultCoDelInterval)
-	}
-	if v, ok := u32Attr(m, tcaFQCodelECN); ok {
-		q.NoECN = v == 0
-	}
-	if v, ok := u32Attr(m, tcaFQCodelCEThreshold); ok {
-		q.CEThreshold = unround(v, codelUs)
-	}
-	if v, ok := u32Attr(m, tcaFQCodelMemoryLimit); ok {
-		q.MemoryLimit = spec.ZeroIfDefault(units.Size(v), spec.DefaultFQCoDelMemoryLimit)
-	}
-	if v, ok := u32Attr(m, tcaFQCodelDropBatch); ok {
-		q.DropBatch = spec.ZeroIfDefault(v, spec.DefaultFQCoDelDropBatch)
-	}
-	return q, nil
-}
-
-// EncodePIE is q_pie.c's pie_parse_opt.
-func EncodePIE(q *spec.PIE) []byte {
-	var a attrs
-	if q.Limit != 0 {
-		a.u32(tcaPIELimit, q.Limit)
-	}
-	if q.TUpdate != 0 {
-		a.u32(tcaPIETUpdate, usOf(q.TUpdate))
-	}
-	if q.Target != 0 {
-		a.u32(tcaPIETarget, usOf(q.Target))
-	}
-	if q.Alpha != 0 {
-		a.u32(tcaPIEAlpha, q.Alpha)
-	}
-	if q.Beta != 0 {
-		a.u32(tcaPIEBeta, q.Beta)
-	}
-	if q.ECN {
-		a.u32(tcaPIEECN, 1)
-	}
-	if q.ByteMode {
-		a.u32(tcaPIEBytemode, 1)
-	}
-	if q.DQRateEstimator {
-		a.u32(tcaPIEDQRateEstimator, 1)
-	}
-	return nonNil(a.b)
-}
-
-// DecodePIE reads pie_dump's options. The kernel keeps tupdate in
-// jiffies: 15 ms reads back as 16 ms on a kernel with HZ=250.
-func DecodePIE(b []byte) (*spec.PIE, error) {
-	m, err := parseAttrs(b)
-	if err != nil {
-		return nil, err
-	}
-	q := &spec.PIE{}
-	if v, ok := u32Attr(m, tcaPIELimit); ok {
-		q.Limit = spec.ZeroIfDefault(v, spec.DefaultPIELimit)
-	}
-	if v, ok := u32Attr(m, tcaPIETarget); ok {
-		q.Target = spec.ZeroIfDefault(unround(v, pieUs), spec.DefaultPIETarget)
-	}
-	if v, ok := u32Attr(m, tcaPIETUpdate); ok {
-		q.TUpdate = spec.ZeroIfDefault(time.Duration(v)*time.Microsecond, spec.DefaultPIETUpdate)
-	}
-	if v, ok := u32Attr(m, tcaPIEAlpha); ok {
-		q.Alpha = spec.ZeroIfDefault(v, spec.DefaultPIEAlpha)
-	}
-	if v, ok := u32Attr(m, tcaPIEBeta); ok {
-		q.Beta = spec.ZeroIfDefault(v, spec.DefaultPIEBeta)
-	}
-	if v, ok := u32Attr(m, tcaPIEECN); ok {
-		q.ECN = v != 0
-	}
-	if v, ok := u32Attr(m, tcaPIEBytemode); ok {
-		q.ByteMode = v != 0
-	}
-	if v, ok := u32Attr(m, tcaPIEDQRateEstimator); ok {
-		q.DQRateEstimator = v != 0
+	q := P(new(Q))
+	for _, f := range fields(q) {
+		if v, ok := u32Attr(m, f.typ); ok {
+			f.dec(v)
+		}
 	}
 	return q, nil
 }
@@ -362,19 +279,21 @@ func u32Attr(m map[uint16][]byte, typ uint16) (uint32, bool) {
 	return native.Uint32(v), true
 }
 
+// aqmCodec is the codec of a kind its u32 fields describe.
+func aqmCodec[Q any, P interface {
+	*Q
+	spec.Stage
+}](fields func(P) []aqmField) stageCodec {
+	return stageCodec{
+		encode: func(_ Clock, st spec.Stage) ([]byte, error) { return encodeAQM(fields(st.(P))), nil },
+		decode: func(_ Clock, b []byte) (spec.Stage, error) { return decodeAQM(b, fields) },
+	}
+}
+
 func init() {
-	registerCodec("codel", stageCodec{
-		encode: func(_ Clock, st spec.Stage) ([]byte, error) { return EncodeCoDel(st.(*spec.CoDel)), nil },
-		decode: func(_ Clock, b []byte) (spec.Stage, error) { return DecodeCoDel(b) },
-	})
-	registerCodec("fq_codel", stageCodec{
-		encode: func(_ Clock, st spec.Stage) ([]byte, error) { return EncodeFQCoDel(st.(*spec.FQCoDel)), nil },
-		decode: func(_ Clock, b []byte) (spec.Stage, error) { return DecodeFQCoDel(b) },
-	})
-	registerCodec("pie", stageCodec{
-		encode: func(_ Clock, st spec.Stage) ([]byte, error) { return EncodePIE(st.(*spec.PIE)), nil },
-		decode: func(_ Clock, b []byte) (spec.Stage, error) { return DecodePIE(b) },
-	})
+	registerCodec("codel", aqmCodec(codelFields))
+	registerCodec("fq_codel", aqmCodec(fqCodelFields))
+	registerCodec("pie", aqmCodec(pieFields))
 	registerCodec("red", stageCodec{
 		encode: func(c Clock, st spec.Stage) ([]byte, error) { return c.EncodeRED(st.(*spec.RED)) },
 		decode: func(_ Clock, b []byte) (spec.Stage, error) { return DecodeRED(b) },

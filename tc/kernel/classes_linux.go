@@ -12,76 +12,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wanlab/wanlab/internal/nsrun"
-	"github.com/wanlab/wanlab/tc/spec"
 )
 
-// ApplyClasses builds cs on the interface as an htb tree with netem/tbf
-// leaves and u32 filters, replacing its root qdisc (Clear restores what
-// was there). Before touching the interface it builds the same tree on
-// the loopback device of a scratch network namespace: whatever the kernel
-// lacks (a qdisc kind, the u32 classifier) is reported together in a
-// *MissingError, and the interface is left as it was.
-func ApplyClasses(t Target, cs *spec.Classes) error {
-	t, err := t.withDefaults()
-	t = t.resolve()
-	if err != nil {
-		return err
+// add creates o on ifindex, the root replacing whatever is there.
+func (o tcObject) add(ifindex int, root bool) error {
+	switch {
+	case o.filter:
+		return addFilter(ifindex, o)
+	case root:
+		return addQdisc(ifindex, o.q, unix.NLM_F_REPLACE)
 	}
-	clock, _ := ReadClock("/proc/net/psched")
-	plan, err := planClasses(clock, cs)
-	if err != nil {
-		return err
-	}
-	if err := probe(plan); err != nil {
-		return err
-	}
-	path := t.recordPath()
-	old, err := loadRecord(path)
-	if err != nil {
-		return err
-	}
-	return inNS(t, func(ifindex int) error {
-		cur, err := dumpTree(ifindex)
-		if err != nil {
-			return err
-		}
-		rec := &record{Iface: t.Iface, Netns: t.Netns, Prev: cur, Spec: cs.String()}
-		if old != nil && spec.IsClasses(old.Spec) {
-			rec.Prev = old.Prev // our earlier tree: keep what the first apply replaced
-		} else if old != nil && ours(cur, old) {
-			rec.Prev = old.Prev
-		}
-		if err := rec.save(path); err != nil {
-			return err
-		}
-		if err := build(ifindex, plan); err != nil {
-			return rollback(ifindex, cur, path, old, err)
-		}
-		return nil
-	})
-}
-
-// build creates the plan's objects on ifindex, the root replacing
-// whatever is there.
-func build(ifindex int, plan *classPlan) error {
-	for i, o := range plan.objs {
-		var err error
-		switch {
-		case o.filter:
-			err = addFilter(ifindex, o)
-		case i == 0:
-			err = addQdisc(ifindex, o.q, unix.NLM_F_REPLACE)
-		default:
-			err = addQdisc(ifindex, o.q, unix.NLM_F_EXCL)
-		}
-		if err != nil {
-			if errors.Is(err, unix.EPERM) {
-				err = fmt.Errorf("%w (needs root or CAP_NET_ADMIN)", err)
-			}
-			return fmt.Errorf("%s: %w", o.what, err)
-		}
-	}
-	return nil
+	return addQdisc(ifindex, o.q, unix.NLM_F_EXCL)
 }
 
 func addFilter(ifindex int, o tcObject) error {
@@ -94,21 +35,21 @@ func addFilter(ifindex int, o tcObject) error {
 	return err
 }
 
-// probeSample is the part of plan probe builds: the root, the first
+// probeSample is the part of a tree's plan probe builds: the root, the first
 // class, the first object of each other kind the kernel must know (a
 // qdisc kind, u32) and the classes and qdiscs above it. Building the whole tree twice would
 // double an apply of thousands of classes, each of which the kernel
 // binds in time growing with the classes already there (tc_bind_tclass).
-func probeSample(plan *classPlan) *classPlan {
+func probeSample(full *plan) *plan {
 	at := map[uint32]int{} // class and qdisc handles: their index
-	take := make([]bool, len(plan.objs))
+	take := make([]bool, len(full.objs))
 	var need func(i int)
 	need = func(i int) {
 		if take[i] {
 			return
 		}
 		take[i] = true
-		parent := plan.objs[i].q.Parent
+		parent := full.objs[i].q.Parent
 		if j, ok := at[parent]; ok {
 			need(j)
 		} else if j, ok := at[parent&0xffff0000]; ok {
@@ -116,7 +57,7 @@ func probeSample(plan *classPlan) *classPlan {
 		}
 	}
 	seen := map[string]bool{}
-	for i, o := range plan.objs {
+	for i, o := range full.objs {
 		if !o.filter {
 			at[o.q.Handle] = i
 		}
@@ -126,8 +67,8 @@ func probeSample(plan *classPlan) *classPlan {
 			need(i)
 		}
 	}
-	sample := &classPlan{major: plan.major}
-	for i, o := range plan.objs {
+	sample := &plan{}
+	for i, o := range full.objs {
 		if take[i] {
 			sample.objs = append(sample.objs, o)
 		}
@@ -138,8 +79,8 @@ func probeSample(plan *classPlan) *classPlan {
 // probe builds a sample of the plan (probeSample) on lo in a scratch
 // namespace and collects what the kernel refuses as unknown, naming
 // every object of the plan of a kind it lacks.
-func probe(full *classPlan) error {
-	plan := probeSample(full)
+func probe(full *plan) error {
+	sample := probeSample(full)
 	name := fmt.Sprintf("wanlab-probe-%d", os.Getpid())
 	ns, err := nsrun.Create(name)
 	if err != nil {
@@ -156,21 +97,13 @@ func probe(full *classPlan) error {
 		}
 		idx := l.Attrs().Index
 		failed := map[uint32]bool{}
-		for i, o := range plan.objs {
+		for i, o := range sample.objs {
 			parent := o.q.Parent
 			if failed[parent] || failed[parent&0xffff0000] {
 				failed[o.q.Handle] = true
 				continue // its parent could not be made
 			}
-			var err error
-			switch {
-			case o.filter:
-				err = addFilter(idx, o)
-			case i == 0:
-				err = addQdisc(idx, o.q, unix.NLM_F_REPLACE)
-			default:
-				err = addQdisc(idx, o.q, unix.NLM_F_EXCL)
-			}
+			err := o.add(idx, i == 0)
 			if err == nil {
 				continue
 			}

@@ -35,7 +35,7 @@ func TestApplyClasses(t *testing.T) {
 	before := tree(t, tg)
 	if !kernelHas(t, "netem") {
 		full := mustClasses(t, seedTree+"; filter dst 10.0.2.0/24 flowid 1:2; leaf 1:3 delay 10ms; leaf 1:4 tbf rate 10mbit burst 10kb limit 100kb")
-		err := ApplyClasses(tg, full)
+		err := Apply(tg, spec.Impairment{Classes: full})
 		var me *MissingError
 		if !errors.As(err, &me) || !errors.Is(err, ErrNotSupported) {
 			t.Fatalf("got %v, want a MissingError", err)
@@ -50,7 +50,7 @@ func TestApplyClasses(t *testing.T) {
 	}
 	cs := mustClasses(t, seedTree+"; filter dst 10.0.2.0/24 flowid 1:2; filter protocol tcp dport 5201 flowid 1:3; "+
 		"filter src fd00::/8 dscp ef flowid 1:4; leaf 1:4 tbf rate 10mbit burst 10kb limit 100kb")
-	if err := ApplyClasses(tg, cs); err != nil {
+	if err := Apply(tg, spec.Impairment{Classes: cs}); err != nil {
 		if errors.Is(err, ErrNotSupported) {
 			// CI's kernel has htb, tbf and cls_u32: there this must run.
 			testenv.Skip(t, "kernel lacks part of htb/tbf/u32: %v", err)
@@ -98,7 +98,7 @@ func TestApplyClasses(t *testing.T) {
 
 func kernelHas(t *testing.T, kind string) bool {
 	t.Helper()
-	plan := &classPlan{objs: []tcObject{{q: qdisc{Kind: kind, Handle: 0x10000, Parent: tcHRoot}, what: kind, needs: kind}}}
+	plan := &plan{objs: []tcObject{{q: qdisc{Kind: kind, Handle: 0x10000, Parent: tcHRoot}, what: kind, needs: kind}}}
 	if kind == "netem" {
 		opt, _ := EncodeNetem(&spec.Netem{})
 		plan.objs[0].q.Options = opt

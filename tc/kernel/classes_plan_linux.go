@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"net/netip"
 
 	"github.com/wanlab/wanlab/tc/classify"
 	"github.com/wanlab/wanlab/tc/spec"
@@ -16,22 +17,6 @@ import (
 // parent 1:10 handle 10: netem ..." and "tc filter add ... u32 match ip
 // dst P flowid 1:10" build it.
 
-// tcObject is one thing to create: a qdisc, a class or a filter.
-type tcObject struct {
-	q      qdisc
-	filter bool
-	info   uint32 // filters: tcm_info, prio << 16 | ethertype (network order)
-	what   string // for errors: "leaf 1:3 netem", "filter dst 10.0.2.0/24 flowid 1:2"
-	needs  string // the kernel feature it needs: "htb", "netem", "tbf", "u32"
-}
-
-// classPlan is every object of a class tree, root first.
-type classPlan struct {
-	objs []tcObject
-	// major is the htb qdisc's major number.
-	major uint32
-}
-
 // parseHandle is spec.ParseHandle as the kernel's 32-bit value.
 func parseHandle(id string) (uint32, error) {
 	h, err := spec.ParseHandle(id)
@@ -40,19 +25,19 @@ func parseHandle(id string) (uint32, error) {
 
 // planClasses encodes cs. Everything that cannot be expressed is an error
 // naming the class or filter.
-func planClasses(clock Clock, cs *spec.Classes) (*classPlan, error) {
+func planClasses(clock Clock, cs *spec.Classes) (*plan, error) {
 	if err := cs.Validate(); err != nil {
 		return nil, err
 	}
 	if !cs.HasTree() {
 		return nil, fmt.Errorf("classes without htb rates: the kernel needs a classful root (give every class a rate, e.g. 'class 1:1 htb rate 1gbit')")
 	}
-	p := &classPlan{}
+	p := &plan{text: cs.String()}
 	first, err := parseHandle(cs.Classes[0].ID)
 	if err != nil {
 		return nil, err
 	}
-	p.major = first >> 16
+	major := first >> 16 // the htb qdisc's
 	var def uint32
 	if cs.Default != "" {
 		h, err := parseHandle(cs.Default)
@@ -61,17 +46,17 @@ func planClasses(clock Clock, cs *spec.Classes) (*classPlan, error) {
 		}
 		def = h & 0xffff
 	}
-	root := qdisc{Kind: "htb", Handle: p.major << 16, Parent: tcHRoot, Options: EncodeHTBQdisc(HTBQdisc{Default: def, R2Q: cs.R2Q})}
+	root := qdisc{Kind: "htb", Handle: major << 16, Parent: tcHRoot, Options: EncodeHTBQdisc(HTBQdisc{Default: def, R2Q: cs.R2Q})}
 	p.objs = append(p.objs, tcObject{q: root, what: "htb root qdisc", needs: "htb"})
 	for _, c := range cs.Classes {
 		h, err := parseHandle(c.ID)
 		if err != nil {
 			return nil, err
 		}
-		if h>>16 != p.major {
-			return nil, fmt.Errorf("class %s: major number differs from the tree's %x:", c.ID, p.major)
+		if h>>16 != major {
+			return nil, fmt.Errorf("class %s: major number differs from the tree's %x:", c.ID, major)
 		}
-		parent := p.major << 16
+		parent := major << 16
 		if c.Parent != "" {
 			if parent, err = parseHandle(c.Parent); err != nil {
 				return nil, err
@@ -137,7 +122,7 @@ func planClasses(clock Clock, cs *spec.Classes) (*classPlan, error) {
 			a.u32(tcaU32ClassID, flow)
 			a.add(tcaU32Sel, s.sel)
 			info := prio<<16 | uint32(htons(s.ethertype))
-			p.objs = append(p.objs, tcObject{q: qdisc{Kind: "u32", Handle: node, Parent: p.major << 16, Options: a.b}, filter: true, info: info,
+			p.objs = append(p.objs, tcObject{q: qdisc{Kind: "u32", Handle: node, Parent: major << 16, Options: a.b}, filter: true, info: info,
 				what: fmt.Sprintf("filter %s flowid %s", f.Match, f.FlowID), needs: "u32"})
 		}
 	}
@@ -165,6 +150,23 @@ type u32Sel struct {
 	ethertype uint16
 }
 
+// u32Family is where one IP version's header holds what a match tests,
+// as q_u32.c's "match ip" and "match ip6" read it: the offsets of the
+// addresses, of the protocol (next header) and of the ports after a
+// header without options or extensions, and the bit positions of the
+// protocol and of the DSCP (in the first word, ToS or traffic class).
+type u32Family struct {
+	ethertype             uint16
+	src, dst, ports       int32
+	protoOff              int32
+	protoShift, dscpShift uint
+}
+
+var (
+	u32IPv4 = u32Family{ethertype: ethPIP, src: 12, dst: 16, ports: 20, protoOff: 8, protoShift: 16, dscpShift: 18}
+	u32IPv6 = u32Family{ethertype: ethPIPv6, src: 8, dst: 24, ports: 40, protoOff: 4, protoShift: 8, dscpShift: 22}
+)
+
 type u32Key struct {
 	mask, val uint32 // network order values, as bytes on the wire
 	off       int32
@@ -182,52 +184,35 @@ func u32Selectors(m classify.Match) ([]u32Sel, error) {
 		return nil, fmt.Errorf("src and dst of different address families")
 	}
 	var out []u32Sel
-	for _, fam := range []bool{true, false} {
-		if fam && !v4 || !fam && !v6 {
+	for _, fam := range []struct {
+		u32Family
+		want bool
+	}{{u32IPv4, v4}, {u32IPv6, v6}} {
+		if !fam.want {
 			continue
 		}
 		var keys []u32Key
 		add := func(off int32, val, mask uint32) { keys = append(keys, u32Key{mask: mask, val: val & mask, off: off}) }
-		prefix := func(base int32, addr []byte, bitsLen int) {
-			for i := 0; i < len(addr)/4 && bitsLen > 0; i++ {
+		prefix := func(base int32, p netip.Prefix) {
+			addr := p.Addr().AsSlice()
+			for i, bitsLen := 0, p.Bits(); i < len(addr)/4 && bitsLen > 0; i++ {
 				n := min(bitsLen, 32)
 				mask := ^uint32(0) << (32 - n)
 				add(base+int32(4*i), binary.BigEndian.Uint32(addr[4*i:]), mask)
 				bitsLen -= n
 			}
 		}
-		portOff := int32(20)
-		if fam {
-			if m.Src.IsValid() {
-				a := m.Src.Addr().As4()
-				prefix(12, a[:], m.Src.Bits())
-			}
-			if m.Dst.IsValid() {
-				a := m.Dst.Addr().As4()
-				prefix(16, a[:], m.Dst.Bits())
-			}
-			if m.HasProtocol {
-				add(8, uint32(m.Protocol)<<16, 0x00ff0000)
-			}
-			if m.HasDSCP {
-				add(0, uint32(m.DSCP)<<18, 0x00fc0000)
-			}
-		} else {
-			portOff = 40
-			if m.Src.IsValid() {
-				a := m.Src.Addr().As16()
-				prefix(8, a[:], m.Src.Bits())
-			}
-			if m.Dst.IsValid() {
-				a := m.Dst.Addr().As16()
-				prefix(24, a[:], m.Dst.Bits())
-			}
-			if m.HasProtocol {
-				add(4, uint32(m.Protocol)<<8, 0x0000ff00)
-			}
-			if m.HasDSCP {
-				add(0, uint32(m.DSCP)<<22, 0x0fc00000)
-			}
+		if m.Src.IsValid() {
+			prefix(fam.src, m.Src)
+		}
+		if m.Dst.IsValid() {
+			prefix(fam.dst, m.Dst)
+		}
+		if m.HasProtocol {
+			add(fam.protoOff, uint32(m.Protocol)<<fam.protoShift, 0xff<<fam.protoShift)
+		}
+		if m.HasDSCP {
+			add(0, uint32(m.DSCP)<<fam.dscpShift, 0x3f<<fam.dscpShift)
 		}
 		for _, pr := range []struct {
 			r     classify.PortRange
@@ -241,7 +226,7 @@ func u32Selectors(m classify.Match) ([]u32Sel, error) {
 				return nil, fmt.Errorf("port range %s is not one u32 mask (an aligned power of two)", pr.r)
 			}
 			mask := (0xffff &^ (size - 1)) << pr.shift
-			add(portOff, uint32(pr.r.Lo)<<pr.shift, mask)
+			add(fam.ports, uint32(pr.r.Lo)<<pr.shift, mask)
 		}
 		// Merge keys at the same offset (dscp and protocol never share
 		// one; sport and dport do).
@@ -279,11 +264,7 @@ func u32Selectors(m classify.Match) ([]u32Sel, error) {
 			w.s32(k.off)
 			w.s32(0) // offmask
 		}
-		et := uint16(ethPIP)
-		if !fam {
-			et = ethPIPv6
-		}
-		out = append(out, u32Sel{sel: w.b, ethertype: et})
+		out = append(out, u32Sel{sel: w.b, ethertype: fam.ethertype})
 	}
 	return out, nil
 }

@@ -100,7 +100,7 @@ func BenchmarkKernelTBFGoodput(b *testing.B) {
 		"tbf rate 200mbit burst 200kb limit 2mb",
 	} {
 		b.Run(s, func(b *testing.B) {
-			must(Apply(tg, mustParseB(b, s)))
+			must(Apply(tg, spec.PipelineImpairment(mustParseB(b, s))))
 			defer Clear(tg)
 			var total float64
 			for range b.N {

@@ -136,15 +136,10 @@ func (c Clock) EncodeHTBClass(h HTBClass) ([]byte, error) {
 // and r2q when none was given); cells and mtu are not kept.
 func (c Clock) DecodeHTBClass(b []byte) (HTBClass, error) {
 	var h HTBClass
-	m, err := parseAttrs(b)
+	m, r, err := parmsOf(b, "htb class options", tcaHTBParms, "TCA_HTB_PARMS")
 	if err != nil {
-		return h, fmt.Errorf("htb class options: %w", err)
+		return h, err
 	}
-	v, ok := m[tcaHTBParms]
-	if !ok {
-		return h, fmt.Errorf("htb class options: no TCA_HTB_PARMS")
-	}
-	r := reader{b: v}
 	rate, ceil := getRatespec(&r), getRatespec(&r)
 	buffer, cbuffer, quantum := r.u32(), r.u32(), r.u32()
 	r.u32() // level
@@ -152,13 +147,7 @@ func (c Clock) DecodeHTBClass(b []byte) (HTBClass, error) {
 	if r.err != nil {
 		return h, fmt.Errorf("htb class parameters: %w", r.err)
 	}
-	rate64, ceil64 := uint64(rate.rate), uint64(ceil.rate)
-	if v, ok := m[tcaHTBRate64]; ok && len(v) == 8 {
-		rate64 = native.Uint64(v)
-	}
-	if v, ok := m[tcaHTBCeil64]; ok && len(v) == 8 {
-		ceil64 = native.Uint64(v)
-	}
+	rate64, ceil64 := rate64Of(m, tcaHTBRate64, rate), rate64Of(m, tcaHTBCeil64, ceil)
 	h = HTBClass{HTBClass: spec.HTBClass{Rate: units.Rate(rate64 * 8), Ceil: units.Rate(ceil64 * 8), Prio: prio,
 		Quantum: units.Size(quantum)}, MPU: rate.mpu, Overhead: rate.overhead}
 	if rate.linkLayer&0x0f == linkLayerATM {

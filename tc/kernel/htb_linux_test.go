@@ -66,7 +66,7 @@ func TestHTBSeedTree(t *testing.T) {
 	}
 	// Our own apply on top and clear bring the whole tree back.
 	before := tree(t, tg)
-	if err := Apply(tg, mustParse(t, "tbf rate 10mbit burst 10kb limit 100kb")); err != nil {
+	if err := Apply(tg, spec.PipelineImpairment(mustParse(t, "tbf rate 10mbit burst 10kb limit 100kb"))); err != nil {
 		t.Fatal(err)
 	}
 	if err := Clear(tg); err != nil {

@@ -1,10 +1,11 @@
-// Package kernel configures a wanlab spec as the kernel's own qdisc tree
-// (netem and tbf, chained root first as in "tc qdisc add ... root handle
-// 1: netem ...; tc qdisc add ... parent 1:1 handle 10: tbf ..."), reads it
-// back in the same canonical spec form, and restores what it replaced, so
-// the userspace proxy can be compared with the kernel. Everything goes
-// through netlink; the netem and tbf options are encoded by hand exactly
-// as iproute2's tc encodes them.
+// Package kernel configures a wanlab impairment as the kernel's own qdisc
+// tree (a pipeline's stages chained root first as in "tc qdisc add ...
+// root handle 1: netem ...; tc qdisc add ... parent 1:1 handle 10: tbf
+// ...", a class tree as htb classes with those chains as leaves and u32
+// filters), reads it back in the same canonical spec form, and restores
+// what it replaced, so the userspace proxy can be compared with the
+// kernel. Everything goes through netlink; the options are encoded by hand
+// exactly as iproute2's tc encodes them.
 package kernel
 
 import (

@@ -101,6 +101,22 @@ func inNS(t Target, fn func(ifindex int) error) error {
 	})
 }
 
+// onChain runs fn in t's namespace with the interface's tree and its root
+// chain.
+func onChain(t Target, fn func(tree, ch []qdisc) error) error {
+	return inNS(t, func(ifindex int) error {
+		tree, err := dumpTree(ifindex)
+		if err != nil {
+			return err
+		}
+		ch, err := chain(tree)
+		if err != nil {
+			return fmt.Errorf("interface %q: %w", t.Iface, err)
+		}
+		return fn(tree, ch)
+	})
+}
+
 // chain returns the qdiscs of a netem/tbf chain rooted at the root qdisc,
 // root first, or an error naming what else is there.
 func chain(tree []qdisc) ([]qdisc, error) {
@@ -155,30 +171,102 @@ func pickHandles(n int, tree []qdisc) []uint32 {
 	return nil
 }
 
-// Apply configures s on the interface as the kernel's root qdisc chain,
-// replacing what is there; the first Apply records the tree it replaces
-// for Clear. If any stage fails, the interface is left as it was; a kind
-// the kernel lacks is reported as a *NoKindError.
-func Apply(t Target, s *spec.Spec) error {
-	t, err := t.withDefaults()
-	t = t.resolve()
+// tcObject is one thing to create: a qdisc, a class or a filter.
+type tcObject struct {
+	q      qdisc
+	filter bool
+	info   uint32 // filters: tcm_info, prio << 16 | ethertype (network order)
+	what   string // for a tree's errors: "leaf 1:3 netem delay 10ms", "filter dst 10.0.2.0/24 flowid 1:2"
+	needs  string // the kernel feature it needs: "htb", "netem", "tbf", "u32"
+}
+
+// plan is every object one Apply creates, root first: a pipeline's chain
+// of qdiscs (planPipeline), or a class tree's qdiscs, classes and filters
+// (planClasses). Apply treats both alike but where chain says otherwise.
+type plan struct {
+	objs []tcObject
+	text string // the impairment's canonical text, for the record
+	// chain is the pipeline a chain plan encodes: its handles are chosen
+	// beside the device's tree (place), and the kernel's copy is read
+	// back (readBack). Nil for a class tree.
+	chain *spec.Spec
+}
+
+// planPipeline encodes s's stages as a root chain, root first; place
+// gives them their handles once the device's tree is known.
+func planPipeline(clock Clock, s *spec.Spec) (*plan, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	p := &plan{text: s.String(), chain: s}
+	for _, st := range s.Stages {
+		opt, err := encodeStage(clock, st)
+		if err != nil {
+			return nil, err
+		}
+		p.objs = append(p.objs, tcObject{q: qdisc{Kind: st.Kind(), Options: opt}, needs: st.Kind()})
+	}
+	return p, nil
+}
+
+// place gives a chain's stages free handles beside tree, each stage under
+// the one before (netem and tbf have one class, :1), and returns them. A
+// class tree's handles are its own: place leaves them and returns none.
+func (p *plan) place(tree []qdisc) ([]uint32, error) {
+	if p.chain == nil {
+		return nil, nil
+	}
+	hs := pickHandles(len(p.objs), tree)
+	if hs == nil {
+		return nil, errors.New("no free qdisc handles")
+	}
+	for i := range p.objs {
+		p.objs[i].q.Handle = hs[i]
+		p.objs[i].q.Parent = tcHRoot
+		if i > 0 {
+			p.objs[i].q.Parent = hs[i-1] | 1
+		}
+	}
+	return hs, nil
+}
+
+// planImpairment is the plan of im: a pipeline's chain, or a class tree
+// the kernel has been found able to build (probe).
+func planImpairment(clock Clock, im spec.Impairment) (*plan, error) {
+	if im.Classes == nil {
+		return planPipeline(clock, im.Pipeline)
+	}
+	p, err := planClasses(clock, im.Classes)
+	if err != nil {
+		return nil, err
+	}
+	if err := probe(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Apply configures im on the interface as the kernel's qdiscs, replacing
+// its root qdisc: a pipeline as a chain of its stages, root first; a class
+// tree as an htb root with one htb class per class, each leaf's netem/tbf
+// chain under it and u32 filters. The first Apply records the tree it
+// replaces for Clear; no impairment is Clear. If any part fails, the
+// interface is left as it was. A kind the kernel lacks is reported as a
+// *NoKindError for a pipeline; a tree is first built on the loopback of a
+// scratch namespace, and every part the kernel lacks is named together in
+// a *MissingError.
+func Apply(t Target, im spec.Impairment) error {
+	t, err := t.prepare()
 	if err != nil {
 		return err
 	}
-	if s.IsEmpty() {
+	if im.Classes == nil && im.Pipeline.IsEmpty() {
 		return Clear(t)
 	}
-	if err := s.Validate(); err != nil {
-		return err
-	}
 	clock, _ := ReadClock("/proc/net/psched")
-	stages := make([]qdisc, len(s.Stages))
-	for i, st := range s.Stages {
-		opt, err := encodeStage(clock, st)
-		if err != nil {
-			return err
-		}
-		stages[i] = qdisc{Kind: st.Kind(), Options: opt}
+	p, err := planImpairment(clock, im)
+	if err != nil {
+		return err
 	}
 	path := t.recordPath()
 	old, err := loadRecord(path)
@@ -190,7 +278,7 @@ func Apply(t Target, s *spec.Spec) error {
 		if err != nil {
 			return err
 		}
-		rec := &record{Iface: t.Iface, Netns: t.Netns, Prev: cur, Spec: s.String()}
+		rec := &record{Iface: t.Iface, Netns: t.Netns, Prev: cur, Spec: p.text}
 		// What a failed Apply puts back: the tree as it is now, except
 		// that a chain of ours is re-encoded from its spec, because the
 		// kernel does not dump netem's distribution tables.
@@ -198,17 +286,11 @@ func Apply(t Target, s *spec.Spec) error {
 		if old != nil && ours(cur, old) {
 			rec.Prev = old.Prev // keep what the first Apply replaced
 			back = reencoded(clock, cur, old)
+		} else if old != nil && p.chain == nil && spec.IsClasses(old.Spec) {
+			rec.Prev = old.Prev // our earlier tree, replaced by a tree
 		}
-		rec.Handles = pickHandles(len(stages), cur)
-		if rec.Handles == nil {
-			return errors.New("no free qdisc handles")
-		}
-		for i := range stages {
-			stages[i].Handle = rec.Handles[i]
-			stages[i].Parent = tcHRoot
-			if i > 0 {
-				stages[i].Parent = rec.Handles[i-1] | 1 // netem and tbf have one class, :1
-			}
+		if rec.Handles, err = p.place(cur); err != nil {
+			return err
 		}
 		// Recorded before the change, so a crash leaves a way back.
 		if err := rec.save(path); err != nil {
@@ -218,25 +300,18 @@ func Apply(t Target, s *spec.Spec) error {
 		// Kernels with the duplication fix of sch_netem (6.1.y stable
 		// and later) refuse a netem beside another in the device's tree
 		// when either duplicates, the root it would replace included:
-		// take the old tree down first.
+		// take the old tree down first. (A tree's htb root replaces the
+		// old tree before any netem leaf is added.)
 		cleared := false
-		if n, dup := netemsIn(cur); n > 0 && (dup || duplicates(s)) {
+		if n, dup := netemsIn(cur); p.chain != nil && n > 0 && (dup || duplicates(p.chain)) {
 			if err := deleteRoot(ifindex); err != nil {
 				return undo(err)
 			}
 			cleared = true
 		}
-		for i, q := range stages {
-			flags := unix.NLM_F_EXCL
-			if i == 0 {
-				flags = unix.NLM_F_REPLACE
-			}
-			if err := addQdisc(ifindex, q, flags); err != nil {
-				if errors.Is(err, unix.ENOENT) {
-					err = &NoKindError{Kind: q.Kind}
-				} else if errors.Is(err, unix.EPERM) {
-					err = fmt.Errorf("%w (needs root or CAP_NET_ADMIN)", err)
-				}
+		for i, o := range p.objs {
+			if err := o.add(ifindex, i == 0); err != nil {
+				err = p.addError(o, err)
 				if i == 0 && !cleared { // the root was refused: nothing changed
 					putBackRecord(path, old)
 					return err
@@ -244,27 +319,57 @@ func Apply(t Target, s *spec.Spec) error {
 				return undo(err)
 			}
 		}
-		now, err := dumpTree(ifindex)
-		if err != nil {
+		if p.chain == nil {
+			return nil // a tree is not read back
+		}
+		if rec.Dumped, err = p.readBack(ifindex); err != nil {
 			return undo(err)
-		}
-		ch, err := chain(now)
-		if err != nil {
-			return undo(err)
-		}
-		if len(ch) != len(s.Stages) {
-			return undo(fmt.Errorf("kernel holds %d stages after apply, want %d", len(ch), len(s.Stages)))
-		}
-		for i, q := range ch {
-			if n, ok := s.Stages[i].(*spec.Netem); ok {
-				if err := checkKept(i+1, n, q.Options); err != nil {
-					return undo(err)
-				}
-			}
-			rec.Dumped = append(rec.Dumped, q.Options)
 		}
 		return rec.save(path)
 	})
+}
+
+// addError is what Apply reports for an object the kernel refused: for a
+// chain, a kind it lacks as a *NoKindError; for a tree, whose kinds the
+// probe has checked, the error with the object named.
+func (p *plan) addError(o tcObject, err error) error {
+	if p.chain != nil && errors.Is(err, unix.ENOENT) {
+		return &NoKindError{Kind: o.q.Kind}
+	}
+	if errors.Is(err, unix.EPERM) {
+		err = fmt.Errorf("%w (needs root or CAP_NET_ADMIN)", err)
+	}
+	if o.what != "" {
+		err = fmt.Errorf("%s: %w", o.what, err)
+	}
+	return err
+}
+
+// readBack reads the chain the kernel holds after an apply and checks it
+// is the plan's: as many stages, each netem stage kept whole (checkKept).
+// It returns the options each stage dumps, for the record.
+func (p *plan) readBack(ifindex int) ([][]byte, error) {
+	now, err := dumpTree(ifindex)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := chain(now)
+	if err != nil {
+		return nil, err
+	}
+	if len(ch) != len(p.chain.Stages) {
+		return nil, fmt.Errorf("kernel holds %d stages after apply, want %d", len(ch), len(p.chain.Stages))
+	}
+	var dumped [][]byte
+	for i, q := range ch {
+		if n, ok := p.chain.Stages[i].(*spec.Netem); ok {
+			if err := checkKept(i+1, n, q.Options); err != nil {
+				return nil, err
+			}
+		}
+		dumped = append(dumped, q.Options)
+	}
+	return dumped, nil
 }
 
 // duplicates reports whether a stage of s duplicates packets.
@@ -310,8 +415,7 @@ func ours(tree []qdisc, rec *record) bool {
 // what Apply configured, the spec prints as applied (with latency, cells
 // and seed as typed); otherwise it is decoded from the kernel's values.
 func Show(t Target) (string, error) {
-	t, err := t.withDefaults()
-	t = t.resolve()
+	t, err := t.prepare()
 	if err != nil {
 		return "", err
 	}
@@ -321,15 +425,7 @@ func Show(t Target) (string, error) {
 	}
 	clock, _ := ReadClock("/proc/net/psched")
 	var out string
-	err = inNS(t, func(ifindex int) error {
-		tree, err := dumpTree(ifindex)
-		if err != nil {
-			return err
-		}
-		ch, err := chain(tree)
-		if err != nil {
-			return fmt.Errorf("interface %q: %w", t.Iface, err)
-		}
+	err = onChain(t, func(tree, ch []qdisc) error {
 		if rec != nil && ours(tree, rec) {
 			out = rec.Spec
 			return nil
@@ -356,8 +452,7 @@ func decodeChain(clock Clock, ch []qdisc) (string, error) {
 // tree, or the kernel's default when there was none. Without a record it
 // removes a netem/tbf root chain and refuses to touch anything else.
 func Clear(t Target) error {
-	t, err := t.withDefaults()
-	t = t.resolve()
+	t, err := t.prepare()
 	if err != nil {
 		return err
 	}
@@ -392,21 +487,12 @@ func Clear(t Target) error {
 // root first, so the kernel's drops and overlimits can be set beside the
 // proxy's.
 func Stats(t Target) ([]StageStats, error) {
-	t, err := t.withDefaults()
-	t = t.resolve()
+	t, err := t.prepare()
 	if err != nil {
 		return nil, err
 	}
 	var out []StageStats
-	err = inNS(t, func(ifindex int) error {
-		tree, err := dumpTree(ifindex)
-		if err != nil {
-			return err
-		}
-		ch, err := chain(tree)
-		if err != nil {
-			return fmt.Errorf("interface %q: %w", t.Iface, err)
-		}
+	err = onChain(t, func(_, ch []qdisc) error {
 		for _, q := range ch {
 			out = append(out, StageStats{Kind: q.Kind, Handle: handleString(q.Handle), Parent: handleString(q.Parent), Counters: q.stats})
 		}

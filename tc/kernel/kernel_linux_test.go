@@ -94,7 +94,7 @@ func TestTBFApplyShowClear(t *testing.T) {
 		"tbf rate 50mbit burst 50kb limit 500kb | tbf rate 10mbit burst 10kb limit 100kb",
 	} {
 		sp := mustParse(t, s)
-		if err := Apply(tg, sp); err != nil {
+		if err := Apply(tg, spec.PipelineImpairment(sp)); err != nil {
 			t.Fatalf("apply %s: %v", s, err)
 		}
 		got, err := Show(tg)
@@ -145,7 +145,7 @@ func TestTBFApplyShowClear(t *testing.T) {
 
 func TestNetemAbsentLeavesInterface(t *testing.T) {
 	tg := newTarget(t)
-	if err := Apply(tg, mustParse(t, "tbf rate 5mbit burst 10kb limit 50kb")); err != nil {
+	if err := Apply(tg, spec.PipelineImpairment(mustParse(t, "tbf rate 5mbit burst 10kb limit 50kb"))); err != nil {
 		t.Fatal(err)
 	}
 	before := tree(t, tg)
@@ -154,7 +154,7 @@ func TestNetemAbsentLeavesInterface(t *testing.T) {
 		"delay 100ms | tbf rate 50mbit burst 50kb limit 500kb",      // the seeds' tree: netem root
 		"tbf rate 50mbit burst 50kb limit 500kb | netem delay 10ms", // root made, child refused
 	} {
-		err := Apply(tg, mustParse(t, s))
+		err := Apply(tg, spec.PipelineImpairment(mustParse(t, s)))
 		if netemAvailable(t) {
 			t.Skip("this kernel has netem")
 		}
@@ -205,7 +205,7 @@ func TestClearRestoresPreviousRoot(t *testing.T) {
 		t.Fatal("clear without a record must refuse to remove an htb root")
 	}
 	for _, s := range []string{"tbf rate 50mbit burst 50kb limit 500kb", "tbf rate 1mbit burst 5kb limit 10kb | tbf rate 500kbit burst 5kb limit 10kb"} {
-		if err := Apply(tg, mustParse(t, s)); err != nil {
+		if err := Apply(tg, spec.PipelineImpairment(mustParse(t, s))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -220,7 +220,7 @@ func TestClearRestoresPreviousRoot(t *testing.T) {
 func TestMissingInterface(t *testing.T) {
 	tg := newTarget(t)
 	tg.Iface = "eth9"
-	err := Apply(tg, mustParse(t, "tbf rate 1mbit burst 5kb limit 10kb"))
+	err := Apply(tg, spec.PipelineImpairment(mustParse(t, "tbf rate 1mbit burst 5kb limit 10kb")))
 	if err == nil || err.Error() != `interface "eth9": not found` {
 		t.Fatalf("got %v", err)
 	}
@@ -230,7 +230,7 @@ func TestMissingInterface(t *testing.T) {
 // counters back: everything offered is sent, dropped or queued.
 func TestStats(t *testing.T) {
 	tg := newTarget(t)
-	if err := Apply(tg, mustParse(t, "tbf rate 8kbit burst 2kb limit 3kb")); err != nil {
+	if err := Apply(tg, spec.PipelineImpairment(mustParse(t, "tbf rate 8kbit burst 2kb limit 3kb"))); err != nil {
 		t.Fatal(err)
 	}
 	const offered = 50
@@ -291,7 +291,7 @@ func TestCurrentNamedNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	if err := nsrun.Do(h, func() error { return Apply(inside, sp) }); err != nil {
+	if err := nsrun.Do(h, func() error { return Apply(inside, spec.PipelineImpairment(sp)) }); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := Show(tg); err != nil || got != sp.String() {

@@ -11,8 +11,8 @@ import (
 
 var errOS = fmt.Errorf("kernel qdiscs: not supported on %s (Linux tc only)", runtime.GOOS)
 
-// Apply configures s as the kernel's qdisc chain; Linux only.
-func Apply(t Target, s *spec.Spec) error { return errOS }
+// Apply configures im as the kernel's qdiscs; Linux only.
+func Apply(t Target, im spec.Impairment) error { return errOS }
 
 // Show reads the kernel's qdisc chain back; Linux only.
 func Show(t Target) (string, error) { return "", errOS }

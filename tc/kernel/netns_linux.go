@@ -6,6 +6,15 @@ import (
 	"github.com/wanlab/wanlab/internal/host"
 )
 
+// prepare checks t, fills in its defaults and names its namespace.
+func (t Target) prepare() (Target, error) {
+	t, err := t.withDefaults()
+	if err != nil {
+		return t, err
+	}
+	return t.resolve(), nil
+}
+
 // resolve gives a Target with Netns "" the name of the namespace the
 // calling thread is in when it has one ("ip netns exec lab wanlab kernel
 // apply ..." is then the same as --netns lab and shares its record), and

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 // TestFIFOChildApplyShowClear applies pfifo and bfifo as tbf's child
@@ -22,7 +23,7 @@ func TestFIFOChildApplyShowClear(t *testing.T) {
 		"tbf rate 10mbit burst 10kb limit 1mb | pfifo limit 50",
 	} {
 		sp := mustParse(t, s)
-		if err := Apply(tg, sp); err != nil {
+		if err := Apply(tg, spec.PipelineImpairment(sp)); err != nil {
 			t.Fatalf("apply %s: %v", s, err)
 		}
 		rec, err := loadRecord(tg.recordPath())
@@ -66,7 +67,7 @@ func TestAQMOnThisKernel(t *testing.T) {
 	for _, s := range []string{"codel", "fq_codel target 10ms", "pie", "red limit 400kb avpkt 1000",
 		"tbf rate 10mbit burst 10kb limit 1mb | fq_codel"} {
 		sp := mustParse(t, s)
-		err := Apply(tg, sp)
+		err := Apply(tg, spec.PipelineImpairment(sp))
 		var nk *NoKindError
 		switch {
 		case errors.As(err, &nk):

@@ -83,6 +83,30 @@ type ratespec struct {
 	rate      uint32
 }
 
+// rate64Of is a rate in bytes per second: the 64-bit attribute typ the
+// kernel adds for a rate of 2^32 or more, else r's 32-bit field.
+func rate64Of(m map[uint16][]byte, typ uint16, r ratespec) uint64 {
+	if v, ok := m[typ]; ok && len(v) == 8 {
+		return native.Uint64(v)
+	}
+	return uint64(r.rate)
+}
+
+// parmsOf splits dumped options into attributes and opens the kind's
+// parameters struct, attribute typ (named name), for reading; what names
+// the options in errors.
+func parmsOf(b []byte, what string, typ uint16, name string) (map[uint16][]byte, reader, error) {
+	m, err := parseAttrs(b)
+	if err != nil {
+		return nil, reader{}, fmt.Errorf("%s: %w", what, err)
+	}
+	v, ok := m[typ]
+	if !ok {
+		return nil, reader{}, fmt.Errorf("%s: no %s", what, name)
+	}
+	return m, reader{b: v}, nil
+}
+
 func (r ratespec) put(w *wire) {
 	w.u8(r.cellLog)
 	w.u8(r.linkLayer)
@@ -212,27 +236,16 @@ type tbfParams struct {
 
 func parseTBF(b []byte) (tbfParams, error) {
 	var p tbfParams
-	m, err := parseAttrs(b)
+	m, r, err := parmsOf(b, "tbf options", tcaTBFParms, "TCA_TBF_PARMS")
 	if err != nil {
-		return p, fmt.Errorf("tbf options: %w", err)
+		return p, err
 	}
-	v, ok := m[tcaTBFParms]
-	if !ok {
-		return p, fmt.Errorf("tbf options: no TCA_TBF_PARMS")
-	}
-	r := reader{b: v}
 	p.rate, p.peak = getRatespec(&r), getRatespec(&r)
 	p.limit, p.buffer, p.mtu = r.u32(), r.u32(), r.u32()
 	if r.err != nil {
 		return p, fmt.Errorf("tbf parameters: %w", r.err)
 	}
-	p.rate64, p.prate64 = uint64(p.rate.rate), uint64(p.peak.rate)
-	if v, ok := m[tcaTBFRate64]; ok && len(v) == 8 {
-		p.rate64 = native.Uint64(v)
-	}
-	if v, ok := m[tcaTBFPRate64]; ok && len(v) == 8 {
-		p.prate64 = native.Uint64(v)
-	}
+	p.rate64, p.prate64 = rate64Of(m, tcaTBFRate64, p.rate), rate64Of(m, tcaTBFPRate64, p.peak)
 	return p, nil
 }
 
