@@ -38,9 +38,6 @@ import (
 	"github.com/wanlab/wanlab/units"
 )
 
-// tunPath is the TUN clone device both backends open.
-const tunPath = "/dev/net/tun"
-
 // Preflight says in one line what the host layer lacks before it touches
 // anything: CAP_NET_ADMIN (wraps os.ErrPermission) and /dev/net/tun (wraps
 // device.ErrUnavailable), with what a container needs for each.
@@ -50,8 +47,8 @@ func Preflight() error {
 	if err == nil && !netAdmin {
 		missing, fix = append(missing, "CAP_NET_ADMIN"), append(fix, "--cap-add NET_ADMIN")
 	}
-	if _, err := os.Stat(tunPath); err != nil {
-		missing, fix = append(missing, tunPath), append(fix, "--device "+tunPath)
+	if _, err := os.Stat(device.TUNPath); err != nil {
+		missing, fix = append(missing, device.TUNPath), append(fix, "--device "+device.TUNPath)
 	}
 	if len(missing) == 0 {
 		return nil
@@ -60,18 +57,9 @@ func Preflight() error {
 	if len(missing) == 2 || missing[0] == "CAP_NET_ADMIN" {
 		kind = os.ErrPermission
 	}
-	return &preflightError{msg: fmt.Sprintf("needs %s: run as root with the tun module loaded (a container: docker run %s)",
-		strings.Join(missing, " and "), strings.Join(fix, " ")), kind: kind}
+	return &host.PrivilegeError{Err: kind, Msg: fmt.Sprintf("needs %s: run as root with the tun module loaded (a container: docker run %s)",
+		strings.Join(missing, " and "), strings.Join(fix, " "))}
 }
-
-// preflightError is preflight's one line, matching its kind (errors.Is).
-type preflightError struct {
-	msg  string
-	kind error
-}
-
-func (e *preflightError) Error() string { return e.msg }
-func (e *preflightError) Unwrap() error { return e.kind }
 
 // Config describes one proxy on the host.
 type Config struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/proxy"
 	"github.com/wanlab/wanlab/proxy/control"
@@ -396,7 +397,8 @@ func queuesText(n int) string {
 // lacked (exitCode maps it: a missing interface 2, permissions 3, no TUN
 // driver 4).
 func proxyError(err error) error {
-	if errors.Is(err, os.ErrPermission) && !strings.Contains(err.Error(), "CAP_NET_ADMIN") {
+	var named *host.PrivilegeError
+	if errors.Is(err, os.ErrPermission) && !errors.As(err, &named) {
 		return fmt.Errorf("proxy: %w (needs root or CAP_NET_ADMIN)", err)
 	}
 	return fmt.Errorf("proxy: %w", err)

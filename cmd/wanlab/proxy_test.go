@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/proxy/control"
 )
@@ -179,5 +182,26 @@ func TestProxyCommand(t *testing.T) {
 	out, err, _ := runApp(context.Background(), "proxy", "cleanup", "--state-dir", dir)
 	if err != nil || !strings.Contains(out, "nothing to clean up") {
 		t.Fatalf("cleanup after a clean stop: %q, %v", out, err)
+	}
+}
+
+// TestProxyErrorHint: a permission error gets the privilege hint once:
+// not again when the layer below already named it (host.PrivilegeError,
+// as route's and Preflight's errors do).
+func TestProxyErrorHint(t *testing.T) {
+	plain := proxyError(fmt.Errorf("add rule: %w", os.ErrPermission))
+	named := proxyError(&host.PrivilegeError{Err: os.ErrPermission, Hint: "needs root or CAP_NET_ADMIN"})
+	whole := proxyError(&host.PrivilegeError{Err: os.ErrPermission, Msg: "needs CAP_NET_ADMIN: run as root"})
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{plain, "proxy: add rule: permission denied (needs root or CAP_NET_ADMIN)"},
+		{named, "proxy: permission denied (needs root or CAP_NET_ADMIN)"},
+		{whole, "proxy: needs CAP_NET_ADMIN: run as root"},
+	} {
+		if c.err.Error() != c.want || !errors.Is(c.err, os.ErrPermission) {
+			t.Errorf("got %q, want %q", c.err, c.want)
+		}
 	}
 }

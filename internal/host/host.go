@@ -83,3 +83,20 @@ const (
 	LibDir   = "/var/lib/wanlab"
 	CacheDir = "/var/cache/wanlab"
 )
+
+// PrivilegeError is an error that already says which privilege it lacks,
+// so that a caller up the stack adds none (errors.As): Err followed by
+// Hint in parentheses ("needs root or CAP_NET_ADMIN"), or Msg, a whole
+// line of its own, matching Err (errors.Is).
+type PrivilegeError struct {
+	Err       error
+	Hint, Msg string
+}
+
+func (e *PrivilegeError) Error() string {
+	if e.Msg != "" {
+		return e.Msg
+	}
+	return e.Err.Error() + " (" + e.Hint + ")"
+}
+func (e *PrivilegeError) Unwrap() error { return e.Err }

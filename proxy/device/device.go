@@ -47,6 +47,9 @@ var Backends = []string{Offload, Water}
 // or the system lacks it (no /dev/net/tun, tun module missing).
 var ErrUnavailable = errors.New("TUN unavailable")
 
+// TUNPath is the TUN clone device both backends open.
+const TUNPath = "/dev/net/tun"
+
 // ErrUnknownBackend is returned for a backend name not in Backends.
 var ErrUnknownBackend = errors.New("unknown backend")
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/songgao/water"
 	"github.com/vishvananda/netlink"
@@ -79,16 +78,23 @@ func setTxQueueLen(name string) error {
 
 // classify makes creation errors testable with errors.Is: permission
 // problems wrap os.ErrPermission (through the errno), a missing
-// /dev/net/tun or tun driver wraps ErrUnavailable.
+// /dev/net/tun or tun driver wraps ErrUnavailable. wireguard-go's
+// CreateTUN reports a missing clone device as text only, so that case is
+// told by looking at the device, not at the message.
 func classify(err error) error {
 	switch {
 	case errors.Is(err, os.ErrPermission):
 		return err
-	case errors.Is(err, os.ErrNotExist), errors.Is(err, unix.ENODEV), errors.Is(err, unix.ENXIO),
-		strings.Contains(err.Error(), "does not exist"):
+	case errors.Is(err, os.ErrNotExist), errors.Is(err, unix.ENODEV), errors.Is(err, unix.ENXIO), !tunPresent():
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return err
+}
+
+// tunPresent reports whether the TUN clone device exists.
+func tunPresent() bool {
+	_, err := os.Stat(TUNPath)
+	return err == nil
 }
 
 // offloadDevice is wireguard-go's TUN with IFF_VNET_HDR. Reads return GSO
@@ -314,9 +320,9 @@ func openQueues(backend, name string, mtu, n int) (Device, error) {
 // wireguard-go's CreateTUN does for one, non-blocking for the runtime's
 // poller.
 func openTUNQueue(name string, flags uint16) (*os.File, error) {
-	fd, err := unix.Open(tunPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(TUNPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", tunPath, err)
+		return nil, fmt.Errorf("open %s: %w", TUNPath, err)
 	}
 	ifr, err := unix.NewIfreq(name)
 	if err == nil {
@@ -330,31 +336,38 @@ func openTUNQueue(name string, flags uint16) (*os.File, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("TUNSETIFF %s (multi-queue): %w", name, err)
 	}
-	return os.NewFile(uintptr(fd), tunPath), nil
+	return os.NewFile(uintptr(fd), TUNPath), nil
 }
-
-// tunPath is the TUN clone device.
-const tunPath = "/dev/net/tun"
 
 // MaxQueues bounds the queues of one TUN (the kernel's MAX_TAP_QUEUES is
 // 256; more readers than CPUs only add wake-ups).
 const MaxQueues = 64
+
+// setMTU sets a water TUN's MTU and queue length (setTxQueueLen), which
+// water itself cannot: the one set-up of a single-queue device and of a
+// multi-queue one's first queue.
+func setMTU(name string, mtu int) error {
+	link, err := netlink.LinkByName(name)
+	if err == nil {
+		err = netlink.LinkSetMTU(link, mtu)
+	}
+	if err == nil {
+		err = setTxQueueLen(name)
+	}
+	if err != nil {
+		return fmt.Errorf("set mtu %d: %w", mtu, err)
+	}
+	return nil
+}
 
 // newWaterQueue is one queue of a multi-queue TUN for the water backend: a
 // plain file, one packet per call. The first queue sets the MTU and queue
 // length, as openWater does.
 func newWaterQueue(f *os.File, name string, mtu int, first bool) (Device, error) {
 	if first {
-		link, err := netlink.LinkByName(name)
-		if err == nil {
-			err = netlink.LinkSetMTU(link, mtu)
-		}
-		if err == nil {
-			err = setTxQueueLen(name)
-		}
-		if err != nil {
+		if err := setMTU(name, mtu); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("set mtu %d: %w", mtu, err)
+			return nil, err
 		}
 	}
 	return &waterDevice{rw: f, name: name, mtu: mtu}, nil
@@ -378,16 +391,9 @@ func openWater(name string, mtu int) (Device, error) {
 	}
 	// water cannot set the MTU; netlink can (this runs in the device's
 	// namespace, see OpenIn).
-	link, err := netlink.LinkByName(ifce.Name())
-	if err == nil {
-		err = netlink.LinkSetMTU(link, mtu)
-	}
-	if err == nil {
-		err = setTxQueueLen(ifce.Name())
-	}
-	if err != nil {
+	if err := setMTU(ifce.Name(), mtu); err != nil {
 		ifce.Close()
-		return nil, fmt.Errorf("set mtu %d: %w", mtu, err)
+		return nil, err
 	}
 	return &waterDevice{rw: ifce, name: ifce.Name(), mtu: mtu}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	ihost "github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/internal/nsrun"
 )
@@ -320,7 +321,7 @@ func (a *Applied) apply() error {
 			// requests and sysctl writes are atomic): undo those before it.
 			done := a.st.Changes[:len(a.st.Changes)-1]
 			if errors.Is(err, os.ErrPermission) {
-				err = fmt.Errorf("%w (needs root or CAP_NET_ADMIN)", err)
+				err = &ihost.PrivilegeError{Err: err, Hint: "needs root or CAP_NET_ADMIN"}
 			}
 			if uerr := undoChanges(h, done); uerr != nil {
 				return fmt.Errorf("%w (rollback failed, state kept in %s: %v)", err, a.path, uerr)
