@@ -51,11 +51,25 @@ type traceShaper struct {
 	opLeft int
 	// lastSent is when the last packet left (-1: none yet).
 	lastSent int64
-	// The last ready call's start and size: sent finishes the same walk
-	// (the shaping stage calls ready when it peeks a head and sent when
-	// that head leaves, with no other ready call in between).
+	// The last ready call's start and size and its walk: sent takes that
+	// walk's result instead of walking again (the shaping stage calls
+	// ready when it peeks a head and sent when that head leaves, with no
+	// other ready or sent call in between, so the state it walked is
+	// unchanged).
 	readyAt   int64
 	readySize int
+	readyWalk traceWalk
+}
+
+// traceWalk is where a packet finishes (walk): the opportunity's time, the
+// position after it, the bytes it has left, whether a Once trace ended
+// with it, and ok false when it never finishes.
+type traceWalk struct {
+	fin      int64
+	idx      int
+	base     int64
+	left     int
+	done, ok bool
 }
 
 // never is the due time of a packet that will not leave (a Once trace ran
@@ -106,54 +120,54 @@ func (t *traceShaper) seek(now int64, strict bool) (int, int64, bool) {
 	return idx, k * t.periodNs, true
 }
 
-// walk finds where a packet of size bytes, ready at now, finishes: the
-// opportunity's time, the position after it, the bytes it has left and
-// whether a Once trace ended with it (ok false: it never finishes).
-func (t *traceShaper) walk(now int64, size int) (fin int64, idx int, base int64, left int, done, ok bool) {
+// walk finds where a packet of size bytes, ready at now, finishes.
+func (t *traceShaper) walk(now int64, size int) traceWalk {
 	need := size
 	strict := now != t.lastSent
 	if t.opLeft > 0 && t.opT == now {
 		take := min(need, t.opLeft)
 		if need -= take; need == 0 {
-			return t.opT, t.idx, t.base, t.opLeft - take, t.done, true
+			return traceWalk{t.opT, t.idx, t.base, t.opLeft - take, t.done, true}
 		}
 		strict = false
 	}
-	idx, base, ok = t.seek(now, strict)
+	idx, base, ok := t.seek(now, strict)
 	for ok {
-		fin = t.at(idx, base)
+		fin := t.at(idx, base)
 		take := min(need, trace.OpportunityBytes)
 		need -= take
+		var done bool
 		idx, base, done = t.step(idx, base)
 		if need == 0 {
-			return fin, idx, base, trace.OpportunityBytes - take, done, true
+			return traceWalk{fin, idx, base, trace.OpportunityBytes - take, done, true}
 		}
 		ok = !done
 	}
-	return never, 0, 0, 0, true, false
+	return traceWalk{fin: never, done: true}
 }
 
 func (t *traceShaper) ready(now int64, size int) int64 {
-	t.readyAt, t.readySize = now, size
-	fin, _, _, _, _, ok := t.walk(now, size)
-	if !ok {
+	w := t.walk(now, size)
+	t.readyAt, t.readySize, t.readyWalk = now, size, w
+	if !w.ok {
 		return never
 	}
-	return fin
+	return w.fin
 }
 
 func (t *traceShaper) sent(now int64, size int) {
-	from := now
+	var w traceWalk
 	if t.readySize == size && t.readyAt >= 0 && t.readyAt <= now {
-		from = t.readyAt
+		w = t.readyWalk // the walk ready made from the same state
+	} else {
+		w = t.walk(now, size)
 	}
-	fin, idx, base, left, done, ok := t.walk(from, size)
-	if !ok {
+	t.readyAt = -1
+	if !w.ok {
 		return
 	}
-	t.idx, t.base, t.done = idx, base, done
-	t.opT, t.opLeft, t.lastSent = fin, left, now
-	t.readyAt = -1
+	t.idx, t.base, t.done = w.idx, w.base, w.done
+	t.opT, t.opLeft, t.lastSent = w.fin, w.left, now
 }
 
 func (t *traceShaper) oversize(int) bool { return false }
