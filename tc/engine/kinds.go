@@ -30,6 +30,24 @@ func registerStage(kind string, k stageKind) {
 	stageKinds[kind] = k
 }
 
-// IsShaper reports whether kind is a shaping stage that takes a queue
-// discipline after it as its child ("tbf ... | fq_codel").
-func IsShaper(kind string) bool { return stageKinds[kind].shaper != nil }
+// IsChild reports whether stage i+1 of s is the child qdisc of stage i: a
+// queue discipline after a shaping stage ("tbf ... | fq_codel", tc's
+// "parent 1:1"), which the shaper holds (shapedStage). The one place that
+// decides it, for pipelines and for htb leaves (SplitLeafQueue).
+func IsChild(s *spec.Spec, i int) bool {
+	return i >= 0 && i+1 < len(s.Stages) && stageKinds[s.Stages[i].Kind()].shaper != nil && queueKinds[s.Stages[i+1].Kind()] != nil
+}
+
+// SplitLeafQueue splits a leaf spec ending in a queue discipline that is no
+// shaper's child: that qdisc is the queue of what holds the chain (an htb
+// leaf's cl->leaf.q), rest the stages before it. q is nil otherwise.
+func SplitLeafQueue(sp *spec.Spec) (rest *spec.Spec, q spec.Stage) {
+	if sp == nil {
+		return nil, nil
+	}
+	n := len(sp.Stages)
+	if n == 0 || queueKinds[sp.Stages[n-1].Kind()] == nil || IsChild(sp, n-2) {
+		return sp, nil
+	}
+	return &spec.Spec{Stages: sp.Stages[:n-1]}, sp.Stages[n-1]
+}

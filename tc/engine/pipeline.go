@@ -231,21 +231,18 @@ func (pl *Pipeline) build(cl *class, s *spec.Spec, now int64) (*chain, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: stage %d: unknown kind %q", ErrBadSpec, i+1, st.Kind())
 		}
-		if i+1 < len(s.Stages) && k.shaper != nil {
-			if qk, ok := queueKinds[s.Stages[i+1].Kind()]; ok {
-				// A queue discipline after a shaper is its child qdisc
-				// (tc's "parent 1:1"): one stage holding both, and a
-				// view of the child in the child's place.
-				child := s.Stages[i+1]
-				q := qk(child, mix(pl.opt.Seed, uint64(cl.index), uint64(i+1), pl.generation), now)
-				sh := newShapedStage(st, k.shaper(st, now), child, q)
-				if pl.opt.RealClock {
-					sh.clock = &pl.clock
-				}
-				c.stages = append(c.stages, sh, &childView{s: sh})
-				i++
-				continue
+		if IsChild(s, i) {
+			// One stage holding the shaper and its child qdisc, and a
+			// view of the child in the child's place.
+			child := s.Stages[i+1]
+			q := queueKinds[child.Kind()](child, mix(pl.opt.Seed, uint64(cl.index), uint64(i+1), pl.generation), now)
+			sh := newShapedStage(st, k.shaper(st, now), child, q)
+			if pl.opt.RealClock {
+				sh.clock = &pl.clock
 			}
+			c.stages = append(c.stages, sh, &childView{s: sh})
+			i++
+			continue
 		}
 		c.stages = append(c.stages, k.build(st, seed, now, pl))
 	}

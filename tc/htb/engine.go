@@ -90,18 +90,15 @@ func NewSetup(cs *spec.Classes, opt Options) (*Setup, error) {
 		// leaf's queue (the kernel's cl->leaf.q, or the queue of a netem
 		// in front, which moves its due packets into its child), and the
 		// stages before it run as the class's chain.
-		if sp := c.Spec; sp != nil && len(sp.Stages) > 0 {
-			last := sp.Stages[len(sp.Stages)-1]
-			// After a shaper (tbf) it is the shaper's child instead.
-			if spec.IsQueueKind(last.Kind()) && (len(sp.Stages) == 1 || !engine.IsShaper(sp.Stages[len(sp.Stages)-2].Kind())) {
-				lq, err := engine.NewLeafQueue(last, leafSeed(c.Name), opt.Now, i)
-				if err != nil {
-					return nil, fmt.Errorf("leaf %s: %w", c.Name, err)
-				}
-				tree.SetQueue(sc.leafOf[i], lq)
-				sc.queues = append(sc.queues, lq)
-				s.Classes[i].Spec = &spec.Spec{Stages: sp.Stages[:len(sp.Stages)-1]}
+		// After a shaper (tbf) it is the shaper's child instead.
+		if rest, last := engine.SplitLeafQueue(c.Spec); last != nil {
+			lq, err := engine.NewLeafQueue(last, leafSeed(c.Name), opt.Now, i)
+			if err != nil {
+				return nil, fmt.Errorf("leaf %s: %w", c.Name, err)
 			}
+			tree.SetQueue(sc.leafOf[i], lq)
+			sc.queues = append(sc.queues, lq)
+			s.Classes[i].Spec = rest
 		}
 	}
 	s.Scheduler = sc
