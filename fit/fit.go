@@ -135,7 +135,7 @@ func File(path string, opt Options) (*Result, error) {
 	}
 	var cands []*analyzer.Connection
 	for _, c := range res.Select(sel) {
-		if bytesOf(c) > 0 {
+		if c.UniqueBytes() > 0 {
 			cands = append(cands, c)
 		}
 	}
@@ -145,11 +145,11 @@ func File(path string, opt Options) (*Result, error) {
 		}
 		return nil, fmt.Errorf("%s: %w (%d TCP packets in %d connections)", path, ErrNoConnection, res.TCPPackets, len(res.Connections))
 	}
-	sort.SliceStable(cands, func(i, j int) bool { return bytesOf(cands[i]) > bytesOf(cands[j]) })
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].UniqueBytes() > cands[j].UniqueBytes() })
 	c := cands[0]
 	out := &Result{File: path, Connection: connInfo(c)}
 	for _, o := range res.Connections {
-		if o != c && bytesOf(o) > 0 {
+		if o != c && o.UniqueBytes() > 0 {
 			out.Others = append(out.Others, connInfo(o))
 		}
 	}
@@ -184,19 +184,9 @@ func File(path string, opt Options) (*Result, error) {
 	return out, nil
 }
 
-func bytesOf(c *analyzer.Connection) int64 {
-	var n int64
-	for _, d := range c.Directions {
-		if d != nil {
-			n += d.UniqueBytes
-		}
-	}
-	return n
-}
-
 func connInfo(c *analyzer.Connection) ConnInfo {
 	return ConnInfo{Index: c.Index, Client: c.Client.String(), Server: c.Server.String(),
-		DurationMs: c.Duration.Seconds() * 1000, Bytes: bytesOf(c)}
+		DurationMs: c.Duration.Seconds() * 1000, Bytes: c.UniqueBytes()}
 }
 
 // fitDirection infers everything and fills out.

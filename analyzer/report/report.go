@@ -180,23 +180,13 @@ func sectionStart(s Section) time.Time {
 func largest(conns []*analyzer.Connection, n int) map[*analyzer.Connection]bool {
 	s := slices.Clone(conns)
 	slices.SortStableFunc(s, func(a, b *analyzer.Connection) int {
-		return int(bytesOf(b) - bytesOf(a))
+		return int(b.UniqueBytes() - a.UniqueBytes())
 	})
 	m := make(map[*analyzer.Connection]bool)
 	for _, c := range s[:min(n, len(s))] {
 		m[c] = true
 	}
 	return m
-}
-
-func bytesOf(c *analyzer.Connection) int64 {
-	var n int64
-	for _, d := range c.Directions {
-		if d != nil {
-			n += d.UniqueBytes
-		}
-	}
-	return n
 }
 
 type pageView struct {
