@@ -5,7 +5,8 @@ package bytecount
 
 import "io"
 
-// Reader counts the bytes read from R in N.
+// Reader counts the bytes read from R in N. Reader and Writer stay two
+// types: one value that was both would accept a Read with no R to read.
 type Reader struct {
 	R io.Reader
 	N int64
