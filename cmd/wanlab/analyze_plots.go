@@ -52,24 +52,9 @@ func writePlots(dir string, conns []*analyzer.Connection, force bool) ([]string,
 	if err := hostfile.OutputDir(dir, force); err != nil {
 		return nil, err
 	}
-	var paths []string
-	for _, c := range conns {
-		for i := range c.Directions {
-			if !plot.HasData(c, i) {
-				continue
-			}
-			for _, g := range plot.Graphs(c, i) {
-				for _, f := range []plot.Format{plot.SVG, plot.PNG} {
-					p := filepath.Join(dir, g.Name()+"."+string(f))
-					if err := writePlot(p, g, f, force); err != nil {
-						return paths, err
-					}
-					paths = append(paths, p)
-				}
-			}
-		}
-	}
-	return paths, nil
+	return plot.WriteGraphs(dir, conns, func(path string, g *plot.Graph, f plot.Format) error {
+		return writeAnalyzeOutput(path, force, func(w io.Writer) error { return plot.Render(w, g, f) })
+	})
 }
 
 // writeAnalyzeOutput creates path (hostfile.CreateOutput, mode 0644) and fills
@@ -88,10 +73,6 @@ func writeAnalyzeOutput(path string, force bool, write func(io.Writer) error) er
 		err = cerr
 	}
 	return err
-}
-
-func writePlot(path string, g *plot.Graph, format plot.Format, force bool) error {
-	return writeAnalyzeOutput(path, force, func(w io.Writer) error { return plot.Render(w, g, format) })
 }
 
 func writeReport(path string, res *analyzer.Result, conns []*analyzer.Connection, force bool) error {
