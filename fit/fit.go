@@ -547,20 +547,11 @@ func dur(d time.Duration) string {
 }
 
 func pct(v float64) string {
-	return strconv.FormatFloat(round3(v), 'g', -1, 64) + "%"
-}
-
-// round3 rounds to three significant digits.
-func round3(v float64) float64 {
-	if v == 0 {
-		return 0
-	}
-	mag := math.Pow(10, 2-math.Floor(math.Log10(math.Abs(v))))
-	return math.Round(v*mag) / mag
+	return strconv.FormatFloat(significant(v, 3), 'g', -1, 64) + "%"
 }
 
 func roundRate(bps float64) units.Rate {
-	return units.Rate(round3(bps/1000) * 1000)
+	return units.Rate(significant(bps/1000, 3) * 1000)
 }
 
 // roundSize rounds up to a whole kilobyte.

@@ -62,12 +62,21 @@ func (p *Param) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// round keeps six significant digits, so JSON shows no float noise.
+// round keeps six significant digits, so JSON shows no float noise (and
+// writes 0 for what JSON cannot hold).
 func round(v float64) float64 {
-	if v == 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
 		return 0
 	}
-	mag := math.Pow(10, 5-math.Floor(math.Log10(math.Abs(v))))
+	return significant(v, 6)
+}
+
+// significant rounds v to digits significant digits.
+func significant(v float64, digits int) float64 {
+	if v == 0 {
+		return 0
+	}
+	mag := math.Pow(10, float64(digits-1)-math.Floor(math.Log10(math.Abs(v))))
 	return math.Round(v*mag) / mag
 }
 
