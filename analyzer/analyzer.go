@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/netip"
 	"time"
 
 	"github.com/wanlab/wanlab/analyzer/decode"
@@ -693,13 +692,6 @@ func less(a [16]byte, ap uint16, b [16]byte, bp uint16) bool {
 	return ap < bp
 }
 
-func addrPort(v uint8, ip [16]byte, port uint16) netip.AddrPort {
-	if v == 4 {
-		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[:4])), port)
-	}
-	return netip.AddrPortFrom(netip.AddrFrom16(ip), port)
-}
-
 // startsNew reports whether p opens a new connection on c's 4-tuple, as
 // Wireshark starts a new stream: a SYN (without ACK) whose sequence
 // number is not the base of its sender's direction (a retransmitted SYN
@@ -794,7 +786,7 @@ func (a *Analyzer) newConn(k connKey, p *decode.Packet, t int64) *Connection {
 		c.dirs = new([2]dirAnalysis)
 	}
 	_, fromLow := makeKey(p)
-	src, dst := addrPort(p.IPVersion, p.Src, p.SrcPort), addrPort(p.IPVersion, p.Dst, p.DstPort)
+	src, dst := p.SrcAddrPort(), p.DstAddrPort()
 	// The client is whoever sent the SYN; without a handshake, the side
 	// with the higher (ephemeral) port.
 	srcIsClient := true

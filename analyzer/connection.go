@@ -48,6 +48,18 @@ type Connection struct {
 	reusedSYN   bool // the first packet, a SYN, reuses the ports of an earlier connection
 }
 
+// UniqueBytes is the data both directions carried, each byte counted once
+// (the size the report and the fit rank connections by).
+func (c *Connection) UniqueBytes() int64 {
+	var n int64
+	for _, d := range c.Directions {
+		if d != nil {
+			n += d.UniqueBytes
+		}
+	}
+	return n
+}
+
 // noEncap is the Encapsulation of a connection that had none.
 var noEncap = []string{}
 

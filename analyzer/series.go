@@ -31,6 +31,16 @@ type Point struct {
 	N   int     `json:"n"`
 }
 
+// join adds samples to the bucket: lo and hi widen Min and Max, last
+// becomes Last, sum and n add to Sum and N.
+func (q *Point) join(lo, hi, last, sum float64, n int) {
+	q.Min = min(q.Min, lo)
+	q.Max = max(q.Max, hi)
+	q.Last = last
+	q.Sum += sum
+	q.N += n
+}
+
 // Series is a decimated time series.
 type Series struct {
 	Name string `json:"name"`
@@ -56,16 +66,12 @@ func (s *Series) Add(t time.Duration, v float64) { s.AddRange(t, v, v) }
 
 // AddRange records a sample spanning lo..hi, such as a segment's sequence
 // range: Min and First see lo, Max and Last see hi, Sum adds lo (Sum is
-// meant for single-valued series, where lo == hi).
+// meant for single-valued series, where lo == hi). It stays apart from
+// addAcc: the series tests check the accumulators against it.
 func (s *Series) AddRange(t time.Duration, lo, hi float64) {
 	if n := len(s.Points); n > 0 && t < s.lastEnd {
 		// Fast path: the sample falls in the newest bucket (no division).
-		last := &s.Points[n-1]
-		last.Min = min(last.Min, lo)
-		last.Max = max(last.Max, hi)
-		last.Last = hi
-		last.Sum += lo
-		last.N++
+		s.Points[n-1].join(lo, hi, hi, lo, 1)
 		return
 	}
 	if t < 0 {
@@ -92,12 +98,7 @@ func (s *Series) AddRange(t time.Duration, lo, hi float64) {
 // copied twice per flush.
 func (s *Series) addAcc(t, step time.Duration, a *acc) {
 	if n := len(s.Points); n > 0 && t < s.lastEnd {
-		last := &s.Points[n-1]
-		last.Min = min(last.Min, a.lo)
-		last.Max = max(last.Max, a.hi)
-		last.Last = a.last
-		last.Sum += a.sum
-		last.N += a.n
+		s.Points[n-1].join(a.lo, a.hi, a.last, a.sum, a.n)
 		return
 	}
 	for len(s.Points) >= s.maxPoints {
@@ -140,12 +141,7 @@ func (s *Series) merge() {
 		p := &pts[i]
 		t := p.T - p.T%s.Bucket
 		if k > 0 && pts[k-1].T == t {
-			q := &pts[k-1]
-			q.Min = min(q.Min, p.Min)
-			q.Max = max(q.Max, p.Max)
-			q.Last = p.Last
-			q.Sum += p.Sum
-			q.N += p.N
+			pts[k-1].join(p.Min, p.Max, p.Last, p.Sum, p.N)
 			continue
 		}
 		if k != i {

@@ -135,7 +135,7 @@ func File(path string, opt Options) (*Result, error) {
 	}
 	var cands []*analyzer.Connection
 	for _, c := range res.Select(sel) {
-		if bytesOf(c) > 0 {
+		if c.UniqueBytes() > 0 {
 			cands = append(cands, c)
 		}
 	}
@@ -145,11 +145,11 @@ func File(path string, opt Options) (*Result, error) {
 		}
 		return nil, fmt.Errorf("%s: %w (%d TCP packets in %d connections)", path, ErrNoConnection, res.TCPPackets, len(res.Connections))
 	}
-	sort.SliceStable(cands, func(i, j int) bool { return bytesOf(cands[i]) > bytesOf(cands[j]) })
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].UniqueBytes() > cands[j].UniqueBytes() })
 	c := cands[0]
 	out := &Result{File: path, Connection: connInfo(c)}
 	for _, o := range res.Connections {
-		if o != c && bytesOf(o) > 0 {
+		if o != c && o.UniqueBytes() > 0 {
 			out.Others = append(out.Others, connInfo(o))
 		}
 	}
@@ -184,19 +184,9 @@ func File(path string, opt Options) (*Result, error) {
 	return out, nil
 }
 
-func bytesOf(c *analyzer.Connection) int64 {
-	var n int64
-	for _, d := range c.Directions {
-		if d != nil {
-			n += d.UniqueBytes
-		}
-	}
-	return n
-}
-
 func connInfo(c *analyzer.Connection) ConnInfo {
 	return ConnInfo{Index: c.Index, Client: c.Client.String(), Server: c.Server.String(),
-		DurationMs: c.Duration.Seconds() * 1000, Bytes: bytesOf(c)}
+		DurationMs: c.Duration.Seconds() * 1000, Bytes: c.UniqueBytes()}
 }
 
 // fitDirection infers everything and fills out.
@@ -557,20 +547,11 @@ func dur(d time.Duration) string {
 }
 
 func pct(v float64) string {
-	return strconv.FormatFloat(round3(v), 'g', -1, 64) + "%"
-}
-
-// round3 rounds to three significant digits.
-func round3(v float64) float64 {
-	if v == 0 {
-		return 0
-	}
-	mag := math.Pow(10, 2-math.Floor(math.Log10(math.Abs(v))))
-	return math.Round(v*mag) / mag
+	return strconv.FormatFloat(significant(v, 3), 'g', -1, 64) + "%"
 }
 
 func roundRate(bps float64) units.Rate {
-	return units.Rate(round3(bps/1000) * 1000)
+	return units.Rate(significant(bps/1000, 3) * 1000)
 }
 
 // roundSize rounds up to a whole kilobyte.

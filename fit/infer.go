@@ -408,10 +408,7 @@ func (f *flow) bottleneckRate() Param {
 	// ACKs, then releases them together) is an outlier either way. Its 95 %
 	// interval is by order statistics, widened by 1 % for the header model.
 	s := sorted(rates)
-	n := float64(len(s))
-	rate := quantile(s, 0.5)
-	lo := s[max(0, int(math.Floor(n/2-0.98*math.Sqrt(n)))-1)]
-	hi := s[min(len(s)-1, int(math.Ceil(n/2+0.98*math.Sqrt(n))))]
+	rate, lo, hi := medianInterval(s)
 	if rate <= 0 || (hi-lo)/2 > 0.2*rate {
 		return unknown(fmt.Sprintf("the delivery rate while a queue held was not steady (median %s, 95 %% interval %s-%s over %d intervals): no fixed bottleneck rate",
 			units.Rate(rate).Human(), units.Rate(lo).Human(), units.Rate(hi).Human(), len(rates)))
@@ -458,10 +455,7 @@ func (f *flow) rateAtLosses(runs []lossRun) (Param, bool) {
 		return Param{}, false
 	}
 	s := sorted(rates)
-	n := float64(len(s))
-	rate := quantile(s, 0.5)
-	lo := s[max(0, int(math.Floor(n/2-0.98*math.Sqrt(n)))-1)]
-	hi := s[min(len(s)-1, int(math.Ceil(n/2+0.98*math.Sqrt(n))))]
+	rate, lo, hi := medianInterval(s)
 	f.rate, f.rateLo, f.rateHi = rate, min(lo, rate*0.99), max(hi, rate*1.01)
 	return withSamples(known(f.rate, f.rateLo, f.rateHi, fmt.Sprintf(
 		"the delivery rate in the round trip before each of %d loss episodes, the same every time (coefficient of variation %.1f %%): a full link overflowing, in IP bytes",

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/wanlab/wanlab/units"
@@ -45,12 +46,7 @@ func WriteText(w io.Writer, r *Result) error {
 		name string
 		m    map[string]string
 	}{{"client", r.Sysctls.Client}, {"server", r.Sysctls.Server}} {
-		keys := make([]string, 0, len(side.m))
-		for k := range side.m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(side.m)) {
 			fmt.Fprintf(bw, "sysctl %s: %s=%q\n", side.name, k, side.m[k])
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"time"
 
 	"github.com/wanlab/wanlab/analyzer"
@@ -130,8 +129,7 @@ func readConnection(path string, c *analyzer.Connection) ([]record, bool, error)
 
 // direction says which way p goes in connection c.
 func direction(p *decode.Packet, c *analyzer.Connection) (int, bool) {
-	src := addrPort(p.IPVersion, p.Src, p.SrcPort)
-	dst := addrPort(p.IPVersion, p.Dst, p.DstPort)
+	src, dst := p.SrcAddrPort(), p.DstAddrPort()
 	switch {
 	case src == c.Client && dst == c.Server:
 		return 0, true
@@ -139,13 +137,6 @@ func direction(p *decode.Packet, c *analyzer.Connection) (int, bool) {
 		return 1, true
 	}
 	return 0, false
-}
-
-func addrPort(v uint8, a [16]byte, port uint16) netip.AddrPort {
-	if v == 4 {
-		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(a[:4])), port)
-	}
-	return netip.AddrPortFrom(netip.AddrFrom16(a), port)
 }
 
 // headerLen is the IP and TCP header bytes of a packet: 20 + 20 for IPv4

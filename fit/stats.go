@@ -37,24 +37,23 @@ func (p Param) MarshalJSON() ([]byte, error) {
 			Unknown string `json:"unknown"`
 		}{p.Unknown})
 	}
-	return json.Marshal(struct {
-		Value    float64 `json:"value"`
-		Low      float64 `json:"low"`
-		High     float64 `json:"high"`
-		Evidence string  `json:"evidence"`
-		Samples  int     `json:"samples,omitempty"`
-	}{round(p.Value), round(p.Low), round(p.High), p.Evidence, p.Samples})
+	return json.Marshal(paramJSON{round(p.Value), round(p.Low), round(p.High), p.Evidence, p.Samples})
+}
+
+// paramJSON is the JSON of a known Param.
+type paramJSON struct {
+	Value    float64 `json:"value"`
+	Low      float64 `json:"low"`
+	High     float64 `json:"high"`
+	Evidence string  `json:"evidence"`
+	Samples  int     `json:"samples,omitempty"`
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
 func (p *Param) UnmarshalJSON(b []byte) error {
 	var v struct {
-		Value    float64 `json:"value"`
-		Low      float64 `json:"low"`
-		High     float64 `json:"high"`
-		Evidence string  `json:"evidence"`
-		Unknown  string  `json:"unknown"`
-		Samples  int     `json:"samples"`
+		paramJSON
+		Unknown string `json:"unknown"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
@@ -63,12 +62,21 @@ func (p *Param) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// round keeps six significant digits, so JSON shows no float noise.
+// round keeps six significant digits, so JSON shows no float noise (and
+// writes 0 for what JSON cannot hold).
 func round(v float64) float64 {
-	if v == 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
 		return 0
 	}
-	mag := math.Pow(10, 5-math.Floor(math.Log10(math.Abs(v))))
+	return significant(v, 6)
+}
+
+// significant rounds v to digits significant digits.
+func significant(v float64, digits int) float64 {
+	if v == 0 {
+		return 0
+	}
+	mag := math.Pow(10, float64(digits-1)-math.Floor(math.Log10(math.Abs(v))))
 	return math.Round(v*mag) / mag
 }
 
@@ -79,6 +87,15 @@ func quantile(sorted []float64, q float64) float64 {
 	}
 	i := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// medianInterval returns the median of sorted s (nearest rank) and its
+// 95 % interval by order statistics.
+func medianInterval(s []float64) (med, lo, hi float64) {
+	n := float64(len(s))
+	lo = s[max(0, int(math.Floor(n/2-0.98*math.Sqrt(n)))-1)]
+	hi = s[min(len(s)-1, int(math.Ceil(n/2+0.98*math.Sqrt(n))))]
+	return quantile(s, 0.5), lo, hi
 }
 
 func sorted(xs []float64) []float64 {

@@ -38,33 +38,47 @@ func (r Rate) TxTime(size Size) time.Duration {
 // String prints the rate in tc's lower-case bit form, using the largest SI
 // prefix that divides it exactly, so that ParseRate(r.String()) == r.
 func (r Rate) String() string {
-	v := uint64(r)
-	if v == 0 {
-		return "0bit"
-	}
-	for _, u := range []struct {
-		div  uint64
-		name string
-	}{{1e12, "tbit"}, {1e9, "gbit"}, {1e6, "mbit"}, {1e3, "kbit"}} {
-		if v%u.div == 0 {
-			return strconv.FormatUint(v/u.div, 10) + u.name
-		}
-	}
-	return strconv.FormatUint(v, 10) + "bit"
+	return exact(uint64(r), []prefix{{1e12, "tbit"}, {1e9, "gbit"}, {1e6, "mbit"}, {1e3, "kbit"}}, "bit")
 }
 
 // Human prints the rate rounded to three significant digits (e.g. "43.1Mbit/s").
 func (r Rate) Human() string {
-	v := float64(r)
-	for _, u := range []struct {
-		div  float64
-		name string
-	}{{1e12, "Tbit/s"}, {1e9, "Gbit/s"}, {1e6, "Mbit/s"}, {1e3, "Kbit/s"}} {
-		if v >= u.div {
-			return strconv.FormatFloat(v/u.div, 'g', 3, 64) + u.name
+	if h := rounded(float64(r), []prefix{{1e12, "Tbit/s"}, {1e9, "Gbit/s"}, {1e6, "Mbit/s"}, {1e3, "Kbit/s"}}); h != "" {
+		return h
+	}
+	return strconv.FormatFloat(float64(r), 'g', 3, 64) + "bit/s"
+}
+
+// prefix is a unit prefix: its multiple and the name printed after the
+// number.
+type prefix struct {
+	div  uint64
+	name string
+}
+
+// exact prints v in the first (largest) of prefixes that divides it, or
+// with the bare unit: the form tc prints and parses back to v.
+func exact(v uint64, prefixes []prefix, bare string) string {
+	if v != 0 {
+		for _, p := range prefixes {
+			if v%p.div == 0 {
+				return strconv.FormatUint(v/p.div, 10) + p.name
+			}
 		}
 	}
-	return strconv.FormatFloat(v, 'g', 3, 64) + "bit/s"
+	return strconv.FormatUint(v, 10) + bare
+}
+
+// rounded prints v to three significant digits in the first (largest) of
+// prefixes that v reaches, or returns "" when it is below them all: the
+// bare forms of rates and sizes differ (Size prints whole bytes).
+func rounded(v float64, prefixes []prefix) string {
+	for _, p := range prefixes {
+		if d := float64(p.div); v >= d {
+			return strconv.FormatFloat(v/d, 'g', 3, 64) + p.name
+		}
+	}
+	return ""
 }
 
 // Size is an amount of data in bytes.
@@ -81,30 +95,13 @@ const (
 // String prints the size in tc's form using the largest binary prefix that
 // divides it exactly ("50kb", "1mb", "1514b"), so ParseSize round-trips.
 func (s Size) String() string {
-	v := uint64(s)
-	if v != 0 {
-		for _, u := range []struct {
-			div  uint64
-			name string
-		}{{1 << 30, "gb"}, {1 << 20, "mb"}, {1 << 10, "kb"}} {
-			if v%u.div == 0 {
-				return strconv.FormatUint(v/u.div, 10) + u.name
-			}
-		}
-	}
-	return strconv.FormatUint(v, 10) + "b"
+	return exact(uint64(s), []prefix{{1 << 30, "gb"}, {1 << 20, "mb"}, {1 << 10, "kb"}}, "b")
 }
 
 // Human prints the size with a binary prefix to three significant digits.
 func (s Size) Human() string {
-	v := float64(s)
-	for _, u := range []struct {
-		div  float64
-		name string
-	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
-		if v >= u.div {
-			return strconv.FormatFloat(v/u.div, 'g', 3, 64) + " " + u.name
-		}
+	if h := rounded(float64(s), []prefix{{1 << 30, " GiB"}, {1 << 20, " MiB"}, {1 << 10, " KiB"}}); h != "" {
+		return h
 	}
 	return strconv.FormatUint(uint64(s), 10) + " B"
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 )
 
 // LinkType is a pcap LINKTYPE_ value (https://www.tcpdump.org/linktypes.html).
@@ -123,6 +124,19 @@ type Packet struct {
 
 // Has reports whether all bits of f are set.
 func (p *Packet) Has(f uint8) bool { return p.Flags&f == f }
+
+// SrcAddrPort is the sender's address and port.
+func (p *Packet) SrcAddrPort() netip.AddrPort { return addrPort(p.IPVersion, p.Src, p.SrcPort) }
+
+// DstAddrPort is the receiver's address and port.
+func (p *Packet) DstAddrPort() netip.AddrPort { return addrPort(p.IPVersion, p.Dst, p.DstPort) }
+
+func addrPort(v uint8, ip [16]byte, port uint16) netip.AddrPort {
+	if v == 4 {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[:4])), port)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom16(ip), port)
+}
 
 const (
 	etherTypeIPv4 = 0x0800

@@ -3,6 +3,7 @@ package decode
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,31 +36,32 @@ type Encap struct {
 
 // String is the layer as JSON shows it: "vlan 10", "vxlan vni 42".
 func (e Encap) String() string {
-	switch e.Kind {
-	case EncapVLAN:
-		return "vlan " + strconv.Itoa(int(e.ID))
-	case EncapQinQ:
-		return "qinq " + strconv.Itoa(int(e.ID))
-	case EncapMPLS:
-		return "mpls label " + strconv.Itoa(int(e.ID))
-	case EncapPPPoE:
-		return "pppoe session " + strconv.Itoa(int(e.ID))
-	case EncapGRE:
-		return "gre"
-	case EncapGREKey:
-		return "gre key " + strconv.Itoa(int(e.ID))
-	case EncapERSPAN:
-		return "erspan session " + strconv.Itoa(int(e.ID))
-	case EncapIPIP:
-		return "ip-in-ip"
-	case EncapIP6:
-		return "ipv6-in-ip"
-	case EncapVXLAN:
-		return "vxlan vni " + strconv.Itoa(int(e.ID))
-	case EncapGENEVE:
-		return "geneve vni " + strconv.Itoa(int(e.ID))
+	if int(e.Kind) >= len(encapNames) || encapNames[e.Kind].name == "" {
+		return "unknown"
 	}
-	return "unknown"
+	n := encapNames[e.Kind]
+	if !n.withID {
+		return n.name
+	}
+	return n.name + " " + strconv.Itoa(int(e.ID))
+}
+
+// encapNames names each kind of layer and says whether its ID follows.
+var encapNames = [...]struct {
+	name   string
+	withID bool
+}{
+	EncapVLAN:   {"vlan", true},
+	EncapQinQ:   {"qinq", true},
+	EncapMPLS:   {"mpls label", true},
+	EncapPPPoE:  {"pppoe session", true},
+	EncapGRE:    {"gre", false},
+	EncapGREKey: {"gre key", true},
+	EncapERSPAN: {"erspan session", true},
+	EncapIPIP:   {"ip-in-ip", false},
+	EncapIP6:    {"ipv6-in-ip", false},
+	EncapVXLAN:  {"vxlan vni", true},
+	EncapGENEVE: {"geneve vni", true},
 }
 
 // MaxEncap is how many layers a Packet records; deeper stacks are
@@ -111,15 +113,6 @@ func (c *Config) ParseDecodeAs(rule string) error {
 	return nil
 }
 
-func has(ports []uint16, p uint16) bool {
-	for _, q := range ports {
-		if q == p {
-			return true
-		}
-	}
-	return false
-}
-
 // udpTunnel says what a UDP port carries: 0 nothing, 1 VXLAN, 2 GENEVE.
 func (c *Config) udpTunnel(port uint16) int {
 	switch port {
@@ -129,10 +122,10 @@ func (c *Config) udpTunnel(port uint16) int {
 		return 2
 	}
 	if c != nil {
-		if has(c.vxlan, port) {
+		if slices.Contains(c.vxlan, port) {
 			return 1
 		}
-		if has(c.geneve, port) {
+		if slices.Contains(c.geneve, port) {
 			return 2
 		}
 	}

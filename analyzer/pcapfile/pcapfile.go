@@ -20,6 +20,7 @@ import (
 
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/wanlab/wanlab/analyzer/decode"
+	"github.com/wanlab/wanlab/internal/bytecount"
 )
 
 // Frame is one captured frame. Data is owned by the Reader and is only valid
@@ -63,7 +64,7 @@ type Reader struct {
 	pcap   *pcapgo.Reader
 	ng     *pcapgo.NgReader
 	link   decode.LinkType
-	count  *countingReader
+	count  *bytecount.Reader
 	frames int
 	// ngLinks caches the link type per pcapng interface.
 	ngLinks []decode.LinkType
@@ -78,7 +79,7 @@ type Reader struct {
 	// timestamp of the last good record, which a resynchronisation
 	// looks for nearby.
 	// compressed counts the bytes of a gzip'd file read (nil: not gzip).
-	compressed *countingReader
+	compressed *bytecount.Reader
 	warns      []RecordWarning
 	brokenN    int
 	prevSec    uint32
@@ -100,17 +101,6 @@ type RecordWarning struct {
 
 // RecordWarnings returns the broken records met so far.
 func (r *Reader) RecordWarnings() []RecordWarning { return r.warns }
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
 
 // Open opens the capture at path. Close the returned Closer when done;
 // frames read after it are not valid.
@@ -142,8 +132,8 @@ func newMappedReader(m []byte, name string, f *os.File) *Reader {
 		return nil
 	}
 	// The header is parsed; records follow from where its reader stopped.
-	r.m, r.mpos, r.file = m, int(r.count.n)-r.br.Buffered(), f
-	r.br, r.count = nil, &countingReader{}
+	r.m, r.mpos, r.file = m, int(r.count.N)-r.br.Buffered(), f
+	r.br, r.count = nil, &bytecount.Reader{}
 	if f == nil {
 		r.mnext = math.MaxInt // memory, not a mapping: nothing to slide
 	}
@@ -177,7 +167,7 @@ func NewReader(r io.Reader, name string) (*Reader, error) {
 }
 
 func newReader(r io.Reader, name string, bufSize int) (*Reader, error) {
-	cr := &countingReader{r: r}
+	cr := &bytecount.Reader{R: r}
 	br := bufio.NewReaderSize(cr, bufSize)
 	magic, err := br.Peek(4)
 	if err != nil {
@@ -244,12 +234,12 @@ func newReader(r io.Reader, name string, bufSize int) (*Reader, error) {
 // progress reporting (it runs ahead of the frames by the read buffer).
 func (r *Reader) Offset() int64 {
 	if r.compressed != nil {
-		return r.compressed.n
+		return r.compressed.N
 	}
 	if r.m != nil {
 		return int64(r.mpos)
 	}
-	return r.count.n
+	return r.count.N
 }
 
 // Interfaces is the number of capture interfaces the file has described
@@ -339,7 +329,7 @@ func (r *Reader) nextFast() (Frame, error) {
 	capLen := int64(r.order.Uint32(h[8:12]))
 	origLen := int64(r.order.Uint32(h[12:16]))
 	if capLen > int64(r.maxCap) || capLen > origLen || r.snaplen > 0 && capLen > int64(r.snaplen) {
-		at := r.count.n - int64(r.br.Buffered())
+		at := r.count.N - int64(r.br.Buffered())
 		if !r.broken(uint64(capLen), uint64(origLen), at) {
 			// Resynchronise: look for the next plausible record header.
 			win, _ := r.br.Peek(min(r.br.Size(), resyncWindow))
@@ -514,9 +504,9 @@ func (r *Reader) grew() bool {
 func (r *Reader) leaveMapping() {
 	if _, err := r.file.Seek(int64(r.mpos), io.SeekStart); err != nil {
 		// Reading from where the stream is would misparse: end here.
-		r.count = &countingReader{r: bytes.NewReader(nil), n: int64(r.mpos)}
+		r.count = &bytecount.Reader{R: bytes.NewReader(nil), N: int64(r.mpos)}
 	} else {
-		r.count = &countingReader{r: r.file, n: int64(r.mpos)}
+		r.count = &bytecount.Reader{R: r.file, N: int64(r.mpos)}
 	}
 	r.br = bufio.NewReaderSize(r.count, 1<<20)
 	r.m, r.mnext = nil, 0

@@ -16,6 +16,14 @@ func WriteDir(dir string, conns []*analyzer.Connection) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("plot: %w", err)
 	}
+	return WriteGraphs(dir, conns, writeFile)
+}
+
+// WriteGraphs calls write with every graph of every direction of conns
+// that carried data, in SVG and in PNG, and its path in dir
+// (<conn>-<dir>-<kind>.svg and .png); it returns the paths written, up
+// to the first error.
+func WriteGraphs(dir string, conns []*analyzer.Connection, write func(path string, g *Graph, f Format) error) ([]string, error) {
 	var paths []string
 	for _, c := range conns {
 		for i := range c.Directions {
@@ -25,7 +33,7 @@ func WriteDir(dir string, conns []*analyzer.Connection) ([]string, error) {
 			for _, g := range Graphs(c, i) {
 				for _, f := range []Format{SVG, PNG} {
 					p := filepath.Join(dir, g.Name()+"."+string(f))
-					if err := writeFile(p, g, f); err != nil {
+					if err := write(p, g, f); err != nil {
 						return paths, err
 					}
 					paths = append(paths, p)

@@ -217,14 +217,11 @@ func step(label string, c color.RGBA, s *analyzer.Series) Layer {
 	return l
 }
 
-// line draws each bucket's highest value (the peak bytes in flight).
+// line draws each bucket's highest value (the peak bytes in flight): the
+// spread with its low ends raised to the high ones.
 func line(label string, c color.RGBA, s *analyzer.Series) Layer {
-	l := Layer{Label: label, Style: Line, Color: c}
-	for k, p := range s.Points {
-		l.X = append(l.X, mid(s, k))
-		l.Lo = append(l.Lo, p.Max)
-		l.Hi = append(l.Hi, p.Max)
-	}
+	l := spread(label, Line, c, s)
+	copy(l.Lo, l.Hi)
 	return l
 }
 

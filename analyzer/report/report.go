@@ -121,15 +121,22 @@ func Write(w io.Writer, p Page) error {
 				detailed = append(detailed, c)
 			}
 		}
-		for _, g := range plot.Compare(detailed) {
-			id := fmt.Sprintf("s%d-compare-%s", si+1, g.Kind)
-			sv.Compare = append(sv.Compare, graphRef{ID: id, Kind: string(g.Kind)})
-			gj := toJSON(g, id, fmt.Sprintf("s%d-compare", si+1))
+		// addGraph adds g's data to the page and returns its reference;
+		// link names the direction a graph of a capture with a start
+		// links to.
+		addGraph := func(g *plot.Graph, id, group, link string) graphRef {
+			gj := toJSON(g, id, group)
 			gj.Section = si
 			if !start.IsZero() {
 				gj.Offset = start.Sub(base).Seconds()
+				gj.Link = link
 			}
 			graphs = append(graphs, gj)
+			return graphRef{ID: id, Kind: string(g.Kind)}
+		}
+		for _, g := range plot.Compare(detailed) {
+			id := fmt.Sprintf("s%d-compare-%s", si+1, g.Kind)
+			sv.Compare = append(sv.Compare, addGraph(g, id, fmt.Sprintf("s%d-compare", si+1), ""))
 		}
 		for _, c := range conns {
 			if !chosen[c] {
@@ -143,14 +150,7 @@ func Write(w io.Writer, p Page) error {
 				}
 				for _, g := range plot.Graphs(c, dv.index) {
 					id := fmt.Sprintf("%s-%s-%s", cv.ID, g.Direction, g.Kind)
-					dv.Graphs = append(dv.Graphs, graphRef{ID: id, Kind: string(g.Kind)})
-					gj := toJSON(g, id, cv.ID+"-"+dv.Name)
-					gj.Section = si
-					if !start.IsZero() {
-						gj.Offset = start.Sub(base).Seconds()
-						gj.Link = dv.Label
-					}
-					graphs = append(graphs, gj)
+					dv.Graphs = append(dv.Graphs, addGraph(g, id, cv.ID+"-"+dv.Name, dv.Label))
 				}
 			}
 			sv.Conns = append(sv.Conns, cv)
@@ -180,23 +180,13 @@ func sectionStart(s Section) time.Time {
 func largest(conns []*analyzer.Connection, n int) map[*analyzer.Connection]bool {
 	s := slices.Clone(conns)
 	slices.SortStableFunc(s, func(a, b *analyzer.Connection) int {
-		return int(bytesOf(b) - bytesOf(a))
+		return int(b.UniqueBytes() - a.UniqueBytes())
 	})
 	m := make(map[*analyzer.Connection]bool)
 	for _, c := range s[:min(n, len(s))] {
 		m[c] = true
 	}
 	return m
-}
-
-func bytesOf(c *analyzer.Connection) int64 {
-	var n int64
-	for _, d := range c.Directions {
-		if d != nil {
-			n += d.UniqueBytes
-		}
-	}
-	return n
 }
 
 type pageView struct {

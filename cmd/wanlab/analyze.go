@@ -173,11 +173,6 @@ func analyzeWithProgress(path string, opts analyzer.Options) (*analyzer.Result, 
 	if path == "-" {
 		return analyzer.AnalyzeStream(os.Stdin, "stdin", opts)
 	}
-	r, closer, err := pcapfile.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer closer.Close()
 	var bar *progressbar.ProgressBar
 	if fi, err := os.Stat(path); err == nil && fi.Size() > 32<<20 && term.IsTerminal(int(os.Stderr.Fd())) {
 		bar = progressbar.NewOptions64(fi.Size(),
@@ -188,13 +183,10 @@ func analyzeWithProgress(path string, opts analyzer.Options) (*analyzer.Result, 
 			progressbar.OptionThrottle(100_000_000))
 		opts.Progress = func(n int64) { bar.Set64(n) }
 	}
-	res, err := analyzer.AnalyzeReader(r, opts)
+	res, err := analyzer.AnalyzeFile(path, opts)
 	if bar != nil {
 		bar.Finish()
 		io.WriteString(os.Stderr, "")
-	}
-	if res != nil {
-		res.File = path
 	}
 	return res, err
 }

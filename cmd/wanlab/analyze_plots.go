@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
@@ -51,53 +52,20 @@ func writePlots(dir string, conns []*analyzer.Connection, force bool) ([]string,
 	if err := hostfile.OutputDir(dir, force); err != nil {
 		return nil, err
 	}
-	var paths []string
-	for _, c := range conns {
-		for i := range c.Directions {
-			if !plot.HasData(c, i) {
-				continue
-			}
-			for _, g := range plot.Graphs(c, i) {
-				for _, f := range []plot.Format{plot.SVG, plot.PNG} {
-					p := filepath.Join(dir, g.Name()+"."+string(f))
-					if err := writePlot(p, g, f, force); err != nil {
-						return paths, err
-					}
-					paths = append(paths, p)
-				}
-			}
-		}
-	}
-	return paths, nil
+	return plot.WriteGraphs(dir, conns, func(path string, g *plot.Graph, f plot.Format) error {
+		return writeAnalyzeOutput(path, force, func(w io.Writer) error { return plot.Render(w, g, f) })
+	})
 }
 
-func writePlot(path string, g *plot.Graph, format plot.Format, force bool) error {
-	fh, err := hostfile.CreateOutput(path, 0o644, force)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(fh)
-	err = plot.Render(w, g, format)
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := fh.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-func writeReport(path string, res *analyzer.Result, conns []*analyzer.Connection, force bool) error {
+// writeAnalyzeOutput creates path (hostfile.CreateOutput, mode 0644) and fills
+// it through a buffer with write.
+func writeAnalyzeOutput(path string, force bool, write func(io.Writer) error) error {
 	f, err := hostfile.CreateOutput(path, 0o644, force)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriter(f)
-	page := report.Page{
-		Title:    "wanlab analyze " + filepath.Base(res.File),
-		Sections: []report.Section{{Title: res.File, Result: res, Connections: conns}},
-	}
-	err = report.Write(w, page)
+	err = write(w)
 	if err == nil {
 		err = w.Flush()
 	}
@@ -105,4 +73,12 @@ func writeReport(path string, res *analyzer.Result, conns []*analyzer.Connection
 		err = cerr
 	}
 	return err
+}
+
+func writeReport(path string, res *analyzer.Result, conns []*analyzer.Connection, force bool) error {
+	page := report.Page{
+		Title:    "wanlab analyze " + filepath.Base(res.File),
+		Sections: []report.Section{{Title: res.File, Result: res, Connections: conns}},
+	}
+	return writeAnalyzeOutput(path, force, func(w io.Writer) error { return report.Write(w, page) })
 }

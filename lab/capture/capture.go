@@ -18,6 +18,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"github.com/wanlab/wanlab/internal/bytecount"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -125,24 +126,12 @@ type Stats struct {
 // ErrUnsupported is returned where AF_PACKET does not exist.
 var ErrUnsupported = errors.New("capture: AF_PACKET not supported on " + runtime.GOOS)
 
-// countingWriter counts the bytes that reach the destination.
-type countingWriter struct {
-	w io.Writer
-	n uint64
-}
-
-func (c *countingWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n += uint64(n)
-	return n, err
-}
-
 // sink filters frames and writes them as pcapng: the per-packet half of
 // a capture, independent of where the frames come from.
 type sink struct {
 	cfg   Config
 	out   *bufio.Writer
-	count *countingWriter
+	count *bytecount.Writer
 	ng    *pcapgo.NgWriter
 	stats Stats
 	ci    gopacket.CaptureInfo // reused: no allocation per packet
@@ -152,7 +141,7 @@ type sink struct {
 const epbOverhead = 32
 
 func newSink(w io.Writer, ifname string, cfg Config) (*sink, error) {
-	cw := &countingWriter{w: w}
+	cw := &bytecount.Writer{W: w}
 	out := bufio.NewWriterSize(cw, 1<<20)
 	ng, err := pcapgo.NewNgWriterInterface(out, pcapgo.NgInterface{
 		Name:                ifname,
@@ -172,7 +161,7 @@ func newSink(w io.Writer, ifname string, cfg Config) (*sink, error) {
 }
 
 // written is the pcapng bytes produced so far, buffered ones included.
-func (s *sink) written() uint64 { return s.count.n + uint64(s.out.Buffered()) }
+func (s *sink) written() uint64 { return uint64(s.count.N) + uint64(s.out.Buffered()) }
 
 // add handles one frame: data is its first bytes (at most snaplen), length
 // its original length. It reports false once a bound is reached; the
@@ -217,6 +206,6 @@ func (s *sink) close() error {
 	if err := s.out.Flush(); err != nil {
 		return err
 	}
-	s.stats.Bytes = units.Size(s.count.n)
+	s.stats.Bytes = units.Size(s.count.N)
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"github.com/wanlab/wanlab/internal/bytecount"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -113,19 +114,6 @@ type Tap struct {
 	closeErr  error
 }
 
-// countingWriter counts the bytes that reach the underlying writer, to
-// measure the header pcapgo writes.
-type countingWriter struct {
-	w io.Writer
-	n uint64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += uint64(n)
-	return n, err
-}
-
 // New writes a pcapng section header and one interface per direction (named
 // after the egress interface, link type raw IP, nanosecond timestamps) to w
 // and starts the writer goroutine. limit bounds the file size, headers and
@@ -147,7 +135,7 @@ func New(w io.Writer, limit units.Size, ifaces []string, opts ...Option) (*Tap, 
 	if limit < 0 {
 		return nil, fmt.Errorf("tap: negative size limit %d", limit)
 	}
-	cw := &countingWriter{w: w}
+	cw := &bytecount.Writer{W: w} // measures the header pcapgo writes
 	section := pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{
 		Hardware: pcapgo.DefaultNgWriterOptions.SectionInfo.Hardware,
 		OS:       pcapgo.DefaultNgWriterOptions.SectionInfo.OS,
@@ -191,7 +179,7 @@ func New(w io.Writer, limit units.Size, ifaces []string, opts ...Option) (*Tap, 
 		ng:       out,
 		wbuf:     make([]byte, 0, writeChunk+cfg.snapLen+maxEPBOverhead),
 		limit:    uint64(limit),
-		written:  cw.n,
+		written:  uint64(cw.N),
 		reserve:  uint64(isbLen * len(ifaces)),
 		comments: make(map[string]string),
 	}

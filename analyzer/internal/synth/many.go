@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 )
 
 // ManyConfig describes a capture of many short HTTP-like connections to
@@ -79,14 +77,8 @@ func WriteMany(w io.Writer, cfg ManyConfig) (Truth, error) {
 	if cfg.RTT == 0 {
 		cfg.RTT = 20 * time.Millisecond
 	}
-	if cfg.Snaplen == 0 {
-		cfg.Snaplen = 96
-	}
-	if cfg.Start.IsZero() {
-		cfg.Start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	}
-	pw := pcapgo.NewWriterNanos(w)
-	if err := pw.WriteFileHeader(uint32(cfg.Snaplen), layers.LinkTypeEthernet); err != nil {
+	pw, err := newCapture(w, &cfg.Snaplen, &cfg.Start)
+	if err != nil {
 		return Truth{}, err
 	}
 	last := manyScript[ManyPacketsPerConn-1]

@@ -119,14 +119,8 @@ func Write(w io.Writer, cfg Config) (Truth, error) {
 	if cfg.Flight == 0 {
 		cfg.Flight = 1 << 30
 	}
-	if cfg.Snaplen == 0 {
-		cfg.Snaplen = 96
-	}
-	if cfg.Start.IsZero() {
-		cfg.Start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	}
-	pw := pcapgo.NewWriterNanos(w)
-	if err := pw.WriteFileHeader(uint32(cfg.Snaplen), layers.LinkTypeEthernet); err != nil {
+	pw, err := newCapture(w, &cfg.Snaplen, &cfg.Start)
+	if err != nil {
 		return Truth{}, err
 	}
 	if cfg.Seed == 0 {
@@ -135,6 +129,19 @@ func Write(w io.Writer, cfg Config) (Truth, error) {
 	s := &sim{cfg: cfg, w: pw, frame: make([]byte, 128), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed))}
 	s.run()
 	return s.truth, s.err
+}
+
+// newCapture gives snaplen (default 96) and start (default 2026-01-01)
+// their defaults and writes the header of a nanosecond Ethernet pcap to w.
+func newCapture(w io.Writer, snaplen *int, start *time.Time) (*pcapgo.Writer, error) {
+	if *snaplen == 0 {
+		*snaplen = 96
+	}
+	if start.IsZero() {
+		*start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	pw := pcapgo.NewWriterNanos(w)
+	return pw, pw.WriteFileHeader(uint32(*snaplen), layers.LinkTypeEthernet)
 }
 
 type sim struct {
