@@ -55,32 +55,16 @@ func DefaultQueueMemory() units.Size {
 // budget warning.
 const assumedMTU = 1500
 
-// QueueCapacity is the most the queues of s can hold: each stage's packet
-// limit times a 1500-byte MTU, plus its byte limit.
+// QueueCapacity is the most the queues of s can hold: each stage's limit
+// (spec.Limited) in 1500-byte packets.
 func QueueCapacity(s *spec.Spec) units.Size {
 	if s == nil {
 		return 0
 	}
 	var total units.Size
-	pk := func(n uint32) { total += units.Size(n) * assumedMTU }
 	for _, st := range s.Stages {
-		switch q := st.(type) {
-		case *spec.Netem:
-			pk(q.QueueLimit())
-		case *spec.TBF:
-			total += q.QueueLimit()
-		case *spec.PFIFO:
-			pk(q.PacketLimit())
-		case *spec.BFIFO:
-			total += q.ByteLimit()
-		case *spec.CoDel:
-			pk(q.PacketLimit())
-		case *spec.FQCoDel:
-			pk(q.PacketLimit())
-		case *spec.PIE:
-			pk(q.PacketLimit())
-		case *spec.RED:
-			total += q.Limit
+		if l, ok := st.(spec.Limited); ok {
+			total += spec.LimitBytes(l, assumedMTU)
 		}
 	}
 	return total

@@ -433,22 +433,11 @@ func expected(s *spec.Spec, offeredBps float64, packetSize int) Expected {
 // childLimitBytes is the most a queue discipline holds, in bytes of
 // packetSize-byte packets (ok false: st is not a queue discipline).
 func childLimitBytes(st spec.Stage, packetSize int) (float64, bool) {
-	size := float64(packetSize)
-	switch q := st.(type) {
-	case *spec.PFIFO:
-		return float64(q.PacketLimit()) * size, true
-	case *spec.BFIFO:
-		return float64(q.ByteLimit()), true
-	case *spec.CoDel:
-		return float64(q.PacketLimit()) * size, true
-	case *spec.FQCoDel:
-		return math.Min(float64(q.PacketLimit())*size, float64(q.MemoryBytes())), true
-	case *spec.PIE:
-		return float64(q.PacketLimit()) * size, true
-	case *spec.RED:
-		return float64(q.Limit), true
+	l, ok := st.(spec.Limited)
+	if !ok || !spec.IsQueueKind(st.Kind()) {
+		return 0, false
 	}
-	return 0, false
+	return float64(spec.LimitBytes(l, units.Size(packetSize))), true
 }
 
 // minRate is the smaller of two rates where 0 means "no limit".

@@ -210,3 +210,34 @@ func checkQueueLast(s *Spec) error {
 	}
 	return nil
 }
+
+// Limited is a stage that holds packets: the most it holds, in packets
+// and in bytes (0: no such limit; both bind when both are set). Every
+// kind that queues implements it, so that what a queue can hold is
+// answered in one place (the engine's queue budget and Simulate's
+// queueing bound).
+type Limited interface {
+	Limits() (packets uint32, bytes units.Size)
+}
+
+func (n *Netem) Limits() (uint32, units.Size)   { return n.QueueLimit(), 0 }
+func (b *TBF) Limits() (uint32, units.Size)     { return 0, b.QueueLimit() }
+func (q *PFIFO) Limits() (uint32, units.Size)   { return q.PacketLimit(), 0 }
+func (q *BFIFO) Limits() (uint32, units.Size)   { return 0, q.ByteLimit() }
+func (q *CoDel) Limits() (uint32, units.Size)   { return q.PacketLimit(), 0 }
+func (q *FQCoDel) Limits() (uint32, units.Size) { return q.PacketLimit(), q.MemoryBytes() }
+func (q *PIE) Limits() (uint32, units.Size)     { return q.PacketLimit(), 0 }
+func (r *RED) Limits() (uint32, units.Size)     { return 0, r.Limit }
+
+// LimitBytes is the most a Limited stage holds in bytes of packetSize-byte
+// packets.
+func LimitBytes(l Limited, packetSize units.Size) units.Size {
+	pk, by := l.Limits()
+	switch {
+	case pk == 0:
+		return by
+	case by == 0:
+		return units.Size(pk) * packetSize
+	}
+	return min(units.Size(pk)*packetSize, by)
+}
