@@ -602,6 +602,10 @@ func (pl *Pipeline) Release(p *Packet) { release(p) }
 // only the new spec (a new tbf starts with a full bucket, as tbf_change
 // refills it). A spec the engine cannot run is rejected and the running
 // one kept.
+//
+// Swap and Replace both stay: Swap keeps a class and its counters and lets
+// the old chain drain as it would have, Replace changes the set of
+// classes and hands queued packets over by name.
 func (pl *Pipeline) Swap(s *spec.Spec, now int64) error {
 	return pl.SwapClass(0, s, now)
 }
