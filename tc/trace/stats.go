@@ -142,25 +142,17 @@ func CapacitySteps(t *Trace, bin time.Duration) []Step {
 // period. The last window, when shorter than bin, is scaled to its
 // length.
 func Capacity(t *Trace, bin time.Duration) []float64 {
-	period := int64(t.Period() / time.Millisecond)
-	binMs := int64(bin / time.Millisecond)
-	if period == 0 || binMs <= 0 {
+	steps := CapacitySteps(t, bin)
+	if steps == nil {
 		return nil
 	}
-	n := (period + binMs - 1) / binMs
-	out := make([]float64, n)
-	for _, ms := range t.Times {
-		// An opportunity at t ms ends the millisecond (t-1, t]; the one
-		// at 0 is the previous loop's last.
-		m := (int64(ms) + period - 1) % period
-		out[m/binMs] += OpportunityBytes * 8
-	}
-	for i := range out {
-		w := binMs
-		if i == len(out)-1 && period%binMs != 0 {
-			w = period % binMs
+	binMs := int64(bin / time.Millisecond)
+	period := int64(t.Period() / time.Millisecond)
+	out := make([]float64, (period+binMs-1)/binMs)
+	for _, st := range steps { // bin-aligned, covering the period
+		for w := int64(st.Start/time.Millisecond) / binMs; w*binMs < int64(st.End/time.Millisecond); w++ {
+			out[w] = st.Bps
 		}
-		out[i] /= float64(w) / 1e3
 	}
 	return out
 }

@@ -182,8 +182,31 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// TestCapacityStepsMatchesCapacity: the steps are the dense windows with
-// equal neighbours merged, for any trace and bin.
+// denseCapacity is the capacity per window counted directly, one
+// opportunity at a time: the reference for CapacitySteps and Capacity.
+func denseCapacity(t *Trace, bin time.Duration) []float64 {
+	period := int64(t.Period() / time.Millisecond)
+	binMs := int64(bin / time.Millisecond)
+	out := make([]float64, (period+binMs-1)/binMs)
+	for _, ms := range t.Times {
+		// An opportunity at t ms ends the millisecond (t-1, t]; the one
+		// at 0 is the previous loop's last.
+		m := (int64(ms) + period - 1) % period
+		out[m/binMs] += OpportunityBytes * 8
+	}
+	for i := range out {
+		w := binMs
+		if i == len(out)-1 && period%binMs != 0 {
+			w = period % binMs
+		}
+		out[i] /= float64(w) / 1e3
+	}
+	return out
+}
+
+// TestCapacityStepsMatchesCapacity: the steps are the dense windows,
+// counted one opportunity at a time, with equal neighbours merged, for any
+// trace and bin; Capacity gives the same windows.
 func TestCapacityStepsMatchesCapacity(t *testing.T) {
 	traces := []*Trace{{Times: []uint32{0, 0, 5, 5, 999, 1000, 1000, 2500, 7003}}, {Times: []uint32{1}}, {Times: []uint32{3, 3, 3}}}
 	if c, err := Cellular(DefaultMarkov); err == nil {
@@ -191,7 +214,10 @@ func TestCapacityStepsMatchesCapacity(t *testing.T) {
 	}
 	for _, tr := range traces {
 		for _, bin := range []time.Duration{time.Millisecond, 7 * time.Millisecond, 100 * time.Millisecond, time.Second, 10 * time.Second} {
-			dense := Capacity(tr, bin)
+			dense := denseCapacity(tr, bin)
+			if got := Capacity(tr, bin); !reflect.DeepEqual(got, dense) {
+				t.Fatalf("trace of %d, bin %s: Capacity %v, counted %v", len(tr.Times), bin, got, dense)
+			}
 			var fromSteps []float64
 			binMs := int64(bin / time.Millisecond)
 			for _, s := range CapacitySteps(tr, bin) {
