@@ -18,6 +18,7 @@ import (
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/traffic"
 	"github.com/wanlab/wanlab/lab/vm"
+	"github.com/wanlab/wanlab/lab/vm/vmtest"
 	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/units"
 )
@@ -27,7 +28,7 @@ import (
 // namespace. One pair of VMs serves every subtest, in turn (each RunOn
 // restores the guests), to keep the suite's VM time to one boot.
 func TestVMs(t *testing.T) {
-	testenv.RequireVM(t)
+	vmtest.RequireVM(t)
 	testVMs(t, vm.EngineAuto, "")
 }
 
@@ -35,7 +36,7 @@ func TestVMs(t *testing.T) {
 // emulation: the qemu path of the experiments (virtio NICs, the guests'
 // own ARP and ND through the proxy) stays tested where auto takes UML.
 func TestVMsTCG(t *testing.T) {
-	testenv.RequireQemu(t)
+	vmtest.RequireQemu(t)
 	testVMs(t, vm.EngineTCG, "router")
 }
 
