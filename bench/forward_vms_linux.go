@@ -9,9 +9,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/wanlab/wanlab/experiment"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab/vm"
+	"github.com/wanlab/wanlab/lab/vm/pair"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -19,7 +19,7 @@ import (
 // saturated: an emulated guest's vCPU thread runs flat out.
 const guestBound = 0.8
 
-// ForwardVMs measures forwarding between two VMs (experiment.BootVMs: the
+// ForwardVMs measures forwarding between two VMs (pair.Boot: the
 // client and the server VM on TAPs of the router namespace): their boot
 // time, then in alternation through kernel routing and through the proxy
 // (offload backend) with an empty spec, the round trip (ping, median) and
@@ -29,7 +29,7 @@ const guestBound = 0.8
 func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 	began, load := time.Now(), loadAverage()
 	cfg.progress(0, 1, "booting the client and the server VM")
-	v, err := experiment.BootVMs(ctx, experiment.VMsConfig{Binary: cfg.VMBinary, Engine: cfg.VMEngine})
+	v, err := pair.Boot(ctx, pair.Config{Binary: cfg.VMBinary, Engine: cfg.VMEngine})
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/wanlab/wanlab/experiment"
+	"github.com/wanlab/wanlab/lab/vm/pair"
 )
 
 // vmGuestCommands run inside a VM, started by the host over the agent:
@@ -25,9 +25,9 @@ var vmGuestCommands = []*cli.Command{
 				return err
 			}
 			if cc.Bool("foreground") {
-				return experiment.GuestServeForeground(cc.Context, cfg)
+				return pair.GuestServeForeground(cc.Context, cfg)
 			}
-			return experiment.GuestServeStart(cc.Context, cfg, cc.App.Writer)
+			return pair.GuestServeStart(cc.Context, cfg, cc.App.Writer)
 		},
 	},
 	{
@@ -40,7 +40,7 @@ var vmGuestCommands = []*cli.Command{
 			if err != nil {
 				return err
 			}
-			return experiment.GuestDownloadRun(cc.Context, cfg, cc.App.Writer, cc.App.ErrWriter)
+			return pair.GuestDownloadRun(cc.Context, cfg, cc.App.Writer, cc.App.ErrWriter)
 		},
 	},
 	{
@@ -53,7 +53,7 @@ var vmGuestCommands = []*cli.Command{
 			if err != nil {
 				return err
 			}
-			return experiment.GuestRRRun(cc.Context, cfg, cc.App.Writer)
+			return pair.GuestRRRun(cc.Context, cfg, cc.App.Writer)
 		},
 	},
 	{
@@ -70,7 +70,7 @@ var vmGuestCommands = []*cli.Command{
 			if err != nil || pid <= 1 {
 				return usageError(fmt.Errorf("vm stop: PID %q: want a number above 1", arg))
 			}
-			return experiment.GuestStop(pid)
+			return pair.GuestStop(pid)
 		},
 	},
 	{
@@ -80,7 +80,7 @@ var vmGuestCommands = []*cli.Command{
 		Hidden:    true,
 		Flags:     []cli.Flag{&cli.StringSliceFlag{Name: "set", Usage: "`KEY=VALUE` to write after reading"}},
 		Action: func(cc *cli.Context) error {
-			return experiment.GuestSysctl(cc.Args().Slice(), cc.StringSlice("set"), cc.App.Writer)
+			return pair.GuestSysctl(cc.Args().Slice(), cc.StringSlice("set"), cc.App.Writer)
 		},
 	},
 }

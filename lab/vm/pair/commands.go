@@ -1,4 +1,4 @@
-package experiment
+package pair
 
 import (
 	"bufio"
@@ -26,7 +26,7 @@ import (
 	"github.com/wanlab/wanlab/units"
 )
 
-// The traffic of an experiment between two VMs runs inside the guests, as
+// The traffic between two VMs runs inside the guests, as
 // wanlab's own hidden commands run by the VM's agent (wanlab vm serve,
 // download, rr, sysctl). Each takes its configuration as one JSON argument
 // and prints its result as JSON on stdout.
