@@ -53,7 +53,6 @@ func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 	type sample struct{ rtt, mbit, cpuClient, cpuServer, cpuProxy float64 }
 	got := map[string][]sample{}
 	step, total := 0, rounds*len(paths)
-	qemuCPU := func(g *vm.VM) (time.Duration, error) { return g.EngineCPU() }
 	for round := range rounds {
 		for _, pname := range paths {
 			cfg.progress(step, total, fmt.Sprintf("round %d/%d %s", round+1, rounds, pname))
@@ -69,15 +68,18 @@ func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 					return s, err
 				}
 				s.rtt = float64(rtt) / float64(time.Millisecond)
-				c0, err := qemuCPU(v.Client)
-				if err != nil {
-					return s, err
+				// The CPU time of each VM's engine and of the proxy.
+				cpu := func() (client, server, proxyCPU time.Duration, err error) {
+					if client, err = v.Client.EngineCPU(); err != nil {
+						return
+					}
+					if server, err = v.Server.EngineCPU(); err != nil {
+						return
+					}
+					proxyCPU, _, _, err = p.Usage()
+					return
 				}
-				s0, err := qemuCPU(v.Server)
-				if err != nil {
-					return s, err
-				}
-				p0, _, _, err := p.Usage()
+				c0, s0, p0, err := cpu()
 				if err != nil {
 					return s, err
 				}
@@ -87,15 +89,7 @@ func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 					return s, err
 				}
 				wall := time.Since(t0)
-				c1, err := qemuCPU(v.Client)
-				if err != nil {
-					return s, err
-				}
-				s1, err := qemuCPU(v.Server)
-				if err != nil {
-					return s, err
-				}
-				p1, _, _, err := p.Usage()
+				c1, s1, p1, err := cpu()
 				if err != nil {
 					return s, err
 				}

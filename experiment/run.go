@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"path/filepath"
 	"time"
@@ -165,15 +166,7 @@ func run(ctx context.Context, cfg Config, ep endpoints) (_ *Result, err error) {
 	res.Server = srv
 	res.Client = netip.AddrPortFrom(cliAddr, 0)
 
-	var imp impairment
-	switch {
-	case cfg.Kernel:
-		imp, err = ep.startKernel(ctx, specs)
-	case !needsProxy(cfg, specs):
-		imp = routing{}
-	default:
-		imp, err = startProxy(ctx, l, cfg, specs, res.Out)
-	}
+	imp, err := startImpairment(ctx, ep, l, cfg, specs, res.Out)
 	if err != nil {
 		return nil, err
 	}
@@ -356,16 +349,27 @@ func writeOutputs(res *Result) error {
 	if err != nil {
 		return fmt.Errorf("result json: %w", err)
 	}
-	if err := hostfile.WriteOutput(res.JSON, append(b, '\n'), 0o644, res.Config.Force); err != nil {
+	return writeFiles(res.JSON, b, res.Report, res.Config.Force, func(w io.Writer) error {
+		if err := WriteReport(w, res); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		return nil
+	})
+}
+
+// writeFiles writes js, a line of JSON, to jsonPath and what report writes
+// to reportPath; force replaces existing files by rename.
+func writeFiles(jsonPath string, js []byte, reportPath string, force bool, report func(io.Writer) error) error {
+	if err := hostfile.WriteOutput(jsonPath, append(js, '\n'), 0o644, force); err != nil {
 		return err
 	}
-	f, err := hostfile.CreateOutput(res.Report, 0o644, res.Config.Force)
+	f, err := hostfile.CreateOutput(reportPath, 0o644, force)
 	if err != nil {
 		return err
 	}
-	if err := WriteReport(f, res); err != nil {
+	if err := report(f); err != nil {
 		f.Close()
-		return fmt.Errorf("report: %w", err)
+		return err
 	}
 	return f.Close()
 }

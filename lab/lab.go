@@ -435,21 +435,8 @@ func (l *Lab) AttachRouterLinks(ctx context.Context) error {
 	}
 	deadline := time.Now().Add(settleWithin)
 	for _, name := range []string{l.Router.ClientLink, l.Router.ServerLink} {
-		for {
-			why, err := linkSettled(rt, name, true)
-			if err != nil {
-				return err
-			}
-			if why == "" {
-				break
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("link %s: %s %v after it was set up", name, why, settleWithin)
-			}
-			time.Sleep(time.Millisecond) // polling interval: netlink has no "settled" event
+		if err := waitSettled(ctx, rt, name, true, deadline); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -497,24 +484,32 @@ func (l *Lab) waitLinksUp(ctx context.Context, rt *netlink.Handle) error {
 			defer h.Close()
 			nh = h
 		}
-		for {
-			why, err := linkSettled(nh, lk.name, false)
-			if err != nil {
-				return err
-			}
-			if why == "" {
-				break
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("link %s: %s %v after it was set up", lk.name, why, settleWithin)
-			}
-			time.Sleep(time.Millisecond) // polling interval: netlink has no "settled" event
+		if err := waitSettled(ctx, nh, lk.name, false, deadline); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// waitSettled polls linkSettled until the link has settled, ctx ends or
+// the deadline passes.
+func waitSettled(ctx context.Context, nh *netlink.Handle, name string, tap bool, deadline time.Time) error {
+	for {
+		why, err := linkSettled(nh, name, tap)
+		if err != nil {
+			return err
+		}
+		if why == "" {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("link %s: %s %v after it was set up", name, why, settleWithin)
+		}
+		time.Sleep(time.Millisecond) // polling interval: netlink has no "settled" event
+	}
 }
 
 // linkSettled reports what the link still lacks ("" once settled). A TAP

@@ -133,18 +133,7 @@ func Boot(ctx context.Context, c Config) (_ *VMs, err error) {
 	if err := l.AttachRouterLinks(ctx); err != nil {
 		return nil, err
 	}
-	if err := nsrun.Do(l.Router.Handle, func() error {
-		for _, name := range []string{l.Router.ClientLink, l.Router.ServerLink} {
-			link, err := netlink.LinkByName(name)
-			if err == nil {
-				err = netlink.LinkSetTxQLen(link, tapQueue)
-			}
-			if err != nil {
-				return fmt.Errorf("queue length of %s: %w", name, err)
-			}
-		}
-		return nil
-	}); err != nil {
+	if err := v.setTaps(func(link netlink.Link) error { return netlink.LinkSetTxQLen(link, tapQueue) }, "queue length of %s"); err != nil {
 		return nil, err
 	}
 	for _, g := range []struct {
@@ -185,19 +174,7 @@ func (v *VMs) SetMTU(ctx context.Context, mtu int) error {
 	if v.Client.Engine == vm.EngineUML && mtu > vm.UMLMaxMTU {
 		return umlMTUError(mtu)
 	}
-	l := v.Lab
-	if err := nsrun.Do(l.Router.Handle, func() error {
-		for _, name := range []string{l.Router.ClientLink, l.Router.ServerLink} {
-			link, err := netlink.LinkByName(name)
-			if err == nil {
-				err = netlink.LinkSetMTU(link, mtu)
-			}
-			if err != nil {
-				return fmt.Errorf("MTU %d on %s: %w", mtu, name, err)
-			}
-		}
-		return nil
-	}); err != nil {
+	if err := v.setTaps(func(link netlink.Link) error { return netlink.LinkSetMTU(link, mtu) }, fmt.Sprintf("MTU %d on %%s", mtu)); err != nil {
 		return err
 	}
 	for _, g := range []*vm.VM{v.Client, v.Server} {
@@ -207,6 +184,24 @@ func (v *VMs) SetMTU(ctx context.Context, mtu int) error {
 	}
 	v.MTU = mtu
 	return nil
+}
+
+// setTaps runs set on both TAPs of the router; an error names the TAP in
+// what (a format with one %s).
+func (v *VMs) setTaps(set func(netlink.Link) error, what string) error {
+	r := &v.Lab.Router
+	return nsrun.Do(r.Handle, func() error {
+		for _, name := range []string{r.ClientLink, r.ServerLink} {
+			link, err := netlink.LinkByName(name)
+			if err == nil {
+				err = set(link)
+			}
+			if err != nil {
+				return fmt.Errorf(what+": %w", name, err)
+			}
+		}
+		return nil
+	})
 }
 
 func umlMTUError(mtu int) error {
