@@ -140,7 +140,7 @@ func (e *guests) close() error {
 }
 
 func (e *guests) serve(ctx context.Context, c traffic.ServerConfig) (netip.AddrPort, func() error, error) {
-	srv, err := pair.StartServer(ctx, e.v.Server, pair.GuestServe{Listen: c.Listen, Sockopt: c.Sockopt, Nagle: c.Nagle, ThinkTime: c.ThinkTime})
+	srv, err := pair.StartServer(ctx, e.v.Server, c)
 	if err != nil {
 		return netip.AddrPort{}, nil, err
 	}
@@ -176,8 +176,7 @@ func (e *guests) download(ctx context.Context, c traffic.DownloadConfig) (*traff
 }
 
 func (e *guests) requestResponse(ctx context.Context, c traffic.RRConfig) (*traffic.RRResult, error) {
-	return pair.RR(ctx, e.v.Client, pair.GuestRR{Server: c.Server, Requests: c.Requests, Concurrency: c.Concurrency,
-		BodySize: c.BodySize, Sockopt: c.Sockopt})
+	return pair.RR(ctx, e.v.Client, c)
 }
 
 func (e *guests) snapshot(ctx context.Context, role string) (*tuner.Snapshot, error) {

@@ -62,18 +62,24 @@ func SetSysctls(ctx context.Context, g *vm.VM, kv map[string]string) (map[string
 	for _, k := range slices.Sorted(maps.Keys(kv)) {
 		argv = append(argv, "--set", k+"="+kv[k])
 	}
+	return vmSysctl(ctx, g, argv)
+}
+
+// vmSysctl runs argv, a `wanlab vm sysctl`, in g and returns the values it
+// printed.
+func vmSysctl(ctx context.Context, g *vm.VM, argv []string) (map[string]*string, error) {
 	out, err := Output(ctx, g, argv...)
 	if err != nil {
 		return nil, err
 	}
-	before := map[string]*string{}
-	if err := json.Unmarshal(out, &before); err != nil {
+	vals := map[string]*string{}
+	if err := json.Unmarshal(out, &vals); err != nil {
 		return nil, fmt.Errorf("vm sysctl: %w", err)
 	}
-	return before, nil
+	return vals, nil
 }
 
-// RestoreSysctls writes back what guestSysctls found.
+// RestoreSysctls writes back what SetSysctls found.
 func RestoreSysctls(ctx context.Context, g *vm.VM, before map[string]*string) error {
 	kv := map[string]string{}
 	for k, v := range before {
@@ -92,13 +98,9 @@ func Snapshot(ctx context.Context, g *vm.VM) (*tuner.Snapshot, error) {
 	for _, k := range tuner.Keys {
 		argv = append(argv, k.Name)
 	}
-	out, err := Output(ctx, g, argv...)
+	vals, err := vmSysctl(ctx, g, argv)
 	if err != nil {
 		return nil, err
-	}
-	vals := map[string]*string{}
-	if err := json.Unmarshal(out, &vals); err != nil {
-		return nil, fmt.Errorf("vm sysctl: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "wanlab-guest-sysctl-")
 	if err != nil {
@@ -130,7 +132,7 @@ type Server struct {
 
 // StartServer starts the traffic server of `wanlab vm serve` in g and
 // returns once it listens.
-func StartServer(ctx context.Context, g *vm.VM, c GuestServe) (*Server, error) {
+func StartServer(ctx context.Context, g *vm.VM, c traffic.ServerConfig) (*Server, error) {
 	b, _ := json.Marshal(c)
 	out, err := Output(ctx, g, "wanlab", "vm", "serve", string(b))
 	if err != nil {
@@ -199,7 +201,7 @@ func Download(ctx context.Context, g *vm.VM, c GuestDownload, progress func(traf
 }
 
 // RR runs the request/response load in the client VM.
-func RR(ctx context.Context, g *vm.VM, c GuestRR) (*traffic.RRResult, error) {
+func RR(ctx context.Context, g *vm.VM, c traffic.RRConfig) (*traffic.RRResult, error) {
 	b, _ := json.Marshal(c)
 	out, err := Output(ctx, g, "wanlab", "vm", "rr", string(b))
 	if err != nil {

@@ -216,7 +216,7 @@ func (v *VMs) Serve(ctx context.Context, ipv6 bool) (netip.AddrPort, func() erro
 	if ipv6 {
 		a = v.Lab.Server.IPv6
 	}
-	s, err := StartServer(ctx, v.Server, GuestServe{Listen: netip.AddrPortFrom(a, 80)})
+	s, err := StartServer(ctx, v.Server, traffic.ServerConfig{Listen: netip.AddrPortFrom(a, 80)})
 	if err != nil {
 		return netip.AddrPort{}, nil, err
 	}
