@@ -250,8 +250,9 @@ func validID(id string) bool {
 // nsName is the namespace name of a role in lab id.
 func nsName(id, role string) string { return NamePrefix + id + "-" + role }
 
-// hostAddr returns the n-th address of p (n=1 is .1).
-func hostAddr(p netip.Prefix, n int) netip.Addr {
+// HostAddr returns the n-th address of p (n=1 is .1), as the lab's plan
+// numbers the router (.1) and the host (.2) of each network.
+func HostAddr(p netip.Prefix, n int) netip.Addr {
 	a := p.Masked().Addr()
 	for range n {
 		a = a.Next()
@@ -268,21 +269,21 @@ func newPlan(cfg Config) *Lab {
 		Client: Host{
 			Role: RoleClient, NS: nsName(id, RoleClient), Handle: netns.None(),
 			Link: cfg.ClientLink,
-			IPv4: hostAddr(cfg.ClientNet4, 2), IPv6: hostAddr(cfg.ClientNet6, 2),
-			GatewayIPv4: hostAddr(cfg.ClientNet4, 1), GatewayIPv6: hostAddr(cfg.ClientNet6, 1),
+			IPv4: HostAddr(cfg.ClientNet4, 2), IPv6: HostAddr(cfg.ClientNet6, 2),
+			GatewayIPv4: HostAddr(cfg.ClientNet4, 1), GatewayIPv6: HostAddr(cfg.ClientNet6, 1),
 			Net4: cfg.ClientNet4.Masked(), Net6: cfg.ClientNet6.Masked(),
 		},
 		Router: Router{
 			NS: nsName(id, RoleRouter), Handle: netns.None(),
 			ClientLink: cfg.RouterClientLink, ServerLink: cfg.RouterServerLink,
-			ClientIPv4: hostAddr(cfg.ClientNet4, 1), ClientIPv6: hostAddr(cfg.ClientNet6, 1),
-			ServerIPv4: hostAddr(cfg.ServerNet4, 1), ServerIPv6: hostAddr(cfg.ServerNet6, 1),
+			ClientIPv4: HostAddr(cfg.ClientNet4, 1), ClientIPv6: HostAddr(cfg.ClientNet6, 1),
+			ServerIPv4: HostAddr(cfg.ServerNet4, 1), ServerIPv6: HostAddr(cfg.ServerNet6, 1),
 		},
 		Server: Host{
 			Role: RoleServer, NS: nsName(id, RoleServer), Handle: netns.None(),
 			Link: cfg.ServerLink,
-			IPv4: hostAddr(cfg.ServerNet4, 2), IPv6: hostAddr(cfg.ServerNet6, 2),
-			GatewayIPv4: hostAddr(cfg.ServerNet4, 1), GatewayIPv6: hostAddr(cfg.ServerNet6, 1),
+			IPv4: HostAddr(cfg.ServerNet4, 2), IPv6: HostAddr(cfg.ServerNet6, 2),
+			GatewayIPv4: HostAddr(cfg.ServerNet4, 1), GatewayIPv6: HostAddr(cfg.ServerNet6, 1),
 			Net4: cfg.ServerNet4.Masked(), Net6: cfg.ServerNet6.Masked(),
 		},
 	}
