@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab/vm"
 	"github.com/wanlab/wanlab/lab/vm/pair"
@@ -169,7 +170,7 @@ func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 			use.Rows = append(use.Rows, m)
 		}
 	}
-	rep := &Report{Bench: "forward", Date: began.UTC(), Quick: cfg.Quick, Kernel: kernelRelease(), Command: cfg.Command,
+	rep := &Report{Bench: "forward", Date: began.UTC(), Quick: cfg.Quick, Kernel: host.KernelRelease(), Command: cfg.Command,
 		Tables: []Table{boot, fwd, use}}
 	rep.Notes = append(rep.Notes,
 		fmt.Sprintf("engine %s; guests %s with 1 vCPU each; %d round(s) of %d pings and one %s download per path, alternating; realized is the mean, the interval min..max",

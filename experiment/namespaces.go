@@ -9,6 +9,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/traffic"
 	"github.com/wanlab/wanlab/tc/spec"
@@ -30,7 +31,7 @@ func (e *namespaces) open(ctx context.Context, cfg Config, logf func(string, ...
 		return nil, nil, err
 	}
 	e.l = l
-	k := HostInfo{Kernel: hostKernel()}
+	k := HostInfo{Kernel: host.KernelRelease()}
 	logf("lab %s: client %s, router %s, server %s", l.ID, l.Client.NS, l.Router.NS, l.Server.NS)
 	return l, map[string]HostInfo{lab.RoleClient: k, lab.RoleRouter: k, lab.RoleServer: k}, nil
 }
@@ -63,11 +64,17 @@ func (e *namespaces) startKernel(ctx context.Context, specs map[string]*spec.Spe
 	return startKernel(ctx, e.l, specs)
 }
 
-func (e *namespaces) capturePoint(side string) (netns.NsHandle, string, string) {
-	h := &e.l.Client
-	if side == SideServer {
-		h = &e.l.Server
+// host is the client's or the server's namespace (a role or a side: the
+// same names).
+func (e *namespaces) host(role string) *lab.Host {
+	if role == lab.RoleServer {
+		return &e.l.Server
 	}
+	return &e.l.Client
+}
+
+func (e *namespaces) capturePoint(side string) (netns.NsHandle, string, string) {
+	h := e.host(side)
 	return h.Handle, h.Link, h.NS
 }
 
@@ -93,10 +100,7 @@ func (e *namespaces) requestResponse(ctx context.Context, c traffic.RRConfig) (*
 // snapshot reads the sysctls in force inside the host's namespace, while
 // the lab still exists.
 func (e *namespaces) snapshot(_ context.Context, role string) (*tuner.Snapshot, error) {
-	h := &e.l.Client
-	if role == lab.RoleServer {
-		h = &e.l.Server
-	}
+	h := e.host(role)
 	var snap *tuner.Snapshot
 	if err := h.Do(func() error {
 		var err error

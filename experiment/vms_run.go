@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/traffic"
@@ -46,13 +46,6 @@ func (h HostInfo) String() string {
 		return h.Kernel + " (namespace of this host)"
 	}
 	return fmt.Sprintf("%s (VM, %s, booted in %.1f s)", h.Kernel, h.Engine, h.Boot.Seconds())
-}
-
-// hostKernel is this host's kernel release.
-func hostKernel() string {
-	var uts unix.Utsname
-	_ = unix.Uname(&uts)
-	return unix.ByteSliceToString(uts.Release[:])
 }
 
 func vmHost(g *vm.VM) HostInfo {
@@ -124,7 +117,7 @@ func (e *guests) open(ctx context.Context, cfg Config, logf func(string, ...any)
 	}
 	return l, map[string]HostInfo{
 		lab.RoleClient: vmHost(v.Client), lab.RoleServer: vmHost(v.Server),
-		lab.RoleRouter: {Kernel: hostKernel()},
+		lab.RoleRouter: {Kernel: host.KernelRelease()},
 	}, nil
 }
 
