@@ -113,7 +113,8 @@ type endpoints interface {
 	snapshot(ctx context.Context, role string) (*tuner.Snapshot, error)
 }
 
-// pinger is the endpoints that can ping the server (cfg.Ping).
+// pinger is what endpoints that can ping the server have (cfg.Ping: the
+// guests, with busybox's ping).
 type pinger interface {
 	ping(ctx context.Context, dst netip.Addr, n int) (time.Duration, error)
 }
