@@ -264,28 +264,25 @@ func HostAddr(p netip.Prefix, n int) netip.Addr {
 // the state file can list them before the first object exists.
 func newPlan(cfg Config) *Lab {
 	id := cfg.ID
+	// Each end host is .2 of its networks, its gateway the router's .1.
+	endHost := func(role, link string, net4, net6 netip.Prefix) Host {
+		return Host{
+			Role: role, NS: nsName(id, role), Handle: netns.None(), Link: link,
+			IPv4: HostAddr(net4, 2), IPv6: HostAddr(net6, 2),
+			GatewayIPv4: HostAddr(net4, 1), GatewayIPv6: HostAddr(net6, 1),
+			Net4: net4.Masked(), Net6: net6.Masked(),
+		}
+	}
 	return &Lab{
 		ID: id, cfg: cfg, done: make(chan struct{}),
-		Client: Host{
-			Role: RoleClient, NS: nsName(id, RoleClient), Handle: netns.None(),
-			Link: cfg.ClientLink,
-			IPv4: HostAddr(cfg.ClientNet4, 2), IPv6: HostAddr(cfg.ClientNet6, 2),
-			GatewayIPv4: HostAddr(cfg.ClientNet4, 1), GatewayIPv6: HostAddr(cfg.ClientNet6, 1),
-			Net4: cfg.ClientNet4.Masked(), Net6: cfg.ClientNet6.Masked(),
-		},
+		Client: endHost(RoleClient, cfg.ClientLink, cfg.ClientNet4, cfg.ClientNet6),
 		Router: Router{
 			NS: nsName(id, RoleRouter), Handle: netns.None(),
 			ClientLink: cfg.RouterClientLink, ServerLink: cfg.RouterServerLink,
 			ClientIPv4: HostAddr(cfg.ClientNet4, 1), ClientIPv6: HostAddr(cfg.ClientNet6, 1),
 			ServerIPv4: HostAddr(cfg.ServerNet4, 1), ServerIPv6: HostAddr(cfg.ServerNet6, 1),
 		},
-		Server: Host{
-			Role: RoleServer, NS: nsName(id, RoleServer), Handle: netns.None(),
-			Link: cfg.ServerLink,
-			IPv4: HostAddr(cfg.ServerNet4, 2), IPv6: HostAddr(cfg.ServerNet6, 2),
-			GatewayIPv4: HostAddr(cfg.ServerNet4, 1), GatewayIPv6: HostAddr(cfg.ServerNet6, 1),
-			Net4: cfg.ServerNet4.Masked(), Net6: cfg.ServerNet6.Masked(),
-		},
+		Server: endHost(RoleServer, cfg.ServerLink, cfg.ServerNet4, cfg.ServerNet6),
 	}
 }
 
