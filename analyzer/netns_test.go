@@ -20,6 +20,7 @@ import (
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/lab/labtest"
 	"github.com/wanlab/wanlab/tuner/sockopt"
 )
 
@@ -29,7 +30,7 @@ import (
 type testLab struct{ *lab.Lab }
 
 func newLab(t *testing.T) testLab {
-	return testLab{testenv.Lab(t, context.Background(), lab.Config{})}
+	return testLab{labtest.Lab(t, context.Background(), lab.Config{})}
 }
 
 // bottleneck adds a root qdisc (tc arguments from the kind on) on the

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/vm"
 	"github.com/wanlab/wanlab/tc/engine"
@@ -40,7 +41,7 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer e.Close()
-	rep := &Report{Bench: "accuracy", Date: began.UTC(), Quick: cfg.Quick, Kernel: kernelRelease(), Command: cfg.Command}
+	rep := &Report{Bench: "accuracy", Date: began.UTC(), Quick: cfg.Quick, Kernel: host.KernelRelease(), Command: cfg.Command}
 	tables := map[string]*Table{
 		"delay": {Name: "delay", Title: "Delay (one-way, UDP probes)", Model: "the spec's engine on a virtual clock fed the run's own send times"},
 		"loss":  {Name: "loss", Title: "Loss (UDP probes; realized with its 99.9 % Wilson interval)", Model: "the loss model's stationary loss; gemodel burst length from the chain"},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/lab/vm"
+	"github.com/wanlab/wanlab/lab/vm/vmtest"
 )
 
 // checkReport asserts a quick run is complete: every table has rows,
@@ -55,7 +56,7 @@ func TestQuickAccuracy(t *testing.T) {
 	}
 	cfg := Config{Quick: true}
 	if withVM {
-		testenv.RequireVM(t)
+		vmtest.RequireVM(t)
 		cfg.Kernel, cfg.KernelVM, cfg.VMBinary = true, VMAuto, testenv.StaticWanlab(t)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

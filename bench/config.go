@@ -31,7 +31,7 @@ type Config struct {
 	// this process's own.
 	VMBinary string
 	// VMs makes the forwarding bench run between two VMs
-	// (experiment.BootVMs) instead of two namespaces.
+	// (lab/vm/pair) instead of two namespaces.
 	VMs bool
 	// VMEngine runs the VMs (the accuracy bench's reference VM, the
 	// forwarding bench's two): vm.EngineAuto chooses (vm.ChooseEngine).

@@ -309,22 +309,6 @@ func processUsage(pid string) (time.Duration, units.Size, error) {
 	return cpu, rss, nil
 }
 
-// kernelRelease is uname -r.
-func kernelRelease() string {
-	var u syscall.Utsname
-	if err := syscall.Uname(&u); err != nil {
-		return "unknown"
-	}
-	b := make([]byte, 0, len(u.Release))
-	for _, c := range u.Release {
-		if c == 0 {
-			break
-		}
-		b = append(b, byte(c))
-	}
-	return string(b)
-}
-
 // loadAverage is the first three fields of /proc/loadavg: the bench's
 // timing figures are only as good as the machine is idle.
 func loadAverage() string {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/lab"
 )
 
@@ -194,7 +195,7 @@ func Forward(ctx context.Context, cfg Config) (*Report, error) {
 		r.Note = scope[pname]
 		use.Rows = append(use.Rows, r)
 	}
-	rep := &Report{Bench: "forward", Date: began.UTC(), Quick: cfg.Quick, Kernel: kernelRelease(), Command: cfg.Command,
+	rep := &Report{Bench: "forward", Date: began.UTC(), Quick: cfg.Quick, Kernel: host.KernelRelease(), Command: cfg.Command,
 		Tables: []Table{tb, use}}
 	rep.Notes = append(rep.Notes, fmt.Sprintf("%d round(s), each running every workload on every path in turn; realized is the mean, the interval min..max", rounds))
 	return rep, rep.finish(began, load)

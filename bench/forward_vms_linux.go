@@ -9,9 +9,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/wanlab/wanlab/experiment"
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab/vm"
+	"github.com/wanlab/wanlab/lab/vm/pair"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -19,7 +20,7 @@ import (
 // saturated: an emulated guest's vCPU thread runs flat out.
 const guestBound = 0.8
 
-// ForwardVMs measures forwarding between two VMs (experiment.BootVMs: the
+// ForwardVMs measures forwarding between two VMs (pair.Boot: the
 // client and the server VM on TAPs of the router namespace): their boot
 // time, then in alternation through kernel routing and through the proxy
 // (offload backend) with an empty spec, the round trip (ping, median) and
@@ -29,7 +30,7 @@ const guestBound = 0.8
 func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 	began, load := time.Now(), loadAverage()
 	cfg.progress(0, 1, "booting the client and the server VM")
-	v, err := experiment.BootVMs(ctx, experiment.VMsConfig{Binary: cfg.VMBinary, Engine: cfg.VMEngine})
+	v, err := pair.Boot(ctx, pair.Config{Binary: cfg.VMBinary, Engine: cfg.VMEngine})
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +54,6 @@ func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 	type sample struct{ rtt, mbit, cpuClient, cpuServer, cpuProxy float64 }
 	got := map[string][]sample{}
 	step, total := 0, rounds*len(paths)
-	qemuCPU := func(g *vm.VM) (time.Duration, error) { return g.EngineCPU() }
 	for round := range rounds {
 		for _, pname := range paths {
 			cfg.progress(step, total, fmt.Sprintf("round %d/%d %s", round+1, rounds, pname))
@@ -69,15 +69,18 @@ func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 					return s, err
 				}
 				s.rtt = float64(rtt) / float64(time.Millisecond)
-				c0, err := qemuCPU(v.Client)
-				if err != nil {
-					return s, err
+				// The CPU time of each VM's engine and of the proxy.
+				cpu := func() (client, server, proxyCPU time.Duration, err error) {
+					if client, err = v.Client.EngineCPU(); err != nil {
+						return
+					}
+					if server, err = v.Server.EngineCPU(); err != nil {
+						return
+					}
+					proxyCPU, _, _, err = p.Usage()
+					return
 				}
-				s0, err := qemuCPU(v.Server)
-				if err != nil {
-					return s, err
-				}
-				p0, _, _, err := p.Usage()
+				c0, s0, p0, err := cpu()
 				if err != nil {
 					return s, err
 				}
@@ -87,15 +90,7 @@ func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 					return s, err
 				}
 				wall := time.Since(t0)
-				c1, err := qemuCPU(v.Client)
-				if err != nil {
-					return s, err
-				}
-				s1, err := qemuCPU(v.Server)
-				if err != nil {
-					return s, err
-				}
-				p1, _, _, err := p.Usage()
+				c1, s1, p1, err := cpu()
 				if err != nil {
 					return s, err
 				}
@@ -175,7 +170,7 @@ func ForwardVMs(ctx context.Context, cfg Config) (_ *Report, err error) {
 			use.Rows = append(use.Rows, m)
 		}
 	}
-	rep := &Report{Bench: "forward", Date: began.UTC(), Quick: cfg.Quick, Kernel: kernelRelease(), Command: cfg.Command,
+	rep := &Report{Bench: "forward", Date: began.UTC(), Quick: cfg.Quick, Kernel: host.KernelRelease(), Command: cfg.Command,
 		Tables: []Table{boot, fwd, use}}
 	rep.Notes = append(rep.Notes,
 		fmt.Sprintf("engine %s; guests %s with 1 vCPU each; %d round(s) of %d pings and one %s download per path, alternating; realized is the mean, the interval min..max",

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"html"
 	"image/color"
@@ -177,7 +178,7 @@ func plotMetric(t Table, metric string) (string, error) {
 			model = append(model, pt)
 		}
 	}
-	slices.SortFunc(model, func(a, b plotter.XY) int { return cmpFloat(a.X, b.X) })
+	slices.SortFunc(model, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
 	if len(model) > 0 {
 		l, err := plotter.NewLine(model)
 		if err != nil {
@@ -233,14 +234,4 @@ func plotMetric(t Table, metric string) (string, error) {
 		svg = svg[i:]
 	}
 	return svg, nil
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -122,8 +123,8 @@ func rateAndBurst(arr []arrival, steadyAfter time.Duration) (float64, int) {
 		return 0, 0
 	}
 	rx := slices.Clone(arr)
-	slices.SortFunc(rx, func(a, b arrival) int { return cmpInt64(a.rx, b.rx) })
-	i, _ := slices.BinarySearchFunc(rx, rx[0].rx+int64(steadyAfter), func(a arrival, t int64) int { return cmpInt64(a.rx, t) })
+	slices.SortFunc(rx, func(a, b arrival) int { return cmp.Compare(a.rx, b.rx) })
+	i, _ := slices.BinarySearchFunc(rx, rx[0].rx+int64(steadyAfter), func(a arrival, t int64) int { return cmp.Compare(a.rx, t) })
 	j := len(rx) - 1
 	if steadyAfter > 0 {
 		j = int(float64(len(rx)-1) * 0.9)
@@ -182,14 +183,4 @@ func geMeanBurst(l spec.Loss, steps int, seed uint64) float64 {
 		return 0
 	}
 	return float64(lost) / float64(runs)
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

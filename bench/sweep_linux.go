@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/units"
@@ -153,7 +154,7 @@ func Sweep(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer p.Close()
-	rep := &Report{Bench: "sweep", Date: began.UTC(), Quick: cfg.Quick, Kernel: kernelRelease(), Command: cfg.Command}
+	rep := &Report{Bench: "sweep", Date: began.UTC(), Quick: cfg.Quick, Kernel: host.KernelRelease(), Command: cfg.Command}
 	total := 0
 	for _, t := range tables {
 		total += len(t.points)

@@ -204,6 +204,17 @@ func tcpBulk(ctx context.Context, l *lab.Lab, fromServer bool, streams int, dur 
 	return res, nil
 }
 
+// dialUDP connects a UDP socket of the client's namespace to srv.
+func dialUDP(l *lab.Lab, srv *net.UDPConn) (*net.UDPConn, error) {
+	var cl *net.UDPConn
+	err := l.Client.Do(func() error {
+		c, err := net.DialUDP("udp4", nil, srv.LocalAddr().(*net.UDPAddr))
+		cl = c
+		return err
+	})
+	return cl, err
+}
+
 // udpEcho answers every datagram the client sends to the server and
 // returns the round-trip times of count request/response pairs, one
 // outstanding at a time.
@@ -228,12 +239,7 @@ func udpRoundTrips(ctx context.Context, l *lab.Lab, count int) ([]float64, error
 			_, _ = srv.WriteToUDPAddrPort(buf[:n], from)
 		}
 	}()
-	var cl *net.UDPConn
-	err = l.Client.Do(func() error {
-		c, err := net.DialUDP("udp4", nil, srv.LocalAddr().(*net.UDPAddr))
-		cl = c
-		return err
-	})
+	cl, err := dialUDP(l, srv)
 	if err != nil {
 		return nil, fmt.Errorf("rr client: %w", err)
 	}
@@ -313,12 +319,7 @@ func udpFlood(ctx context.Context, l *lab.Lab, payload int, dur time.Duration) (
 			got.Add(1)
 		}
 	}()
-	var cl *net.UDPConn
-	err = l.Client.Do(func() error {
-		c, err := net.DialUDP("udp4", nil, srv.LocalAddr().(*net.UDPAddr))
-		cl = c
-		return err
-	})
+	cl, err := dialUDP(l, srv)
 	if err != nil {
 		return 0, fmt.Errorf("flood sender: %w", err)
 	}

@@ -48,7 +48,7 @@ type kernelVMPath struct {
 // the client's traffic toward the server through it.
 func (e *env) openKernelVM(ctx context.Context) (*kernelVMPath, error) {
 	r := &e.lab.Router
-	in, out := hostAddr(vmInNet, 1), hostAddr(vmOutNet, 1)
+	in, out := lab.HostAddr(vmInNet, 1), lab.HostAddr(vmOutNet, 1)
 	engine := e.cfg.VMEngine
 	if engine == vm.EngineAuto {
 		var err error
@@ -57,8 +57,8 @@ func (e *env) openKernelVM(ctx context.Context) (*kernelVMPath, error) {
 		}
 	}
 	v, err := vm.Boot(ctx, vm.Config{Binary: e.cfg.VMBinary, Engine: engine, Netns: r.NS, NICs: []vm.NIC{
-		{Tap: vmInTap, Addr: netip.PrefixFrom(hostAddr(vmInNet, 2), vmInNet.Bits())},
-		{Tap: vmOutTap, Addr: netip.PrefixFrom(hostAddr(vmOutNet, 2), vmOutNet.Bits())},
+		{Tap: vmInTap, Addr: netip.PrefixFrom(lab.HostAddr(vmInNet, 2), vmInNet.Bits())},
+		{Tap: vmOutTap, Addr: netip.PrefixFrom(lab.HostAddr(vmOutNet, 2), vmOutNet.Bits())},
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", PathKernelVM, err)
@@ -112,7 +112,7 @@ func (e *env) openKernelVM(ctx context.Context) (*kernelVMPath, error) {
 		}
 		dst := e.lab.Server.Net4
 		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Table: vmRouteTable,
-			Dst: &net.IPNet{IP: dst.Addr().AsSlice(), Mask: net.CIDRMask(dst.Bits(), 32)}, Gw: hostAddr(vmInNet, 2).AsSlice()}); err != nil {
+			Dst: &net.IPNet{IP: dst.Addr().AsSlice(), Mask: net.CIDRMask(dst.Bits(), 32)}, Gw: lab.HostAddr(vmInNet, 2).AsSlice()}); err != nil {
 			return fmt.Errorf("route via the VM: %w", err)
 		}
 		rule := netlink.NewRule()
@@ -131,15 +131,6 @@ func (e *env) openKernelVM(ctx context.Context) (*kernelVMPath, error) {
 
 // familyV4 is AF_INET.
 const familyV4 = 2
-
-// hostAddr returns the n-th address of p (n=1 is .1).
-func hostAddr(p netip.Prefix, n int) netip.Addr {
-	a := p.Masked().Addr()
-	for range n {
-		a = a.Next()
-	}
-	return a
-}
 
 func (p *kernelVMPath) Name() string { return p.name }
 

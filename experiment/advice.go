@@ -28,29 +28,10 @@ type Tuning struct {
 }
 
 // planTuning asks the tuner what to change, while the lab still exists
-// (the snapshot of each namespace's sysctls is read inside it). A capture
-// without a transfer or a diagnosis without a predicted rate gives no plan.
-func planTuning(l *lab.Lab, res *Result, server *analyzer.Result) (*Tuning, error) {
-	return planTuningWith(func(role string) (*tuner.Snapshot, error) {
-		h := &l.Client
-		if role == lab.RoleServer {
-			h = &l.Server
-		}
-		var snap *tuner.Snapshot
-		if err := h.Do(func() error {
-			var err error
-			snap, err = tuner.ReadSnapshot(tuner.Host, h.NS)
-			return err
-		}); err != nil {
-			return nil, fmt.Errorf("tuner snapshot of %s: %w", h.NS, err)
-		}
-		return snap, nil
-	}, res, server)
-}
-
-// planTuningWith is planTuning with each host's sysctls read by snapshot
-// (a namespace of this host, or a VM).
-func planTuningWith(snapshot func(role string) (*tuner.Snapshot, error), res *Result, server *analyzer.Result) (*Tuning, error) {
+// (snapshot reads each host's sysctls: inside its namespace, or in its
+// VM). A capture without a transfer or a diagnosis without a predicted
+// rate gives no plan.
+func planTuning(snapshot func(role string) (*tuner.Snapshot, error), res *Result, server *analyzer.Result) (*Tuning, error) {
 	snaps := map[string]*tuner.Snapshot{}
 	for _, role := range []string{lab.RoleClient, lab.RoleServer} {
 		snap, err := snapshot(role)

@@ -118,7 +118,7 @@ func TestOneNumberPerChange(t *testing.T) {
 	}
 	offline := dg.PredictedBps
 	res := &Result{Captures: map[string]*CaptureResult{SideServer: {Path: pcap, Analysis: ar, Diagnosis: dg}}}
-	tu, err := planTuningWith(func(string) (*tuner.Snapshot, error) { return snap, nil }, res, ar)
+	tu, err := planTuning(func(string) (*tuner.Snapshot, error) { return snap, nil }, res, ar)
 	if err != nil || tu == nil {
 		t.Fatalf("plan %+v, %v", tu, err)
 	}

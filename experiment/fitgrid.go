@@ -13,7 +13,6 @@ import (
 
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/fit"
-	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/predict"
 	"github.com/wanlab/wanlab/units"
 )
@@ -288,16 +287,5 @@ func WriteFitGridFiles(dir string, rows []FitRow) error {
 	if err != nil {
 		return err
 	}
-	if err := hostfile.WriteOutput(filepath.Join(dir, "rows.json"), append(b, '\n'), 0o644, false); err != nil {
-		return err
-	}
-	f, err := hostfile.CreateOutput(filepath.Join(dir, "table.txt"), 0o644, false)
-	if err != nil {
-		return err
-	}
-	if err := WriteFitGrid(f, rows); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeFiles(filepath.Join(dir, "rows.json"), b, filepath.Join(dir, "table.txt"), false, func(w io.Writer) error { return WriteFitGrid(w, rows) })
 }

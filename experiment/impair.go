@@ -32,11 +32,11 @@ type impairment interface {
 }
 
 // startImpairment sets the specs up on the router: through the userspace
-// proxy, or with Kernel as qdiscs on the router's veths. With no spec and
+// proxy, or with Kernel as qdiscs (where ep puts them). With no spec and
 // no Kernel the router just routes.
-func startImpairment(ctx context.Context, l *lab.Lab, cfg Config, specs map[string]*spec.Spec, out string) (impairment, error) {
+func startImpairment(ctx context.Context, ep endpoints, l *lab.Lab, cfg Config, specs map[string]*spec.Spec, out string) (impairment, error) {
 	if cfg.Kernel {
-		return startKernel(ctx, l, specs)
+		return ep.startKernel(ctx, specs)
 	}
 	if !needsProxy(cfg, specs) {
 		return routing{}, nil
@@ -45,8 +45,7 @@ func startImpairment(ctx context.Context, l *lab.Lab, cfg Config, specs map[stri
 }
 
 // needsProxy reports whether the router runs the proxy (without Kernel):
-// asked to, or a spec or a schedule to apply. The namespace and the VM
-// runs both decide by it.
+// asked to, or a spec or a schedule to apply.
 func needsProxy(cfg Config, specs map[string]*spec.Spec) bool {
 	return cfg.Proxy || !specs[ToClient].IsEmpty() || !specs[ToServer].IsEmpty() || len(cfg.Schedule) > 0
 }

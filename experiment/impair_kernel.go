@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/lab/vm"
+	"github.com/wanlab/wanlab/lab/vm/pair"
 	"github.com/wanlab/wanlab/tc/kernel"
 	"github.com/wanlab/wanlab/tc/spec"
 )
@@ -17,10 +21,14 @@ import (
 // to an exit code.
 var ErrNoKernelSupport = kernel.ErrNotSupported
 
-// kernelImpairment is the same specs as qdiscs on the router's veths.
+// kernelImpairment is the same specs as qdiscs: on the router's veths or
+// TAPs (targets) and, between VMs, for the directions this host's kernel
+// cannot shape, in the sending VM (guest: startVMKernel).
 type kernelImpairment struct {
 	targets map[string]kernel.Target
+	guest   map[string]*vm.VM
 	specs   map[string]*spec.Spec
+	where   string // for Describe, after "kernel qdiscs"
 
 	once  sync.Once
 	stats *ImpairStats
@@ -32,7 +40,7 @@ func startKernel(_ context.Context, l *lab.Lab, specs map[string]*spec.Spec) (im
 	if err := hostfile.Dir(dir); err != nil {
 		return nil, fmt.Errorf("kernel qdisc state: %w", err)
 	}
-	ki := &kernelImpairment{targets: map[string]kernel.Target{}, specs: specs}
+	ki := &kernelImpairment{targets: map[string]kernel.Target{}, specs: specs, where: " on the router's veths"}
 	for _, d := range []string{ToClient, ToServer} {
 		if specs[d].IsEmpty() {
 			continue
@@ -50,7 +58,7 @@ func startKernel(_ context.Context, l *lab.Lab, specs map[string]*spec.Spec) (im
 func (ki *kernelImpairment) Mode() string { return "kernel" }
 
 func (ki *kernelImpairment) Describe() string {
-	return "kernel qdiscs on the router's veths; " + describe(ki.specs)
+	return "kernel qdiscs" + ki.where + "; " + describe(ki.specs)
 }
 
 func (ki *kernelImpairment) Stop() (*ImpairStats, error) {
@@ -63,6 +71,16 @@ func (ki *kernelImpairment) Stop() (*ImpairStats, error) {
 			}
 			if err := kernel.Clear(t); err != nil {
 				errs = append(errs, fmt.Errorf("clear qdiscs on %s: %w", t.Iface, err))
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for d, g := range ki.guest {
+			if out, err := pair.Output(ctx, g, "wanlab", "kernel", "show", "--iface", "eth0"); err == nil {
+				st.Kernel[d] = "in the VM: " + strings.TrimSpace(string(out))
+			}
+			if _, err := pair.Output(ctx, g, "wanlab", "kernel", "clear", "--iface", "eth0"); err != nil {
+				errs = append(errs, fmt.Errorf("clear qdiscs in the VM: %w", err))
 			}
 		}
 		ki.stats, ki.err = st, errors.Join(errs...)

@@ -14,7 +14,6 @@ import (
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/analyzer/report"
 	"github.com/wanlab/wanlab/fit"
-	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/predict"
 	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/units"
@@ -501,18 +500,7 @@ func writeLike(res *LikeResult) error {
 	if err != nil {
 		return err
 	}
-	if err := hostfile.WriteOutput(res.JSON, append(b, '\n'), 0o644, false); err != nil {
-		return err
-	}
-	f, err := hostfile.CreateOutput(res.Report, 0o644, false)
-	if err != nil {
-		return err
-	}
-	if err := WriteLikeReport(f, res); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeFiles(res.JSON, b, res.Report, false, func(w io.Writer) error { return WriteLikeReport(w, res) })
 }
 
 // WriteLikeReport writes the original capture and the reproduction's side

@@ -5,16 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/vishvananda/netns"
 
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/capture"
 	"github.com/wanlab/wanlab/lab/traffic"
+	"github.com/wanlab/wanlab/tc/spec"
+	"github.com/wanlab/wanlab/tuner"
 )
 
 // Capture sides.
@@ -76,10 +80,49 @@ type Result struct {
 // Run performs one experiment. Everything it creates in the system (lab
 // namespaces, proxy TUNs and rules, qdiscs) is removed before it returns,
 // also on error and when ctx is cancelled.
-func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
+func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.VMs {
 		return runVMs(ctx, cfg)
 	}
+	return run(ctx, cfg, &namespaces{})
+}
+
+// endpoints is where the client and the server of an experiment live:
+// namespaces of a lab on this host (namespaces) or two VMs on the TAPs of
+// its router namespace (guests). run takes every step through it, in one
+// order, so that both run the same experiment; the router and what
+// impairs it are the same for both.
+type endpoints interface {
+	// open readies the hosts with cfg's sysctls and offloads, logs where
+	// they are, and returns the lab and what runs each host; close undoes
+	// what open did, also after a failed open.
+	open(ctx context.Context, cfg Config, logf func(string, ...any)) (*lab.Lab, map[string]HostInfo, error)
+	close() error
+	// serve starts the traffic server and returns its address and stop.
+	serve(ctx context.Context, c traffic.ServerConfig) (netip.AddrPort, func() error, error)
+	// startKernel applies the specs as qdiscs (cfg.Kernel).
+	startKernel(ctx context.Context, specs map[string]*spec.Spec) (impairment, error)
+	// capturePoint is where one side's capture listens, and its comment.
+	capturePoint(side string) (ns netns.NsHandle, link, comment string)
+	// in names where the traffic runs, for the log ("" or " in the
+	// client VM").
+	in() string
+	download(ctx context.Context, c traffic.DownloadConfig) (*traffic.DownloadResult, error)
+	requestResponse(ctx context.Context, c traffic.RRConfig) (*traffic.RRResult, error)
+	// snapshot reads the tuner's keys of the client or the server.
+	snapshot(ctx context.Context, role string) (*tuner.Snapshot, error)
+}
+
+// pinger is what endpoints that can ping the server have (cfg.Ping: the
+// guests, with busybox's ping).
+type pinger interface {
+	ping(ctx context.Context, dst netip.Addr, n int) (time.Duration, error)
+}
+
+// run is one experiment between ep's hosts: it sets them up, impairs the
+// router, serves, captures both ends while the traffic runs, stops
+// everything, analyzes and writes the outputs.
+func run(ctx context.Context, cfg Config, ep endpoints) (_ *Result, err error) {
 	cfg = cfg.withDefaults()
 	specs, err := cfg.Specs()
 	if err != nil {
@@ -100,30 +143,18 @@ func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) }
 
-	l, err := lab.New(ctx, lab.Config{ClientSysctls: cfg.ClientSysctls, ServerSysctls: cfg.ServerSysctls,
-		DisableTSO: cfg.NoOffload, DisableGSO: cfg.NoOffload, DisableGRO: cfg.NoOffload})
+	defer func() { err = errors.Join(err, ep.close()) }()
+	l, hosts, err := ep.open(ctx, cfg, logf)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if cerr := l.Close(); cerr != nil {
-			err = errors.Join(err, cerr)
-		} else {
-			// The proxy's and the qdiscs' state described objects inside
-			// the lab, which are gone now.
-			_ = os.RemoveAll(filepath.Join(StateDir, l.ID))
-		}
-	}()
-	res.LabID = l.ID
-	k := HostInfo{Kernel: hostKernel()}
-	res.Hosts = map[string]HostInfo{lab.RoleClient: k, lab.RoleRouter: k, lab.RoleServer: k}
-	logf("lab %s: client %s, router %s, server %s", l.ID, l.Client.NS, l.Router.NS, l.Server.NS)
+	res.LabID, res.Hosts = l.ID, hosts
 
 	srvAddr, cliAddr := l.Server.IPv4, l.Client.IPv4
 	if cfg.IPv6 {
 		srvAddr, cliAddr = l.Server.IPv6, l.Client.IPv6
 	}
-	srv, err := traffic.StartServer(ctx, l.Server.Handle, traffic.ServerConfig{
+	srv, stopServer, err := ep.serve(ctx, traffic.ServerConfig{
 		Listen:    netip.AddrPortFrom(srvAddr, 80),
 		Sockopt:   cfg.Server,
 		Nagle:     cfg.Requests > 0 && !cfg.NoNagle,
@@ -132,11 +163,11 @@ func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Close()
-	res.Server = srv.Addr()
+	defer func() { err = errors.Join(err, stopServer()) }()
+	res.Server = srv
 	res.Client = netip.AddrPortFrom(cliAddr, 0)
 
-	imp, err := startImpairment(ctx, l, cfg, specs, res.Out)
+	imp, err := startImpairment(ctx, ep, l, cfg, specs, res.Out)
 	if err != nil {
 		return nil, err
 	}
@@ -149,50 +180,51 @@ func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 	res.Mode = imp.Mode()
 	logf("impairment: %s", imp.Describe())
 
+	if p, ok := ep.(pinger); ok && cfg.Ping > 0 {
+		if res.Ping, err = p.ping(ctx, srvAddr, cfg.Ping); err != nil {
+			return nil, err
+		}
+		logf("ping %s: %d × average %v", srvAddr, cfg.Ping, res.Ping.Round(10*time.Microsecond))
+	}
+
 	caps := map[string]*capture.Capture{}
 	defer func() {
 		for _, c := range caps {
 			_, _ = c.Stop()
 		}
 	}()
-	for _, side := range []struct {
-		name string
-		host *lab.Host
-	}{{SideClient, &l.Client}, {SideServer, &l.Server}} {
-		path := filepath.Join(res.Out, side.name+".pcapng")
-		c, err := capture.StartFile(side.host.Handle, side.host.Link, path, capture.Config{
-			Snaplen: cfg.Snaplen, MaxBytes: cfg.MaxCapture, Comment: side.host.NS, Replace: cfg.Force,
+	for _, side := range []string{SideClient, SideServer} {
+		ns, link, comment := ep.capturePoint(side)
+		path := filepath.Join(res.Out, side+".pcapng")
+		c, err := capture.StartFile(ns, link, path, capture.Config{
+			Snaplen: cfg.Snaplen, MaxBytes: cfg.MaxCapture, Comment: comment, Replace: cfg.Force,
 		})
 		if err != nil {
 			return nil, err
 		}
-		caps[side.name] = c
-		res.Captures[side.name] = &CaptureResult{Path: path}
+		caps[side] = c
+		res.Captures[side] = &CaptureResult{Path: path}
 	}
 
 	tctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	if cfg.Requests > 0 {
-		logf("request/response: %d requests over %d connections to %s", cfg.Requests, cfg.Concurrency, srv.Addr())
-		rr, err := traffic.RequestResponse(tctx, l.Client.Handle, traffic.RRConfig{
-			Server: srv.Addr(), Requests: cfg.Requests, Concurrency: cfg.Concurrency,
+		logf("request/response%s: %d requests over %d connections to %s", ep.in(), cfg.Requests, cfg.Concurrency, srv)
+		if res.RR, err = ep.requestResponse(tctx, traffic.RRConfig{
+			Server: srv, Requests: cfg.Requests, Concurrency: cfg.Concurrency,
 			BodySize: cfg.RRBody, Sockopt: cfg.Client,
-		})
-		if err != nil {
+		}); err != nil {
 			return nil, err
 		}
-		res.RR = &rr
 	} else {
-		logf("download: %s from http://%s%s%d", cfg.Size.Human(), srv.Addr(), traffic.GenPath, uint64(cfg.Size))
-		dl, err := traffic.Download(tctx, l.Client.Handle, traffic.DownloadConfig{
-			Server: srv.Addr(), Size: cfg.Size, Sockopt: cfg.Client, Peer: srv,
+		logf("download%s: %s from http://%s%s%d", ep.in(), cfg.Size.Human(), srv, traffic.GenPath, uint64(cfg.Size))
+		if res.Download, err = ep.download(tctx, traffic.DownloadConfig{
+			Server: srv, Size: cfg.Size, Sockopt: cfg.Client,
 			Progress: cfg.Progress, ProgressEvery: cfg.ProgressEvery,
-		})
-		if err != nil {
+		}); err != nil {
 			return nil, err
 		}
-		res.Download = &dl
-		res.Client = dl.Local
+		res.Client = res.Download.Local
 	}
 
 	serverAnalysis, err := stopAndAnalyze(res, caps, &imp)
@@ -200,11 +232,15 @@ func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 		return nil, err
 	}
 	if res.Download != nil {
-		if res.Tuning, err = planTuning(l, res, serverAnalysis); err != nil {
+		snapshot := func(role string) (*tuner.Snapshot, error) { return ep.snapshot(ctx, role) }
+		if res.Tuning, err = planTuning(snapshot, res, serverAnalysis); err != nil {
 			return nil, err
 		}
 	}
 	res.Advice = advice(res)
+	if w := guestCPUWarning(res); w != "" {
+		res.Advice = append(res.Advice, w)
+	}
 	res.Elapsed = time.Since(res.Started)
 	if err := writeOutputs(res); err != nil {
 		return nil, err
@@ -314,16 +350,27 @@ func writeOutputs(res *Result) error {
 	if err != nil {
 		return fmt.Errorf("result json: %w", err)
 	}
-	if err := hostfile.WriteOutput(res.JSON, append(b, '\n'), 0o644, res.Config.Force); err != nil {
+	return writeFiles(res.JSON, b, res.Report, res.Config.Force, func(w io.Writer) error {
+		if err := WriteReport(w, res); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		return nil
+	})
+}
+
+// writeFiles writes js, a line of JSON, to jsonPath and what report writes
+// to reportPath; force replaces existing files by rename.
+func writeFiles(jsonPath string, js []byte, reportPath string, force bool, report func(io.Writer) error) error {
+	if err := hostfile.WriteOutput(jsonPath, append(js, '\n'), 0o644, force); err != nil {
 		return err
 	}
-	f, err := hostfile.CreateOutput(res.Report, 0o644, res.Config.Force)
+	f, err := hostfile.CreateOutput(reportPath, 0o644, force)
 	if err != nil {
 		return err
 	}
-	if err := WriteReport(f, res); err != nil {
+	if err := report(f); err != nil {
 		f.Close()
-		return fmt.Errorf("report: %w", err)
+		return err
 	}
 	return f.Close()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/lab/labtest"
 	"github.com/wanlab/wanlab/lab/traffic"
 	"github.com/wanlab/wanlab/units"
 )
@@ -25,7 +26,7 @@ import (
 // proxy/qdisc state directory.
 func assertTornDown(t *testing.T, id string) {
 	t.Helper()
-	testenv.AssertLabGone(t, id)
+	labtest.AssertLabGone(t, id)
 	if _, err := os.Stat(filepath.Join(StateDir, id)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("%s left behind (%v)", filepath.Join(StateDir, id), err)
 	}

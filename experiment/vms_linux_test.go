@@ -18,6 +18,8 @@ import (
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/traffic"
 	"github.com/wanlab/wanlab/lab/vm"
+	"github.com/wanlab/wanlab/lab/vm/pair"
+	"github.com/wanlab/wanlab/lab/vm/vmtest"
 	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/units"
 )
@@ -27,7 +29,7 @@ import (
 // namespace. One pair of VMs serves every subtest, in turn (each RunOn
 // restores the guests), to keep the suite's VM time to one boot.
 func TestVMs(t *testing.T) {
-	testenv.RequireVM(t)
+	vmtest.RequireVM(t)
 	testVMs(t, vm.EngineAuto, "")
 }
 
@@ -35,7 +37,7 @@ func TestVMs(t *testing.T) {
 // emulation: the qemu path of the experiments (virtio NICs, the guests'
 // own ARP and ND through the proxy) stays tested where auto takes UML.
 func TestVMsTCG(t *testing.T) {
-	testenv.RequireQemu(t)
+	vmtest.RequireQemu(t)
 	testVMs(t, vm.EngineTCG, "router")
 }
 
@@ -43,7 +45,7 @@ func TestVMsTCG(t *testing.T) {
 // only is set).
 func testVMs(t *testing.T, engine vm.Engine, only string) {
 	ctx := context.Background()
-	v, err := BootVMs(ctx, VMsConfig{Binary: testenv.StaticWanlab(t), Engine: engine})
+	v, err := pair.Boot(ctx, pair.Config{Binary: testenv.StaticWanlab(t), Engine: engine})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +109,7 @@ func testVMs(t *testing.T, engine vm.Engine, only string) {
 		// nearly all the time, and the steady rate is the window per
 		// round trip as the tuner predicts, on every run.
 		const rtt = 35 * time.Millisecond
-		snap, err := guestSnapshot(ctx, v.Client)
+		snap, err := pair.Snapshot(ctx, v.Client)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +197,7 @@ func testVMs(t *testing.T, engine vm.Engine, only string) {
 		// The server's tcp_wmem pinned to 4096: one skb per round trip.
 		rates := map[time.Duration]units.Rate{}
 		for _, rtt := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond} {
-			snap, err := guestSnapshot(ctx, v.Server)
+			snap, err := pair.Snapshot(ctx, v.Server)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -440,7 +442,7 @@ func mbpsF(r units.Rate) float64 { return r.BytesPerSecond() / 1e6 }
 
 // vmDrops reads the drop counters of the TAPs (in the router namespace)
 // and of both guests' eth0.
-func vmDrops(t *testing.T, ctx context.Context, v *VMs, router *testenv.Node) map[string]uint64 {
+func vmDrops(t *testing.T, ctx context.Context, v *pair.VMs, router *testenv.Node) map[string]uint64 {
 	t.Helper()
 	out := map[string]uint64{}
 	for _, name := range []string{v.Lab.Router.ClientLink, v.Lab.Router.ServerLink} {
@@ -452,7 +454,7 @@ func vmDrops(t *testing.T, ctx context.Context, v *VMs, router *testenv.Node) ma
 		out[name+" tx_dropped"], out[name+" rx_dropped"] = st.TxDropped, st.RxDropped
 	}
 	for role, g := range map[string]*vm.VM{"client": v.Client, "server": v.Server} {
-		b, err := guestRun(ctx, g, "cat", "/sys/class/net/eth0/statistics/rx_dropped", "/sys/class/net/eth0/statistics/tx_dropped")
+		b, err := pair.Output(ctx, g, "cat", "/sys/class/net/eth0/statistics/rx_dropped", "/sys/class/net/eth0/statistics/tx_dropped")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -250,8 +250,9 @@ func validID(id string) bool {
 // nsName is the namespace name of a role in lab id.
 func nsName(id, role string) string { return NamePrefix + id + "-" + role }
 
-// hostAddr returns the n-th address of p (n=1 is .1).
-func hostAddr(p netip.Prefix, n int) netip.Addr {
+// HostAddr returns the n-th address of p (n=1 is .1), as the lab's plan
+// numbers the router (.1) and the host (.2) of each network.
+func HostAddr(p netip.Prefix, n int) netip.Addr {
 	a := p.Masked().Addr()
 	for range n {
 		a = a.Next()
@@ -263,28 +264,25 @@ func hostAddr(p netip.Prefix, n int) netip.Addr {
 // the state file can list them before the first object exists.
 func newPlan(cfg Config) *Lab {
 	id := cfg.ID
+	// Each end host is .2 of its networks, its gateway the router's .1.
+	endHost := func(role, link string, net4, net6 netip.Prefix) Host {
+		return Host{
+			Role: role, NS: nsName(id, role), Handle: netns.None(), Link: link,
+			IPv4: HostAddr(net4, 2), IPv6: HostAddr(net6, 2),
+			GatewayIPv4: HostAddr(net4, 1), GatewayIPv6: HostAddr(net6, 1),
+			Net4: net4.Masked(), Net6: net6.Masked(),
+		}
+	}
 	return &Lab{
 		ID: id, cfg: cfg, done: make(chan struct{}),
-		Client: Host{
-			Role: RoleClient, NS: nsName(id, RoleClient), Handle: netns.None(),
-			Link: cfg.ClientLink,
-			IPv4: hostAddr(cfg.ClientNet4, 2), IPv6: hostAddr(cfg.ClientNet6, 2),
-			GatewayIPv4: hostAddr(cfg.ClientNet4, 1), GatewayIPv6: hostAddr(cfg.ClientNet6, 1),
-			Net4: cfg.ClientNet4.Masked(), Net6: cfg.ClientNet6.Masked(),
-		},
+		Client: endHost(RoleClient, cfg.ClientLink, cfg.ClientNet4, cfg.ClientNet6),
 		Router: Router{
 			NS: nsName(id, RoleRouter), Handle: netns.None(),
 			ClientLink: cfg.RouterClientLink, ServerLink: cfg.RouterServerLink,
-			ClientIPv4: hostAddr(cfg.ClientNet4, 1), ClientIPv6: hostAddr(cfg.ClientNet6, 1),
-			ServerIPv4: hostAddr(cfg.ServerNet4, 1), ServerIPv6: hostAddr(cfg.ServerNet6, 1),
+			ClientIPv4: HostAddr(cfg.ClientNet4, 1), ClientIPv6: HostAddr(cfg.ClientNet6, 1),
+			ServerIPv4: HostAddr(cfg.ServerNet4, 1), ServerIPv6: HostAddr(cfg.ServerNet6, 1),
 		},
-		Server: Host{
-			Role: RoleServer, NS: nsName(id, RoleServer), Handle: netns.None(),
-			Link: cfg.ServerLink,
-			IPv4: hostAddr(cfg.ServerNet4, 2), IPv6: hostAddr(cfg.ServerNet6, 2),
-			GatewayIPv4: hostAddr(cfg.ServerNet4, 1), GatewayIPv6: hostAddr(cfg.ServerNet6, 1),
-			Net4: cfg.ServerNet4.Masked(), Net6: cfg.ServerNet6.Masked(),
-		},
+		Server: endHost(RoleServer, cfg.ServerLink, cfg.ServerNet4, cfg.ServerNet6),
 	}
 }
 
@@ -435,21 +433,8 @@ func (l *Lab) AttachRouterLinks(ctx context.Context) error {
 	}
 	deadline := time.Now().Add(settleWithin)
 	for _, name := range []string{l.Router.ClientLink, l.Router.ServerLink} {
-		for {
-			why, err := linkSettled(rt, name, true)
-			if err != nil {
-				return err
-			}
-			if why == "" {
-				break
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("link %s: %s %v after it was set up", name, why, settleWithin)
-			}
-			time.Sleep(time.Millisecond) // polling interval: netlink has no "settled" event
+		if err := waitSettled(ctx, rt, name, true, deadline); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -497,24 +482,32 @@ func (l *Lab) waitLinksUp(ctx context.Context, rt *netlink.Handle) error {
 			defer h.Close()
 			nh = h
 		}
-		for {
-			why, err := linkSettled(nh, lk.name, false)
-			if err != nil {
-				return err
-			}
-			if why == "" {
-				break
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("link %s: %s %v after it was set up", lk.name, why, settleWithin)
-			}
-			time.Sleep(time.Millisecond) // polling interval: netlink has no "settled" event
+		if err := waitSettled(ctx, nh, lk.name, false, deadline); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// waitSettled polls linkSettled until the link has settled, ctx ends or
+// the deadline passes.
+func waitSettled(ctx context.Context, nh *netlink.Handle, name string, tap bool, deadline time.Time) error {
+	for {
+		why, err := linkSettled(nh, name, tap)
+		if err != nil {
+			return err
+		}
+		if why == "" {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("link %s: %s %v after it was set up", name, why, settleWithin)
+		}
+		time.Sleep(time.Millisecond) // polling interval: netlink has no "settled" event
+	}
 }
 
 // linkSettled reports what the link still lacks ("" once settled). A TAP

@@ -21,6 +21,7 @@ import (
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/lab/labtest"
 )
 
 // echoOnce listens on addr inside the server and checks that a TCP
@@ -107,7 +108,7 @@ func rootLinksWithPrefix(t *testing.T, prefix string) []string {
 }
 
 func TestUpDown(t *testing.T) {
-	l := testenv.Lab(t, context.Background(), lab.Config{})
+	l := labtest.Lab(t, context.Background(), lab.Config{})
 	for _, name := range []string{l.Client.Link, l.Server.Link, l.Router.ClientLink, l.Router.ServerLink} {
 		if len(name) > 15 {
 			t.Errorf("link name %q longer than 15 bytes", name)
@@ -148,7 +149,7 @@ func TestUpDown(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	testenv.AssertLabGone(t, l.ID)
+	labtest.AssertLabGone(t, l.ID)
 	if err := l.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
@@ -164,7 +165,7 @@ func TestUpDown(t *testing.T) {
 // multicast reports, may be counted as dropped before the exchange; only
 // the exchange's count matters.)
 func TestFirstPacketsArrive(t *testing.T) {
-	l := testenv.Lab(t, context.Background(), lab.Config{})
+	l := labtest.Lab(t, context.Background(), lab.Config{})
 	type end struct {
 		host interface{ Do(func() error) error }
 		link string
@@ -262,13 +263,13 @@ func exchange(t *testing.T, l *lab.Lab, addr netip.Addr) (client, server uint32)
 // TestIPv6OffBuilds: a config that turns IPv6 off on a host (no link-local
 // address will ever come) still builds, and IPv4 routes.
 func TestIPv6OffBuilds(t *testing.T) {
-	l := testenv.Lab(t, context.Background(), lab.Config{ClientSysctls: map[string]string{"net.ipv6.conf.all.disable_ipv6": "1"}})
+	l := labtest.Lab(t, context.Background(), lab.Config{ClientSysctls: map[string]string{"net.ipv6.conf.all.disable_ipv6": "1"}})
 	echoOnce(t, l, l.Server.IPv4)
 }
 
 func TestTwoLabsAtOnce(t *testing.T) {
-	a := testenv.Lab(t, context.Background(), lab.Config{})
-	b := testenv.Lab(t, context.Background(), lab.Config{})
+	a := labtest.Lab(t, context.Background(), lab.Config{})
+	b := labtest.Lab(t, context.Background(), lab.Config{})
 	if a.ID == b.ID || a.Router.NS == b.Router.NS || a.Client.Link == b.Client.Link {
 		t.Fatalf("labs share names: %s/%s", a.ID, b.ID)
 	}
@@ -283,7 +284,7 @@ func TestTwoLabsAtOnce(t *testing.T) {
 
 func TestSameIDRefused(t *testing.T) {
 	id := strings.TrimPrefix(testenv.UniqueName("t"), "t")
-	a := testenv.Lab(t, context.Background(), lab.Config{ID: id})
+	a := labtest.Lab(t, context.Background(), lab.Config{ID: id})
 	_, err := lab.New(context.Background(), lab.Config{ID: id})
 	if err == nil {
 		t.Fatal("second lab with the same ID built")
@@ -297,14 +298,14 @@ func TestSameIDRefused(t *testing.T) {
 
 func TestCancelTearsDown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := testenv.Lab(t, ctx, lab.Config{})
+	l := labtest.Lab(t, ctx, lab.Config{})
 	cancel()
 	select {
 	case <-l.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("lab not torn down 10 s after its context was cancelled")
 	}
-	testenv.AssertLabGone(t, l.ID)
+	labtest.AssertLabGone(t, l.ID)
 }
 
 func TestErrorRollsBack(t *testing.T) {
@@ -317,11 +318,11 @@ func TestErrorRollsBack(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no_such_sysctl") {
 		t.Fatalf("New = %v, want an error naming the bad sysctl", err)
 	}
-	testenv.AssertLabGone(t, id) // nothing left after a failed New
+	labtest.AssertLabGone(t, id) // nothing left after a failed New
 }
 
 func TestSysctlsAndOffloads(t *testing.T) {
-	l := testenv.Lab(t, context.Background(), lab.Config{
+	l := labtest.Lab(t, context.Background(), lab.Config{
 		DisableTSO:    true,
 		DisableGRO:    true,
 		ClientSysctls: map[string]string{"net.ipv4.tcp_rmem": "4096 131072 1048576"},
@@ -372,8 +373,8 @@ func deadPID(t *testing.T) int {
 }
 
 func TestCleanupRemovesCrashedLabs(t *testing.T) {
-	crashed := testenv.Lab(t, context.Background(), lab.Config{})
-	live := testenv.Lab(t, context.Background(), lab.Config{})
+	crashed := labtest.Lab(t, context.Background(), lab.Config{})
+	live := labtest.Lab(t, context.Background(), lab.Config{})
 	// Make the first lab look as if its process had died: rewrite the
 	// owner in its state file.
 	path := filepath.Join(lab.DefaultStateDir, crashed.ID+".json")
@@ -433,12 +434,12 @@ func TestCleanupRemovesCrashedLabs(t *testing.T) {
 	if nsrun.Exists(orphan) || !nsrun.Exists(other) {
 		t.Errorf("orphan exists=%v, unrelated namespace exists=%v", nsrun.Exists(orphan), nsrun.Exists(other))
 	}
-	testenv.AssertLabGone(t, crashed.ID)
+	labtest.AssertLabGone(t, crashed.ID)
 	echoOnce(t, live, live.Server.IPv4)
 }
 
 func TestNamedLinksAndQueueLength(t *testing.T) {
-	l := testenv.Lab(t, context.Background(), lab.Config{
+	l := labtest.Lab(t, context.Background(), lab.Config{
 		ClientLink: "c0", RouterClientLink: "ra", RouterServerLink: "rb", ServerLink: "s0",
 	})
 	if got, want := linkNamesIn(t, &l.Router), []string{"lo", "ra", "rb"}; !slices.Equal(got, want) {
@@ -485,7 +486,7 @@ func TestBadLinkNamesRefused(t *testing.T) {
 // A state directory whose lab is gone is removed; a live lab's, a name
 // that cannot be a lab ID and a plain file are kept.
 func TestRemoveStaleStateDirs(t *testing.T) {
-	l := testenv.Lab(t, context.Background(), lab.Config{})
+	l := labtest.Lab(t, context.Background(), lab.Config{})
 	dir := t.TempDir()
 	stale, live := filepath.Join(dir, "zz0dead"), filepath.Join(dir, l.ID)
 	notID, file := filepath.Join(dir, "Not-A-Lab"), filepath.Join(dir, "zz1file")
@@ -527,7 +528,7 @@ func TestRouterOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer testenv.AssertLabGone(t, l.ID)
+	defer labtest.AssertLabGone(t, l.ID)
 	defer l.Close()
 	for _, ns := range []string{l.Client.NS, l.Server.NS} {
 		if nsrun.Exists(ns) {

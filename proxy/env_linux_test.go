@@ -11,6 +11,7 @@ import (
 
 	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/lab/labtest"
 )
 
 // node is one host of the test topology.
@@ -37,7 +38,7 @@ const (
 
 func newTopo(t testing.TB) *topo {
 	t.Helper()
-	l := testenv.Lab(t, context.Background(), lab.Config{
+	l := labtest.Lab(t, context.Background(), lab.Config{
 		ClientLink: "c0", RouterClientLink: "ra", RouterServerLink: "rb", ServerLink: "s0",
 		ClientNet4: netip.MustParsePrefix("10.93.1.0/24"), ServerNet4: netip.MustParsePrefix("10.93.2.0/24"),
 		ClientNet6: netip.MustParsePrefix("fd00:93:1::/64"), ServerNet6: netip.MustParsePrefix("fd00:93:2::/64"),

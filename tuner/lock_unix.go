@@ -17,14 +17,7 @@ import (
 // the lock file when no backup is left to guard (after a revert, or an
 // apply that changed nothing), so lock files do not pile up.
 func lockBackup(path string) (unlock func(), err error) {
-	l, err := hostfile.LockFile(path+".lock", false)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	return func() {
-		_, serr := os.Lstat(path)
-		l.Unlock(errors.Is(serr, os.ErrNotExist))
-	}, nil
+	return lockBackupFile(path, false)
 }
 
 // errLocked is tryLockBackup's answer when another process holds the lock.
@@ -32,8 +25,12 @@ var errLocked = errors.New("locked by another process")
 
 // tryLockBackup is lockBackup without waiting.
 func tryLockBackup(path string) (unlock func(), err error) {
-	l, err := hostfile.LockFile(path+".lock", true)
-	if errors.Is(err, syscall.EWOULDBLOCK) {
+	return lockBackupFile(path, true)
+}
+
+func lockBackupFile(path string, try bool) (unlock func(), err error) {
+	l, err := hostfile.LockFile(path+".lock", try)
+	if try && errors.Is(err, syscall.EWOULDBLOCK) {
 		return nil, errLocked
 	}
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"github.com/wanlab/wanlab/proxy/cpulatency"
 
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -274,20 +273,7 @@ func benchProgress(w io.Writer) func(done, total int, step string) {
 }
 
 func runBenchCleanup(cc *cli.Context) error {
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("bench cleanup: needs root: %w", os.ErrPermission)
-	}
-	removed, err := bench.Cleanup()
-	for _, r := range removed {
-		fmt.Fprintf(cc.App.Writer, "removed %s\n", r)
-	}
-	if len(removed) == 0 && err == nil {
-		fmt.Fprintln(cc.App.Writer, "nothing to clean up")
-	}
-	if err != nil {
-		return fmt.Errorf("bench cleanup: %w", err)
-	}
-	return nil
+	return runSubCleanup(cc, "bench cleanup", bench.Cleanup)
 }
 
 // benchCommandLine rebuilds the command line from the flags that were set,
@@ -333,9 +319,7 @@ func runBenchFit(cc *cli.Context) error {
 		return fmt.Errorf("bench fit: %w", err)
 	}
 	if cc.Bool("json") {
-		enc := json.NewEncoder(cc.App.Writer)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+		return writeJSON(cc.App.Writer, rows)
 	}
 	if err := experiment.WriteFitGrid(cc.App.Writer, rows); err != nil {
 		return err

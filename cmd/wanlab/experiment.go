@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -354,9 +353,7 @@ func runExperiment(cc *cli.Context) error {
 			return fmt.Errorf("experiment: --like: %w", err)
 		}
 		if cc.Bool("json") {
-			enc := json.NewEncoder(cc.App.Writer)
-			enc.SetIndent("", "  ")
-			return enc.Encode(lr)
+			return writeJSON(cc.App.Writer, lr)
 		}
 		return experiment.WriteLikeSummary(cc.App.Writer, lr)
 	}
@@ -371,9 +368,7 @@ func runExperiment(cc *cli.Context) error {
 		return fmt.Errorf("experiment: %w", err)
 	}
 	if cc.Bool("json") {
-		enc := json.NewEncoder(cc.App.Writer)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(cc.App.Writer, res)
 	}
 	return experiment.WriteSummary(cc.App.Writer, res)
 }
@@ -400,10 +395,16 @@ func progressLine(w io.Writer) func(traffic.Progress) {
 }
 
 func runExperimentCleanup(cc *cli.Context) error {
+	return runSubCleanup(cc, "experiment cleanup", experiment.Cleanup)
+}
+
+// runSubCleanup runs the cleanup of `wanlab experiment cleanup` or `wanlab
+// bench cleanup` (name) and prints what it removed.
+func runSubCleanup(cc *cli.Context, name string, cleanup func() ([]string, error)) error {
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("experiment cleanup: needs root: %w", os.ErrPermission)
+		return fmt.Errorf("%s: needs root: %w", name, os.ErrPermission)
 	}
-	removed, err := experiment.Cleanup()
+	removed, err := cleanup()
 	for _, r := range removed {
 		fmt.Fprintf(cc.App.Writer, "removed %s\n", r)
 	}
@@ -411,7 +412,7 @@ func runExperimentCleanup(cc *cli.Context) error {
 		fmt.Fprintln(cc.App.Writer, "nothing to clean up")
 	}
 	if err != nil {
-		return fmt.Errorf("experiment cleanup: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
 }

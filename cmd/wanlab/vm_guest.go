@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/wanlab/wanlab/experiment"
+	"github.com/wanlab/wanlab/lab/vm/pair"
 )
 
 // vmGuestCommands run inside a VM, started by the host over the agent:
@@ -19,59 +19,43 @@ var vmGuestCommands = []*cli.Command{
 		UsageText: "wanlab vm serve [--foreground] CONFIG-JSON",
 		Hidden:    true,
 		Flags:     []cli.Flag{&cli.BoolFlag{Name: "foreground", Usage: "serve until SIGTERM instead of starting a background server"}},
-		Action: func(cc *cli.Context) error {
-			cfg, err := oneArg(cc, "serve")
-			if err != nil {
-				return err
-			}
+		Action: oneArg("serve", func(cc *cli.Context, cfg string) error {
 			if cc.Bool("foreground") {
-				return experiment.GuestServeForeground(cc.Context, cfg)
+				return pair.GuestServeForeground(cc.Context, cfg)
 			}
-			return experiment.GuestServeStart(cc.Context, cfg, cc.App.Writer)
-		},
+			return pair.GuestServeStart(cc.Context, cfg, cc.App.Writer)
+		}),
 	},
 	{
 		Name:      "download",
 		Usage:     "download a generated file and print the result with both sockets' TCP_INFO as JSON (inside a VM)",
 		UsageText: "wanlab vm download CONFIG-JSON",
 		Hidden:    true,
-		Action: func(cc *cli.Context) error {
-			cfg, err := oneArg(cc, "download")
-			if err != nil {
-				return err
-			}
-			return experiment.GuestDownloadRun(cc.Context, cfg, cc.App.Writer, cc.App.ErrWriter)
-		},
+		Action: oneArg("download", func(cc *cli.Context, cfg string) error {
+			return pair.GuestDownloadRun(cc.Context, cfg, cc.App.Writer, cc.App.ErrWriter)
+		}),
 	},
 	{
 		Name:      "rr",
 		Usage:     "run a request/response load and print its result as JSON (inside a VM)",
 		UsageText: "wanlab vm rr CONFIG-JSON",
 		Hidden:    true,
-		Action: func(cc *cli.Context) error {
-			cfg, err := oneArg(cc, "rr")
-			if err != nil {
-				return err
-			}
-			return experiment.GuestRRRun(cc.Context, cfg, cc.App.Writer)
-		},
+		Action: oneArg("rr", func(cc *cli.Context, cfg string) error {
+			return pair.GuestRRRun(cc.Context, cfg, cc.App.Writer)
+		}),
 	},
 	{
 		Name:      "stop",
 		Usage:     "stop a process started by serve and wait for its end (inside a VM)",
 		UsageText: "wanlab vm stop PID",
 		Hidden:    true,
-		Action: func(cc *cli.Context) error {
-			arg, err := oneArg(cc, "stop")
-			if err != nil {
-				return err
-			}
+		Action: oneArg("stop", func(cc *cli.Context, arg string) error {
 			pid, err := strconv.Atoi(arg)
 			if err != nil || pid <= 1 {
 				return usageError(fmt.Errorf("vm stop: PID %q: want a number above 1", arg))
 			}
-			return experiment.GuestStop(pid)
-		},
+			return pair.GuestStop(pid)
+		}),
 	},
 	{
 		Name:      "sysctl",
@@ -80,14 +64,18 @@ var vmGuestCommands = []*cli.Command{
 		Hidden:    true,
 		Flags:     []cli.Flag{&cli.StringSliceFlag{Name: "set", Usage: "`KEY=VALUE` to write after reading"}},
 		Action: func(cc *cli.Context) error {
-			return experiment.GuestSysctl(cc.Args().Slice(), cc.StringSlice("set"), cc.App.Writer)
+			return pair.GuestSysctl(cc.Args().Slice(), cc.StringSlice("set"), cc.App.Writer)
 		},
 	},
 }
 
-func oneArg(cc *cli.Context, verb string) (string, error) {
-	if cc.NArg() != 1 {
-		return "", usageError(errors.New("vm " + verb + ": want one argument"))
+// oneArg is the action of a guest command that takes one argument (its
+// JSON configuration, or a PID): run gets it.
+func oneArg(verb string, run func(cc *cli.Context, arg string) error) cli.ActionFunc {
+	return func(cc *cli.Context) error {
+		if cc.NArg() != 1 {
+			return usageError(errors.New("vm " + verb + ": want one argument"))
+		}
+		return run(cc, cc.Args().First())
 	}
-	return cc.Args().First(), nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/lab/vm/vmtest"
 )
 
 func vmCmd(t *testing.T, args ...string) (string, int) {
@@ -53,7 +54,7 @@ func TestVMCommandErrors(t *testing.T) {
 // TestVMRunExitCode boots the VM once: output is printed and the command's
 // exit code becomes wanlab's.
 func TestVMRunExitCode(t *testing.T) {
-	testenv.RequireVM(t)
+	vmtest.RequireVM(t)
 	bin := testenv.StaticWanlab(t)
 	out, code := vmCmd(t, "run", "--binary", bin, "--", "sh", "-c", "echo hello from $(uname -r); exit 5")
 	if code != 5 || !strings.Contains(out, "hello from 6.1.") || !strings.Contains(out, "booted under") {

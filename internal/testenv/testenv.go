@@ -1,5 +1,5 @@
 // Package testenv gives tests one way to ask for privileges and to build
-// what network tests stand on: a fresh namespace or Node, a lab (Lab), a
+// what network tests stand on: a fresh namespace or Node, a
 // snapshot of a namespace's netlink state to prove it was left as it was
 // (Snapshot, DiffLines), a tcpdump capture, and a poll with a deadline
 // (WaitFor). Without root a privileged test skips with a hint; under CI (CI

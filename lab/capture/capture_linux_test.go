@@ -19,6 +19,7 @@ import (
 	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/capture"
+	"github.com/wanlab/wanlab/lab/labtest"
 	"github.com/wanlab/wanlab/lab/traffic"
 	"github.com/wanlab/wanlab/units"
 )
@@ -105,7 +106,7 @@ func readTCP(t *testing.T, path string) (pkts []packet, other int) {
 }
 
 func TestCaptureDownloadBothEnds(t *testing.T) {
-	l := testenv.Lab(t, context.Background(), lab.Config{})
+	l := labtest.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l)
 	dir := t.TempDir()
 	cliPath, srvPath := filepath.Join(dir, "client.pcapng"), filepath.Join(dir, "server.pcapng")
@@ -180,7 +181,7 @@ func TestCaptureDownloadBothEnds(t *testing.T) {
 
 func TestCaptureMatchesTshark(t *testing.T) {
 	tshark := testenv.RequireCommand(t, "tshark")
-	l := testenv.Lab(t, context.Background(), lab.Config{})
+	l := labtest.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l)
 	path := filepath.Join(t.TempDir(), "c.pcapng")
 	c := startCapture(t, &l.Client, path, capture.Config{})
@@ -216,7 +217,7 @@ func TestCaptureMatchesTshark(t *testing.T) {
 }
 
 func TestCaptureBoundsAndFilters(t *testing.T) {
-	l := testenv.Lab(t, context.Background(), lab.Config{})
+	l := labtest.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l)
 	dir := t.TempDir()
 	bounded := startCapture(t, &l.Client, filepath.Join(dir, "b.pcapng"), capture.Config{MaxPackets: 10})
@@ -283,7 +284,7 @@ func TestCaptureBoundsAndFilters(t *testing.T) {
 }
 
 func TestStartErrorsNameTheInterface(t *testing.T) {
-	l := testenv.Lab(t, context.Background(), lab.Config{})
+	l := labtest.Lab(t, context.Background(), lab.Config{})
 	_, err := capture.Start(l.Client.Handle, "nosuch0", io.Discard, capture.Config{})
 	if err == nil || !strings.Contains(err.Error(), "nosuch0") {
 		t.Errorf("Start on a missing interface = %v", err)
@@ -297,7 +298,7 @@ func TestStartErrorsNameTheInterface(t *testing.T) {
 // BenchmarkCapturedDownload measures a kernel-routed download while both
 // ends are captured, and reports the kernel's drops per run.
 func BenchmarkCapturedDownload(b *testing.B) {
-	l := testenv.Lab(b, context.Background(), lab.Config{})
+	l := labtest.Lab(b, context.Background(), lab.Config{})
 	srv := startServer(b, l)
 	const size = 256 * units.MiB
 	b.SetBytes(int64(size))

@@ -24,19 +24,19 @@ import (
 // connections sending Requests requests in total, one at a time per
 // connection, like `wrk -c C`.
 type RRConfig struct {
-	Server      netip.AddrPort
-	Requests    int
-	Concurrency int
+	Server      netip.AddrPort `json:"server"`
+	Requests    int            `json:"requests"`
+	Concurrency int            `json:"concurrency"`
 	// BodySize is the response body size (at most 64 KiB); 0 means 612
 	// bytes, nginx's welcome page.
-	BodySize units.Size
+	BodySize units.Size `json:"body_bytes"`
 	// Sockopt is set on every client socket; QuickAck re-arms
 	// TCP_QUICKACK after every read, the fix for seed 003.
-	Sockopt sockopt.Options
+	Sockopt sockopt.Options `json:"sockopt"`
 	// Timeout bounds each request; 0 means 5 s.
-	Timeout time.Duration
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
 	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	Now func() time.Time `json:"-"`
 }
 
 // Latency summarizes request latencies (nearest-rank percentiles).

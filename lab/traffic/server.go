@@ -64,19 +64,19 @@ var pattern = sync.OnceValue(func() []byte {
 // ServerConfig sets up a Server.
 type ServerConfig struct {
 	// Listen is the address to listen on; port 0 picks a free one.
-	Listen netip.AddrPort
+	Listen netip.AddrPort `json:"listen"`
 	// Sockopt is applied to the listener, from which accepted sockets
 	// inherit buffers and congestion control (e.g. SndBuf for seed 000's
 	// pinned send buffer).
-	Sockopt sockopt.Options
+	Sockopt sockopt.Options `json:"sockopt"`
 	// Nagle leaves Nagle's algorithm on for accepted connections (Go turns
 	// it off). With it, the second write of an RR response waits for the
 	// ACK of the first, which a client in delayed-ACK mode holds back for
 	// 40 ms: seed 003.
-	Nagle bool
+	Nagle bool `json:"nagle,omitempty"`
 	// ThinkTime is the pause between the header and the body of an RR
 	// response, standing for the backend's work.
-	ThinkTime time.Duration
+	ThinkTime time.Duration `json:"think_time_ns,omitempty"`
 }
 
 // Server is an HTTP/1.1 server inside a namespace.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/lab/labtest"
 	"github.com/wanlab/wanlab/lab/traffic"
 	"github.com/wanlab/wanlab/tuner/sockopt"
 	"github.com/wanlab/wanlab/units"
@@ -34,7 +34,7 @@ func startServer(t testing.TB, l *lab.Lab, addr netip.Addr, cfg traffic.ServerCo
 }
 
 func TestDownloadThroughLab(t *testing.T) {
-	l := testenv.Lab(t, context.Background(), lab.Config{})
+	l := labtest.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{})
 	const size = 48 * units.MiB
 	var mu sync.Mutex
@@ -84,7 +84,7 @@ func TestDownloadThroughLab(t *testing.T) {
 }
 
 func TestDownloadIPv6WithSocketOptions(t *testing.T) {
-	l := testenv.Lab(t, context.Background(), lab.Config{})
+	l := labtest.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l, l.Server.IPv6, traffic.ServerConfig{
 		Sockopt: sockopt.Options{SndBuf: 64 * units.KiB, CC: "reno"},
 	})
@@ -107,7 +107,7 @@ func TestDownloadIPv6WithSocketOptions(t *testing.T) {
 }
 
 func TestDownloadCancelled(t *testing.T) {
-	l := testenv.Lab(t, context.Background(), lab.Config{})
+	l := labtest.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
 	_, err := traffic.Download(ctx, l.Client.Handle, traffic.DownloadConfig{
@@ -126,7 +126,7 @@ func TestDownloadCancelled(t *testing.T) {
 }
 
 func TestBadRequestsNamed(t *testing.T) {
-	l := testenv.Lab(t, context.Background(), lab.Config{})
+	l := labtest.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{})
 	_, err := traffic.RequestResponse(context.Background(), l.Client.Handle, traffic.RRConfig{
 		Server: srv.Addr(), Requests: 1, BodySize: 1 << 20,
@@ -156,7 +156,7 @@ func TestBadRequestsNamed(t *testing.T) {
 // most requests (p50 under 40 ms; a loaded machine was seen at 28 ms with
 // nothing waiting, so no tighter bound).
 func TestDelayedAckStall(t *testing.T) {
-	l := testenv.Lab(t, context.Background(), lab.Config{})
+	l := labtest.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{Nagle: true, ThinkTime: time.Millisecond})
 	// The server-side fix: TCP_NODELAY (Go's default) sends the body at once.
 	noNagle := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{ThinkTime: time.Millisecond})
@@ -248,7 +248,7 @@ func TestSummarize(t *testing.T) {
 // BenchmarkDownload measures a download through the lab's kernel-routed
 // router: the ceiling every impaired experiment is compared against.
 func BenchmarkDownload(b *testing.B) {
-	l := testenv.Lab(b, context.Background(), lab.Config{})
+	l := labtest.Lab(b, context.Background(), lab.Config{})
 	srv := startServer(b, l, l.Server.IPv4, traffic.ServerConfig{})
 	const size = 256 * units.MiB
 	b.SetBytes(int64(size))
@@ -263,7 +263,7 @@ func BenchmarkDownload(b *testing.B) {
 // BenchmarkRequestResponse measures wrk-style requests per second with
 // TCP_QUICKACK (no delayed-ACK stall) over the kernel-routed lab.
 func BenchmarkRequestResponse(b *testing.B) {
-	l := testenv.Lab(b, context.Background(), lab.Config{})
+	l := labtest.Lab(b, context.Background(), lab.Config{})
 	srv := startServer(b, l, l.Server.IPv4, traffic.ServerConfig{})
 	b.ReportAllocs()
 	for b.Loop() {
@@ -280,7 +280,7 @@ func BenchmarkRequestResponse(b *testing.B) {
 // client asking for its connection's TCP_INFO by its own address still
 // finds it.
 func TestAskPeerOnWildcardListener(t *testing.T) {
-	l := testenv.Lab(t, context.Background(), lab.Config{})
+	l := labtest.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l, netip.IPv4Unspecified(), traffic.ServerConfig{})
 	res, err := traffic.Download(context.Background(), l.Client.Handle, traffic.DownloadConfig{
 		Server:  netip.AddrPortFrom(l.Server.IPv4, srv.Addr().Port()),

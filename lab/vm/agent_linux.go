@@ -19,6 +19,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/wanlab/wanlab/internal/host"
 )
 
 // guestEnv is the environment of every command the agent runs. iproute2's
@@ -376,9 +378,7 @@ func addDefaultRoute(link string, gw netip.Addr) error {
 var coreQdiscs = []string{"bfifo", "mq", "noqueue", "pfifo", "pfifo_fast", "pfifo_head_drop"}
 
 func guestHello() Hello {
-	var uts unix.Utsname
-	unix.Uname(&uts)
-	h := Hello{Release: unix.ByteSliceToString(uts.Release[:])}
+	h := Hello{Release: host.KernelRelease()}
 	if b, err := os.ReadFile("/proc/uptime"); err == nil {
 		f := strings.Fields(string(b))
 		if len(f) > 0 {

@@ -17,9 +17,11 @@ import (
 	"unsafe"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/wanlab/wanlab/internal/nsrun"
+	"github.com/wanlab/wanlab/lab"
 )
 
 // User-Mode Linux: Debian's user-mode-linux package is Linux 6.1 built to
@@ -283,17 +285,17 @@ func copyFile(src, dst string, perm os.FileMode) error {
 // tuneUMLTap sets the host side of a UML guest's TAP as the vector driver
 // with gro=0 needs it: TSO and GSO off (with them on, the guest receives
 // at a fraction of a megabit), a long transmit queue, up.
-func tuneUMLTap(netns, name string) error {
-	return nsrun.DoNamed(netns, func() error {
+func tuneUMLTap(nsName, name string) error {
+	return nsrun.DoNamed(nsName, func() error {
 		l, err := netlink.LinkByName(name)
 		if err != nil {
-			return fmt.Errorf("tap %s in %s: %w", name, netns, err)
+			return fmt.Errorf("tap %s in %s: %w", name, nsName, err)
 		}
-		if err := setOffload(name, ethtoolSTSO, false); err != nil {
-			return fmt.Errorf("tap %s: tso off: %w", name, err)
-		}
-		if err := setOffload(name, ethtoolSGSO, false); err != nil {
-			return fmt.Errorf("tap %s: gso off: %w", name, err)
+		for _, o := range []lab.Offload{lab.OffloadTSO, lab.OffloadGSO} {
+			// netns.None(): in the namespace DoNamed has entered.
+			if err := lab.SetOffload(netns.None(), name, o, false); err != nil {
+				return fmt.Errorf("tap %s: %w", name, err)
+			}
 		}
 		if err := netlink.LinkSetTxQLen(l, umlTapQueue); err != nil {
 			return fmt.Errorf("tap %s: txqueuelen: %w", name, err)
@@ -303,37 +305,6 @@ func tuneUMLTap(netns, name string) error {
 		}
 		return nil
 	})
-}
-
-// The legacy ethtool commands that `ethtool -K DEV tso off gso off` uses.
-const (
-	ethtoolSTSO = 0x1f
-	ethtoolSGSO = 0x24
-)
-
-// setOffload runs one ethtool set command (struct ethtool_value) on dev.
-func setOffload(dev string, cmd uint32, on bool) error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	val := struct{ cmd, data uint32 }{cmd: cmd}
-	if on {
-		val.data = 1
-	}
-	var ifr struct {
-		name [unix.IFNAMSIZ]byte
-		data uintptr
-		_    [16]byte
-	}
-	copy(ifr.name[:], dev)
-	ifr.data = uintptr(unsafe.Pointer(&val))
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr))); e != 0 {
-		return e
-	}
-	runtime.KeepAlive(&val)
-	return nil
 }
 
 // umlSeccompFilter refuses ptrace(PTRACE_GETREGSET/SETREGSET,

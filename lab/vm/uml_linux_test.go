@@ -18,6 +18,7 @@ import (
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/lab/vm"
+	"github.com/wanlab/wanlab/lab/vm/vmtest"
 )
 
 // TestUMLCommandLine checks linux.uml's arguments: the vector NIC with
@@ -43,10 +44,10 @@ func TestUMLCommandLine(t *testing.T) {
 // and checks that a command fails with one line saying so, that Close
 // then works and that nothing is left: state, memory, processes, TAP.
 func TestUMLKilledProcess(t *testing.T) {
-	testenv.RequireUML(t)
+	vmtest.RequireUML(t)
 	ns, h := testenv.NetNS(t)
 	ctx := context.Background()
-	v := testenv.VM(t, ctx, vm.Config{Engine: vm.EngineUML, Netns: ns, NICs: []vm.NIC{{Tap: "wlvmk0"}}})
+	v := vmtest.VM(t, ctx, vm.Config{Engine: vm.EngineUML, Netns: ns, NICs: []vm.NIC{{Tap: "wlvmk0"}}})
 	if err := syscall.Kill(v.QemuPID(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestUMLKilledProcess(t *testing.T) {
 // TestUMLShmTooSmall gives a UML guest a tmpfs smaller than its memory:
 // Boot refuses in one line with the size needed, and leaves nothing.
 func TestUMLShmTooSmall(t *testing.T) {
-	testenv.RequireUML(t)
+	vmtest.RequireUML(t)
 	shm := t.TempDir()
 	if err := unix.Mount("tmpfs", shm, "tmpfs", 0, "size=16m"); err != nil {
 		t.Fatal(err)
@@ -106,7 +107,7 @@ func TestUMLShmTooSmall(t *testing.T) {
 // that refuses ptrace, as a sandbox would: UML is unusable with one line
 // saying why, a UML boot fails with it, and auto falls back to tcg.
 func TestUMLPtraceDenied(t *testing.T) {
-	testenv.RequireUML(t)
+	vmtest.RequireUML(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPtraceDenied$", "-test.v")
 	cmd.Env = append(os.Environ(), "WANLAB_VM_PTRACE_HELPER="+testenv.StaticWanlab(t), "WANLAB_VM_PTRACE_STATE="+t.TempDir())
 	out, err := cmd.CombinedOutput()

@@ -24,6 +24,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/lab"
@@ -735,9 +736,7 @@ func ProbeAccel(ctx context.Context, cacheDir string) (Engine, string, error) {
 	if cacheDir == "" {
 		cacheDir = DefaultCacheDir
 	}
-	var uts unix.Utsname
-	unix.Uname(&uts)
-	host := unix.ByteSliceToString(uts.Release[:])
+	host := host.KernelRelease()
 	recPath := filepath.Join(cacheDir, "accel.json")
 	if b, err := os.ReadFile(recPath); err == nil {
 		var r probeRecord

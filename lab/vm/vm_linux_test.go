@@ -21,6 +21,7 @@ import (
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/lab/vm"
+	"github.com/wanlab/wanlab/lab/vm/vmtest"
 )
 
 // TestBootRunTap boots one VM with the auto engine (UML where KVM is
@@ -28,7 +29,7 @@ import (
 // output, exit codes, the network, and that cancelling the context stops
 // it and removes all it made.
 func TestBootRunTap(t *testing.T) {
-	testenv.RequireVM(t)
+	vmtest.RequireVM(t)
 	bootRunTap(t, vm.EngineAuto, testenv.StaticWanlab(t))
 }
 
@@ -37,7 +38,7 @@ func TestBootRunTap(t *testing.T) {
 // dynamically linked) build, which boots with this host's shared
 // libraries.
 func TestBootRunTapTCG(t *testing.T) {
-	testenv.RequireQemu(t)
+	vmtest.RequireQemu(t)
 	bootRunTap(t, vm.EngineTCG, defaultBuild(t))
 }
 
@@ -45,7 +46,7 @@ func bootRunTap(t *testing.T, engine vm.Engine, bin string) {
 	ns, h := testenv.NetNS(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	v := testenv.VM(t, ctx, vm.Config{Binary: bin, Engine: engine, Netns: ns,
+	v := vmtest.VM(t, ctx, vm.Config{Binary: bin, Engine: engine, Netns: ns,
 		NICs: []vm.NIC{{Tap: "wlvm0", Addr: mustPrefix("10.203.0.2/24")}}})
 	if engine != vm.EngineAuto && v.Engine != engine {
 		t.Errorf("engine %s, want %s", v.Engine, engine)
@@ -147,7 +148,7 @@ func bootRunTap(t *testing.T, engine vm.Engine, bin string) {
 // and checks that its engine dies with it and that Cleanup removes the
 // state it left.
 func TestKilledOwnerLeavesNothingCleanupMisses(t *testing.T) {
-	testenv.RequireVM(t)
+	vmtest.RequireVM(t)
 	bin := testenv.StaticWanlab(t)
 	// The VM records itself in a state directory of this test's: a
 	// Cleanup of the default one, which other packages' tests run

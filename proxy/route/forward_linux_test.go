@@ -14,6 +14,7 @@ import (
 
 	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/lab/labtest"
 )
 
 // trio is client - router - server: client c0 <-> ra (router), router rb
@@ -25,7 +26,7 @@ type trio struct {
 }
 
 func newTrio(t *testing.T) *trio {
-	l := testenv.Lab(t, context.Background(), lab.Config{
+	l := labtest.Lab(t, context.Background(), lab.Config{
 		ClientLink: "c0", RouterClientLink: "ra", RouterServerLink: "rb", ServerLink: "s0",
 		ClientNet4: netip.MustParsePrefix("10.92.1.0/24"), ServerNet4: netip.MustParsePrefix("10.92.2.0/24"),
 		ClientNet6: netip.MustParsePrefix("fd00:92:1::/64"), ServerNet6: netip.MustParsePrefix("fd00:92:2::/64"),

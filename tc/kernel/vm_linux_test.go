@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/lab/vm"
+	"github.com/wanlab/wanlab/lab/vm/vmtest"
 	"github.com/wanlab/wanlab/tc/spec"
 )
 
@@ -119,12 +119,12 @@ var stageMark = regexp.MustCompile(`^@@(\d+) (\w+)$`)
 // and the queue disciplines (codel, fq_codel, pie, red, pfifo, bfifo)
 // alone, as tbf's child and as an htb leaf.
 func TestNetemAgainstRealKernel(t *testing.T) {
-	testenv.RequireVM(t)
+	vmtest.RequireVM(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	// WANLAB_VM_CACHE picks another prepared cache than the default
 	// (one built from a tree whose guest modules changed).
-	v := testenv.VM(t, ctx, vm.Config{CacheDir: os.Getenv("WANLAB_VM_CACHE")})
+	v := vmtest.VM(t, ctx, vm.Config{CacheDir: os.Getenv("WANLAB_VM_CACHE")})
 	t.Run("corpus", func(t *testing.T) { testVMCorpus(t, ctx, v) })
 	t.Run("trees", func(t *testing.T) { testVMTrees(t, ctx, v) })
 	t.Run("queues", func(t *testing.T) { testVMQueues(t, ctx, v) })
@@ -134,10 +134,10 @@ func TestNetemAgainstRealKernel(t *testing.T) {
 // kernel, where the test above runs on the auto engine (User-Mode Linux
 // where KVM is missing): the qemu guest's kernel path stays tested.
 func TestNetemTreesTCG(t *testing.T) {
-	testenv.RequireQemu(t)
+	vmtest.RequireQemu(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	v := testenv.VM(t, ctx, vm.Config{CacheDir: os.Getenv("WANLAB_VM_CACHE"), Engine: vm.EngineTCG})
+	v := vmtest.VM(t, ctx, vm.Config{CacheDir: os.Getenv("WANLAB_VM_CACHE"), Engine: vm.EngineTCG})
 	testVMTrees(t, ctx, v)
 }
 

@@ -1,4 +1,7 @@
-package testenv
+// Package labtest builds the labs of lab.New for tests and checks that a
+// closed one left nothing behind. It sits beside lab, not in internal/testenv,
+// so that nothing under internal/ depends on the lab above it.
+package labtest
 
 import (
 	"context"
@@ -11,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/wanlab/wanlab/internal/nsrun"
+	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/lab"
 )
 
@@ -19,11 +23,11 @@ import (
 // one the test skips (fails under CI).
 func Lab(t testing.TB, ctx context.Context, cfg lab.Config) *lab.Lab {
 	t.Helper()
-	RequireRoot(t)
+	testenv.RequireRoot(t)
 	l, err := lab.New(ctx, cfg)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
-			Skip(t, "cannot build a lab: %v (needs CAP_NET_ADMIN and CAP_SYS_ADMIN)", err)
+			testenv.Skip(t, "cannot build a lab: %v (needs CAP_NET_ADMIN and CAP_SYS_ADMIN)", err)
 		}
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package experiment
+package pair
 
 import (
 	"bufio"
@@ -26,18 +26,11 @@ import (
 	"github.com/wanlab/wanlab/units"
 )
 
-// The traffic of an experiment between two VMs runs inside the guests, as
+// The traffic between two VMs runs inside the guests, as
 // wanlab's own hidden commands run by the VM's agent (wanlab vm serve,
 // download, rr, sysctl). Each takes its configuration as one JSON argument
-// and prints its result as JSON on stdout.
-
-// GuestServe configures `wanlab vm serve`.
-type GuestServe struct {
-	Listen    netip.AddrPort  `json:"listen"`
-	Sockopt   sockopt.Options `json:"sockopt"`
-	Nagle     bool            `json:"nagle,omitempty"`
-	ThinkTime time.Duration   `json:"think_time_ns,omitempty"`
-}
+// (serve a traffic.ServerConfig, rr a traffic.RRConfig) and prints its
+// result as JSON on stdout.
 
 // GuestDownload configures `wanlab vm download`.
 type GuestDownload struct {
@@ -48,15 +41,6 @@ type GuestDownload struct {
 	// ProgressEvery (default 250 ms) and one at the last byte.
 	Progress      bool          `json:"progress,omitempty"`
 	ProgressEvery time.Duration `json:"progress_every_ns,omitempty"`
-}
-
-// GuestRR configures `wanlab vm rr`.
-type GuestRR struct {
-	Server      netip.AddrPort  `json:"server"`
-	Requests    int             `json:"requests"`
-	Concurrency int             `json:"concurrency"`
-	BodySize    units.Size      `json:"body_bytes"`
-	Sockopt     sockopt.Options `json:"sockopt"`
 }
 
 // serveReady is the line a foreground server writes once it listens.
@@ -102,14 +86,13 @@ func GuestServeStart(ctx context.Context, config string, stdout io.Writer) error
 // GuestServeForeground runs the server in the foreground until SIGTERM, writing
 // serveReady to stdout once it listens (and closing stdout).
 func GuestServeForeground(ctx context.Context, config string) error {
-	var c GuestServe
+	var c traffic.ServerConfig
 	if err := json.Unmarshal([]byte(config), &c); err != nil {
 		return fmt.Errorf("vm serve: config: %w", err)
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	srv, err := traffic.StartServer(ctx, netns.None(), traffic.ServerConfig{
-		Listen: c.Listen, Sockopt: c.Sockopt, Nagle: c.Nagle, ThinkTime: c.ThinkTime})
+	srv, err := traffic.StartServer(ctx, netns.None(), c)
 	if err != nil {
 		return err
 	}
@@ -141,12 +124,11 @@ func GuestDownloadRun(ctx context.Context, config string, stdout, stderr io.Writ
 
 // GuestRRRun runs `wanlab vm rr` and prints its RRResult as JSON.
 func GuestRRRun(ctx context.Context, config string, stdout io.Writer) error {
-	var c GuestRR
+	var c traffic.RRConfig
 	if err := json.Unmarshal([]byte(config), &c); err != nil {
 		return fmt.Errorf("vm rr: config: %w", err)
 	}
-	rr, err := traffic.RequestResponse(ctx, netns.None(), traffic.RRConfig{
-		Server: c.Server, Requests: c.Requests, Concurrency: c.Concurrency, BodySize: c.BodySize, Sockopt: c.Sockopt})
+	rr, err := traffic.RequestResponse(ctx, netns.None(), c)
 	if err != nil {
 		return err
 	}
