@@ -1,8 +1,13 @@
 package proxy
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/wanlab/wanlab/proxy/device"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 // A direction's spec may be a class tree; set replaces it whole, changes
@@ -44,5 +49,43 @@ func TestClassesSetAndPatch(t *testing.T) {
 	}
 	if err := p.SetSpec("eth-b", "class 1:1 htb rate 1mbit ceil 1kbit"); err == nil || !strings.Contains(err.Error(), "ceil 1kbit is below rate 1mbit") {
 		t.Errorf("bad tree: %v", err)
+	}
+}
+
+// BenchmarkSetManyClasses is `proxy set` of a 10,000-class tree on a
+// running direction as the control API does it: the text parsed once
+// (spec.ParseChange) and installed (Install: the htb set-up built and
+// swapped in). Issue 31's target is under a second per set:
+//
+//	go test -run '^$' -bench SetManyClasses -benchtime 5x ./proxy
+func BenchmarkSetManyClasses(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("htb default 2; class 1:1 htb rate 10gbit")
+	for i := 2; i < 10002; i++ {
+		fmt.Fprintf(&sb, "; class 1:%x parent 1:1 htb rate 1mbit ceil 10gbit", i)
+	}
+	for i := 2; i < 10002; i++ {
+		fmt.Fprintf(&sb, "; filter dst 10.%d.%d.0/24 flowid 1:%x; leaf 1:%x delay 1ms", i/250, i%250, i, i)
+	}
+	text := sb.String()
+	fa, fb := device.NewFake("fa", 1500, 8, 256), device.NewFake("fb", 1500, 8, 256)
+	p, err := New(context.Background(), [2]device.Device{fa, fb}, Options{Ifaces: [2]string{"eth-a", "eth-b"}, Seed: 1, HasSeed: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ch, err := spec.ParseChange(text)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Install("eth-b", ch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if n := len(p.Stats().Directions[1].Engine.Classes); n != 10000 {
+		b.Fatalf("%d engine classes, want 10000", n)
 	}
 }
