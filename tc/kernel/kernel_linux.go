@@ -102,22 +102,6 @@ func inNS(t Target, fn func(ifindex int) error) error {
 	})
 }
 
-// onChain runs fn in t's namespace with the interface's tree and its root
-// chain.
-func onChain(t Target, fn func(tree, ch []qdisc) error) error {
-	return inNS(t, func(ifindex int) error {
-		tree, err := dumpTree(ifindex)
-		if err != nil {
-			return err
-		}
-		ch, err := chain(tree)
-		if err != nil {
-			return fmt.Errorf("interface %q: %w", t.Iface, err)
-		}
-		return fn(tree, ch)
-	})
-}
-
 // chain returns the qdiscs of a netem/tbf chain rooted at the root qdisc,
 // root first, or an error naming what else is there.
 func chain(tree []qdisc) ([]qdisc, error) {
@@ -125,8 +109,14 @@ func chain(tree []qdisc) ([]qdisc, error) {
 	if !ok || isDefault(r) {
 		return nil, nil
 	}
+	return chainFrom(tree, r)
+}
+
+// chainFrom returns the netem/tbf chain that starts at q (a root or a
+// class tree's leaf qdisc), q first.
+func chainFrom(tree []qdisc, q qdisc) ([]qdisc, error) {
 	var out []qdisc
-	for cur := r; ; {
+	for cur := q; ; {
 		if !isStageKind(cur.Kind) {
 			return nil, fmt.Errorf("%s is not a netem/tbf chain", cur)
 		}
@@ -528,39 +518,74 @@ func ours(tree []qdisc, rec *record) bool {
 // Show reads the interface's root qdisc chain back as a canonical spec:
 // "" when the kernel's default qdisc is there. While the chain is exactly
 // what Apply configured, the spec prints as applied (with latency, cells
-// and seed as typed); otherwise it is decoded from the kernel's values.
+// and seed as typed); otherwise it is decoded from the kernel's values. A
+// class tree prints as a class set: as applied while it is ours, else
+// decoded when it is a plain htb tree (decodeTree).
 func Show(t Target) (string, error) {
-	t, err := t.prepare()
-	if err != nil {
-		return "", err
-	}
-	rec, err := loadRecord(t.recordPath())
-	if err != nil {
-		return "", err
-	}
-	clock, _ := ReadClock("/proc/net/psched")
-	var out string
-	err = onChain(t, func(tree, ch []qdisc) error {
-		if rec != nil && ours(tree, rec) {
-			out = rec.Spec
-			return nil
-		}
-		out, err = decodeChain(clock, ch)
-		return err
-	})
+	out, _, err := view(t, true)
 	return out, err
 }
 
-func decodeChain(clock Clock, ch []qdisc) (string, error) {
+// view reads what the interface holds as Show prints it (when text is
+// asked for) and the qdiscs, and a class tree's classes, whose counters
+// Stats gives: the root chain, or a class tree Show can print; anything
+// else is the chain's error.
+func view(t Target, text bool) (string, []qdisc, error) {
+	t, err := t.prepare()
+	if err != nil {
+		return "", nil, err
+	}
+	rec, err := loadRecord(t.recordPath())
+	if err != nil {
+		return "", nil, err
+	}
+	clock, _ := ReadClock("/proc/net/psched")
+	var out string
+	var parts []qdisc
+	err = inNS(t, func(ifindex int) error {
+		tree, err := dumpTree(ifindex)
+		if err != nil {
+			return err
+		}
+		ch, cerr := chain(tree)
+		if cerr == nil {
+			parts = ch
+			switch {
+			case !text:
+			case rec != nil && ours(tree, rec):
+				out = rec.Spec
+			default:
+				sp, err := decodeSpec(clock, ch)
+				if err != nil {
+					return err
+				}
+				out = sp.String()
+			}
+			return nil
+		}
+		if p, isOurs := recorded(clock, tree, rec); isOurs && p != nil && p.chain == nil {
+			out = rec.Spec
+		} else if cs, err := decodeTree(clock, ifindex, tree); err == nil {
+			out = cs.String()
+		} else {
+			return fmt.Errorf("interface %q: %w", t.Iface, cerr)
+		}
+		parts = treeParts(tree)
+		return nil
+	})
+	return out, parts, err
+}
+
+func decodeSpec(clock Clock, ch []qdisc) (*spec.Spec, error) {
 	s := &spec.Spec{}
 	for _, q := range ch {
 		st, err := decodeStage(clock, q.Kind, q.Options)
 		if err != nil {
-			return "", fmt.Errorf("%s: %w", q, err)
+			return nil, fmt.Errorf("%s: %w", q, err)
 		}
 		s.Stages = append(s.Stages, st)
 	}
-	return s.String(), nil
+	return s, nil
 }
 
 // Clear restores what the first Apply replaced: the previous root qdisc
@@ -599,19 +624,13 @@ func Clear(t Target) error {
 }
 
 // Stats returns the counters of each stage of the interface's root chain,
-// root first, so the kernel's drops and overlimits can be set beside the
-// proxy's.
+// root first, or of each qdisc and class of a class tree Show prints, so
+// the kernel's drops and overlimits can be set beside the proxy's.
 func Stats(t Target) ([]StageStats, error) {
-	t, err := t.prepare()
-	if err != nil {
-		return nil, err
-	}
+	_, parts, err := view(t, false)
 	var out []StageStats
-	err = onChain(t, func(_, ch []qdisc) error {
-		for _, q := range ch {
-			out = append(out, StageStats{Kind: q.Kind, Handle: handleString(q.Handle), Parent: handleString(q.Parent), Counters: q.stats})
-		}
-		return nil
-	})
+	for _, q := range parts {
+		out = append(out, StageStats{Class: q.Class, Kind: q.Kind, Handle: handleString(q.Handle), Parent: handleString(q.Parent), Counters: q.stats})
+	}
 	return out, err
 }

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -187,4 +188,39 @@ func TestFailedTreeOverTreeRollsBack(t *testing.T) {
 		t.Errorf("record after a failed apply: %+v %v", rec, err)
 	}
 	clearRestores(t, tg, before)
+}
+
+// TestShowTree: show prints our tree as applied, and a plain htb tree
+// (here a user's, and ours without its record) decoded from the kernel's
+// values in the same class-set form, which applies back to the same
+// tree; stats gives each qdisc's and class's counters.
+func TestShowTree(t *testing.T) {
+	tg := newTarget(t)
+	before := tree(t, tg)
+	applyOK(t, tg, treeA)
+	if got, err := Show(tg); err != nil || got != mustClasses(t, treeA).String() {
+		t.Errorf("show of our tree: %q %v", got, err)
+	}
+	st, err := Stats(tg)
+	if err != nil || len(st) != 6 || st[0].Kind != "htb" || st[0].Class || st[1].Handle != "100:0" || !st[2].Class || st[2].Handle != "1:1" {
+		t.Errorf("stats of our tree: %+v %v", st, err)
+	}
+	clearRestores(t, tg, before)
+
+	userTree(t, tg)
+	const user = "default 1:3; class 1:1 htb rate 10mbit; class 1:2 parent 1:1 htb rate 2mbit; class 1:3 parent 1:1 htb rate 3mbit; " +
+		"leaf 1:3 tbf rate 1mbit burst 10kb limit 10kb"
+	if got, err := Show(tg); err != nil || got != user {
+		t.Errorf("show of a user's tree: %q %v\nwant %q", got, err, user)
+	}
+	if st, err := Stats(tg); err != nil || len(st) != 5 {
+		t.Errorf("stats of a user's tree: %+v %v", st, err)
+	}
+	applyOK(t, tg, user)
+	os.Rename(tg.recordPath(), tg.recordPath()+".hidden")
+	got, err := Show(tg)
+	os.Rename(tg.recordPath()+".hidden", tg.recordPath())
+	if err != nil || got != user {
+		t.Errorf("show of the user's tree applied again, without its record: %q %v", got, err)
+	}
 }
