@@ -51,7 +51,9 @@ func init() {
 			"address family. The whole tree is first built on the loopback of a scratch\n" +
 			"namespace; every part the kernel lacks is named at once, e.g. 'kernel cannot\n" +
 			"build this class tree: no netem qdisc (sch_netem) for leaf 1:3 netem delay\n" +
-			"10ms: nothing changed' (exit 4). clear restores what was there before.",
+			"10ms: nothing changed' (exit 4). show prints the tree as a class set (one\n" +
+			"not applied by wanlab too, read from the kernel, if it has no filters); clear\n" +
+			"restores what was there before the first apply.",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "apply",
@@ -84,7 +86,7 @@ func init() {
 					if err := kernel.Apply(t, im); err != nil {
 						return kernelError("apply", err)
 					}
-					// show reads back only a chain: a tree is said to be applied.
+					// A tree is said to be applied (show prints it as a class set).
 					if im.Classes != nil {
 						fmt.Fprintf(cc.App.Writer, "%s: htb tree applied: %s\n", t.Iface, im.Classes)
 						return nil
@@ -99,7 +101,7 @@ func init() {
 			},
 			{
 				Name:  "show",
-				Usage: "print IFACE's root qdisc chain as a spec (nothing for the kernel's default)",
+				Usage: "print IFACE's root qdisc chain as a spec, or its htb tree as a class set (nothing for the kernel's default)",
 				UsageText: "wanlab kernel show --iface IFACE [--netns NS] [--stats] [--json]\n\n" +
 					"   --stats adds each stage's counters as 'tc -s qdisc' shows them;\n" +
 					"   --json prints {iface, netns, spec, stages: [{kind, handle, parent,\n" +
@@ -182,8 +184,12 @@ func runKernelShow(cc *cli.Context) error {
 	fmt.Fprintln(w, got)
 	for _, st := range stages {
 		c := st.Counters
+		what := st.Kind
+		if st.Class {
+			what = "class " + what
+		}
 		fmt.Fprintf(w, "  %s %s parent %s: sent %d bytes %d pkt (dropped %d, overlimits %d, requeues %d) backlog %db %dp\n",
-			st.Kind, st.Handle, st.Parent, c.Bytes, c.Packets, c.Drops, c.Overlimits, c.Requeues, c.BacklogBytes, c.BacklogPackets)
+			what, st.Handle, st.Parent, c.Bytes, c.Packets, c.Drops, c.Overlimits, c.Requeues, c.BacklogBytes, c.BacklogPackets)
 	}
 	return nil
 }

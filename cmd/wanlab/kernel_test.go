@@ -122,6 +122,17 @@ func TestKernelCommand(t *testing.T) {
 		"leaf 1:2 tbf rate 10mbit burst 10kb limit 100kb\n"; code != exitOK || out != want {
 		t.Errorf("kernel apply of a class tree: exit %d %q, want %q", code, out, want)
 	}
+	// show prints the tree as applied; --stats adds each qdisc's and
+	// class's counters.
+	const tree = "default 1:2; class 1:1 htb rate 100mbit; class 1:2 parent 1:1 htb rate 20mbit; leaf 1:2 tbf rate 10mbit burst 10kb limit 100kb\n"
+	if out, code := kernelCmd(t, append([]string{"show"}, target...)...); code != exitOK || out != tree {
+		t.Errorf("kernel show of a tree: exit %d %q", code, out)
+	}
+	const counters = ": sent 0 bytes 0 pkt (dropped 0, overlimits 0, requeues 0) backlog 0b 0p\n"
+	if out, code := kernelCmd(t, append([]string{"show", "--stats"}, target...)...); code != exitOK ||
+		out != tree+"  htb 1:0 parent root"+counters+"  tbf 100:0 parent 1:2"+counters+"  class htb 1:1 parent root"+counters+"  class htb 1:2 parent 1:1"+counters {
+		t.Errorf("kernel show --stats of a tree: exit %d %q", code, out)
+	}
 	if out, code := kernelCmd(t, append([]string{"clear"}, target...)...); code != exitOK || out != "" {
 		t.Errorf("kernel clear after a tree: exit %d %q", code, out)
 	}

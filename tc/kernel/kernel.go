@@ -80,8 +80,10 @@ type Counters struct {
 	BacklogPackets uint32 `json:"backlog_packets"`
 }
 
-// StageStats are one stage's qdisc and its counters.
+// StageStats are one stage's qdisc and its counters (or a class tree's
+// qdisc or class).
 type StageStats struct {
+	Class    bool   `json:"class,omitempty"`
 	Kind     string `json:"kind"`
 	Handle   string `json:"handle"`
 	Parent   string `json:"parent"`

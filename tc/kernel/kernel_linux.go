@@ -65,10 +65,11 @@ func putBackRecord(path string, old *record) {
 	}
 }
 
-// rollback undoes a failed apply: the qdisc tree as it was, then the
-// record as it was. It returns cause, with the restore's failure if any.
-func rollback(ifindex int, tree []qdisc, path string, old *record, cause error) error {
-	if rerr := restoreTree(ifindex, tree); rerr != nil {
+// rollback undoes a failed apply: the qdisc tree as it was (back), then
+// the record as it was. It returns cause, with the restore's failure if
+// any.
+func rollback(back func() error, path string, old *record, cause error) error {
+	if rerr := back(); rerr != nil {
 		return fmt.Errorf("%w (restoring the previous qdiscs failed: %v)", cause, rerr)
 	}
 	putBackRecord(path, old)
@@ -101,22 +102,6 @@ func inNS(t Target, fn func(ifindex int) error) error {
 	})
 }
 
-// onChain runs fn in t's namespace with the interface's tree and its root
-// chain.
-func onChain(t Target, fn func(tree, ch []qdisc) error) error {
-	return inNS(t, func(ifindex int) error {
-		tree, err := dumpTree(ifindex)
-		if err != nil {
-			return err
-		}
-		ch, err := chain(tree)
-		if err != nil {
-			return fmt.Errorf("interface %q: %w", t.Iface, err)
-		}
-		return fn(tree, ch)
-	})
-}
-
 // chain returns the qdiscs of a netem/tbf chain rooted at the root qdisc,
 // root first, or an error naming what else is there.
 func chain(tree []qdisc) ([]qdisc, error) {
@@ -124,8 +109,14 @@ func chain(tree []qdisc) ([]qdisc, error) {
 	if !ok || isDefault(r) {
 		return nil, nil
 	}
+	return chainFrom(tree, r)
+}
+
+// chainFrom returns the netem/tbf chain that starts at q (a root or a
+// class tree's leaf qdisc), q first.
+func chainFrom(tree []qdisc, q qdisc) ([]qdisc, error) {
 	var out []qdisc
-	for cur := r; ; {
+	for cur := q; ; {
 		if !isStageKind(cur.Kind) {
 			return nil, fmt.Errorf("%s is not a netem/tbf chain", cur)
 		}
@@ -220,6 +211,13 @@ func (p *plan) place(tree []qdisc) ([]uint32, error) {
 	if hs == nil {
 		return nil, errors.New("no free qdisc handles")
 	}
+	p.chainAt(hs)
+	return hs, nil
+}
+
+// chainAt gives a chain's stages the handles hs, each stage under the one
+// before.
+func (p *plan) chainAt(hs []uint32) {
 	for i := range p.objs {
 		p.objs[i].q.Handle = hs[i]
 		p.objs[i].q.Parent = tcHRoot
@@ -227,7 +225,6 @@ func (p *plan) place(tree []qdisc) ([]uint32, error) {
 			p.objs[i].q.Parent = hs[i-1] | 1
 		}
 	}
-	return hs, nil
 }
 
 // planImpairment is the plan of im: a pipeline's chain, or a class tree
@@ -268,6 +265,11 @@ func Apply(t Target, im spec.Impairment) error {
 	if err != nil {
 		return err
 	}
+	return apply(t, clock, p)
+}
+
+// apply builds p on t's interface (Apply's work once the plan is made).
+func apply(t Target, clock Clock, p *plan) error {
 	path := t.recordPath()
 	old, err := loadRecord(path)
 	if err != nil {
@@ -280,14 +282,16 @@ func Apply(t Target, im spec.Impairment) error {
 		}
 		rec := &record{Iface: t.Iface, Netns: t.Netns, Prev: cur, Spec: p.text}
 		// What a failed Apply puts back: the tree as it is now, except
-		// that a chain of ours is re-encoded from its spec, because the
-		// kernel does not dump netem's distribution tables.
-		back := cur
-		if old != nil && ours(cur, old) {
-			rec.Prev = old.Prev // keep what the first Apply replaced
-			back = reencoded(clock, cur, old)
-		} else if old != nil && p.chain == nil && spec.IsClasses(old.Spec) {
-			rec.Prev = old.Prev // our earlier tree, replaced by a tree
+		// that our own earlier chain or tree is rebuilt from its spec,
+		// because the kernel dumps neither netem's distribution tables
+		// nor a tree's filters. Replacing it keeps the record of what
+		// the first Apply replaced, so Clear restores the user's tree.
+		back := func() error { return restoreTree(ifindex, cur) }
+		if prev, isOurs := recorded(clock, cur, old); isOurs {
+			rec.Prev = old.Prev
+			if prev != nil {
+				back = func() error { return prev.rebuild(ifindex) }
+			}
 		}
 		if rec.Handles, err = p.place(cur); err != nil {
 			return err
@@ -296,28 +300,32 @@ func Apply(t Target, im spec.Impairment) error {
 		if err := rec.save(path); err != nil {
 			return err
 		}
-		undo := func(cause error) error { return rollback(ifindex, back, path, old, cause) }
+		undo := func(cause error) error { return rollback(back, path, old, cause) }
 		// Kernels with the duplication fix of sch_netem (6.1.y stable
 		// and later) refuse a netem beside another in the device's tree
 		// when either duplicates, the root it would replace included:
 		// take the old tree down first. (A tree's htb root replaces the
-		// old tree before any netem leaf is added.)
+		// old tree before any netem leaf is added.) So must a tree whose
+		// root handle the device's tree uses: the kernel takes a replace
+		// of that qdisc for a change, which htb does not support ("Change
+		// operation not supported") and another kind refuses.
 		cleared := false
-		if n, dup := netemsIn(cur); p.chain != nil && n > 0 && (dup || duplicates(p.chain)) {
+		n, dup := netemsIn(cur)
+		if p.chain != nil && n > 0 && (dup || duplicates(p.chain)) || p.chain == nil && handleUsed(cur, p.objs[0].q.Handle) {
 			if err := deleteRoot(ifindex); err != nil {
 				return undo(err)
 			}
 			cleared = true
 		}
-		for i, o := range p.objs {
-			if err := o.add(ifindex, i == 0); err != nil {
-				err = p.addError(o, err)
-				if i == 0 && !cleared { // the root was refused: nothing changed
-					putBackRecord(path, old)
-					return err
-				}
-				return undo(err)
+		if err := p.build(ifindex, func(i int, o tcObject, err error) error {
+			err = p.addError(o, err)
+			if i == 0 && !cleared { // the root was refused: nothing changed
+				putBackRecord(path, old)
+				return err
 			}
+			return undo(err)
+		}); err != nil {
+			return err
 		}
 		if p.chain == nil {
 			return nil // a tree is not read back
@@ -327,6 +335,103 @@ func Apply(t Target, im spec.Impairment) error {
 		}
 		return rec.save(path)
 	})
+}
+
+// build creates p's objects on ifindex, the root replacing whatever is
+// there; the first the kernel refuses goes to fail, whose answer build
+// returns.
+func (p *plan) build(ifindex int, fail func(i int, o tcObject, err error) error) error {
+	for i, o := range p.objs {
+		if err := o.add(ifindex, i == 0); err != nil {
+			return fail(i, o, err)
+		}
+	}
+	return nil
+}
+
+// rebuild puts p back after a failed apply: the device's root goes, then
+// p's objects are made again.
+func (p *plan) rebuild(ifindex int) error {
+	if err := deleteRoot(ifindex); err != nil {
+		return err
+	}
+	return p.build(ifindex, func(_ int, _ tcObject, err error) error { return err })
+}
+
+// handleUsed reports whether a qdisc of tree has handle h.
+func handleUsed(tree []qdisc, h uint32) bool {
+	for _, q := range tree {
+		if !q.Class && q.Handle == h {
+			return true
+		}
+	}
+	return false
+}
+
+// recorded says whether the device's tree is still what rec applied (a
+// chain: ours; a class tree: holds) and returns its plan, re-made from
+// its spec with its handles, or nil when the spec no longer plans.
+func recorded(clock Clock, tree []qdisc, rec *record) (*plan, bool) {
+	if rec == nil {
+		return nil, false
+	}
+	if !spec.IsClasses(rec.Spec) {
+		if !ours(tree, rec) {
+			return nil, false
+		}
+		sp, err := spec.Parse(rec.Spec)
+		if err != nil {
+			return nil, true
+		}
+		p, err := planPipeline(clock, sp)
+		if err != nil || len(p.objs) != len(rec.Handles) {
+			return nil, true
+		}
+		p.chainAt(rec.Handles)
+		return p, true
+	}
+	cs, err := spec.ParseClasses(rec.Spec)
+	if err != nil {
+		return nil, false
+	}
+	p, err := planClasses(clock, cs)
+	if err != nil || !p.holds(tree) {
+		return nil, false
+	}
+	return p, true
+}
+
+// holds reports whether tree is made of p's qdiscs and htb classes, by
+// kind, handle and parent, besides the kernel's default qdiscs and the
+// classes qdiscs make themselves (tbf's :1). Options are not compared: a
+// tree's counters sit in htb's.
+func (p *plan) holds(tree []qdisc) bool {
+	type place struct {
+		class          bool
+		handle, parent uint32
+		kind           string
+	}
+	want := map[place]bool{}
+	for _, o := range p.objs {
+		if !o.filter {
+			want[place{o.q.Class, o.q.Handle, o.q.Parent, o.q.Kind}] = true
+		}
+	}
+	n := 0
+	for _, q := range tree {
+		if !q.Class && isDefault(q) || q.Class && !userClasses[q.Kind] {
+			continue
+		}
+		k := place{q.Class, q.Handle, q.Parent, q.Kind}
+		if q.Class && q.Parent == tcHRoot {
+			k.parent = q.Handle &^ 0xffff // a top-level class: its qdisc's
+		}
+		if !want[k] {
+			return false
+		}
+		n++
+	}
+	return n == len(want)
 }
 
 // addError is what Apply reports for an object the kernel refused: for a
@@ -413,39 +518,74 @@ func ours(tree []qdisc, rec *record) bool {
 // Show reads the interface's root qdisc chain back as a canonical spec:
 // "" when the kernel's default qdisc is there. While the chain is exactly
 // what Apply configured, the spec prints as applied (with latency, cells
-// and seed as typed); otherwise it is decoded from the kernel's values.
+// and seed as typed); otherwise it is decoded from the kernel's values. A
+// class tree prints as a class set: as applied while it is ours, else
+// decoded when it is a plain htb tree (decodeTree).
 func Show(t Target) (string, error) {
-	t, err := t.prepare()
-	if err != nil {
-		return "", err
-	}
-	rec, err := loadRecord(t.recordPath())
-	if err != nil {
-		return "", err
-	}
-	clock, _ := ReadClock("/proc/net/psched")
-	var out string
-	err = onChain(t, func(tree, ch []qdisc) error {
-		if rec != nil && ours(tree, rec) {
-			out = rec.Spec
-			return nil
-		}
-		out, err = decodeChain(clock, ch)
-		return err
-	})
+	out, _, err := view(t, true)
 	return out, err
 }
 
-func decodeChain(clock Clock, ch []qdisc) (string, error) {
+// view reads what the interface holds as Show prints it (when text is
+// asked for) and the qdiscs, and a class tree's classes, whose counters
+// Stats gives: the root chain, or a class tree Show can print; anything
+// else is the chain's error.
+func view(t Target, text bool) (string, []qdisc, error) {
+	t, err := t.prepare()
+	if err != nil {
+		return "", nil, err
+	}
+	rec, err := loadRecord(t.recordPath())
+	if err != nil {
+		return "", nil, err
+	}
+	clock, _ := ReadClock("/proc/net/psched")
+	var out string
+	var parts []qdisc
+	err = inNS(t, func(ifindex int) error {
+		tree, err := dumpTree(ifindex)
+		if err != nil {
+			return err
+		}
+		ch, cerr := chain(tree)
+		if cerr == nil {
+			parts = ch
+			switch {
+			case !text:
+			case rec != nil && ours(tree, rec):
+				out = rec.Spec
+			default:
+				sp, err := decodeSpec(clock, ch)
+				if err != nil {
+					return err
+				}
+				out = sp.String()
+			}
+			return nil
+		}
+		if p, isOurs := recorded(clock, tree, rec); isOurs && p != nil && p.chain == nil {
+			out = rec.Spec
+		} else if cs, err := decodeTree(clock, ifindex, tree); err == nil {
+			out = cs.String()
+		} else {
+			return fmt.Errorf("interface %q: %w", t.Iface, cerr)
+		}
+		parts = treeParts(tree)
+		return nil
+	})
+	return out, parts, err
+}
+
+func decodeSpec(clock Clock, ch []qdisc) (*spec.Spec, error) {
 	s := &spec.Spec{}
 	for _, q := range ch {
 		st, err := decodeStage(clock, q.Kind, q.Options)
 		if err != nil {
-			return "", fmt.Errorf("%s: %w", q, err)
+			return nil, fmt.Errorf("%s: %w", q, err)
 		}
 		s.Stages = append(s.Stages, st)
 	}
-	return s.String(), nil
+	return s, nil
 }
 
 // Clear restores what the first Apply replaced: the previous root qdisc
@@ -484,44 +624,13 @@ func Clear(t Target) error {
 }
 
 // Stats returns the counters of each stage of the interface's root chain,
-// root first, so the kernel's drops and overlimits can be set beside the
-// proxy's.
+// root first, or of each qdisc and class of a class tree Show prints, so
+// the kernel's drops and overlimits can be set beside the proxy's.
 func Stats(t Target) ([]StageStats, error) {
-	t, err := t.prepare()
-	if err != nil {
-		return nil, err
-	}
+	_, parts, err := view(t, false)
 	var out []StageStats
-	err = onChain(t, func(_, ch []qdisc) error {
-		for _, q := range ch {
-			out = append(out, StageStats{Kind: q.Kind, Handle: handleString(q.Handle), Parent: handleString(q.Parent), Counters: q.stats})
-		}
-		return nil
-	})
+	for _, q := range parts {
+		out = append(out, StageStats{Class: q.Class, Kind: q.Kind, Handle: handleString(q.Handle), Parent: handleString(q.Parent), Counters: q.stats})
+	}
 	return out, err
-}
-
-// reencoded returns tree with the options of rec's chain encoded from
-// rec's spec; on any trouble it returns tree unchanged.
-func reencoded(clock Clock, tree []qdisc, rec *record) []qdisc {
-	sp, err := spec.Parse(rec.Spec)
-	if err != nil || len(sp.Stages) != len(rec.Handles) {
-		return tree
-	}
-	opts := map[uint32][]byte{}
-	for i, st := range sp.Stages {
-		o, err := encodeStage(clock, st)
-		if err != nil || o == nil {
-			return tree
-		}
-		opts[rec.Handles[i]] = o
-	}
-	out := make([]qdisc, len(tree))
-	for i, q := range tree {
-		if o, ok := opts[q.Handle]; ok && !q.Class {
-			q.Options = o
-		}
-		out[i] = q
-	}
-	return out
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/internal/testenv"
@@ -198,8 +199,19 @@ func TestClearRestoresPreviousRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := tree(t, tg)
-	if _, err := Show(tg); err == nil {
-		t.Fatal("show of an htb root should say it is not a netem/tbf chain")
+	if got, err := Show(tg); err != nil || got != "class 1:1 htb rate 10mbit ceil 20mbit burst 20000b cburst 20000b" {
+		t.Fatalf("show of a plain htb tree: %q %v", got, err)
+	}
+	// With a filter, which show does not read back, it is refused.
+	err = inNS(tg, func(ifindex int) error {
+		return netlink.FilterAdd(&netlink.U32{FilterAttrs: netlink.FilterAttrs{LinkIndex: ifindex, Parent: netlink.MakeHandle(1, 0),
+			Priority: 1, Protocol: unix.ETH_P_IP}, ClassId: netlink.MakeHandle(1, 1)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Show(tg); err == nil || err.Error() != `interface "k0": qdisc htb 1:0 parent root is not a netem/tbf chain` {
+		t.Fatalf("show of an htb tree with a filter should say it is not a netem/tbf chain: %v", err)
 	}
 	if err := Clear(tg); err == nil {
 		t.Fatal("clear without a record must refuse to remove an htb root")

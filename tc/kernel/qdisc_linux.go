@@ -177,8 +177,11 @@ func restoreTree(ifindex int, tree []qdisc) error {
 			// parent is a class. Qdiscs with handle 0 are the kernel's
 			// defaults under a class: created with it. So are the classes
 			// of classful qdiscs that do not create classes on request
-			// (tbf's and netem's single class, prio's bands).
-			if !exists[parent] && !exists[parent&0xffff0000] {
+			// (tbf's and netem's single class, prio's bands): for those
+			// the qdisc stands in for its class, which the dump lists
+			// after every qdisc. A class made on request (htb's) must be
+			// there before the qdisc under it.
+			if !exists[parent] && (userClasses[kindOf[parent>>16]] || !exists[parent&0xffff0000]) {
 				continue
 			}
 			done[i], progress = true, true
