@@ -237,3 +237,77 @@ func FuzzParseClassesYAML(f *testing.F) {
 		}
 	})
 }
+
+// TestParseChange: text for a running direction is parsed once; a
+// pipeline or a set with a root replaces what runs, other class
+// statements patch the tree in force, and with no tree they are a whole
+// set that fails as one would.
+func TestParseChange(t *testing.T) {
+	tree := "htb default 2; class 1:1 htb rate 100mbit; class 1:2 parent 1:1 htb rate 20mbit ceil 100mbit"
+	cur, err := ParseClasses(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ text, want, err string }{
+		{"delay 10ms", "delay 10ms", ""},
+		{tree, cur.String(), ""},
+		{"class 1:2 parent 1:1 htb rate 30mbit ceil 100mbit", "class 1:2 parent 1:1 htb rate 30mbit ceil 100mbit", ""},
+		{"class 1:2 parent 1:1 htb rate 1mbit ceil 1kbit", "", "ceil 1kbit is below rate 1mbit"},
+	} {
+		ch, err := ParseChange(c.text)
+		if err != nil {
+			t.Fatalf("%q: %v", c.text, err)
+		}
+		im, err := ch.Apply(cur)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%q: error %v, want %q", c.text, err, c.err)
+		case c.err == "" && (err != nil || !strings.Contains(im.String(), c.want)):
+			t.Errorf("%q: %v, %q; want %q", c.text, err, im.String(), c.want)
+		}
+	}
+	// A patch with no tree running is a whole set, and fails as
+	// ParseImpairment does.
+	ch, _ := ParseChange("class 1:3 parent 1:9 htb rate 1mbit")
+	_, err1 := ch.Apply(nil)
+	_, err2 := ParseImpairment("class 1:3 parent 1:9 htb rate 1mbit")
+	if err1 == nil || err2 == nil || err1.Error() != err2.Error() {
+		t.Errorf("patch of no tree: %v; ParseImpairment: %v", err1, err2)
+	}
+	if _, err := ParseChange("@/etc/passwd"); !errors.Is(err, ErrFileRef) {
+		t.Errorf("@FILE: %v", err)
+	}
+}
+
+// FuzzParseChange: whatever ParseChange takes applies to a running tree
+// and to none without panicking, and what applies prints as text that
+// parses as the same impairment.
+//
+//	go test ./tc/spec -run '^$' -fuzz FuzzParseChange -fuzztime 1m
+func FuzzParseChange(f *testing.F) {
+	f.Add(seed004)
+	f.Add("class 1:2 parent 1:1 htb rate 30mbit ceil 100mbit; leaf 1:3 delay 20ms")
+	f.Add("delay 10ms | tbf rate 1mbit burst 10kb limit 100kb")
+	f.Add("default 1:3")
+	f.Add("@x")
+	cur, err := ParseClasses(seed004)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ch, err := ParseChange(s)
+		if err != nil {
+			return
+		}
+		for _, c := range []*Classes{cur, nil} {
+			im, err := ch.Apply(c)
+			if err != nil {
+				continue
+			}
+			again, err := ParseImpairment(im.String())
+			if err != nil || again.String() != im.String() {
+				t.Fatalf("%q applied gives %q, which reads back as %q (%v)", s, im.String(), again.String(), err)
+			}
+		}
+	})
+}

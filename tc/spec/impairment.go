@@ -27,22 +27,11 @@ var ErrFileRef = errors.New("a spec starting with '@' names a file, and the prox
 // class, filter and leaf statements, tc class and filter commands, or
 // YAML) or a pipeline (Parse). "" is no impairment. It reads no files.
 func ParseImpairment(text string) (Impairment, error) {
-	t := strings.TrimSpace(text)
-	if strings.HasPrefix(t, "@") {
-		return Impairment{}, ErrFileRef
-	}
-	if IsClasses(t) {
-		cs, err := ParseClassesAuto([]byte(t))
-		if err != nil {
-			return Impairment{}, err
-		}
-		return Impairment{Classes: cs}, nil
-	}
-	s, err := Parse(t)
+	ch, err := ParseChange(text)
 	if err != nil {
 		return Impairment{}, err
 	}
-	return Impairment{Pipeline: s}, nil
+	return ch.Apply(nil) // no tree runs: class statements are a whole set
 }
 
 // Change is what text sent to a running direction says, parsed once where
@@ -95,8 +84,10 @@ func (ch Change) Apply(cur *Classes) (Impairment, error) {
 	switch {
 	case !ch.patch:
 		return ch.whole, nil
+	case cur == nil && ch.err != nil:
+		return Impairment{}, ch.err
 	case cur == nil:
-		return ch.whole, ch.err
+		return ch.whole, nil
 	}
 	cs, err := cur.Patch(ch.text)
 	return Impairment{Classes: cs}, err
