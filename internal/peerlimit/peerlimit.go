@@ -7,8 +7,12 @@ package peerlimit
 
 import (
 	"fmt"
+	"io"
+	"log"
 	"net"
+	"net/http"
 	"sync"
+	"time"
 )
 
 // Peer is who is at the other end of a connection.
@@ -143,3 +147,20 @@ func (c *Conn) Close() error {
 
 // Unwrap returns the connection underneath.
 func (c *Conn) Unwrap() net.Conn { return c.Conn }
+
+// Timeouts bound how long one connection may hold a server (so that a
+// slow, stalled or endless client holds neither its slot nor memory): the
+// request's headers within ReadHeader, the whole request within Read, the
+// answer within Write, an idle keep-alive connection closes after Idle,
+// and headers are at most MaxHeaderBytes.
+type Timeouts struct {
+	ReadHeader, Read, Write, Idle time.Duration
+	MaxHeaderBytes                int
+}
+
+// Server is an http.Server of h with the timeouts t, which logs nothing:
+// a client's broken requests are no line on the proxy's stderr.
+func (t Timeouts) Server(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.ReadHeader, ReadTimeout: t.Read, WriteTimeout: t.Write,
+		IdleTimeout: t.Idle, MaxHeaderBytes: t.MaxHeaderBytes, ErrorLog: log.New(io.Discard, "", 0)}
+}

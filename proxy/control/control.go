@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"os"
@@ -66,20 +65,23 @@ const WarningHeader = "Wanlab-Warning"
 const maxSpecBytes = 1 << 20
 
 // Limits of one connection, so that a slow, stalled or endless client can
-// hold neither the proxy nor its memory: a request's headers must arrive
-// within readHeaderTimeout (so a connection that sends nothing is closed
-// after 2 s), the whole request within readTimeout, the answer leave within
-// writeTimeout, an idle keep-alive connection closes after idleTimeout, and
-// at most maxConns connections are open at once, shared by peer
-// (connLimits; more are closed at accept).
-const (
-	readHeaderTimeout = 2 * time.Second
-	readTimeout       = 10 * time.Second
-	writeTimeout      = 10 * time.Second
-	idleTimeout       = 30 * time.Second
-	maxHeaderBytes    = 16 << 10
-	maxConns          = 64
-)
+// hold neither the proxy nor its memory: a request's headers within 2 s
+// (so a connection that sends nothing is closed then), the request and
+// the answer within 10 s each, 30 s idle, and at most maxConns
+// connections open at once, shared by peer (connLimits; more are closed
+// at accept).
+var timeouts = peerlimit.Timeouts{ReadHeader: 2 * time.Second, Read: 10 * time.Second, Write: 10 * time.Second,
+	Idle: 30 * time.Second, MaxHeaderBytes: 16 << 10}
+
+const maxConns = 64
+
+// serverOf is the API's http.Server of h: its timeouts, and each
+// request's peer in its context (withPeer).
+func serverOf(h http.Handler) *http.Server {
+	srv := timeouts.Server(h)
+	srv.ConnContext = withPeer
+	return srv
+}
 
 // errorBody is the JSON of every non-2xx answer.
 type errorBody struct {
@@ -211,16 +213,7 @@ func Serve(l net.Listener, b Backend, acc Access) (*Server, error) {
 		return nil, errors.New("control: a TCP control listener needs a token")
 	}
 	s := &Server{
-		srv: &http.Server{
-			Handler:           NewHandler(b, acc),
-			ReadHeaderTimeout: readHeaderTimeout,
-			ReadTimeout:       readTimeout,
-			WriteTimeout:      writeTimeout,
-			IdleTimeout:       idleTimeout,
-			MaxHeaderBytes:    maxHeaderBytes,
-			ConnContext:       withPeer,
-			ErrorLog:          log.New(io.Discard, "", 0),
-		},
+		srv:  serverOf(NewHandler(b, acc)),
 		l:    peerlimit.New(l, connLimits(os.Geteuid())),
 		done: make(chan error, 1),
 	}

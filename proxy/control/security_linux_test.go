@@ -342,7 +342,7 @@ func TestSlowClientDoesNotStallTheOwner(t *testing.T) {
 	// The owner's set must not wait for the slow client. It gets the
 	// client's own 10 s timeout, far more than a set takes even on a
 	// loaded machine; serialized behind the slow body it would wait for
-	// the server's read deadline (readTimeout) first.
+	// the server's read deadline (timeouts.Read) first.
 	done := make(chan error, 1)
 	go func() { done <- Dial(addr).WithToken("tok").Set("veth-a", "delay 3ms") }()
 	select {
@@ -350,15 +350,15 @@ func TestSlowClientDoesNotStallTheOwner(t *testing.T) {
 		if err != nil {
 			t.Fatalf("owner's set beside a slow client: %v", err)
 		}
-	case <-time.After(readTimeout - time.Second):
+	case <-time.After(timeouts.Read - time.Second):
 		t.Fatal("owner's set waited for the slow client")
 	}
 	// The slow connection is cut by the read deadline: wait for the close.
-	slow.SetReadDeadline(time.Now().Add(readTimeout + 20*time.Second))
+	slow.SetReadDeadline(time.Now().Add(timeouts.Read + 20*time.Second))
 	if _, err := io.ReadAll(slow); err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			t.Fatalf("slow connection still open after %v", readTimeout+20*time.Second)
+			t.Fatalf("slow connection still open after %v", timeouts.Read+20*time.Second)
 		}
 	}
 	if got := fake.Specs()["veth-a"]; got != "delay 3ms" {

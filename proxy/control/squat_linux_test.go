@@ -177,7 +177,7 @@ func TestFloodDoesNotLockOutTheOwner(t *testing.T) {
 
 // TestUnauthenticatedConnectionsClose: a connection refused once is closed
 // after its answer, and one that sends nothing is closed after
-// readHeaderTimeout.
+// timeouts.ReadHeader.
 func TestUnauthenticatedConnectionsClose(t *testing.T) {
 	s, _, _ := serveWithCredentials(t, "127.0.0.1:0")
 	c, err := net.Dial("tcp", s.Addr().String())
@@ -209,8 +209,8 @@ func TestUnauthenticatedConnectionsClose(t *testing.T) {
 	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		t.Fatal("an idle connection stayed open 30 s")
 	}
-	if d := time.Since(start); d < readHeaderTimeout-100*time.Millisecond {
-		t.Fatalf("idle connection closed after %v, before the %v it is given", d, readHeaderTimeout)
+	if d := time.Since(start); d < timeouts.ReadHeader-100*time.Millisecond {
+		t.Fatalf("idle connection closed after %v, before the %v it is given", d, timeouts.ReadHeader)
 	}
 }
 

@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/netip"
@@ -228,16 +226,14 @@ type Server struct {
 // per other uid or host; 2 s for a request's headers, 5 s for the request,
 // 10 s for the answer, 30 s idle; two scrapes at once (a third gets 503).
 const (
-	maxConns          = 32
-	reservedConns     = 8
-	perPeerConns      = 4
-	readHeaderTimeout = 2 * time.Second
-	readTimeout       = 5 * time.Second
-	writeTimeout      = 10 * time.Second
-	idleTimeout       = 30 * time.Second
-	maxHeaderBytes    = 8 << 10
-	maxScrapes        = 2
+	maxConns      = 32
+	reservedConns = 8
+	perPeerConns  = 4
+	maxScrapes    = 2
 )
+
+var timeouts = peerlimit.Timeouts{ReadHeader: 2 * time.Second, Read: 5 * time.Second, Write: 10 * time.Second,
+	Idle: 30 * time.Second, MaxHeaderBytes: 8 << 10}
 
 // Options are Serve's optional settings.
 type Options struct {
@@ -291,18 +287,10 @@ func Serve(addr string, src func() control.Stats, opt Options) (*Server, error) 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		MaxRequestsInFlight: maxScrapes,
-		Timeout:             writeTimeout - time.Second,
+		Timeout:             timeouts.Write - time.Second,
 	}))
 	s := &Server{
-		srv: &http.Server{
-			Handler:           mux,
-			ReadHeaderTimeout: readHeaderTimeout,
-			ReadTimeout:       readTimeout,
-			WriteTimeout:      writeTimeout,
-			IdleTimeout:       idleTimeout,
-			MaxHeaderBytes:    maxHeaderBytes,
-			ErrorLog:          log.New(io.Discard, "", 0),
-		},
+		srv:  timeouts.Server(mux),
 		l:    pl,
 		done: make(chan error, 1),
 	}
