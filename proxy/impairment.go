@@ -8,10 +8,10 @@ import (
 	"github.com/wanlab/wanlab/units"
 )
 
-// Traffic classes: a direction's spec text may be a class set
-// (spec.IsClasses: htb/class/filter/leaf statements, tc class and filter
-// commands, or YAML). The direction's pipeline then classifies packets,
-// runs each leaf's own stages and shares the link through an htb tree.
+// A direction's impairment (spec.Impairment) is a pipeline or a class
+// set; with a class set the direction's pipeline classifies packets, runs
+// each leaf's own stages and shares the link through an htb tree. What is
+// here is the same for both: its canonical text and its warnings.
 //
 // The proxy never reads a file named in a spec: it runs as root and takes
 // text from its control API, so "@FILE" would let any caller make it read
