@@ -218,7 +218,7 @@ func Forward(ctx context.Context, cfg Config) (*Report, error) {
 		for wi, w := range works {
 			if vs := cpuPerPacket[key{wi, 0, pname}]; len(vs) > 0 {
 				c := realizedOnly(w.label, pname, "cpu per packet", "µs", mean(vs))
-				c.Note = scope[pname] + "; CPU time over the workload / packets the proxy wrote (both directions)"
+				c.Note = scope[pname] + "; over the packets the proxy wrote"
 				if len(vs) > 1 {
 					c = c.withInterval(slices.Min(vs), slices.Max(vs))
 				}
