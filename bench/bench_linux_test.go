@@ -127,10 +127,31 @@ func TestQuickForward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkReport(t, r, "forward", "usage")
+	checkReport(t, r, "forward", "usage", "proxy_latency")
 	for _, m := range r.Tables[0].Rows {
 		if m.Realized <= 0 {
 			t.Errorf("%s %s %s: %g, want a positive figure", m.Label, m.Path, m.Metric, m.Realized)
+		}
+	}
+	// The proxy's own latency, from its stats, for both directions of
+	// each proxy path; the CPU per packet of each workload.
+	own, perPacket := map[string]int{}, map[string]int{}
+	for _, tb := range r.Tables {
+		for _, m := range tb.Rows {
+			switch {
+			case tb.Name == "proxy_latency" && m.Metric == "added p50":
+				own[m.Path]++
+				if m.Realized <= 0 {
+					t.Errorf("%s %s: added p50 %g µs, want a positive bucket bound", m.Label, m.Path, m.Realized)
+				}
+			case tb.Name == "usage" && m.Metric == "cpu per packet":
+				perPacket[m.Path]++
+			}
+		}
+	}
+	for _, p := range []string{PathProxyOffload, PathProxyOffload1, PathProxyWater} {
+		if own[p] != 2 || perPacket[p] != 4 {
+			t.Errorf("%s: %d directions of added latency (want 2), %d workloads with a CPU per packet (want 4)", p, own[p], perPacket[p])
 		}
 	}
 }

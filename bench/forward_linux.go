@@ -7,8 +7,11 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/proxy/control"
 )
 
 // forwardWorkload is one traffic pattern of the forwarding bench.
@@ -77,6 +80,11 @@ func Forward(ctx context.Context, cfg Config) (*Report, error) {
 	values := map[key][]float64{}
 	cpuShare := map[string][]float64{}
 	cpuPerGbit := map[key][]float64{}
+	cpuPerPacket := map[key][]float64{}
+	// lat[path][direction][metric] over rounds: the proxy's own latency
+	// during the round trip, from its stats.
+	type latKey struct{ path, dir, metric string }
+	lat := map[latKey][]float64{}
 	rss := map[string]float64{}
 	scope := map[string]string{}
 	total := rounds * len(paths) * len(works)
@@ -104,12 +112,16 @@ func Forward(ctx context.Context, cfg Config) (*Report, error) {
 			for wi, w := range works {
 				cfg.progress(step, total, fmt.Sprintf("round %d/%d %s: %s", round+1, rounds, pname, w.label))
 				step++
+				st0, serr := proxyStats(p)
 				wc0, _, _, uerr := usage()
+				pc0 := preciseCPU(p, wc0)
 				w0 := time.Now()
 				vs, err := w.run(ctx, e.lab)
 				wc1, _, _, uerr1 := usage()
+				pc1 := preciseCPU(p, wc1)
+				st1, serr1 := proxyStats(p)
 				if err == nil {
-					err = errors.Join(uerr, uerr1)
+					err = errors.Join(uerr, uerr1, serr, serr1)
 				}
 				if err != nil {
 					p.Close()
@@ -122,6 +134,18 @@ func Forward(ctx context.Context, cfg Config) (*Report, error) {
 					// A core's share over the workload, per Gbit/s it carried.
 					share := 100 * float64(wc1-wc0) / float64(time.Since(w0))
 					cpuPerGbit[key{wi, 0, pname}] = append(cpuPerGbit[key{wi, 0, pname}], share/vs[0])
+				}
+				if st0 != nil && st1 != nil {
+					if n := forwarded(*st1) - forwarded(*st0); n > 0 {
+						cpuPerPacket[key{wi, 0, pname}] = append(cpuPerPacket[key{wi, 0, pname}], float64(pc1-pc0)/float64(time.Microsecond)/float64(n))
+					}
+					if w.label == "udp round trip" {
+						for dir, ms := range roundTripLatency(*st0, *st1, e.toServer()) {
+							for metric, v := range ms {
+								lat[latKey{pname, dir, metric}] = append(lat[latKey{pname, dir, metric}], v)
+							}
+						}
+					}
 				}
 			}
 			cpu1, r, s, err := usage()
@@ -191,13 +215,49 @@ func Forward(ctx context.Context, cfg Config) (*Report, error) {
 				use.Rows = append(use.Rows, g)
 			}
 		}
+		for wi, w := range works {
+			if vs := cpuPerPacket[key{wi, 0, pname}]; len(vs) > 0 {
+				c := realizedOnly(w.label, pname, "cpu per packet", "µs", mean(vs))
+				c.Note = scope[pname] + "; over the packets the proxy wrote"
+				if len(vs) > 1 {
+					c = c.withInterval(slices.Min(vs), slices.Max(vs))
+				}
+				use.Rows = append(use.Rows, c)
+			}
+		}
 		r := realizedOnly("all workloads", pname, "rss", "MiB", rss[pname])
 		r.Note = scope[pname]
 		use.Rows = append(use.Rows, r)
 	}
+	own := Table{Name: "proxy_latency", Title: "The proxy's own added latency during the UDP round trip, per direction (its stats: TUN write done − the engine's departure, per packet)",
+		Model: "-"}
+	for _, pname := range paths {
+		for _, dir := range []string{"to server", "to client"} {
+			for _, metric := range roundTripMetrics {
+				vs := lat[latKey{pname, dir, metric}]
+				if len(vs) == 0 {
+					continue
+				}
+				m := realizedOnly("udp round trip, "+dir, pname, metric, "µs", mean(vs))
+				if len(vs) > 1 {
+					m = m.withInterval(slices.Min(vs), slices.Max(vs))
+				}
+				own.Rows = append(own.Rows, m)
+			}
+		}
+	}
+	tables := []Table{tb, use}
+	if len(own.Rows) > 0 {
+		tables = append(tables, own)
+	}
 	rep := &Report{Bench: "forward", Date: began.UTC(), Quick: cfg.Quick, Kernel: host.KernelRelease(), Command: cfg.Command,
-		Tables: []Table{tb, use}}
+		Tables: tables}
 	rep.Notes = append(rep.Notes, fmt.Sprintf("%d round(s), each running every workload on every path in turn; realized is the mean, the interval min..max", rounds))
+	if len(own.Rows) > 0 {
+		rep.Notes = append(rep.Notes, "proxy_latency: the live proxy's latency histograms over the round trip (proxy stats --latency); "+
+			"p50 and p99 are bucket upper bounds (10 a decade), the means exact; added = due to dequeued + dequeued to written, "+
+			"read to engine runs inside the (empty) spec's delay and so inside due to dequeued")
+	}
 	return rep, rep.finish(began, load)
 }
 
@@ -210,4 +270,90 @@ func mean(vs []float64) float64 {
 		s += v
 	}
 	return s / float64(len(vs))
+}
+
+// proxyStats reads the counters of the proxy on path p, in-process or
+// over its control API; nil for a path without a proxy.
+func proxyStats(p path) (*control.Stats, error) {
+	switch pp := p.(type) {
+	case *proxyPath:
+		st := pp.p.Stats()
+		return &st, nil
+	case *procPath:
+		st, err := pp.ctl.Stats()
+		if err != nil {
+			return nil, fmt.Errorf("%s: stats: %w", pp.name, err)
+		}
+		return &st, nil
+	}
+	return nil, nil
+}
+
+// preciseCPU is the CPU time of a proxy in-process from getrusage (1 µs
+// resolution, where /proc's ticks are 10 ms: a round trip's few thousand
+// packets need it), otherwise coarse, the path's own Usage reading.
+func preciseCPU(p path, coarse time.Duration) time.Duration {
+	if _, ok := p.(*proxyPath); !ok {
+		return coarse
+	}
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return coarse
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// forwarded is the number of packets the proxy wrote, both directions.
+func forwarded(st control.Stats) uint64 {
+	var n uint64
+	for _, d := range st.Directions {
+		n += d.Device.Written
+	}
+	return n
+}
+
+// roundTripMetrics are the proxy_latency table's rows per direction.
+var roundTripMetrics = []string{"added p50", "added p99", "read to engine mean", "due to dequeued mean", "dequeued to written mean"}
+
+// roundTripLatency is the proxy's own latency between two readings of
+// its stats, per direction ("to server", "to client") and metric
+// (roundTripMetrics), in µs; a direction without latency or packets is
+// left out.
+func roundTripLatency(before, after control.Stats, toServer string) map[string]map[string]float64 {
+	out := map[string]map[string]float64{}
+	for _, d := range after.Directions {
+		if d.Latency == nil {
+			continue
+		}
+		var prev control.Latency
+		for _, b := range before.Directions {
+			if b.Iface == d.Iface && b.Latency != nil {
+				prev = *b.Latency
+			}
+		}
+		added := d.Latency.Added.Since(prev.Added)
+		if added.Packets == 0 {
+			continue
+		}
+		us := func(v time.Duration) float64 { return float64(v) / float64(time.Microsecond) }
+		meanOf := func(h, p control.LatencyHistogram) float64 {
+			h = h.Since(p)
+			if h.Packets == 0 {
+				return 0
+			}
+			return us(h.Sum) / float64(h.Packets)
+		}
+		dir := "to client"
+		if d.Iface == toServer {
+			dir = "to server"
+		}
+		out[dir] = map[string]float64{
+			"added p50":                us(added.P50),
+			"added p99":                us(added.P99),
+			"read to engine mean":      meanOf(d.Latency.ReadToEnqueue, prev.ReadToEnqueue),
+			"due to dequeued mean":     meanOf(d.Latency.DueToDequeue, prev.DueToDequeue),
+			"dequeued to written mean": meanOf(d.Latency.DequeueToWritten, prev.DequeueToWritten),
+		}
+	}
+	return out
 }

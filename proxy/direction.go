@@ -80,6 +80,9 @@ type direction struct {
 	wbufs [][]byte
 	// byQueue holds a release's packets per queue (more than one queue).
 	byQueue [][]*engine.Packet
+	// dequeued is when the packets being written left the engine
+	// (lateness.record).
+	dequeued int64
 }
 
 // reader is one queue's reader and its buffers, owned by its readLoop.
@@ -90,6 +93,9 @@ type reader struct {
 	rbufs  [][]byte
 	sizes  []int
 	rbatch []*engine.Packet
+	// readToEnqueue is control.Latency's, one per reader so that readers
+	// on different CPUs do not share its counters.
+	readToEnqueue latencyHistogram
 }
 
 func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (*direction, error) {
@@ -190,8 +196,13 @@ func (d *direction) readLoop(r *reader) {
 			continue
 		}
 		next, ok := d.pl.EnqueueBatch(r.rbatch, now)
+		// One stamp per batch, for the histogram and a release at once.
+		enqueued := release.MonotonicNow()
+		t := tally{h: &r.readToEnqueue}
+		t.addN(enqueued-now, uint64(len(r.rbatch)))
+		t.flush()
 		if ok && next <= now {
-			d.Release(release.MonotonicNow())
+			d.Release(enqueued)
 			next, ok = d.pl.NextDeparture()
 		}
 		if ok {
@@ -211,6 +222,9 @@ func (d *direction) Release(now int64) {
 	if len(d.out) == 0 {
 		return
 	}
+	// Stamped after the lock and the engine's work, which a late
+	// departure waited for too.
+	d.dequeued = release.MonotonicNow()
 	if d.byQueue == nil {
 		d.writeBatches(d.queues[0], d.out)
 	} else {
@@ -266,7 +280,7 @@ func (d *direction) write(dev device.Device, pkts []*engine.Packet) {
 		d.writeErrors.Add(1)
 	}
 	mono := release.MonotonicNow()
-	d.late.record(mono, pkts)
+	d.late.record(d.dequeued, mono, pkts)
 	if d.tap != nil {
 		now := d.wallTime(mono)
 		for _, pk := range pkts {

@@ -319,6 +319,7 @@ func (p *Forwarder) Stats() control.Stats {
 				Written:     d.late.totalPackets.Load(),
 				Late1ms:     d.late.totalLate1ms.Load(),
 			},
+			Latency: d.latency(),
 		})
 	}
 	if p.opt.Tap != nil {

@@ -24,25 +24,41 @@ type Lateness struct {
 }
 
 // lateness accumulates a direction's Lateness between TakeLateness
-// calls. Written by whoever holds wmu, read by TakeLateness.
+// calls, and the histograms of the proxy's own latency on the release
+// side (latency.go). Written by whoever holds wmu, read by TakeLateness
+// and Stats.
 type lateness struct {
 	packets, late1ms atomic.Uint64
 	max              atomic.Int64
 	// Totals since the start, for Stats.
 	totalPackets, totalLate1ms atomic.Uint64
+	// added, dueToDequeue and dequeueToWritten are control.Latency's.
+	added, dueToDequeue, dequeueToWritten latencyHistogram
 }
 
-// record counts pkts, written at time now.
-func (l *lateness) record(now int64, pkts []*engine.Packet) {
+// record counts pkts, dequeued at time dequeued and written by a write
+// that returned at time written: one pass over the batch, the adds to
+// the shared counters once per batch (a run of one bucket in the
+// histograms).
+func (l *lateness) record(dequeued, written int64, pkts []*engine.Packet) {
 	var late uint64
 	var worst int64
+	added := tally{h: &l.added}
+	due := tally{h: &l.dueToDequeue}
 	for _, pk := range pkts {
-		d := now - pk.Depart
+		d := written - pk.Depart
 		worst = max(worst, d)
 		if d >= int64(time.Millisecond) {
 			late++
 		}
+		added.addN(d, 1)
+		due.addN(dequeued-pk.Depart, 1)
 	}
+	added.flush()
+	due.flush()
+	write := tally{h: &l.dequeueToWritten}
+	write.addN(written-dequeued, uint64(len(pkts)))
+	write.flush()
 	l.packets.Add(uint64(len(pkts)))
 	l.totalPackets.Add(uint64(len(pkts)))
 	if late > 0 {

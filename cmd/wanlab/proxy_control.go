@@ -185,9 +185,10 @@ func proxyStatsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "stats",
 		Usage: "show a running proxy's counters per direction",
-		UsageText: "wanlab proxy stats [--control ADDR] [--json]\n\n" +
+		UsageText: "wanlab proxy stats [--control ADDR] [--json | --latency]\n\n" +
 			"examples:\n" +
 			"   wanlab proxy stats\n" +
+			"   wanlab proxy stats --latency           # where the proxy's own microseconds go\n" +
 			"   wanlab proxy stats --json | jq '.directions[] | {iface, drops: .engine.totals.drops}'\n" +
 			"   watch -n1 wanlab proxy stats --control 127.0.0.1:9901",
 		Description: "For each direction (named by its egress interface): the spec in force, packets\n" +
@@ -195,13 +196,21 @@ func proxyStatsCommand() *cli.Command {
 			"oversize), ECN marks, duplicates, corruptions, reorders, what is queued now,\n" +
 			"the time packets spent in the engine (sojourn; percentiles are bucket bounds),\n" +
 			"the same per stage, and the TUN device's malformed-packet and error counters.\n" +
+			"--latency prints instead the latency the proxy itself adds beyond the spec, per\n" +
+			"direction: from the departure the engine computed to the TUN write returning,\n" +
+			"and its parts (read to engine, due to dequeued, dequeued to written), as p50,\n" +
+			"p90, p99 (bucket upper bounds), max and mean.\n" +
 			"--json prints the API's Stats object (GET /v1/stats): {\"directions\": [{\"iface\",\n" +
-			"\"spec\", \"engine\": {\"totals\", \"classes\": [{\"stages\"}], \"swaps\"}, \"device\", \"schedule\"}], \"tap\"};\n" +
+			"\"spec\", \"engine\": {\"totals\", \"classes\": [{\"stages\"}], \"swaps\"}, \"device\", \"schedule\",\n" +
+			"\"latency\"}], \"tap\"}; \"latency\" holds \"bounds_ns\" and the histograms \"added\",\n" +
+			"\"read_to_enqueue\", \"due_to_dequeue\" and \"dequeue_to_written\", each {\"packets\",\n" +
+			"\"sum_ns\", \"max_ns\", \"p50_ns\", \"p90_ns\", \"p99_ns\", \"counts\"};\n" +
 			"\"schedule\" (with proxy --schedule) holds the step in force and the next one: {\"file\",\n" +
 			"\"step\", \"line\", \"spec\", \"since_ms\", \"next_step\", \"next_ms\", \"next_spec\", \"elapsed_ms\",\n" +
 			"\"loop_ms\", \"cycle\", \"stopped\", \"applied\", \"error\"}.",
 		Flags: append(controlFlags(),
 			&cli.BoolFlag{Name: "json", Usage: "print the counters as JSON"},
+			&cli.BoolFlag{Name: "latency", Usage: "print the latency the proxy itself adds, per direction, instead of the counters"},
 		),
 		Action: runProxyStats,
 	}
@@ -230,7 +239,69 @@ func runProxyStats(cc *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("proxy stats: %w", err)
 	}
+	if cc.Bool("latency") {
+		return writeProxyLatency(cc.App.Writer, st)
+	}
 	return writeProxyStats(cc.App.Writer, st)
+}
+
+// writeProxyLatency prints, per direction, the distribution of the
+// latency the proxy adds beyond the spec and of its parts.
+func writeProxyLatency(out io.Writer, st control.Stats) error {
+	bw := bufio.NewWriter(out)
+	for i, d := range st.Directions {
+		if i > 0 {
+			fmt.Fprintln(bw)
+		}
+		text := spec.Abbrev(d.Spec)
+		if text == "" {
+			text = "(no impairment)"
+		}
+		fmt.Fprintf(bw, "leaving through %s: %s\n", d.Iface, text)
+		l := d.Latency
+		if l == nil {
+			fmt.Fprintln(bw, "  (this proxy does not report its latency)")
+			continue
+		}
+		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "%-24s\tpackets\tp50\tp90\tp99\tmax\tmean\t\n", "proxy's own latency")
+		for _, r := range []struct {
+			label string
+			h     control.LatencyHistogram
+		}{
+			{"added (due to written)", l.Added},
+			{"read to engine", l.ReadToEnqueue},
+			{"due to dequeued", l.DueToDequeue},
+			{"dequeued to written", l.DequeueToWritten},
+		} {
+			h := r.h
+			fmt.Fprintf(tw, "%-24s\t%d\t", r.label, h.Packets)
+			if h.Packets == 0 {
+				fmt.Fprint(tw, "-\t-\t-\t-\t-\t\n")
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", shortDuration(h.P50), shortDuration(h.P90), shortDuration(h.P99),
+				shortDuration(h.Max), shortDuration(h.Sum/time.Duration(h.Packets)))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprint(bw, "\npercentiles are bucket upper bounds (1us to 100ms, 10 buckets a decade); max and mean are exact.\n"+
+		"added = written - departure per packet = (due to dequeued) + (dequeued to written): what the proxy adds\n"+
+		"beyond the spec; read to engine runs inside the spec's delay (with none, due to dequeued holds it).\n")
+	return bw.Flush()
+}
+
+// shortDuration rounds d to 3 significant digits ("12.3us", "1.25ms"),
+// with "us" as the counters' table writes it (one byte a column cell,
+// which tabwriter counts).
+func shortDuration(d time.Duration) string {
+	r := time.Duration(1)
+	for r*1000 <= d {
+		r *= 10
+	}
+	return strings.Replace(d.Round(r).String(), "µs", "us", 1)
 }
 
 // writeProxyStats prints a table per direction: one row per counter, one

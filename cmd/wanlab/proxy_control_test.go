@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -76,11 +77,28 @@ func (f *fakeProxy) Stats() control.Stats {
 	totals := engine.Counters{PacketsIn: 10000, BytesIn: 15000000, PacketsOut: 9850, BytesOut: 14775000,
 		Drops: engine.Drops{Loss: 100, Queue: 20}, Duplicated: 3, Reordered: 1, QueuePackets: 30,
 		QueueBytes: 45000, Sojourn: soj}
+	// veth-b's latency: 9850 packets written, most 10-16 µs after their
+	// departure.
+	hist := func(sum, maxSample time.Duration, buckets map[int]uint64) control.LatencyHistogram {
+		counts := make([]uint64, len(control.LatencyBoundsNs)+1)
+		for i, n := range buckets {
+			counts[i] = n
+		}
+		return control.NewLatencyHistogram(counts, sum, maxSample)
+	}
+	lat := &control.Latency{BoundsNs: control.LatencyBoundsNs[:],
+		Added:            hist(9850*13*time.Microsecond, 1234567*time.Nanosecond, map[int]uint64{11: 5000, 12: 4000, 16: 800, 30: 50}),
+		ReadToEnqueue:    hist(10000*2*time.Microsecond, 40*time.Microsecond, map[int]uint64{3: 9000, 5: 990, 16: 10}),
+		DueToDequeue:     hist(9850*4*time.Microsecond, 1200*time.Microsecond, map[int]uint64{0: 2000, 6: 7800, 30: 50}),
+		DequeueToWritten: hist(9850*9*time.Microsecond, 60*time.Microsecond, map[int]uint64{8: 9000, 10: 800, 18: 50}),
+	}
+	none := hist(0, 0, nil)
+	idle := &control.Latency{BoundsNs: control.LatencyBoundsNs[:], Added: none, ReadToEnqueue: none, DueToDequeue: none, DequeueToWritten: none}
 	return control.Stats{
 		Directions: []control.Direction{
-			{Iface: "veth-a", Spec: specs["veth-a"], Engine: engine.Snapshot{Direction: "veth-a",
+			{Iface: "veth-a", Spec: specs["veth-a"], Latency: idle, Engine: engine.Snapshot{Direction: "veth-a",
 				Classes: []engine.ClassSnapshot{{Name: "default"}}}},
-			{Iface: "veth-b", Spec: specs["veth-b"], Device: control.DeviceCounters{Malformed: 2, Written: 9850, Late1ms: 7},
+			{Iface: "veth-b", Spec: specs["veth-b"], Device: control.DeviceCounters{Malformed: 2, Written: 9850, Late1ms: 7}, Latency: lat,
 				Engine: engine.Snapshot{Direction: "veth-b", Totals: totals, Swaps: 1,
 					Classes: []engine.ClassSnapshot{{Name: "default", Spec: specs["veth-b"], Totals: totals,
 						Stages: []engine.StageSnapshot{{Kind: "netem", Counters: netem}, {Kind: "tbf", Counters: tbf}}}}}},
@@ -210,6 +228,49 @@ func TestProxyStatsTable(t *testing.T) {
 	}
 }
 
+// TestProxyStatsLatency: --latency prints each direction's added latency
+// and its parts (golden file); the plain table is TestProxyStatsTable's.
+func TestProxyStatsLatency(t *testing.T) {
+	fake, _ := startFake(t)
+	out, code, err := runProxyCmd("stats", "--latency")
+	if err != nil || code != 0 {
+		t.Fatalf("stats --latency: exit %d, %v", code, err)
+	}
+	golden := filepath.Join("testdata", "proxy_stats_latency.golden")
+	if *updateGolden {
+		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if out != string(want) {
+		t.Errorf("stats --latency output differs from %s (run with -update after checking):\n%s", golden, out)
+	}
+	// The figures are the served quantiles.
+	h := fake.Stats().Directions[1].Latency.Added
+	if h.P50 != 12500 || h.P99 != 40e3 || !strings.Contains(out, "12.5us   16us    40us  1.23ms") {
+		t.Errorf("added p50 %v p99 %v; output:\n%s", h.P50, h.P99, out)
+	}
+	// A proxy that does not report latency (an older one) is named so.
+	var b strings.Builder
+	if err := writeProxyLatency(&b, control.Stats{Directions: []control.Direction{{Iface: "veth-a"}}}); err != nil ||
+		!strings.Contains(b.String(), "does not report its latency") {
+		t.Errorf("without latency: %v\n%s", err, b.String())
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "0s", 999: "999ns", 1250: "1.25us", 12345: "12.3us",
+		1234567: "1.23ms", 100 * time.Millisecond: "100ms"} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%d) = %q, want %q", d, got, want)
+		}
+	}
+}
+
 func TestProxyStatsJSON(t *testing.T) {
 	fake, addr := startFake(t)
 	out, code, err := runProxyCmd("stats", "--json", "--control", addr)
@@ -227,7 +288,9 @@ func TestProxyStatsJSON(t *testing.T) {
 	}
 	// The field names are a contract.
 	for _, field := range []string{`"directions"`, `"iface"`, `"spec"`, `"engine"`, `"totals"`, `"packets_in"`,
-		`"drops"`, `"loss"`, `"queue"`, `"sojourn"`, `"device"`, `"malformed"`, `"read_errors"`, `"written"`, `"late_1ms"`, `"low_latency"`, `"tap"`} {
+		`"drops"`, `"loss"`, `"queue"`, `"sojourn"`, `"device"`, `"malformed"`, `"read_errors"`, `"written"`, `"late_1ms"`, `"low_latency"`, `"tap"`,
+		`"latency"`, `"bounds_ns"`, `"added"`, `"read_to_enqueue"`, `"due_to_dequeue"`, `"dequeue_to_written"`,
+		`"packets"`, `"sum_ns"`, `"max_ns"`, `"p50_ns"`, `"p90_ns"`, `"p99_ns"`, `"counts"`} {
 		if !strings.Contains(out, field) {
 			t.Errorf("stats --json lacks %s", field)
 		}
