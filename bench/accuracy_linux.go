@@ -73,6 +73,9 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 			}
 			p, pname, base = vp, vp.Name(), &vmBaseline{}
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the spec as qdiscs of the reference VM (Linux %s under %s, booted in %.1f s): client traffic toward the server is routed through the VM and impaired on its egress", pname, vp.v.Hello.Release, vmAccelWords(vp.v.Engine), vp.v.BootTime.Seconds()))
+			if vp.boots > 1 {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s: booted %d times: the earlier guests' NICs carried no frames", pname, vp.boots))
+			}
 		} else if p, err = e.openPath(ctx, pname); err != nil {
 			return nil, err
 		}

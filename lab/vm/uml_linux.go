@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -305,6 +306,39 @@ func tuneUMLTap(nsName, name string) error {
 		}
 		return nil
 	})
+}
+
+// watchUMLTaps tunes each TAP of a UML guest (tuneUMLTap) as soon as the
+// guest's kernel has made it, polling every 2 ms until stop: a guest NIC
+// that transmits into its TAP while the TAP is still down gets EIO, and the
+// vector driver then stops its queue for good (seen here: TX 0 packets, 1
+// dropped, the router's ARP unanswered), which the guest's IPv6 start-up
+// traffic did at random when the TAPs were brought up only after the
+// agent's hello. The result is nil once every TAP is tuned.
+func watchUMLTaps(nsName string, taps []string, stop <-chan struct{}) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		pending := slices.Clone(taps)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for len(pending) > 0 {
+			select {
+			case <-stop:
+				done <- fmt.Errorf("taps %v not seen before the guest's hello", pending)
+				return
+			case <-tick.C:
+			}
+			var left []string
+			for _, name := range pending {
+				if err := tuneUMLTap(nsName, name); err != nil {
+					left = append(left, name)
+				}
+			}
+			pending = left
+		}
+		done <- nil
+	}()
+	return done
 }
 
 // umlSeccompFilter refuses ptrace(PTRACE_GETREGSET/SETREGSET,

@@ -141,6 +141,17 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 	// VM's whole life, so only the process's death ends it. A UML guest
 	// opens its TAPs itself: it is started in the TAPs' namespace.
 	startErr := make(chan error, 1)
+	var tapsTuned <-chan error
+	stopWatch := make(chan struct{})
+	endWatch := sync.OnceFunc(func() { close(stopWatch) })
+	defer endWatch()
+	if engine == EngineUML && len(cfg.NICs) > 0 {
+		taps := make([]string, len(cfg.NICs))
+		for i, n := range cfg.NICs {
+			taps[i] = n.Tap
+		}
+		tapsTuned = watchUMLTaps(cfg.Netns, taps, stopWatch)
+	}
 	go func() {
 		runtime.LockOSThread()
 		if l.netns != "" {
@@ -193,10 +204,14 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 	if hello.NetworkError != "" && len(cfg.NICs) > 0 {
 		return nil, fmt.Errorf("vm %s (%s): guest network: %s", v.ID, engine, hello.NetworkError)
 	}
-	if engine == EngineUML {
-		for _, n := range cfg.NICs {
-			if err := tuneUMLTap(cfg.Netns, n.Tap); err != nil {
-				return nil, fmt.Errorf("vm %s: %w", v.ID, err)
+	if tapsTuned != nil {
+		endWatch()
+		if werr := <-tapsTuned; werr != nil {
+			// Not seen in time: tune them now, as before the watch.
+			for _, n := range cfg.NICs {
+				if err := tuneUMLTap(cfg.Netns, n.Tap); err != nil {
+					return nil, fmt.Errorf("vm %s: %w", v.ID, err)
+				}
 			}
 		}
 	}
