@@ -54,8 +54,11 @@ var grid = []gridPoint{
 	// MiB buffer at 50 ms (a 670 KiB window, 107 Mbit/s) could: a loaded
 	// run left slow start at 162 segments without a loss and spent most
 	// of its 2.5 s growing CUBIC's window towards the receiver's, which
-	// made it (rightly, the fit said) congestion-window limited.
-	{name: "receive-window", toServer: "delay 100ms", rtt: 100 * time.Millisecond, rmem: 384 * units.KiB, size: 8 * units.MiB},
+	// made it (rightly, the fit said) congestion-window limited. 16 MiB
+	// as before: the fit counts spurious retransmissions as losses, and a
+	// loaded proxy's late ACKs caused 18 at once (DSACKed, ssthresh left
+	// unset), 0.31 % of 8 MiB's segments and over the test's 0.3 %.
+	{name: "receive-window", toServer: "delay 100ms", rtt: 100 * time.Millisecond, rmem: 384 * units.KiB, size: 16 * units.MiB},
 	{name: "random-loss", toClient: "delay 5ms loss 1%", toServer: "delay 5ms", rtt: 10 * time.Millisecond, loss: 0.01, size: 8 * units.MiB},
 	{name: "bursty-loss", toClient: "delay 5ms loss gemodel 1% 25%", toServer: "delay 5ms", rtt: 10 * time.Millisecond,
 		loss: 0.01 / (0.01 + 0.25), bursty: true, size: 8 * units.MiB},
