@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/wanlab/wanlab/fit"
 	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -46,25 +48,32 @@ func TestLikeReproducesAShapedDownload(t *testing.T) {
 		t.Errorf("rate: %+v", s)
 	}
 	if s := sim["diagnosis"]; !s.Within {
-		t.Errorf("diagnosis: %+v", s)
+		// Both captures' own evidence, and how the reproduction's sender
+		// left slow start, say which of the two runs differed and why.
+		t.Errorf("diagnosis: %+v\noriginal: %s\nreproduction: %s", s, evidence(res), evidence(lr.Run))
 	}
 	for _, m := range []string{"rtt_p50_ms", "retransmission_rate", "window_max_bytes", "rate_over_time"} {
 		if _, ok := sim[m]; !ok {
 			t.Errorf("no %s in the comparison", m)
 		}
 	}
-	// The reproduction's own fit finds the rate it was given: its
-	// interval holds it, and its median is within 10 % (a CI run beside
-	// other packages' tests measured 21.4 Mbit/s, [19.0, 21.6]; the 5 %
-	// target is the idle fit grid's, `wanlab bench fit`).
+	// The reproduction's own fit finds the rate it was given, the
+	// original's fit (20.2-20.4 Mbit/s for this 20 Mbit/s bucket in ten
+	// loaded runs), not the original's 20: its interval holds it, and its
+	// median is within 10 %. The median of ACK clocking moves in steps of one packet per
+	// interval (1.2 Mbit/s here, 6 %), and a loaded host's ACK timing
+	// can move it one step (a CI run beside other packages' tests
+	// measured 21.4 Mbit/s, [19.0, 21.6]); the 5 % target is the idle fit
+	// grid's, `wanlab bench fit`.
 	var rate fit.Param
 	for _, d := range lr.Refit.Directions {
 		if d.Data {
 			rate = d.Params["rate_bps"]
 		}
 	}
-	if !rate.Known() || rate.Low > 20e6 || rate.High < 20e6 || math.Abs(rate.Value/20e6-1) > 0.10 {
-		t.Errorf("the reproduction's fit: rate %+v, want an interval holding 20 Mbit/s and a value within 10 %%", rate)
+	given := givenRate(t, lr.Run.Config)
+	if g := float64(given); !rate.Known() || rate.Low > g || rate.High < g || math.Abs(rate.Value/g-1) > 0.10 {
+		t.Errorf("the reproduction's fit: rate %+v, want an interval holding the %v it was given and a value within 10 %%", rate, given)
 	}
 	if len(lr.Tries) != 1 || lr.Tries[0].Change["client"]["net.ipv4.tcp_rmem"] == "" || lr.Tries[0].AfterBps <= 0 {
 		t.Fatalf("tries: %+v", lr.Tries)
@@ -79,6 +88,36 @@ func TestLikeReproducesAShapedDownload(t *testing.T) {
 		}
 	}
 	assertTornDown(t, lr.Run.LabID)
+}
+
+// evidence is the diagnosis of a download's server capture and how its
+// sender left slow start.
+func evidence(res *Result) string {
+	var b strings.Builder
+	if cr := res.Captures[SideServer]; cr != nil && cr.Diagnosis != nil {
+		fmt.Fprintf(&b, "%s: %q", cr.Diagnosis.Limit, cr.Diagnosis.Evidence)
+	}
+	if d := res.Download; d != nil && d.Server != nil {
+		fmt.Fprintf(&b, " (the sender: ssthresh %d, cwnd %d segments, %d sent again)", d.Server.SndSsthresh, d.Server.SndCwnd, d.Server.TotalRetrans)
+	}
+	return b.String()
+}
+
+// givenRate is the token bucket's rate on the way to the client of the
+// lab cfg describes.
+func givenRate(t *testing.T, cfg Config) units.Rate {
+	t.Helper()
+	specs, err := cfg.Specs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range specs[ToClient].Stages {
+		if tbf, ok := st.(*spec.TBF); ok {
+			return tbf.Rate
+		}
+	}
+	t.Fatalf("no token bucket in the reproduction's %q", cfg.Impair[ToClient])
+	return 0
 }
 
 // TestLikeReproducesRequestResponse: seed 003's load (requests over a few

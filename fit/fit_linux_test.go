@@ -39,10 +39,26 @@ type gridPoint struct {
 
 var grid = []gridPoint{
 	// Rates a loaded 2-core host forwards with room to spare, so that the
-	// path is the spec's and not the CPU's.
-	{name: "token-bucket", toClient: "delay 10ms | tbf rate 20mbit burst 32kb limit 100kb", toServer: "delay 10ms",
-		rtt: 20 * time.Millisecond, rate: 20 * units.Mbit, buffer: 100 * units.KiB, size: 8 * units.MiB},
-	{name: "receive-window", toServer: "delay 50ms", rtt: 50 * time.Millisecond, rmem: 1 * units.MiB, size: 16 * units.MiB},
+	// path is the spec's and not the CPU's. The round trips are long
+	// enough that the proxy's scheduling on a loaded host, which adds a
+	// millisecond or more to the few queue-free samples a capture near
+	// the receiver has of a token bucket (21.4 ms at 20 ms once), stays
+	// inside the 5 %.
+	{name: "token-bucket", toClient: "delay 20ms | tbf rate 20mbit burst 32kb limit 100kb", toServer: "delay 20ms",
+		rtt: 40 * time.Millisecond, rate: 20 * units.Mbit, buffer: 100 * units.KiB, size: 8 * units.MiB},
+	// The window (about 250 KiB: 0.65 of the buffer) per 100 ms is 20
+	// Mbit/s, and takes the proxy 40 ms to forward even at 50 Mbit/s:
+	// CUBIC's HyStart, which ends slow start where a window's ACKs take
+	// half the minimum RTT to arrive or the RTT rises by an eighth,
+	// cannot stop it short of the receive window on a loaded host. A 1
+	// MiB buffer at 50 ms (a 670 KiB window, 107 Mbit/s) could: a loaded
+	// run left slow start at 162 segments without a loss and spent most
+	// of its 2.5 s growing CUBIC's window towards the receiver's, which
+	// made it (rightly, the fit said) congestion-window limited. 16 MiB
+	// as before: the fit counts spurious retransmissions as losses, and a
+	// loaded proxy's late ACKs caused 18 at once (DSACKed, ssthresh left
+	// unset), 0.31 % of 8 MiB's segments and over the test's 0.3 %.
+	{name: "receive-window", toServer: "delay 100ms", rtt: 100 * time.Millisecond, rmem: 384 * units.KiB, size: 16 * units.MiB},
 	{name: "random-loss", toClient: "delay 5ms loss 1%", toServer: "delay 5ms", rtt: 10 * time.Millisecond, loss: 0.01, size: 8 * units.MiB},
 	{name: "bursty-loss", toClient: "delay 5ms loss gemodel 1% 25%", toServer: "delay 5ms", rtt: 10 * time.Millisecond,
 		loss: 0.01 / (0.01 + 0.25), bursty: true, size: 8 * units.MiB},
@@ -211,7 +227,7 @@ func TestFitMidStreamAndManyConnections(t *testing.T) {
 	// The standing queue of a loss-based sender stays in the samples of a
 	// capture that missed the start: the lowest RTT lies between the
 	// path's and the path's plus the buffer's delay (41 ms).
-	if rtt := d.Params["rtt_ms"]; !rtt.Known() || rtt.Value < 19 || rtt.Value > 20+41 {
+	if rtt := d.Params["rtt_ms"]; !rtt.Known() || rtt.Value < 38 || rtt.Value > 40+41 {
 		t.Errorf("mid-stream rtt %+v", rtt)
 	}
 	if ws := d.Params["window_scale"]; ws.Known() {
