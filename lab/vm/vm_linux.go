@@ -206,12 +206,13 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 	}
 	if tapsTuned != nil {
 		endWatch()
-		if werr := <-tapsTuned; werr != nil {
-			// Not seen in time: tune them now, as before the watch.
-			for _, n := range cfg.NICs {
-				if err := tuneUMLTap(cfg.Netns, n.Tap); err != nil {
-					return nil, fmt.Errorf("vm %s: %w", v.ID, err)
-				}
+		<-tapsTuned
+		// Again now that the guest's driver has set the TAP up its way
+		// (it may turn offloads back on as it attaches): the state the
+		// guest runs with is the one tuned after its hello.
+		for _, n := range cfg.NICs {
+			if err := tuneUMLTap(cfg.Netns, n.Tap); err != nil {
+				return nil, fmt.Errorf("vm %s: %w", v.ID, err)
 			}
 		}
 	}
