@@ -55,7 +55,7 @@ func TestClassesSetAndPatch(t *testing.T) {
 // BenchmarkSetManyClasses is `proxy set` of a 10,000-class tree on a
 // running direction as the control API does it: the text parsed once
 // (spec.ParseChange) and installed (Install: the htb set-up built and
-// swapped in). Issue 31's target is under a second per set:
+// swapped in). The target is under a second per set:
 //
 //	go test -run '^$' -bench SetManyClasses -benchtime 5x ./proxy
 func BenchmarkSetManyClasses(b *testing.B) {
