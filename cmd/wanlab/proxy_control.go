@@ -245,19 +245,25 @@ func runProxyStats(cc *cli.Context) error {
 	return writeProxyStats(cc.App.Writer, st)
 }
 
+// writeDirectionHeader starts direction i's part of proxy stats: a blank
+// line between directions, then where it leaves and its spec.
+func writeDirectionHeader(w io.Writer, i int, d control.Direction) {
+	if i > 0 {
+		fmt.Fprintln(w)
+	}
+	text := spec.Abbrev(d.Spec)
+	if text == "" {
+		text = "(no impairment)"
+	}
+	fmt.Fprintf(w, "leaving through %s: %s\n", d.Iface, text)
+}
+
 // writeProxyLatency prints, per direction, the distribution of the
 // latency the proxy adds beyond the spec and of its parts.
 func writeProxyLatency(out io.Writer, st control.Stats) error {
 	bw := bufio.NewWriter(out)
 	for i, d := range st.Directions {
-		if i > 0 {
-			fmt.Fprintln(bw)
-		}
-		text := spec.Abbrev(d.Spec)
-		if text == "" {
-			text = "(no impairment)"
-		}
-		fmt.Fprintf(bw, "leaving through %s: %s\n", d.Iface, text)
+		writeDirectionHeader(bw, i, d)
 		l := d.Latency
 		if l == nil {
 			fmt.Fprintln(bw, "  (this proxy does not report its latency)")
@@ -310,14 +316,7 @@ func shortDuration(d time.Duration) string {
 func writeProxyStats(out io.Writer, st control.Stats) error {
 	bw := bufio.NewWriter(out)
 	for i, d := range st.Directions {
-		if i > 0 {
-			fmt.Fprintln(bw)
-		}
-		text := spec.Abbrev(d.Spec)
-		if text == "" {
-			text = "(no impairment)"
-		}
-		fmt.Fprintf(bw, "leaving through %s: %s\n", d.Iface, text)
+		writeDirectionHeader(bw, i, d)
 		if d.Schedule != nil {
 			fmt.Fprintf(bw, "  schedule %s: %s\n", d.Schedule.File, d.Schedule.Describe(spec.Abbrev))
 		}
