@@ -90,6 +90,11 @@ func (p *kernelVMPath) waitNICs(ctx context.Context, addrs ...netip.Addr) error 
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%w: no answer from %v within 10 s", errGuestNICs, addrs)
 		}
+		select { // a pause, so that a ping that fails at once does not spin
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 

@@ -287,25 +287,29 @@ func copyFile(src, dst string, perm os.FileMode) error {
 // with gro=0 needs it: TSO and GSO off (with them on, the guest receives
 // at a fraction of a megabit), a long transmit queue, up.
 func tuneUMLTap(nsName, name string) error {
-	return nsrun.DoNamed(nsName, func() error {
-		l, err := netlink.LinkByName(name)
-		if err != nil {
-			return fmt.Errorf("tap %s in %s: %w", name, nsName, err)
+	return nsrun.DoNamed(nsName, func() error { return tuneTapHere(nsName, name) })
+}
+
+// tuneTapHere is tuneUMLTap on a thread already in the TAP's namespace
+// (nsName names it in errors).
+func tuneTapHere(nsName, name string) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("tap %s in %s: %w", name, nsName, err)
+	}
+	for _, o := range []lab.Offload{lab.OffloadTSO, lab.OffloadGSO} {
+		// netns.None(): in the namespace the caller entered.
+		if err := lab.SetOffload(netns.None(), name, o, false); err != nil {
+			return fmt.Errorf("tap %s: %w", name, err)
 		}
-		for _, o := range []lab.Offload{lab.OffloadTSO, lab.OffloadGSO} {
-			// netns.None(): in the namespace DoNamed has entered.
-			if err := lab.SetOffload(netns.None(), name, o, false); err != nil {
-				return fmt.Errorf("tap %s: %w", name, err)
-			}
-		}
-		if err := netlink.LinkSetTxQLen(l, umlTapQueue); err != nil {
-			return fmt.Errorf("tap %s: txqueuelen: %w", name, err)
-		}
-		if err := netlink.LinkSetUp(l); err != nil {
-			return fmt.Errorf("tap %s: up: %w", name, err)
-		}
-		return nil
-	})
+	}
+	if err := netlink.LinkSetTxQLen(l, umlTapQueue); err != nil {
+		return fmt.Errorf("tap %s: txqueuelen: %w", name, err)
+	}
+	if err := netlink.LinkSetUp(l); err != nil {
+		return fmt.Errorf("tap %s: up: %w", name, err)
+	}
+	return nil
 }
 
 // watchUMLTaps tunes each TAP of a UML guest (tuneUMLTap) as soon as the
@@ -318,25 +322,22 @@ func tuneUMLTap(nsName, name string) error {
 func watchUMLTaps(nsName string, taps []string, stop <-chan struct{}) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		pending := slices.Clone(taps)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for len(pending) > 0 {
-			select {
-			case <-stop:
-				done <- fmt.Errorf("taps %v not seen before the guest's hello", pending)
-				return
-			case <-tick.C:
-			}
-			var left []string
-			for _, name := range pending {
-				if err := tuneUMLTap(nsName, name); err != nil {
-					left = append(left, name)
+		// One thread in the namespace for the whole watch, not one per
+		// poll.
+		done <- nsrun.DoNamed(nsName, func() error {
+			pending := slices.Clone(taps)
+			tick := time.NewTicker(2 * time.Millisecond)
+			defer tick.Stop()
+			for len(pending) > 0 {
+				select {
+				case <-stop:
+					return fmt.Errorf("taps %v not seen before the guest's hello", pending)
+				case <-tick.C:
 				}
+				pending = slices.DeleteFunc(pending, func(name string) bool { return tuneTapHere(nsName, name) == nil })
 			}
-			pending = left
-		}
-		done <- nil
+			return nil
+		})
 	}()
 	return done
 }
