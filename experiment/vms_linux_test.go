@@ -74,7 +74,7 @@ func testVMs(t *testing.T, engine vm.Engine, only string) {
 			points = append(points, progressPoint{p.Bytes, p.Elapsed})
 			mu.Unlock()
 		}
-		cfg.ProgressEvery = 10 * time.Millisecond // see steadyRate
+		cfg.ProgressEvery = 250 * time.Millisecond // see steadyRate
 		cfg.Out = t.TempDir()
 		cfg.Timeout = 2 * time.Minute
 		if cfg.Client.CC == "" {
@@ -127,6 +127,16 @@ func testVMs(t *testing.T, engine vm.Engine, only string) {
 		// in slow start, which TCP_INFO's rwnd-limited time counts
 		// against the window (84 % at 64 MiB, 96 % at 256 MiB here).
 		cfg, _ := Preset("seed001")
+		// CUBIC's HyStart ends slow start when a round's RTT rises 4.4 ms
+		// (an eighth of 35 ms) over the path's minimum. The guests' own
+		// ingest adds that under load (a burst's last bytes acked up to
+		// 20 ms late), and slow start then ends near 170 segments, far
+		// below the 1086 of the window; congestion avoidance takes most
+		// of the transfer to reach it, and the share the window limits
+		// falls to 80 %. Off in the sender for this subtest: the window,
+		// not the lab's jitter, is what the subtest measures.
+		setHyStart(t, ctx, v.Server, "0")
+		defer setHyStart(t, ctx, v.Server, "1")
 		predicted := tuner.RateFor(m.Window(rmemMax), rtt)
 		res, steady := run(t, cfg)
 		if rb := res.Download.ClientEffective.RcvBuf; rb != rmemMax {
@@ -136,9 +146,11 @@ func testVMs(t *testing.T, engine vm.Engine, only string) {
 		share := float64(maxWin) / rmemMax
 		data := res.Captures[SideServer].Connections[0].Directions[1]
 		rwnd := res.Download.Server.RwndLimitedFraction()
-		t.Logf("3 MiB at 35 ms: client's largest window %d B (%.3f of the buffer), model %d B (%s); predicted %.1f MB/s, steady %.1f MB/s (%+.0f %%), average %.1f MB/s; data RTT min %.1f ms, median %.1f ms; server rwnd-limited %.1f %%; diagnosis %s",
+		srv := res.Download.Server
+		t.Logf("3 MiB at 35 ms: client's largest window %d B (%.3f of the buffer), model %d B (%s); predicted %.1f MB/s, steady %.1f MB/s (%+.0f %%), average %.1f MB/s; data RTT min %.1f ms, median %.1f ms; server rwnd-limited %.1f %% (busy %v), retransmitted %d segments (capture: %d, %d spurious), cwnd %d, ssthresh %d; diagnosis %s",
 			maxWin, share, m.Window(rmemMax), m.Describe(), mbpsF(predicted), mbpsF(steady), 100*(mbpsF(steady)/mbpsF(predicted)-1),
-			mbpsF(res.Download.Transfer), data.RTTMinMs, data.RTTP50Ms, 100*rwnd, limit)
+			mbpsF(res.Download.Transfer), data.RTTMinMs, data.RTTP50Ms, 100*rwnd, srv.BusyTime, srv.TotalRetrans,
+			data.RetransmittedPackets, data.SpuriousRetransmissions, srv.SndCwnd, srv.SndSsthresh, limit)
 		if share < 0.48 || share > 0.52 {
 			t.Errorf("client advertised at most %d B, %.3f of its %d B buffer: want 0.50 +- 0.02 (tcp_adv_win_scale 1)", maxWin, share, rmemMax)
 		}
@@ -439,6 +451,15 @@ func steadyRate(points []progressPoint, size units.Size) units.Rate {
 		}
 	}
 	return 0
+}
+
+// setHyStart writes CUBIC's hystart parameter in a guest.
+func setHyStart(t *testing.T, ctx context.Context, g *vm.VM, on string) {
+	t.Helper()
+	const param = "/sys/module/tcp_cubic/parameters/hystart"
+	if _, err := pair.Output(ctx, g, "/bin/sh", "-c", "echo "+on+" > "+param+" && cat "+param); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func mbpsF(r units.Rate) float64 { return r.BytesPerSecond() / 1e6 }
