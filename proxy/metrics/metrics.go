@@ -57,6 +57,8 @@ var (
 	written     = desc("device_written_total", "Packets written back to the direction's TUN device.", ifaceLabel)
 	late1ms     = desc("device_late_1ms_total", "Packets written 1 ms or more after the departure time the engine gave them.", ifaceLabel)
 
+	proxyLatency = desc("latency_seconds", "The proxy's own time per packet, by step: added (from the engine's departure to the TUN write returning: what the proxy adds beyond the spec, the sum of due_to_dequeue and dequeue_to_written), read_to_enqueue (TUN read to the engine holding the batch, inside the spec's delay), due_to_dequeue (the release's lateness), dequeue_to_written (the TUN write).", ifaceLabel, "step")
+
 	tapRecords = desc("tap_records_total", "Packet records written to the pcapng tap.")
 	tapBytes   = desc("tap_bytes", "Size of the pcapng tap file so far.")
 	tapLost    = desc("tap_lost_total", "Tap records not written, by reason (ring_full: the writer fell behind; over_limit: the size limit was reached).", "reason")
@@ -95,7 +97,7 @@ func NewCollector(src func() control.Stats) prometheus.Collector { return collec
 func (collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{packetsIn, bytesIn, packetsOut, bytesOut, drops, ecnMarked,
 		duplicated, corrupted, reordered, queuePkts, queueBytes, sojourn, swaps, malformed, readErrors, written, late1ms,
-		writeErrors, tapRecords, tapBytes, tapLost} {
+		writeErrors, proxyLatency, tapRecords, tapBytes, tapLost} {
 		ch <- d
 	}
 	for _, d := range htbDescs {
@@ -152,6 +154,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(writeErrors, d.Device.WriteErrors, d.Iface)
 		counter(written, d.Device.Written, d.Iface)
 		counter(late1ms, d.Device.Late1ms, d.Iface)
+		if l := d.Latency; l != nil {
+			for _, step := range []struct {
+				name string
+				h    control.LatencyHistogram
+			}{{"added", l.Added}, {"read_to_enqueue", l.ReadToEnqueue}, {"due_to_dequeue", l.DueToDequeue}, {"dequeue_to_written", l.DequeueToWritten}} {
+				ch <- latencyHistogram(step.h, d.Iface, step.name)
+			}
+		}
 	}
 	if t := st.Tap; t != nil {
 		counter(tapRecords, t.Records)
@@ -197,17 +207,40 @@ func addCounters(a, b *engine.Counters) {
 	a.Sojourn.Count += b.Sojourn.Count
 }
 
-// histogram converts the engine's fixed buckets (a count per bucket, the
-// last one above every bound) to Prometheus' cumulative form.
+// histogram converts the engine's fixed buckets to Prometheus' form.
 func histogram(h engine.Histogram, labels []string) prometheus.Metric {
-	buckets := make(map[float64]uint64, len(sojournBounds))
+	return constHistogram(sojourn, sojournBounds, h.Counts[:], float64(h.SumNs)/1e9, labels...)
+}
+
+// latencyBounds are control.LatencyBoundsNs in seconds.
+var latencyBounds = func() []float64 {
+	b := make([]float64, len(control.LatencyBoundsNs))
+	for i, ns := range control.LatencyBoundsNs {
+		b[i] = float64(ns) / 1e9
+	}
+	return b
+}()
+
+// latencyHistogram converts one of the proxy's latency histograms.
+func latencyHistogram(h control.LatencyHistogram, labels ...string) prometheus.Metric {
+	return constHistogram(proxyLatency, latencyBounds, h.Counts, h.Sum.Seconds(), labels...)
+}
+
+// constHistogram turns fixed buckets (a count per bound, and one more
+// above them all, which may be missing) into Prometheus' cumulative form.
+func constHistogram(d *prometheus.Desc, bounds []float64, counts []uint64, sum float64, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(bounds))
 	var cum uint64
-	for i, b := range sojournBounds {
-		cum += h.Counts[i]
+	for i, b := range bounds {
+		if i < len(counts) {
+			cum += counts[i]
+		}
 		buckets[b] = cum
 	}
-	cum += h.Counts[len(sojournBounds)]
-	return prometheus.MustNewConstHistogram(sojourn, cum, float64(h.SumNs)/1e9, buckets, labels...)
+	if len(counts) > len(bounds) {
+		cum += counts[len(bounds)]
+	}
+	return prometheus.MustNewConstHistogram(d, cum, sum, buckets, labels...)
 }
 
 // Server serves /metrics until closed.

@@ -6,9 +6,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/wanlab/wanlab/proxy/control"
 	"github.com/wanlab/wanlab/proxy/tap"
@@ -35,12 +37,83 @@ func sample() control.Stats {
 				Spec:  "delay 50ms loss 1%",
 				Engine: engine.Snapshot{Direction: "veth-a", Totals: a, Swaps: 2,
 					Classes: []engine.ClassSnapshot{{Name: "default", Spec: "delay 50ms loss 1%", Totals: a}}},
-				Device: control.DeviceCounters{Malformed: 6, ReadErrors: 7, WriteErrors: 8, Written: 9800, Late1ms: 12},
+				Device:  control.DeviceCounters{Malformed: 6, ReadErrors: 7, WriteErrors: 8, Written: 9800, Late1ms: 12},
+				Latency: sampleLatency(),
 			},
 			// A snapshot without classes reports its totals as "default".
 			{Iface: "veth-b", Engine: engine.Snapshot{Totals: engine.Counters{BytesIn: 64}}},
 		},
 		Tap: &tap.Stats{Records: 1990, Bytes: 123456, RingFull: 9, OverLimit: 0},
+	}
+}
+
+// sampleLatency has 90 packets added 8 µs or less (bucket 9) and 10 in
+// (40 µs, 50 µs] (bucket 17); 3 above 100 ms in dequeue_to_written.
+func sampleLatency() *control.Latency {
+	counts := func(at map[int]uint64) []uint64 {
+		c := make([]uint64, len(control.LatencyBoundsNs)+1)
+		for i, n := range at {
+			c[i] = n
+		}
+		return c
+	}
+	return &control.Latency{
+		BoundsNs:         control.LatencyBoundsNs[:],
+		Added:            control.NewLatencyHistogram(counts(map[int]uint64{9: 90, 17: 10}), 1200*time.Microsecond, 45*time.Microsecond),
+		ReadToEnqueue:    control.NewLatencyHistogram(counts(map[int]uint64{0: 100}), 20*time.Microsecond, time.Microsecond),
+		DueToDequeue:     control.NewLatencyHistogram(counts(map[int]uint64{0: 100}), 30*time.Microsecond, time.Microsecond),
+		DequeueToWritten: control.NewLatencyHistogram(counts(map[int]uint64{9: 97, len(control.LatencyBoundsNs): 3}), 400*time.Millisecond, 200*time.Millisecond),
+	}
+}
+
+func TestCollectorLatency(t *testing.T) {
+	c := NewCollector(sample)
+	got := map[string]map[string]string{} // step -> le -> count
+	sums := map[string]string{}
+	text, err := testutil.CollectAndFormat(c, expfmt.TypeTextPlain, "wanlab_proxy_latency_seconds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(text), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 || !strings.HasPrefix(f[0], "wanlab_proxy_latency_seconds") {
+			continue
+		}
+		if !strings.Contains(f[0], `iface="veth-a"`) {
+			t.Errorf("latency series of a direction without latency: %s", line)
+			continue
+		}
+		step := f[0][strings.Index(f[0], `step="`)+6:]
+		step = step[:strings.IndexByte(step, '"')]
+		switch {
+		case strings.HasPrefix(f[0], "wanlab_proxy_latency_seconds_bucket"):
+			le := f[0][strings.Index(f[0], `le="`)+4:]
+			le = le[:strings.IndexByte(le, '"')]
+			if got[step] == nil {
+				got[step] = map[string]string{}
+			}
+			got[step][le] = f[1]
+		case strings.HasPrefix(f[0], "wanlab_proxy_latency_seconds_sum"):
+			sums[step] = f[1]
+		}
+	}
+	for step, want := range map[string]map[string]string{
+		"added":              {"1e-06": "0", "8e-06": "90", "4e-05": "90", "5e-05": "100", "0.1": "100", "+Inf": "100"},
+		"read_to_enqueue":    {"1e-06": "100", "+Inf": "100"},
+		"due_to_dequeue":     {"1e-06": "100", "+Inf": "100"},
+		"dequeue_to_written": {"8e-06": "97", "0.1": "97", "+Inf": "100"},
+	} {
+		for le, n := range want {
+			if got[step][le] != n {
+				t.Errorf("%s le=%s: %q, want %s", step, le, got[step][le], n)
+			}
+		}
+		if len(got[step]) != len(control.LatencyBoundsNs)+1 {
+			t.Errorf("%s: %d buckets, want %d", step, len(got[step]), len(control.LatencyBoundsNs)+1)
+		}
+	}
+	if sums["added"] != "0.0012" || sums["dequeue_to_written"] != "0.4" {
+		t.Errorf("sums %v", sums)
 	}
 }
 
@@ -93,8 +166,9 @@ func TestCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Per direction: 10 single-valued class families + 3 drop reasons + 1
-	// histogram + 6 direction families; plus 4 tap series.
-	if n := testutil.CollectAndCount(c); n != 2*(10+3+1+6)+4 {
+	// histogram + 6 direction families; plus 4 tap series and veth-a's 4
+	// latency histograms.
+	if n := testutil.CollectAndCount(c); n != 2*(10+3+1+6)+4+4 {
 		t.Errorf("collected %d series", n)
 	}
 	problems, err := testutil.CollectAndLint(c)
