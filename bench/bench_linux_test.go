@@ -149,7 +149,7 @@ func TestQuickForward(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range []string{PathProxyOffload, PathProxyOffload1, PathProxyWater} {
+	for _, p := range []string{PathProxyOffload, PathProxyOffload1, PathProxyOffloadCPU, PathProxyWater} {
 		if own[p] != 2 || perPacket[p] != 4 {
 			t.Errorf("%s: %d directions of added latency (want 2), %d workloads with a CPU per packet (want 4)", p, own[p], perPacket[p])
 		}

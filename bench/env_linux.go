@@ -76,14 +76,17 @@ func (e *env) openPath(ctx context.Context, name string) (path, error) {
 		return routingPath{}, nil
 	case PathKernel:
 		return &kernelPath{e: e}, nil
-	case PathProxyOffload, PathProxyOffload1, PathProxyWater:
+	case PathProxyOffload, PathProxyOffload1, PathProxyOffloadCPU, PathProxyWater:
 		backend := device.Offload
 		if name == PathProxyWater {
 			backend = device.Water
 		}
-		queues := 0 // one per CPU
-		if name == PathProxyOffload1 {
+		queues := 0 // proxy.DefaultQueues
+		switch name {
+		case PathProxyOffload1:
 			queues = 1
+		case PathProxyOffloadCPU:
+			queues = min(runtime.NumCPU(), device.MaxQueues)
 		}
 		if len(e.cfg.ProxyExec) > 0 {
 			return e.startProxyProcess(ctx, name, backend, queues)
@@ -104,7 +107,7 @@ func (e *env) openPath(ctx context.Context, name string) (path, error) {
 		}
 		return &proxyPath{name: name, p: p, e: e}, nil
 	}
-	return nil, fmt.Errorf("path %q: want routing, proxy-offload, proxy-offload-1q, proxy-water or kernel", name)
+	return nil, fmt.Errorf("path %q: want routing, proxy-offload, proxy-offload-1q, proxy-offload-cpuq, proxy-water or kernel", name)
 }
 
 type routingPath struct{}

@@ -70,7 +70,7 @@ func Forward(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Quick {
 		rounds = 1
 	}
-	paths := []string{PathRouting, PathProxyOffload, PathProxyOffload1, PathProxyWater}
+	paths := []string{PathRouting, PathProxyOffload, PathProxyOffload1, PathProxyOffloadCPU, PathProxyWater}
 	works := forwardWorkloads(cfg.Quick)
 	// values[workload][metric index][path] over rounds
 	type key struct {
@@ -186,7 +186,7 @@ func Forward(ctx context.Context, cfg Config) (*Report, error) {
 						m = m.withTarget("≥ 0.6 × kernel", m.Realized >= 0.6*ref)
 					case w.label == "tcp 4 streams":
 						m = m.withTarget("≥ 0.5 × kernel", m.Realized >= 0.5*ref)
-						m.Note = "kernel routing forwards each stream on its sender's CPU; the proxy spreads flows over its queues (one reader per CPU)"
+						m.Note = "kernel routing forwards each stream on its sender's CPU; the proxy spreads flows over its queues (proxy-offload: one per two CPUs a direction; proxy-offload-cpuq: one per CPU)"
 					case w.label == "udp 64 B payload":
 						m = m.withTarget("≥ 0.8 × kernel", m.Realized >= 0.8*ref)
 					case metric == "rtt p50":

@@ -21,9 +21,11 @@ const (
 	PathRouting      = "routing"       // kernel routing, no impairment
 	PathProxyOffload = "proxy-offload" // userspace proxy, offload backend
 	// PathProxyOffload1 is the offload backend with one queue per TUN
-	// (one reader per direction), to compare with PathProxyOffload's
-	// queue per CPU in one run.
-	PathProxyOffload1 = "proxy-offload-1q"
+	// (one reader per direction) and PathProxyOffloadCPU with a queue
+	// per CPU, to compare with PathProxyOffload's default
+	// (proxy.DefaultQueues) in one run.
+	PathProxyOffload1   = "proxy-offload-1q"
+	PathProxyOffloadCPU = "proxy-offload-cpuq"
 	PathProxyWater    = "proxy-water" // userspace proxy, water backend
 	PathKernel        = "kernel"      // the same spec as qdiscs on the router's veths
 	// PathKernelVM is the same spec as qdiscs of the reference VM's kernel

@@ -74,7 +74,7 @@ func init() {
 			&cli.StringSliceFlag{Name: "impair", Usage: "`[IFACE=]SPEC` for traffic leaving through IFACE (both directions without IFACE=); repeatable; without it, WANLAB_IMPAIR and WANLAB_IMPAIR_<IFACE> are read"},
 			&cli.StringSliceFlag{Name: "schedule", EnvVars: []string{"WANLAB_SCHEDULE"}, Usage: "`[IFACE=]FILE`: step the spec of traffic leaving through IFACE (both without IFACE=) as the schedule FILE says, from the start; --impair holds before its first step; proxy set on that direction ends it"},
 			&cli.StringFlag{Name: "backend", Value: device.Offload, Usage: "TUN backend: offload or water"},
-			&cli.IntFlag{Name: "queues", EnvVars: []string{"WANLAB_QUEUES"}, Usage: "queues per TUN, each with its own reader (multi-queue TUN); `N` 0 means one per CPU", Value: 0},
+			&cli.IntFlag{Name: "queues", EnvVars: []string{"WANLAB_QUEUES"}, Usage: "queues per TUN, each with its own reader (multi-queue TUN); `N` 0 means one per two CPUs (the readers of both directions together one per CPU)", Value: 0},
 			&cli.StringFlag{Name: "control", EnvVars: []string{"WANLAB_CONTROL"}, Usage: "control API address: unix:/path or 127.0.0.1:port (default unix:/run/wanlab/A-B.sock); TCP needs the token in /run/wanlab/A-B.token"},
 			&cli.StringFlag{Name: "control-group", EnvVars: []string{"WANLAB_CONTROL_GROUP"}, Usage: "also let the members of `GROUP` (name or gid) use the control socket"},
 			&cli.StringFlag{Name: "metrics", EnvVars: []string{"WANLAB_METRICS"}, Usage: "serve read-only Prometheus /metrics on `ADDR` (host:port; :PORT binds 127.0.0.1; every interface, e.g. 0.0.0.0:PORT, only with --metrics-public)"},
@@ -202,7 +202,7 @@ func proxyConfig(cc *cli.Context) (proxy.Config, error) {
 	}
 	cfg.Queues = cc.Int("queues")
 	if cfg.Queues < 0 || cfg.Queues > device.MaxQueues {
-		return cfg, usageError(fmt.Errorf("proxy: --queues %d: want 0 (one per CPU) to %d", cfg.Queues, device.MaxQueues))
+		return cfg, usageError(fmt.Errorf("proxy: --queues %d: want 0 (one per two CPUs) to %d", cfg.Queues, device.MaxQueues))
 	}
 	cfg.Seed, cfg.HasSeed = cc.Uint64("seed"), cc.IsSet("seed")
 	cfg.Netns = cc.String("netns")
