@@ -89,6 +89,7 @@ type direction struct {
 type reader struct {
 	queue  uint16
 	dev    device.Device
+	batch  int // the most packets one read returns (dev.BatchSize)
 	rpkts  []*engine.Packet
 	rbufs  [][]byte
 	sizes  []int
@@ -125,8 +126,14 @@ func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (
 	d.queues = device.QueuesOf(dev)
 	n := max(dev.BatchSize(), 1)
 	for q, qd := range d.queues {
-		r := &reader{queue: uint16(q), dev: qd, rpkts: make([]*engine.Packet, n), rbufs: make([][]byte, n),
-			sizes: make([]int, n), rbatch: make([]*engine.Packet, 0, n)}
+		// Room for drainReads: a batch's worth more buffers than one
+		// read fills at most, where a read takes several packets.
+		m := n
+		if n > 1 {
+			m = 2 * n
+		}
+		r := &reader{queue: uint16(q), dev: qd, batch: n, rpkts: make([]*engine.Packet, m), rbufs: make([][]byte, m),
+			sizes: make([]int, m), rbatch: make([]*engine.Packet, 0, m)}
 		for k := range r.rpkts {
 			r.rpkts[k] = d.pool.Get()
 			r.rbufs[k] = r.rpkts[k].Buf()
@@ -156,7 +163,7 @@ func (d *direction) wallTime(mono int64) time.Time { return time.Unix(0, d.wall+
 // release loop when one of them is due before what it waits for.
 func (d *direction) readLoop(r *reader) {
 	for {
-		n, err := r.dev.Read(r.rbufs, r.sizes, engine.Headroom)
+		n, err := r.drainReads()
 		if err != nil {
 			if d.stopping.Load() || errors.Is(err, os.ErrClosed) {
 				return
@@ -209,6 +216,25 @@ func (d *direction) readLoop(r *reader) {
 			d.loop.Notify(next)
 		}
 	}
+}
+
+// drainReads reads a batch, blocking until one comes, then reads on while
+// the queue holds more and a whole read's room is left: the packets that
+// queued while the last ones were handled go through the engine and out
+// together, and the writer's GRO joins a flow's packets into one write
+// (64-byte UDP: a write per packet otherwise). One poll that does not wait
+// a read more.
+func (r *reader) drainReads() (int, error) {
+	n, err := r.dev.Read(r.rbufs, r.sizes, engine.Headroom)
+	for err == nil && n > 0 && len(r.rbufs)-n >= r.batch && device.Pending(r.dev) {
+		var m int
+		m, err = r.dev.Read(r.rbufs[n:], r.sizes[n:], engine.Headroom)
+		n += m
+		if m == 0 {
+			break
+		}
+	}
+	return n, err
 }
 
 // Release implements release.Queue: it writes every packet due by now to
