@@ -337,6 +337,9 @@ func (f *flow) delivered() []sample {
 		d := ack
 		for i := range min(a.nsack, 4) {
 			l, r := f.off(a.sack[i].Left), f.off(a.sack[i].Right)
+			if i == 0 && a.nsack > 1 && l >= f.off(a.sack[1].Left) && r <= f.off(a.sack[1].Right) {
+				continue // a duplicate report inside the next block (D-SACK)
+			}
 			if l >= ack && r > l {
 				d += r - l
 			}
@@ -642,7 +645,8 @@ type lossRun struct {
 func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float64) {
 	type span struct {
 		start, end int64
-		t          time.Duration
+		t          time.Duration // when the lost send left (or was due)
+		rt         time.Duration // near the sender: when the re-send left
 	}
 	segs := func(n int64) int { return int((n + int64(f.mss) - 1) / int64(f.mss)) }
 	// The queue a run met: near the sender it shows in the RTT of the
@@ -688,7 +692,7 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 			if d.aflags&analyzer.SpuriousRetransmission == 0 {
 				// Each re-send says the send before it was lost: a lost
 				// retransmission is a loss too, and a further trial.
-				lost = append(lost, span{start: s, end: min(e, high), t: sentAt(s)})
+				lost = append(lost, span{start: s, end: min(e, high), t: sentAt(s), rt: d.t})
 				resent += segs(min(e, high) - s)
 			}
 			continue
@@ -717,6 +721,24 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 				h.end = s
 			}
 			break
+		}
+	}
+	if where == "sender" {
+		// A re-send the receiver reports as a duplicate (a D-SACK) was
+		// spurious: the send before it arrived (an RTO or a loss probe
+		// that came before a late ACK). Each D-SACK takes back the latest
+		// re-send of its range before it.
+		for _, ds := range f.dsacks() {
+			best := -1
+			for i, l := range lost {
+				if l.rt <= ds.t && l.start < ds.end && l.end > ds.start && (best < 0 || l.rt > lost[best].rt) {
+					best = i
+				}
+			}
+			if best >= 0 {
+				resent -= segs(lost[best].end - lost[best].start)
+				lost = append(lost[:best], lost[best+1:]...)
+			}
 		}
 	}
 	if where != "sender" {
@@ -789,6 +811,37 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 		}
 	}
 	return runs, sent, reordered
+}
+
+// dsack is a range the receiver reported receiving twice, and when.
+type dsack struct {
+	start, end int64
+	t          time.Duration
+}
+
+// dsacks are the receiver's duplicate reports (RFC 2883): a first SACK
+// block below the cumulative ACK, or inside the second block.
+func (f *flow) dsacks() []dsack {
+	var out []dsack
+	for _, a := range f.acks {
+		if a.nsack == 0 {
+			continue
+		}
+		ack := f.off(a.ack)
+		l, r := f.off(a.sack[0].Left), f.off(a.sack[0].Right)
+		if r <= l || r-l > 1<<30 {
+			continue
+		}
+		dup := r <= ack
+		if !dup && a.nsack > 1 {
+			l2, r2 := f.off(a.sack[1].Left), f.off(a.sack[1].Right)
+			dup = l >= l2 && r <= r2
+		}
+		if dup {
+			out = append(out, dsack{l, r, a.t})
+		}
+	}
+	return out
 }
 
 func ms(d time.Duration) string {
