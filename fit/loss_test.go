@@ -48,3 +48,46 @@ func TestSpuriousResendsAreNoLoss(t *testing.T) {
 		t.Errorf("delivered %v, want %d at the end", del, 20*mss)
 	}
 }
+
+// TestTailDropsAreCongestionLosses: a bottleneck's overflows cluster
+// (slow start's overshoot drops several segments of one window apart,
+// within two round trips) and meet the queue at its level every time;
+// independent losses do neither. The cluster marks the runs as tail
+// drops, and the runs later met at the cluster's queue level too; runs
+// spread at random over the same segments, at any queue, stay random.
+func TestTailDropsAreCongestionLosses(t *testing.T) {
+	ms := time.Millisecond
+	f := &flow{mss: 1000, base: 10 * ms, theta: ms}
+	// 10,000 segments over 2 s, a queue sample every 2 ms.
+	for i := range 10000 {
+		f.data = append(f.data, record{t: time.Duration(i) * 200 * time.Microsecond, karn: -1, inflight: -1})
+	}
+	for i := range 1000 {
+		f.queue = append(f.queue, sample{t: time.Duration(i) * 2 * ms, v: time.Duration(i%7) * 400 * time.Microsecond})
+	}
+	var runs []lossRun
+	for i := range 6 { // the overshoot: six runs in 12 ms
+		runs = append(runs, lossRun{t: 100*ms + time.Duration(i)*2*ms, segs: 2, queue: 3 * ms})
+	}
+	for _, at := range []int{400, 800, 1200, 1600} { // the sawtooth's tops
+		runs = append(runs, lossRun{t: time.Duration(at) * ms, segs: 3, queue: 2500 * time.Microsecond})
+	}
+	f.clusteredDrops(runs, 10000, f.queueAt)
+	for i, r := range runs {
+		if !r.full {
+			t.Errorf("run %d (%v, queue %v) not a tail drop", i, r.t, r.queue)
+		}
+	}
+	// Random: 20 single runs over the transfer, at whatever queue.
+	var rnd []lossRun
+	for i := range 20 {
+		at := time.Duration(37+i*97) * ms
+		rnd = append(rnd, lossRun{t: at, segs: 1, queue: f.queueAt(at)})
+	}
+	f.clusteredDrops(rnd, 10000, f.queueAt)
+	for i, r := range rnd {
+		if r.full {
+			t.Errorf("random run %d (%v, queue %v) taken for a tail drop", i, r.t, r.queue)
+		}
+	}
+}
