@@ -878,9 +878,9 @@ func ms(d time.Duration) string {
 // The queue each loss episode met is also ranked among what the data
 // segments met (the same measure at each one's send time: independent
 // losses fall on segments, whatever the queue): when far more episodes
-// met the queue's top quarter than a quarter of them (a binomial chance
-// under 1e-3), the losses follow the queue, and those episodes are its
-// overflows.
+// met the queue's top quarter than a quarter of them, or its top tenth
+// than a tenth (a binomial chance under 1e-3 for the two), the losses
+// follow the queue, and those episodes are its overflows.
 func (f *flow) clusteredDrops(runs []lossRun, sent int, queueFor func(time.Duration) time.Duration) {
 	if len(runs) < 3 || sent <= 0 || f.base <= 0 {
 		return
@@ -926,7 +926,7 @@ func (f *flow) clusteredDrops(runs []lossRun, sent int, queueFor func(time.Durat
 }
 
 // queueTopDrops marks the runs of the loss episodes that met the queue's
-// top quarter, when that many of them did that independent losses would
+// top quarter (or tenth), when that many of them did that independent losses would
 // not (see clusteredDrops).
 func (f *flow) queueTopDrops(runs []lossRun, queueFor func(time.Duration) time.Duration) {
 	if len(f.queue) == 0 {
@@ -946,18 +946,27 @@ func (f *flow) queueTopDrops(runs []lossRun, queueFor func(time.Duration) time.D
 		return
 	}
 	ref = sorted(ref)
-	top := quantile(ref, 0.75)
 	eps := episodesOf(f, runs)
-	n, k := 0, 0
-	for _, e := range eps {
-		if q := runs[e.first].queue; q >= 0 {
-			n++
-			if float64(q) > top {
-				k++
+	// The top quarter, and the top tenth (a buffer's overflow meets the
+	// queue at its highest): each at half the chance.
+	top := -1.0
+	for _, share := range []float64{0.25, 0.10} {
+		level := quantile(ref, 1-share)
+		n, k := 0, 0
+		for _, e := range eps {
+			if q := runs[e.first].queue; q >= 0 {
+				n++
+				if float64(q) > level {
+					k++
+				}
 			}
 		}
+		if n >= 3 && binomialTail(n, k, share) < 0.5e-3 {
+			top = level
+			break
+		}
 	}
-	if n < 3 || binomialTail(n, k, 0.25) >= 1e-3 {
+	if top < 0 {
 		return
 	}
 	for _, e := range eps {
