@@ -167,10 +167,15 @@ type DirectionStats struct {
 	// CapturedNear says where the capture was taken relative to this
 	// direction's sender: "sender" (data-to-ACK time is the path RTT),
 	// "receiver" (it is only the receiver's ACK delay; the path RTT comes
-	// from the handshake) or "unknown".
+	// from the handshake or the receiver's timestamps echoed) or
+	// "unknown". With timestamps the two legs decide (data to ACK against
+	// ACK to the data echoing it); without, data to ACK against the
+	// handshake.
 	CapturedNear string `json:"captured_near"`
 	// PathRTTMs is the round-trip time the diagnosis uses: the minimum RTT
-	// sample near the sender, the handshake RTT near the receiver.
+	// sample near the sender, the handshake RTT near the receiver (the
+	// receiver's timestamps echoed by new data where they give less: a slow
+	// handshake).
 	PathRTTMs float64 `json:"path_rtt_ms"`
 	// PathRTTSource names where PathRTTMs comes from: "karn" (data to
 	// ACK), "handshake", "echo" (the receiver's timestamps echoed by new
@@ -755,7 +760,22 @@ func finishIdle(c *Connection, d *dirAnalysis, st *DirectionStats) {
 	path := 0.0 // µs
 	rttMin, echoMin := float64(d.rtt.min), float64(d.echortt.min)
 	echoOK := d.echortt.n >= queueMinSamples
+	// Both legs seen from the capture point at their lowest: data to its
+	// ACK (to the receiver and back) and the receiver's timestamp to the
+	// new data echoing it (to the sender and back). They place the
+	// capture on the data's own round trips, which a slow handshake (a
+	// SYN queued behind load, a SYN-ACK retransmitted) does not move.
+	legsOK := d.rtt.n >= queueMinSamples && echoOK && rttMin+echoMin >= 1000
 	switch {
+	case legsOK && rttMin >= echoMin:
+		st.CapturedNear, path, st.PathRTTSource = "sender", rttMin, "karn"
+	case legsOK:
+		// Near the receiver the round trip is the sender's leg; the
+		// handshake's when it is no longer (a slow one is).
+		st.CapturedNear, path, st.PathRTTSource = "receiver", echoMin, "echo"
+		if hs > 0 && hs <= echoMin {
+			path, st.PathRTTSource = hs, "handshake"
+		}
 	case d.rtt.n > 0 && hs >= 1000 && rttMin >= 0.5*hs:
 		st.CapturedNear, path, st.PathRTTSource = "sender", rttMin, "karn"
 	case d.rtt.n > 0 && hs >= 1000:

@@ -213,10 +213,10 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	runs, sent, reorders := f.losses(where)
 	if r, ok := f.rateAtLosses(runs); ok {
 		// The episodes' rate says there is a bottleneck: its losses are
-		// tail drops.
+		// tail drops (its rate stays unknown: "at least").
 		rate = r
-		p["rate_bps"] = rate
 		out.Notes = slices.DeleteFunc(out.Notes, func(n string) bool { return strings.HasPrefix(n, "rate_bps: ") })
+		note("rate_bps", rate)
 		for i := range runs {
 			runs[i].full = true
 		}
@@ -247,7 +247,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	}
 	note("buffer_bytes", f.bufferSize(congSegs, atDrops))
 	p["congestion_losses"] = known(float64(congSegs), float64(congSegs), float64(congSegs),
-		"segments lost while the bottleneck queue held at least 60 % of its 95th-percentile delay (tail drops)")
+		"segments lost at a full bottleneck queue (tail drops, not counted as random loss): runs that met the queue at the overflows' level, runs clustered as independent losses seldom are (several within two round trips), and the runs within two round trips of those")
 	lossModel := "none"
 	var lossSpec string
 	if sent > 0 {

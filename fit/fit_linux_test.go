@@ -34,7 +34,11 @@ type gridPoint struct {
 	loss     float64    // random loss rate
 	bursty   bool
 	rmem     units.Size // the client's tcp_rmem max when the window is the limit
-	size     units.Size
+	// tailDrops: the buffer is too small for a queue that shows through
+	// the hosts' spread (a quarter of the bandwidth-delay product, 2.5 ms):
+	// the rate may stay unknown, and its drops are congestion losses.
+	tailDrops bool
+	size      units.Size
 }
 
 var grid = []gridPoint{
@@ -59,6 +63,13 @@ var grid = []gridPoint{
 	// loaded proxy's late ACKs caused 18 at once (DSACKed, ssthresh left
 	// unset), 0.31 % of 8 MiB's segments and over the test's 0.3 %.
 	{name: "receive-window", toServer: "delay 100ms", rtt: 100 * time.Millisecond, rmem: 384 * units.KiB, size: 16 * units.MiB},
+	// 100 Mbit/s at 10 ms with a quarter of the bandwidth-delay product
+	// (31 KiB): CUBIC overflows it in slow start and at each top of its
+	// sawtooth, and the queue before is a few milliseconds, within the
+	// hosts' spread. Its drops were called bursty random loss (gemodel
+	// 0.054 % 12.8 %, 67 standard deviations off the true nil).
+	{name: "small-buffer", toClient: "delay 5ms | tbf rate 100mbit burst 32kb limit 31kb", toServer: "delay 5ms",
+		rtt: 10 * time.Millisecond, rate: 100 * units.Mbit, buffer: 31 * units.KiB, tailDrops: true, size: 16 * units.MiB},
 	{name: "random-loss", toClient: "delay 5ms loss 1%", toServer: "delay 5ms", rtt: 10 * time.Millisecond, loss: 0.01, size: 8 * units.MiB},
 	{name: "bursty-loss", toClient: "delay 5ms loss gemodel 1% 25%", toServer: "delay 5ms", rtt: 10 * time.Millisecond,
 		loss: 0.01 / (0.01 + 0.25), bursty: true, size: 8 * units.MiB},
@@ -141,6 +152,14 @@ func TestFitRecoversTheLab(t *testing.T) {
 				}
 				rate := p["rate_bps"]
 				switch {
+				case g.tailDrops:
+					// A rate claimed is the token bucket's.
+					if rate.Known() && (!within(rate.Value, float64(g.rate), 0.05) || d.Bottleneck != "token bucket") {
+						t.Errorf("rate %+v (%s), want %v within 5 %% from a token bucket, or unknown", rate, d.Bottleneck, g.rate)
+					}
+					if b := p["buffer_bytes"]; b.Known() && !within(b.Value, float64(g.buffer), 0.25) {
+						t.Errorf("buffer %+v, want %v within 25 %%", b, g.buffer)
+					}
 				case g.rate > 0:
 					if !rate.Known() || !within(rate.Value, float64(g.rate), 0.05) {
 						t.Errorf("rate %+v, want %v within 5 %%", rate, g.rate)
@@ -168,6 +187,14 @@ func TestFitRecoversTheLab(t *testing.T) {
 					if want := map[bool]string{true: "bursty", false: "random"}[g.bursty]; d.LossModel != want {
 						t.Errorf("loss model %q, want %q", d.LossModel, want)
 					}
+				} else if g.tailDrops {
+					// The drops are the queue's, but how many of them the
+					// fit tells apart depends on the run: a loaded host's
+					// spread hides the queue before some, and HyStart may
+					// leave slow start without the overshoot's cluster of
+					// drops (TestTailDropsAreCongestionLosses holds the
+					// rule). Logged, not asserted.
+					t.Logf("loss model %q, random %.3g %% (%v segments), congestion losses %v", d.LossModel, loss.Value, loss.Samples, p["congestion_losses"].Value)
 				} else if d.LossModel == "bursty" || loss.Value > 0.3 {
 					// A few tail drops whose queue the samples around them
 					// missed may be called random (a loaded host delays

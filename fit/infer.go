@@ -337,6 +337,9 @@ func (f *flow) delivered() []sample {
 		d := ack
 		for i := range min(a.nsack, 4) {
 			l, r := f.off(a.sack[i].Left), f.off(a.sack[i].Right)
+			if i == 0 && a.nsack > 1 && l >= f.off(a.sack[1].Left) && r <= f.off(a.sack[1].Right) {
+				continue // a duplicate report inside the next block (D-SACK)
+			}
 			if l >= ack && r > l {
 				d += r - l
 			}
@@ -427,7 +430,11 @@ func (f *flow) bottleneckRate() Param {
 // delivery rate in the round trip before each episode is the link's rate,
 // the same every time; random losses come at whatever rate the sender had.
 // With five episodes or more whose rates agree within 10 % (coefficient of
-// variation), the bottleneck is their median and the runs are its drops.
+// variation), the runs are a bottleneck's drops. The rate itself is not
+// claimed: without a sustained queue nothing shows the link was saturated
+// over the steady part (the rate before drops may be a sender or a host
+// falling short of it), so it is "at least" their median. The runs of one
+// episode (slow start's overshoot) count once.
 func (f *flow) rateAtLosses(runs []lossRun) (Param, bool) {
 	if f.rate > 0 || len(runs) < 5 || f.base <= 0 {
 		return Param{}, false
@@ -436,11 +443,13 @@ func (f *flow) rateAtLosses(runs []lossRun) (Param, bool) {
 	if len(del) < 10 {
 		return Param{}, false
 	}
+	sorted_ := append([]lossRun(nil), runs...)
+	sort.Slice(sorted_, func(i, j int) bool { return sorted_[i].t < sorted_[j].t })
 	T := max(f.base, 10*time.Millisecond)
 	var rates []float64
 	j := 0
-	for _, r := range runs {
-		t := r.t
+	for _, e := range episodesOf(f, sorted_) {
+		t := e.t
 		if t-T < del[0].t {
 			continue
 		}
@@ -454,12 +463,10 @@ func (f *flow) rateAtLosses(runs []lossRun) (Param, bool) {
 	if mean <= 0 || sd/mean > 0.10 {
 		return Param{}, false
 	}
-	s := sorted(rates)
-	rate, lo, hi := medianInterval(s)
-	f.rate, f.rateLo, f.rateHi = rate, min(lo, rate*0.99), max(hi, rate*1.01)
-	return withSamples(known(f.rate, f.rateLo, f.rateHi, fmt.Sprintf(
-		"the delivery rate in the round trip before each of %d loss episodes, the same every time (coefficient of variation %.1f %%): a full link overflowing, in IP bytes",
-		len(rates), sd/mean*100)), len(rates)), true
+	med := quantile(sorted(rates), 0.5)
+	return unknown(fmt.Sprintf(
+		"the delivery rate in the round trip before each of %d loss episodes was the same, %s (coefficient of variation %.1f %%): a full link overflowing, but no sustained queue showed it saturated; the path carries at least %s",
+		len(rates), units.Rate(med).Human(), sd/mean*100, units.Rate(med).Human())), true
 }
 
 // at is the delivered bytes at time t (the latest sample at or before
@@ -642,7 +649,8 @@ type lossRun struct {
 func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float64) {
 	type span struct {
 		start, end int64
-		t          time.Duration
+		t          time.Duration // when the lost send left (or was due)
+		rt         time.Duration // near the sender: when the re-send left
 	}
 	segs := func(n int64) int { return int((n + int64(f.mss) - 1) / int64(f.mss)) }
 	// The queue a run met: near the sender it shows in the RTT of the
@@ -688,7 +696,7 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 			if d.aflags&analyzer.SpuriousRetransmission == 0 {
 				// Each re-send says the send before it was lost: a lost
 				// retransmission is a loss too, and a further trial.
-				lost = append(lost, span{start: s, end: min(e, high), t: sentAt(s)})
+				lost = append(lost, span{start: s, end: min(e, high), t: sentAt(s), rt: d.t})
 				resent += segs(min(e, high) - s)
 			}
 			continue
@@ -717,6 +725,24 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 				h.end = s
 			}
 			break
+		}
+	}
+	if where == "sender" {
+		// A re-send the receiver reports as a duplicate (a D-SACK) was
+		// spurious: the send before it arrived (an RTO or a loss probe
+		// that came before a late ACK). Each D-SACK takes back the latest
+		// re-send of its range before it.
+		for _, ds := range f.dsacks() {
+			best := -1
+			for i, l := range lost {
+				if l.rt <= ds.t && l.start < ds.end && l.end > ds.start && (best < 0 || l.rt > lost[best].rt) {
+					best = i
+				}
+			}
+			if best >= 0 {
+				resent -= segs(lost[best].end - lost[best].start)
+				lost = append(lost[:best], lost[best+1:]...)
+			}
 		}
 	}
 	if where != "sender" {
@@ -770,10 +796,11 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 			}
 		}
 	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].t < runs[j].t })
+	f.clusteredDrops(runs, sent, queueFor)
 	// An overflow drops a burst of segments within a round trip or two:
 	// runs that near a tail drop belong to its episode, whatever queue
 	// the samples around them show.
-	sort.Slice(runs, func(i, j int) bool { return runs[i].t < runs[j].t })
 	for changed := true; changed; {
 		changed = false
 		for i := range runs {
@@ -791,6 +818,37 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 	return runs, sent, reordered
 }
 
+// dsack is a range the receiver reported receiving twice, and when.
+type dsack struct {
+	start, end int64
+	t          time.Duration
+}
+
+// dsacks are the receiver's duplicate reports (RFC 2883): a first SACK
+// block below the cumulative ACK, or inside the second block.
+func (f *flow) dsacks() []dsack {
+	var out []dsack
+	for _, a := range f.acks {
+		if a.nsack == 0 {
+			continue
+		}
+		ack := f.off(a.ack)
+		l, r := f.off(a.sack[0].Left), f.off(a.sack[0].Right)
+		if r <= l || r-l > 1<<30 {
+			continue
+		}
+		dup := r <= ack
+		if !dup && a.nsack > 1 {
+			l2, r2 := f.off(a.sack[1].Left), f.off(a.sack[1].Right)
+			dup = l >= l2 && r <= r2
+		}
+		if dup {
+			out = append(out, dsack{l, r, a.t})
+		}
+	}
+	return out
+}
+
 func ms(d time.Duration) string {
 	v := d.Seconds() * 1000
 	switch {
@@ -800,4 +858,161 @@ func ms(d time.Duration) string {
 		return fmt.Sprintf("%.1f ms", v)
 	}
 	return fmt.Sprintf("%.2f ms", v)
+}
+
+// clusteredDrops finds congestion events by how their losses cluster: an
+// overflow drops several segments of one window apart (the top of the
+// sawtooth, slow start's overshoot), within a round trip or two, and
+// then none until the window has grown back; independent losses, random
+// or a bursty channel's runs, seldom put several runs into so few
+// segments. From each run, the runs that follow within two round trips
+// are counted against the segments the capture saw in them, at
+// the capture's own run rate: a count that independent runs give with a
+// chance under 1e-3 over all the runs (Bonferroni) is a tail drop, and
+// all those runs are its drops. It shows a bottleneck that
+// overflows: the queue its runs met is then the level the other runs are
+// judged at (half of it and theta or more: a drop at a full queue), even
+// where the queue is too noisy to tell from the hosts' spread alone (a
+// buffer of a few milliseconds). runs are sorted by time.
+//
+// The queue each loss episode met is also ranked among what the data
+// segments met (the same measure at each one's send time: independent
+// losses fall on segments, whatever the queue): when far more episodes
+// met the queue's top quarter than a quarter of them, or its top tenth
+// than a tenth (a binomial chance under 1e-3 for the two), the losses
+// follow the queue, and those episodes are its overflows.
+func (f *flow) clusteredDrops(runs []lossRun, sent int, queueFor func(time.Duration) time.Duration) {
+	if len(runs) < 3 || sent <= 0 || f.base <= 0 {
+		return
+	}
+	f.queueTopDrops(runs, queueFor)
+	q := float64(len(runs)) / float64(sent)
+	w := max(2*f.base, 2*time.Millisecond)
+	segsIn := func(a, b time.Duration) int { // data segments seen in (a, b]
+		lo := sort.Search(len(f.data), func(i int) bool { return f.data[i].t > a })
+		hi := sort.Search(len(f.data), func(i int) bool { return f.data[i].t > b })
+		return hi - lo
+	}
+	var level []float64
+	for i := range runs {
+		j := i + 1
+		for j < len(runs) && runs[j].t <= runs[i].t+w {
+			j++
+		}
+		k := j - i - 1 // runs after the i-th within the round trip
+		if k == 0 {
+			continue
+		}
+		m := max(segsIn(runs[i].t, runs[i].t+w), k)
+		if binomialTail(m, k, q)*float64(len(runs)) >= 1e-3 {
+			continue
+		}
+		for x := i; x < j; x++ {
+			if !runs[x].full && runs[x].queue >= 0 {
+				level = append(level, float64(runs[x].queue))
+			}
+			runs[x].full = true
+		}
+	}
+	if len(level) == 0 {
+		return
+	}
+	ref := quantile(sorted(level), 0.5)
+	for i := range runs {
+		if !runs[i].full && runs[i].queue >= f.theta && float64(runs[i].queue) >= 0.5*ref {
+			runs[i].full = true
+		}
+	}
+}
+
+// queueTopDrops marks the runs of the loss episodes that met the queue's
+// top quarter (or tenth), when that many of them did that independent losses would
+// not (see clusteredDrops).
+func (f *flow) queueTopDrops(runs []lossRun, queueFor func(time.Duration) time.Duration) {
+	if len(f.queue) == 0 {
+		return
+	}
+	var ref []float64
+	step := max(1, len(f.data)/2000)
+	for i := 0; i < len(f.data); i += step {
+		if f.data[i].aflags&analyzer.AnyRetransmission != 0 {
+			continue
+		}
+		if q := queueFor(f.data[i].t); q >= 0 {
+			ref = append(ref, float64(q))
+		}
+	}
+	if len(ref) < 20 {
+		return
+	}
+	ref = sorted(ref)
+	eps := episodesOf(f, runs)
+	// The top quarter, and the top tenth (a buffer's overflow meets the
+	// queue at its highest): each at half the chance.
+	top := -1.0
+	for _, share := range []float64{0.25, 0.10} {
+		level := quantile(ref, 1-share)
+		n, k := 0, 0
+		for _, e := range eps {
+			if q := runs[e.first].queue; q >= 0 {
+				n++
+				if float64(q) > level {
+					k++
+				}
+			}
+		}
+		if n >= 3 && binomialTail(n, k, share) < 0.5e-3 {
+			top = level
+			break
+		}
+	}
+	if top < 0 {
+		return
+	}
+	for _, e := range eps {
+		if q := runs[e.first].queue; q >= f.theta && float64(q) > top {
+			for i := e.first; i < e.first+e.n; i++ {
+				runs[i].full = true
+			}
+		}
+	}
+}
+
+// episode is one loss event: the runs lost within two round trips of
+// each other (a window's losses, recovered together).
+type episode struct {
+	first, n int // runs[first : first+n]
+	t        time.Duration
+	segs     int
+}
+
+// episodesOf groups runs (sorted by time) into episodes.
+func episodesOf(f *flow, runs []lossRun) []episode {
+	var out []episode
+	gap := max(2*f.base, 5*time.Millisecond)
+	for i, r := range runs {
+		if len(out) > 0 && r.t-runs[i-1].t <= gap {
+			e := &out[len(out)-1]
+			e.n++
+			e.segs += r.segs
+			continue
+		}
+		out = append(out, episode{first: i, n: 1, t: r.t, segs: r.segs})
+	}
+	return out
+}
+
+// binomialTail is the chance of k or more successes in n trials of p.
+func binomialTail(n, k int, p float64) float64 {
+	if k <= 0 {
+		return 1
+	}
+	s := 0.0
+	for i := k; i <= n; i++ {
+		lc, _ := math.Lgamma(float64(n + 1))
+		a, _ := math.Lgamma(float64(i + 1))
+		b, _ := math.Lgamma(float64(n - i + 1))
+		s += math.Exp(lc - a - b + float64(i)*math.Log(p) + float64(n-i)*math.Log(1-p))
+	}
+	return min(1, s)
 }

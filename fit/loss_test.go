@@ -1,0 +1,93 @@
+package fit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/analyzer/decode"
+)
+
+// TestSpuriousResendsAreNoLoss: near the sender, a re-send the receiver
+// reports as a duplicate (a D-SACK below its cumulative ACK: the send
+// before it arrived, the ACK came late) is no loss; a re-send it does
+// not report is one. So is a re-send of data already acknowledged when
+// it left (the analyzer's spurious retransmission).
+func TestSpuriousResendsAreNoLoss(t *testing.T) {
+	const mss = 1000
+	ms := time.Millisecond
+	f := &flow{mss: mss, base: 20 * ms, isn: 1}
+	data := func(i int, at time.Duration, fl analyzer.PacketFlags) record {
+		return record{t: at, seq: uint32(1 + i*mss), payload: mss, aflags: fl, karn: -1, inflight: -1}
+	}
+	for i := range 20 {
+		f.data = append(f.data, data(i, time.Duration(i)*ms, 0))
+	}
+	f.data = append(f.data,
+		data(5, 40*ms, analyzer.Retransmission),         // an RTO's re-send: the ACK was late
+		data(10, 45*ms, analyzer.FastRetransmission),    // a real loss
+		data(2, 50*ms, analyzer.SpuriousRetransmission)) // already acknowledged
+	ack := func(at time.Duration, upto int, sack ...decode.SACKBlock) record {
+		r := record{t: at, ack: uint32(1 + upto*mss), flags: decode.FlagACK, karn: -1, nsack: len(sack)}
+		copy(r.sack[:], sack)
+		return r
+	}
+	f.acks = []record{
+		ack(30*ms, 10),
+		ack(60*ms, 10, decode.SACKBlock{Left: 1 + 5*mss, Right: 1 + 6*mss}, decode.SACKBlock{Left: 1 + 11*mss, Right: 1 + 20*mss}),
+		ack(70*ms, 20),
+	}
+	runs, sent, _ := f.losses("sender")
+	if len(runs) != 1 || runs[0].segs != 1 || sent != 21 {
+		t.Errorf("runs %+v, %d sent: want the one real loss (segment 10) of 21 segments", runs, sent)
+	}
+	if n := len(f.dsacks()); n != 1 {
+		t.Errorf("%d D-SACKs, want 1", n)
+	}
+	if del := f.delivered(); len(del) == 0 || del[len(del)-1].v != 20*mss {
+		t.Errorf("delivered %v, want %d at the end", del, 20*mss)
+	}
+}
+
+// TestTailDropsAreCongestionLosses: a bottleneck's overflows cluster
+// (slow start's overshoot drops several segments of one window apart,
+// within two round trips) and meet the queue at its level every time;
+// independent losses do neither. The cluster marks the runs as tail
+// drops, and the runs later met at the cluster's queue level too; runs
+// spread at random over the same segments, at any queue, stay random.
+func TestTailDropsAreCongestionLosses(t *testing.T) {
+	ms := time.Millisecond
+	f := &flow{mss: 1000, base: 10 * ms, theta: ms}
+	// 10,000 segments over 2 s, a queue sample every 2 ms.
+	for i := range 10000 {
+		f.data = append(f.data, record{t: time.Duration(i) * 200 * time.Microsecond, karn: -1, inflight: -1})
+	}
+	for i := range 1000 {
+		f.queue = append(f.queue, sample{t: time.Duration(i) * 2 * ms, v: time.Duration(i%7) * 400 * time.Microsecond})
+	}
+	var runs []lossRun
+	for i := range 6 { // the overshoot: six runs in 12 ms
+		runs = append(runs, lossRun{t: 100*ms + time.Duration(i)*2*ms, segs: 2, queue: 3 * ms})
+	}
+	for _, at := range []int{400, 800, 1200, 1600} { // the sawtooth's tops
+		runs = append(runs, lossRun{t: time.Duration(at) * ms, segs: 3, queue: 2500 * time.Microsecond})
+	}
+	f.clusteredDrops(runs, 10000, f.queueAt)
+	for i, r := range runs {
+		if !r.full {
+			t.Errorf("run %d (%v, queue %v) not a tail drop", i, r.t, r.queue)
+		}
+	}
+	// Random: 20 single runs over the transfer, at whatever queue.
+	var rnd []lossRun
+	for i := range 20 {
+		at := time.Duration(37+i*97) * ms
+		rnd = append(rnd, lossRun{t: at, segs: 1, queue: f.queueAt(at)})
+	}
+	f.clusteredDrops(rnd, 10000, f.queueAt)
+	for i, r := range rnd {
+		if r.full {
+			t.Errorf("random run %d (%v, queue %v) taken for a tail drop", i, r.t, r.queue)
+		}
+	}
+}
