@@ -3,7 +3,9 @@ package spec
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/wanlab/wanlab/tc/trace"
 )
@@ -120,6 +122,10 @@ func parseTrace(kind token, toks []token) (*Trace, error) {
 			if err != nil {
 				return nil, err
 			}
+			if times, ok := resolved.get(t.text); ok {
+				st.Times = times // read from its file in this process: decoded once
+				break
+			}
 			tr, derr := trace.Decode(t.text)
 			if derr != nil {
 				return nil, &ParseError{Pos: t.pos, Token: short(t.text), Msg: "trace " + name.text + " data: " + derr.Error(), Err: derr}
@@ -189,9 +195,53 @@ func ResolveTraceFiles(text string, read func(name string) ([]byte, error)) (str
 			return "", err
 		}
 		name := baseName(file)
-		b.WriteString(ws + name + " data " + tr.Encode())
+		enc := tr.Encode()
+		resolved.put(enc, tr.Times)
+		b.WriteString(ws + name + " data " + enc)
 		rest = after
 	}
+}
+
+// resolved holds the opportunities of the last traces ResolveTraceFiles
+// read, by their inline form: parsing the text it returned, in the same
+// process, takes them as they were read instead of decoding the list the
+// file became (trace.Decode gives the same opportunities back for the
+// inline form of any trace trace.Read accepts). Stages share the slices,
+// which nothing changes.
+var resolved traceMemo
+
+// traceMemo maps inline opportunity lists to their opportunities, keeping
+// the last traceMemoSize.
+type traceMemo struct {
+	mu   sync.Mutex
+	keys []string
+	m    map[string][]uint32
+}
+
+const traceMemoSize = 16
+
+func (t *traceMemo) put(enc string, times []uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[string][]uint32{}
+	}
+	if _, ok := t.m[enc]; ok {
+		return
+	}
+	if len(t.keys) == traceMemoSize {
+		delete(t.m, t.keys[0])
+		t.keys = t.keys[1:]
+	}
+	t.keys = append(t.keys, enc)
+	t.m[enc] = slices.Clip(times)
+}
+
+func (t *traceMemo) get(enc string) ([]uint32, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	times, ok := t.m[enc]
+	return times, ok
 }
 
 // isWordSep reports whether c ends a word of spec text.
