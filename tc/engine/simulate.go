@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -212,7 +213,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		if cfg.Size < 28 || cfg.Size > 65535 {
 			return nil, fmt.Errorf("size %d: must be 28-65535 bytes (an IPv4/UDP packet)", cfg.Size)
 		}
-		sources = []simSource{{template: udpPacket(cfg.Size), next: start, stop: end, count: cfg.Packets, interval: 1e9 / cfg.PPS}}
+		sources = []simSource{{template: UDPPacket(cfg.Size, 0x02 /* ECT(0) */), next: start, stop: end, count: cfg.Packets, interval: 1e9 / cfg.PPS}}
 	} else {
 		if cfg.Duration <= 0 || cfg.Warmup < 0 || cfg.Warmup >= cfg.Duration {
 			return nil, fmt.Errorf("duration %s, warmup %s: want a duration and a shorter warmup", cfg.Duration, cfg.Warmup)
@@ -467,30 +468,25 @@ func lagOneCorrelation(v []float64) float64 {
 	return math.Round(cov/math.Sqrt(vx*vy)*1e4) / 1e4
 }
 
-// udpPacket builds an IPv4/UDP packet of size bytes with ECT(0), from
-// 10.0.0.1:9 to 10.0.0.2:9 (never sent anywhere: it only exists in
-// memory), with a valid header checksum.
-func udpPacket(size int) []byte {
+// UDPPacket builds an IPv4/UDP packet of size bytes with the TOS byte tos
+// (0x02: ECT(0)), from 10.0.0.1:9 to 10.0.0.2:9 (never sent anywhere: it
+// only exists in memory), with a valid header checksum.
+func UDPPacket(size int, tos uint8) []byte {
 	b := make([]byte, size)
-	b[0] = 0x45
-	b[1] = 0x02 // ECT(0)
-	b[2], b[3] = byte(size>>8), byte(size)
-	b[8] = 64
-	b[9] = 17
-	copy(b[12:16], []byte{10, 0, 0, 1})
-	copy(b[16:20], []byte{10, 0, 0, 2})
+	b[0], b[1], b[8], b[9] = 0x45, tos, 64, 17
+	binary.BigEndian.PutUint16(b[2:], uint16(size))
+	copy(b[12:], []byte{10, 0, 0, 1, 10, 0, 0, 2})
 	var sum uint32
 	for i := 0; i < 20; i += 2 {
-		sum += uint32(b[i])<<8 | uint32(b[i+1])
+		sum += uint32(binary.BigEndian.Uint16(b[i:]))
 	}
 	for sum > 0xffff {
 		sum = sum&0xffff + sum>>16
 	}
-	cs := ^uint16(sum)
-	b[10], b[11] = byte(cs>>8), byte(cs)
-	b[20], b[21], b[22], b[23] = 0, 9, 0, 9
-	ul := size - 20
-	b[24], b[25] = byte(ul>>8), byte(ul)
+	binary.BigEndian.PutUint16(b[10:], ^uint16(sum))
+	binary.BigEndian.PutUint16(b[20:], 9)
+	binary.BigEndian.PutUint16(b[22:], 9)
+	binary.BigEndian.PutUint16(b[24:], uint16(size-20))
 	return b
 }
 

@@ -231,8 +231,3 @@ func (s *Scheduler) Drain(fn func(p *engine.Packet, class int)) {
 // Tree returns the scheduler's class tree (for tests and reports; not
 // safe while the pipeline runs).
 func (s *Scheduler) Tree() *Tree[*engine.Packet] { return s.tree }
-
-// String describes the mapping, for errors and logs.
-func (s *Setup) String() string {
-	return fmt.Sprintf("%d classes, %d filters, tree %v", len(s.Classes), len(s.Classifier.Rules), s.Scheduler != nil)
-}

@@ -169,22 +169,9 @@ func ResolveTraceFiles(text string, read func(name string) ([]byte, error)) (str
 	if read == nil {
 		read = os.ReadFile
 	}
-	var b strings.Builder
-	rest := text
-	for {
-		i := findWord(rest, "trace")
-		if i < 0 {
-			b.WriteString(rest)
-			return b.String(), nil
-		}
-		b.WriteString(rest[:i+len("trace")])
-		rest = rest[i+len("trace"):]
-		ws, file, after := nextWord(rest)
-		if file == "" {
-			continue
-		}
-		if _, w2, _ := nextWord(after); w2 == "data" {
-			continue
+	return rewriteAfter(text, "trace", func(file, after string) (string, error) {
+		if _, w2, _ := nextWord(after); file == "" || w2 == "data" {
+			return file, nil
 		}
 		data, err := read(file)
 		if err != nil {
@@ -194,10 +181,31 @@ func ResolveTraceFiles(text string, read func(name string) ([]byte, error)) (str
 		if err != nil {
 			return "", err
 		}
-		name := baseName(file)
 		enc := tr.Encode()
 		resolved.put(enc, tr.Times)
-		b.WriteString(ws + name + " data " + enc)
+		return baseName(file) + " data " + enc, nil
+	})
+}
+
+// rewriteAfter replaces the word after each whole word w of text (and
+// the blanks before it, kept) by what f makes of it and of the text after
+// it; the rest of text is kept as it was.
+func rewriteAfter(text, w string, f func(word, after string) (string, error)) (string, error) {
+	var b strings.Builder
+	rest := text
+	for {
+		i := findWord(rest, w)
+		if i < 0 {
+			b.WriteString(rest)
+			return b.String(), nil
+		}
+		b.WriteString(rest[:i+len(w)])
+		ws, word, after := nextWord(rest[i+len(w):])
+		word, err := f(word, after)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(ws + word)
 		rest = after
 	}
 }
@@ -310,21 +318,11 @@ func baseName(p string) string {
 // is for people, not for Parse.
 func Abbrev(text string) string {
 	const keep = 24
-	var b strings.Builder
-	rest := text
-	for {
-		i := findWord(rest, "data")
-		if i < 0 {
-			b.WriteString(rest)
-			return b.String()
-		}
-		b.WriteString(rest[:i+len("data")])
-		rest = rest[i+len("data"):]
-		ws, w, after := nextWord(rest)
+	s, _ := rewriteAfter(text, "data", func(w, _ string) (string, error) {
 		if len(w) > keep {
 			w = w[:keep] + "…"
 		}
-		b.WriteString(ws + w)
-		rest = after
-	}
+		return w, nil
+	})
+	return s
 }

@@ -114,3 +114,13 @@ func TestResolvedTraceDecodedOnce(t *testing.T) {
 		t.Fatal("the newest entry is missing")
 	}
 }
+
+// TestResolveTraceNamedTrace: an inline trace named "trace" is left alone
+// (its name is not taken for another "trace FILE").
+func TestResolveTraceNamedTrace(t *testing.T) {
+	in := "delay 1ms | trace trace data 0,1x3"
+	got, err := ResolveTraceFiles(in, func(string) ([]byte, error) { return nil, errors.New("read") })
+	if err != nil || got != in {
+		t.Fatalf("got %q, %v: want %q unchanged", got, err, in)
+	}
+}
