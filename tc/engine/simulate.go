@@ -78,15 +78,9 @@ type DelayStats struct {
 	P99    float64 `json:"p99"`
 }
 
-// SimDrops counts dropped packets by reason.
-type SimDrops struct {
-	Loss     uint64 `json:"loss"`
-	Queue    uint64 `json:"queue"`
-	Oversize uint64 `json:"oversize"`
-	// AQM counts what an active queue manager (codel, fq_codel, pie,
-	// red) dropped by its control law.
-	AQM uint64 `json:"aqm,omitempty"`
-}
+// SimDrops counts dropped packets by reason (AQM: what an active queue
+// manager dropped by its control law).
+type SimDrops = Drops
 
 // Expected holds what the spec predicts for the synthetic traffic.
 type Expected struct {
@@ -304,8 +298,11 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 			pool.Put(p)
 		}
 	}
-	// The schedule's next step: its index and time (ok false: none).
-	var pos schedule.Position
+	// The schedule's next step: its index (-1: none) and time.
+	pos := schedule.Position{Step: -1, Next: -1}
+	if cfg.Schedule != nil && len(cfg.Schedule.Steps) > 0 {
+		pos.Next, pos.NextAt = 0, cfg.Schedule.Steps[0].At
+	}
 	stepAt := func(t int64) {
 		for pos.Next >= 0 && start+int64(pos.NextAt) <= t {
 			at := start + int64(pos.NextAt)
@@ -318,14 +315,6 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 			res.Schedule = append(res.Schedule, SimStep{AtMs: float64(pos.NextAt) / 1e6, Line: st.Line, Spec: st.Spec.String()})
 			pos = cfg.Schedule.At(pos.NextAt)
 		}
-	}
-	if cfg.Schedule != nil {
-		pos = schedule.Position{Step: -1, Next: -1}
-		if len(cfg.Schedule.Steps) > 0 {
-			pos.Next, pos.NextAt = 0, cfg.Schedule.Steps[0].At
-		}
-	} else {
-		pos.Next = -1
 	}
 	nextSample := start
 	for {
@@ -381,7 +370,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	if sent > 0 {
 		res.LossPercent = 100 * float64(sent-unique) / float64(sent)
 	}
-	res.Drops = SimDrops{Loss: tot.Drops.Loss, Queue: tot.Drops.Queue, Oversize: tot.Drops.Oversize, AQM: tot.Drops.AQM}
+	res.Drops = tot.Drops
 	for ci, cl := range snap.Classes {
 		res.Classes[ci].Drops = cl.Totals.Drops
 		for _, s := range cl.Stages {

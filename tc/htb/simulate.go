@@ -255,10 +255,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 			n := er.Classes[ci]
 			sc.OfferedBps += float64(n.OfferedBytes) * 8 / window
 			sc.RealizedBps += float64(n.RealizedBytes) * 8 / window
-			sc.Drops.Loss += n.Drops.Loss
-			sc.Drops.Queue += n.Drops.Queue
-			sc.Drops.Oversize += n.Drops.Oversize
-			sc.Drops.AQM += n.Drops.AQM
+			sc.Drops.Add(n.Drops)
 			dsum += n.DelaySumNs
 			dn += n.Departed
 			sc.QueueMax = max(sc.QueueMax, n.QueueMax)
