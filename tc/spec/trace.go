@@ -219,11 +219,13 @@ func rewriteAfter(text, w string, f func(word, after string) (string, error)) (s
 var resolved traceMemo
 
 // traceMemo maps inline opportunity lists to their opportunities, keeping
-// the last traceMemoSize.
+// the last traceMemoSize and at most trace.MaxOpportunities in all (the
+// most one trace holds), so a long-running process keeps little.
 type traceMemo struct {
 	mu   sync.Mutex
 	keys []string
 	m    map[string][]uint32
+	n    int // opportunities held
 }
 
 const traceMemoSize = 16
@@ -237,12 +239,14 @@ func (t *traceMemo) put(enc string, times []uint32) {
 	if _, ok := t.m[enc]; ok {
 		return
 	}
-	if len(t.keys) == traceMemoSize {
+	for len(t.keys) > 0 && (len(t.keys) == traceMemoSize || t.n+len(times) > trace.MaxOpportunities) {
+		t.n -= len(t.m[t.keys[0]])
 		delete(t.m, t.keys[0])
 		t.keys = t.keys[1:]
 	}
 	t.keys = append(t.keys, enc)
 	t.m[enc] = slices.Clip(times)
+	t.n += len(times)
 }
 
 func (t *traceMemo) get(enc string) ([]uint32, bool) {

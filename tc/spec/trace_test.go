@@ -113,6 +113,10 @@ func TestResolvedTraceDecodedOnce(t *testing.T) {
 	if times, ok := m.get(fmt.Sprint(traceMemoSize)); !ok || times[0] != traceMemoSize {
 		t.Fatal("the newest entry is missing")
 	}
+	m.put("big", make([]uint32, trace.MaxOpportunities))
+	if _, ok := m.get("big"); !ok || len(m.m) != 1 || m.n != trace.MaxOpportunities {
+		t.Fatalf("after a trace of the most opportunities the memo holds %d entries, %d opportunities: want it alone", len(m.m), m.n)
+	}
 }
 
 // TestResolveTraceNamedTrace: an inline trace named "trace" is left alone
