@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
 // Endpoint is what a running proxy writes to <A>-<B>.control: the literal
@@ -94,7 +96,7 @@ var ErrStale = errors.New("stale proxy credentials")
 // Alive reports whether the proxy the endpoint names is still running: its
 // pid exists and started when the proxy did.
 func (ep Endpoint) Alive() bool {
-	start, err := procStart(ep.PID)
+	start, err := hostfile.ProcessStart(ep.PID)
 	return err == nil && start == ep.Start
 }
 
@@ -112,7 +114,7 @@ func SelfEndpoint(l net.Listener) (Endpoint, error) {
 	default:
 		return ep, fmt.Errorf("control listener %v: not unix or TCP", l.Addr())
 	}
-	start, err := procStart(ep.PID)
+	start, err := hostfile.ProcessStart(ep.PID)
 	if err != nil {
 		return ep, fmt.Errorf("control: own start time: %w", err)
 	}
