@@ -6,7 +6,8 @@ import (
 )
 
 // TestProcessStart: this process has a start time, the same on every
-// read; a PID no process holds has none.
+// read; a PID no process holds has none; ProcStat's first field is the
+// state.
 func TestProcessStart(t *testing.T) {
 	a, err := ProcessStart(os.Getpid())
 	if err != nil || a == 0 {
@@ -17,5 +18,9 @@ func TestProcessStart(t *testing.T) {
 	}
 	if _, err := ProcessStart(1 << 30); err == nil {
 		t.Fatal("no process: no error")
+	}
+	// The state of this process, read while it runs: R (running).
+	if f, err := ProcStat("self"); err != nil || len(f) < 20 || f[0] != "R" {
+		t.Fatalf("stat fields %q, %v", f, err)
 	}
 }
