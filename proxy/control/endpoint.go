@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -125,4 +126,16 @@ func SelfEndpoint(l net.Listener) (Endpoint, error) {
 func (ep Endpoint) marshal() []byte {
 	b, _ := json.Marshal(ep)
 	return append(b, '\n')
+}
+
+// readAtMost reads r to its end, refusing more than max bytes.
+func readAtMost(r io.Reader, max int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("more than %d bytes", max)
+	}
+	return b, nil
 }

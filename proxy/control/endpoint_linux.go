@@ -2,7 +2,6 @@ package control
 
 import (
 	"fmt"
-	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -27,12 +26,5 @@ func readSmallFile(path string, max int64) ([]byte, error) {
 	if fi.Size() > max {
 		return nil, fmt.Errorf("%d bytes, more than %d", fi.Size(), max)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("more than %d bytes", max)
-	}
-	return b, nil
+	return readAtMost(f, max)
 }
