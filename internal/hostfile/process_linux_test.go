@@ -2,12 +2,13 @@ package hostfile
 
 import (
 	"os"
+	"strconv"
 	"testing"
 )
 
 // TestProcessStart: this process has a start time, the same on every
-// read; a PID no process holds has none; ProcStat's first field is the
-// state.
+// read; a PID no process holds has none; ProcStat's second field is the
+// parent's PID.
 func TestProcessStart(t *testing.T) {
 	a, err := ProcessStart(os.Getpid())
 	if err != nil || a == 0 {
@@ -19,8 +20,8 @@ func TestProcessStart(t *testing.T) {
 	if _, err := ProcessStart(1 << 30); err == nil {
 		t.Fatal("no process: no error")
 	}
-	// The state of this process, read while it runs: R (running).
-	if f, err := ProcStat("self"); err != nil || len(f) < 20 || f[0] != "R" {
-		t.Fatalf("stat fields %q, %v", f, err)
+	// Field 4 (f[1]) is the parent's PID.
+	if f, err := ProcStat("self"); err != nil || len(f) < 20 || f[1] != strconv.Itoa(os.Getppid()) {
+		t.Fatalf("stat fields %q, %v: want the parent %d second", f, err, os.Getppid())
 	}
 }
