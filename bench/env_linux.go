@@ -283,14 +283,10 @@ func naReason(err error) string {
 
 // processUsage reads utime+stime and VmRSS of /proc/<pid>.
 func processUsage(pid string) (time.Duration, units.Size, error) {
-	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	f, err := hostfile.ProcStat(pid) // utime is field 14, stime 15
 	if err != nil {
 		return 0, 0, err
 	}
-	// Fields after the command name, which is in parentheses and may
-	// hold spaces: state is field 3, utime 14, stime 15.
-	s := string(stat)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) < 13 {
 		return 0, 0, fmt.Errorf("/proc/%s/stat: %d fields", pid, len(f))
 	}

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/binary"
 	"slices"
 	"time"
 
@@ -37,7 +36,7 @@ func replay(s *spec.Spec, sends []int64, ipLen int, seed uint64) (replayResult, 
 		return res, err
 	}
 	pool := engine.NewPool(engine.Headroom + ipLen)
-	tmpl := udpTemplate(ipLen)
+	tmpl := engine.UDPPacket(ipLen, 0)
 	// Zero means "unstamped" to the engine: start the clock at 1 s.
 	base := sends[0] - int64(time.Second)
 	delays := make([]float64, 0, len(sends))
@@ -84,25 +83,4 @@ func replay(s *spec.Spec, sends []int64, ipLen int, seed uint64) (replayResult, 
 		res.Duplicated = float64(len(order)-unique) / float64(unique)
 	}
 	return res, nil
-}
-
-// udpTemplate is an IPv4/UDP packet of size bytes (10.0.0.1 to 10.0.0.2,
-// only ever in memory) with a valid header checksum.
-func udpTemplate(size int) []byte {
-	b := make([]byte, size)
-	b[0], b[8], b[9] = 0x45, 64, 17
-	binary.BigEndian.PutUint16(b[2:], uint16(size))
-	copy(b[12:], []byte{10, 0, 0, 1, 10, 0, 0, 2})
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(b[10:], ^uint16(sum))
-	binary.BigEndian.PutUint16(b[20:], 9)
-	binary.BigEndian.PutUint16(b[22:], 9)
-	binary.BigEndian.PutUint16(b[24:], uint16(size-20))
-	return b
 }

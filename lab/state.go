@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/wanlab/wanlab/internal/host"
@@ -53,7 +51,7 @@ func createState(dir string, l *Lab) (*stateFile, error) {
 		st.Namespaces = []string{l.Router.NS}
 		st.Links = map[string][]string{l.Router.NS: {l.Router.ClientLink, l.Router.ServerLink}}
 	}
-	st.Start, _ = processStart(st.PID)
+	st.Start, _ = hostfile.ProcessStart(st.PID)
 	if err := hostfile.Dir(dir); err != nil {
 		return nil, fmt.Errorf("lab state dir: %w", err)
 	}
@@ -145,35 +143,11 @@ func parseState(b []byte) (*stateFile, error) {
 // ownerAlive reports whether the process that wrote the state file still
 // runs (same PID and same start time).
 func (st *stateFile) ownerAlive() bool {
-	start, err := processStart(st.PID)
+	start, err := hostfile.ProcessStart(st.PID)
 	if err != nil {
 		return false
 	}
 	return st.Start == 0 || start == st.Start
-}
-
-// ProcessStart reads a process's start time in clock ticks since boot
-// (field 22 of /proc/PID/stat; the command name in field 2 may contain
-// spaces and parentheses, so fields are counted after its closing one).
-// A PID and its start time name one process even after the PID is reused.
-func ProcessStart(pid int) (uint64, error) { return processStart(pid) }
-
-func processStart(pid int) (uint64, error) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command field", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	// After ")" come fields 3, 4, ...; field 22 is f[19].
-	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
 }
 
 // nsPattern matches exactly the namespace names New creates.

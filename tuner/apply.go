@@ -440,13 +440,7 @@ func ParseBackup(data []byte) (*Backup, error) {
 	return &b, nil
 }
 
-func writeBackup(path string, b *Backup) error {
-	data, err := json.MarshalIndent(b, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, append(data, '\n'))
-}
+func writeBackup(path string, b *Backup) error { return hostfile.WriteJSON(path, b, "backup") }
 
 // writeFileAtomic writes to a temporary file, syncs it and renames it over
 // path, so a crash leaves either the old or the new backup, never half.

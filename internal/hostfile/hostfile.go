@@ -10,6 +10,7 @@
 package hostfile
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -101,6 +102,19 @@ func OpenLock(path string) (*os.File, error) {
 		return nil, err
 	}
 	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|oNoFollow, 0o600)
+}
+
+// WriteJSON replaces path by v as indented JSON, as WriteAtomic does with
+// mode 0600 (a state file, a backup); a failed write is named "what PATH".
+func WriteJSON(path string, v any, what string) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := WriteAtomic(path, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	return nil
 }
 
 // WriteAtomic replaces path by a file of mode perm holding data: written to

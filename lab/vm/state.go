@@ -14,7 +14,6 @@ import (
 
 	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
-	"github.com/wanlab/wanlab/lab"
 )
 
 // stateFile is what a VM records before its engine starts (and again with
@@ -113,7 +112,7 @@ func alive(pid int, start uint64) bool {
 	if pid <= 0 {
 		return false
 	}
-	s, err := lab.ProcessStart(pid)
+	s, err := hostfile.ProcessStart(pid)
 	return err == nil && (start == 0 || s == start)
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/internal/nsrun"
 	"github.com/wanlab/wanlab/lab"
 )
@@ -430,14 +431,8 @@ func umlProcesses(pgid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...: comm may hold spaces.
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 3 || f[2] != strconv.Itoa(pgid) {
+		f, err := hostfile.ProcStat(e.Name()) // state ppid pgrp ...
+		if err != nil || len(f) < 3 || f[2] != strconv.Itoa(pgid) {
 			continue
 		}
 		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && strings.TrimSuffix(exe, " (deleted)") == umlBinary {
@@ -519,12 +514,10 @@ func (v *VM) EngineCPU() (time.Duration, error) {
 // procCPU reads a process's user and system time, and its reaped
 // children's, from /proc/PID/stat.
 func procCPU(pid int) (self, children time.Duration, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := hostfile.ProcStat(strconv.Itoa(pid))
 	if err != nil {
 		return 0, 0, err
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) < 15 {
 		return 0, 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
 	}

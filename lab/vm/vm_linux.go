@@ -27,7 +27,6 @@ import (
 	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/internal/nsrun"
-	"github.com/wanlab/wanlab/lab"
 )
 
 // qemuBinary is Debian's qemu-system-x86 executable.
@@ -193,7 +192,7 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 	}
 	l.closeFiles() // the engine holds its own copies
 	v.state.QemuPID = v.cmd.Process.Pid
-	v.state.QemuStart, _ = lab.ProcessStart(v.state.QemuPID)
+	v.state.QemuStart, _ = hostfile.ProcessStart(v.state.QemuPID)
 	if err := v.state.save(); err != nil {
 		return nil, err
 	}
@@ -399,7 +398,7 @@ func (v *VM) createState() error {
 	for _, n := range v.cfg.NICs {
 		st.Taps = append(st.Taps, n.Tap)
 	}
-	st.Start, _ = lab.ProcessStart(st.PID)
+	st.Start, _ = hostfile.ProcessStart(st.PID)
 	v.state = st
 	return st.save()
 }

@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
 // Endpoint is what a running proxy writes to <A>-<B>.control: the literal
@@ -94,7 +97,7 @@ var ErrStale = errors.New("stale proxy credentials")
 // Alive reports whether the proxy the endpoint names is still running: its
 // pid exists and started when the proxy did.
 func (ep Endpoint) Alive() bool {
-	start, err := procStart(ep.PID)
+	start, err := hostfile.ProcessStart(ep.PID)
 	return err == nil && start == ep.Start
 }
 
@@ -112,7 +115,7 @@ func SelfEndpoint(l net.Listener) (Endpoint, error) {
 	default:
 		return ep, fmt.Errorf("control listener %v: not unix or TCP", l.Addr())
 	}
-	start, err := procStart(ep.PID)
+	start, err := hostfile.ProcessStart(ep.PID)
 	if err != nil {
 		return ep, fmt.Errorf("control: own start time: %w", err)
 	}
@@ -123,4 +126,16 @@ func SelfEndpoint(l net.Listener) (Endpoint, error) {
 func (ep Endpoint) marshal() []byte {
 	b, _ := json.Marshal(ep)
 	return append(b, '\n')
+}
+
+// readAtMost reads r to its end, refusing more than max bytes.
+func readAtMost(r io.Reader, max int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("more than %d bytes", max)
+	}
+	return b, nil
 }

@@ -1,33 +1,11 @@
 package control
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"os"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 )
-
-// procStart returns a process's start time in clock ticks since boot:
-// field 22 of /proc/PID/stat, after the command in parentheses.
-func procStart(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command field", pid)
-	}
-	f := bytes.Fields(b[i+1:])
-	// After ")": state is field 3, so starttime (22) is f[19].
-	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	return strconv.ParseUint(string(f[19]), 10, 64)
-}
 
 // readSmallFile reads a regular file of at most max bytes, opened without
 // following a link and without blocking on a FIFO.
@@ -48,12 +26,5 @@ func readSmallFile(path string, max int64) ([]byte, error) {
 	if fi.Size() > max {
 		return nil, fmt.Errorf("%d bytes, more than %d", fi.Size(), max)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("more than %d bytes", max)
-	}
-	return b, nil
+	return readAtMost(f, max)
 }

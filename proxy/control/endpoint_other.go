@@ -2,16 +2,7 @@
 
 package control
 
-import (
-	"errors"
-	"fmt"
-	"io"
-	"os"
-)
-
-func procStart(int) (uint64, error) {
-	return 0, errors.New("process start times are read from Linux's /proc")
-}
+import "os"
 
 func readSmallFile(path string, max int64) ([]byte, error) {
 	f, err := os.Open(path)
@@ -19,12 +10,5 @@ func readSmallFile(path string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("more than %d bytes", max)
-	}
-	return b, nil
+	return readAtMost(f, max)
 }

@@ -190,10 +190,7 @@ func addCounters(a, b *engine.Counters) {
 	a.BytesIn += b.BytesIn
 	a.PacketsOut += b.PacketsOut
 	a.BytesOut += b.BytesOut
-	a.Drops.Loss += b.Drops.Loss
-	a.Drops.Queue += b.Drops.Queue
-	a.Drops.Oversize += b.Drops.Oversize
-	a.Drops.AQM += b.Drops.AQM
+	a.Drops.Add(b.Drops)
 	a.ECNMarked += b.ECNMarked
 	a.Duplicated += b.Duplicated
 	a.Corrupted += b.Corrupted

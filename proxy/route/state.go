@@ -93,16 +93,7 @@ func (c change) String() string {
 
 // save writes st to path atomically and durably: a crash leaves either the
 // old or the new journal, never a torn one.
-func (st *state) save(path string) error {
-	b, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := hostfile.WriteAtomic(path, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("state file %s: %w", path, err)
-	}
-	return nil
-}
+func (st *state) save(path string) error { return hostfile.WriteJSON(path, st, "state file") }
 
 // maxStateBytes bounds a state file: a journal of a few dozen changes.
 const maxStateBytes = 1 << 20

@@ -78,6 +78,11 @@ type Drops struct {
 // Total is the sum of all reasons.
 func (d Drops) Total() uint64 { return d.Loss + d.Queue + d.Oversize + d.AQM }
 
+// Add adds o's counts to d's.
+func (d *Drops) Add(o Drops) {
+	d.Loss, d.Queue, d.Oversize, d.AQM = d.Loss+o.Loss, d.Queue+o.Queue, d.Oversize+o.Oversize, d.AQM+o.AQM
+}
+
 // Counters are one stage's (or one pipeline's) counters. They are written
 // only under the pipeline's mutex and read by Snapshot under it.
 type Counters struct {

@@ -76,3 +76,6 @@ func delaysBySeq(t testing.TB, s string, n int, pps float64) []float64 {
 	}
 	return ds
 }
+
+// udpPacket is an ECN-capable (ECT(0)) UDPPacket of size bytes.
+func udpPacket(size int) []byte { return UDPPacket(size, 0x02) }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -29,6 +30,37 @@ type SimConfig struct {
 	// QueueMemory bounds the memory of the packets inside (MemoryBudget;
 	// 0: DefaultQueueMemory).
 	QueueMemory units.Size
+	// Flows, if set, replace the evenly spaced packets above: each flow
+	// sends copies of its packet at its rate, and the run lasts Duration
+	// of virtual time (departures after it are not waited for), the
+	// classes' rates measured after Warmup (SimResult.Classes).
+	Flows            []SimFlow
+	Duration, Warmup time.Duration
+	// Classes, if set, makes the pipeline a set of traffic classes
+	// instead of Spec (a plain pipeline is a set of one class): it fills
+	// the class fields of the Options it is given (htb.Setup.Options).
+	Classes func(Options) (Options, error)
+}
+
+// SimFlow is a constant-rate source of synthetic traffic: copies of
+// Packet (an IP packet) at Rate, from Start after the first moment of the
+// run until Stop (0: the end of the run).
+type SimFlow struct {
+	Packet      []byte
+	Rate        units.Rate
+	Start, Stop time.Duration
+}
+
+// SimClassCounts is one engine class's share of a simulation with Flows:
+// the bytes offered and sent in the measured window (after Warmup), the
+// delays of all its packets that left, its deepest queue (sampled every
+// virtual millisecond) and its drops.
+type SimClassCounts struct {
+	OfferedBytes, RealizedBytes uint64
+	DelaySumNs                  float64
+	Departed                    uint64
+	QueueMax                    uint64
+	Drops                       Drops
 }
 
 // Simulation defaults.
@@ -46,15 +78,9 @@ type DelayStats struct {
 	P99    float64 `json:"p99"`
 }
 
-// SimDrops counts dropped packets by reason.
-type SimDrops struct {
-	Loss     uint64 `json:"loss"`
-	Queue    uint64 `json:"queue"`
-	Oversize uint64 `json:"oversize"`
-	// AQM counts what an active queue manager (codel, fq_codel, pie,
-	// red) dropped by its control law.
-	AQM uint64 `json:"aqm,omitempty"`
-}
+// SimDrops counts dropped packets by reason (AQM: what an active queue
+// manager dropped by its control law).
+type SimDrops = Drops
 
 // Expected holds what the spec predicts for the synthetic traffic.
 type Expected struct {
@@ -127,6 +153,10 @@ type SimResult struct {
 	Stages []SimStage `json:"stages"`
 	// Schedule lists the schedule's steps applied, in order.
 	Schedule []SimStep `json:"schedule,omitempty"`
+	// Classes holds each engine class's counts (class order), and
+	// Scheduler the class scheduler's statistics at the end, if it has any.
+	Classes   []SimClassCounts `json:"-"`
+	Scheduler []TreeClass      `json:"-"`
 }
 
 // SimStep is a schedule step Simulate applied: its time after the first
@@ -157,47 +187,90 @@ type SimStage struct {
 	XStats *XStats `json:"xstats,omitempty"`
 }
 
-// Simulate runs cfg's traffic through a pipeline on a virtual clock. It
-// needs no privileges and takes about a second per million packets.
+// Simulate runs cfg's traffic through a pipeline (or cfg's classes) on a
+// virtual clock. It needs no privileges and takes about a second per
+// million packets.
 func Simulate(cfg SimConfig) (*SimResult, error) {
-	if cfg.Packets <= 0 {
-		cfg.Packets = DefaultSimPackets
+	const start = int64(1e9) // leave t=0 free: zero means "unstamped"
+	end := int64(math.MaxInt64)
+	var sources []simSource
+	if len(cfg.Flows) == 0 {
+		if cfg.Packets <= 0 {
+			cfg.Packets = DefaultSimPackets
+		}
+		if cfg.PPS <= 0 || math.IsNaN(cfg.PPS) || math.IsInf(cfg.PPS, 0) {
+			cfg.PPS = DefaultSimPPS
+		}
+		if cfg.Size <= 0 {
+			cfg.Size = DefaultSimSize
+		}
+		if cfg.Size < 28 || cfg.Size > 65535 {
+			return nil, fmt.Errorf("size %d: must be 28-65535 bytes (an IPv4/UDP packet)", cfg.Size)
+		}
+		sources = []simSource{{template: UDPPacket(cfg.Size, 0x02 /* ECT(0) */), next: start, stop: end, count: cfg.Packets, interval: 1e9 / cfg.PPS}}
+	} else {
+		if cfg.Duration <= 0 || cfg.Warmup < 0 || cfg.Warmup >= cfg.Duration {
+			return nil, fmt.Errorf("duration %s, warmup %s: want a duration and a shorter warmup", cfg.Duration, cfg.Warmup)
+		}
+		end = start + int64(cfg.Duration)
+		for _, f := range cfg.Flows {
+			if f.Rate == 0 || len(f.Packet) == 0 {
+				return nil, fmt.Errorf("flow of %d-byte packets at %s: needs a packet and a rate", len(f.Packet), f.Rate)
+			}
+			src := simSource{template: f.Packet, next: start + int64(f.Start), stop: end, rate: float64(f.Rate)}
+			if f.Stop > 0 {
+				src.stop = min(end, start+int64(f.Stop))
+			}
+			sources = append(sources, src)
+		}
 	}
-	if cfg.PPS <= 0 || math.IsNaN(cfg.PPS) || math.IsInf(cfg.PPS, 0) {
-		cfg.PPS = DefaultSimPPS
-	}
-	if cfg.Size <= 0 {
-		cfg.Size = DefaultSimSize
-	}
-	if cfg.Size < 28 || cfg.Size > 65535 {
-		return nil, fmt.Errorf("size %d: must be 28-65535 bytes (an IPv4/UDP packet)", cfg.Size)
-	}
+	warm := start + int64(cfg.Warmup)
 	if cfg.Spec == nil {
 		cfg.Spec = spec.Empty()
 	}
-	pool := NewPool(Headroom + cfg.Size)
-	const start = int64(1e9) // leave t=0 free: zero means "unstamped"
 	if cfg.QueueMemory == 0 {
 		cfg.QueueMemory = DefaultQueueMemory()
 	}
-	pl, err := NewPipeline(cfg.Spec, Options{Direction: "simulate", Seed: cfg.Seed, Start: start, Memory: NewMemoryBudget(cfg.QueueMemory)})
+	opt := Options{Direction: "simulate", Seed: cfg.Seed, Start: start, Memory: NewMemoryBudget(cfg.QueueMemory)}
+	if cfg.Classes != nil {
+		var err error
+		if opt, err = cfg.Classes(opt); err != nil {
+			return nil, err
+		}
+	}
+	pl, err := NewPipeline(cfg.Spec, opt)
 	if err != nil {
 		return nil, err
 	}
 	res := &SimResult{Spec: cfg.Spec.String(), Packets: cfg.Packets, PPS: cfg.PPS, Size: cfg.Size, Seed: cfg.Seed}
-	template := udpPacket(cfg.Size)
-	interval := 1e9 / cfg.PPS
+	classOf := func(data []byte) int {
+		if opt.Classifier == nil {
+			return 0
+		}
+		if ci := opt.Classifier.Classify(data); ci >= 0 && ci < len(res.Classes) {
+			return ci
+		}
+		return 0
+	}
+	res.Classes = make([]SimClassCounts, max(1, len(opt.Classes)))
+	maxSize := 0
+	var fed []int // the classes the sources feed: only they ever hold packets
+	for i := range sources {
+		sources[i].class = classOf(sources[i].template)
+		if !slices.Contains(fed, sources[i].class) {
+			fed = append(fed, sources[i].class)
+		}
+		maxSize = max(maxSize, len(sources[i].template))
+	}
+	pool := NewPool(Headroom + maxSize)
 
 	delays := make([]float64, 0, cfg.Packets)
-	bySeq := make([]float64, cfg.Packets+2) // delay of each arrival's first copy; NaN: none left
-	for i := range bySeq {
-		bySeq[i] = math.NaN()
-	}
-	seen := make([]bool, cfg.Packets+2)
+	bySeq := make([]float64, 0, cfg.Packets+2) // delay of each arrival's first copy; NaN: none left
+	seen := make([]bool, 0, cfg.Packets+2)
 	order := make([]uint64, 0, cfg.Packets)
 	var firstDep, lastDep int64 = -1, 0
 	var firstBytes, bytesOut uint64
-	var unique int
+	var unique, sent int
 	batch := make([]*Packet, 0, 256)
 	consume := func(ps []*Packet) {
 		for _, p := range ps {
@@ -208,16 +281,28 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 			bytesOut += uint64(len(p.Data))
 			delays = append(delays, float64(p.Depart-p.Arrival)/1e6)
 			order = append(order, p.Seq)
-			if p.Seq < uint64(len(seen)) && !seen[p.Seq] {
+			for uint64(len(seen)) <= p.Seq+1 {
+				seen, bySeq = append(seen, false), append(bySeq, math.NaN())
+			}
+			if !seen[p.Seq] {
 				seen[p.Seq] = true
 				unique++
 				bySeq[p.Seq] = float64(p.Depart-p.Arrival) / 1e6
 			}
+			c := &res.Classes[classOf(p.Data)]
+			if p.Depart >= warm && p.Depart < end {
+				c.RealizedBytes += uint64(len(p.Data))
+			}
+			c.DelaySumNs += float64(p.Depart - p.Arrival)
+			c.Departed++
 			pool.Put(p)
 		}
 	}
-	// The schedule's next step: its index and time (ok false: none).
-	var pos schedule.Position
+	// The schedule's next step: its index (-1: none) and time.
+	pos := schedule.Position{Step: -1, Next: -1}
+	if cfg.Schedule != nil && len(cfg.Schedule.Steps) > 0 {
+		pos.Next, pos.NextAt = 0, cfg.Schedule.Steps[0].At
+	}
 	stepAt := func(t int64) {
 		for pos.Next >= 0 && start+int64(pos.NextAt) <= t {
 			at := start + int64(pos.NextAt)
@@ -231,31 +316,45 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 			pos = cfg.Schedule.At(pos.NextAt)
 		}
 	}
-	if cfg.Schedule != nil {
-		pos = schedule.Position{Step: -1, Next: -1}
-		if len(cfg.Schedule.Steps) > 0 {
-			pos.Next, pos.NextAt = 0, cfg.Schedule.Steps[0].At
+	nextSample := start
+	for {
+		// The next arrival: the earliest source's.
+		si, t := -1, int64(math.MaxInt64)
+		for i := range sources {
+			if s := &sources[i]; s.next < s.stop && s.next < t && (s.count == 0 || s.sent < s.count) {
+				si, t = i, s.next
+			}
 		}
-	} else {
-		pos.Next = -1
-	}
-	for i := 0; i < cfg.Packets; i++ {
-		t := start + int64(float64(i)*interval)
+		if si < 0 {
+			break
+		}
 		stepAt(t)
 		batch = pl.Dequeue(t, batch[:0])
 		consume(batch)
+		s := &sources[si]
 		p := pool.Get()
-		p.SetLen(cfg.Size)
-		copy(p.Data, template)
+		p.SetLen(len(s.template))
+		copy(p.Data, s.template)
 		p.Arrival = t
-		pl.Enqueue(p, t)
+		if t >= warm {
+			res.Classes[s.class].OfferedBytes += uint64(len(s.template))
+		}
+		pl.Enqueue(p, t) // p may be back in the pool already (dropped)
+		sent++
+		s.advance(start)
+		if t >= nextSample { // queue depths once per virtual ms
+			nextSample = t + int64(time.Millisecond)
+			for _, ci := range fed {
+				res.Classes[ci].QueueMax = max(res.Classes[ci].QueueMax, pl.ClassQueuePackets(ci))
+			}
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	for {
 		next, ok := pl.NextDeparture()
-		if !ok {
+		if !ok || next > end {
 			break
 		}
 		batch = pl.Dequeue(next, batch[:0])
@@ -265,11 +364,15 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	res.Reordered = Overtakers(order)
 	snap := pl.Snapshot()
 	tot := snap.Totals
-	res.PacketsIn = uint64(cfg.Packets)
+	res.Scheduler = snap.Scheduler
+	res.PacketsIn = uint64(sent)
 	res.PacketsOut = tot.PacketsOut
-	res.LossPercent = 100 * float64(cfg.Packets-unique) / float64(cfg.Packets)
-	res.Drops = SimDrops{Loss: tot.Drops.Loss, Queue: tot.Drops.Queue, Oversize: tot.Drops.Oversize, AQM: tot.Drops.AQM}
-	for _, cl := range snap.Classes {
+	if sent > 0 {
+		res.LossPercent = 100 * float64(sent-unique) / float64(sent)
+	}
+	res.Drops = tot.Drops
+	for ci, cl := range snap.Classes {
+		res.Classes[ci].Drops = cl.Totals.Drops
 		for _, s := range cl.Stages {
 			res.Duplicated += s.Duplicated
 			res.Corrupted += s.Corrupted
@@ -305,6 +408,28 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	return res, nil
 }
 
+// simSource is one source of a simulation's arrivals: count packets
+// (0: no bound) evenly spaced at interval ns from the start, or packets at
+// rate bits/s, from next until stop.
+type simSource struct {
+	template    []byte
+	class       int
+	next, stop  int64
+	count, sent int
+	interval    float64
+	rate        float64
+}
+
+// advance moves s to its next arrival after one sent.
+func (s *simSource) advance(start int64) {
+	s.sent++
+	if s.interval > 0 {
+		s.next = start + int64(float64(s.sent)*s.interval)
+		return
+	}
+	s.next += int64(float64(len(s.template)*8) / s.rate * 1e9)
+}
+
 // lagOneCorrelation is the lag-1 autocorrelation of v over the pairs of neighbours that
 // are both present (not NaN); 0 without variance.
 func lagOneCorrelation(v []float64) float64 {
@@ -332,30 +457,25 @@ func lagOneCorrelation(v []float64) float64 {
 	return math.Round(cov/math.Sqrt(vx*vy)*1e4) / 1e4
 }
 
-// udpPacket builds an IPv4/UDP packet of size bytes with ECT(0), from
-// 10.0.0.1:9 to 10.0.0.2:9 (never sent anywhere: it only exists in
-// memory), with a valid header checksum.
-func udpPacket(size int) []byte {
+// UDPPacket builds an IPv4/UDP packet of size bytes with the TOS byte tos
+// (0x02: ECT(0)), from 10.0.0.1:9 to 10.0.0.2:9 (never sent anywhere: it
+// only exists in memory), with a valid header checksum.
+func UDPPacket(size int, tos uint8) []byte {
 	b := make([]byte, size)
-	b[0] = 0x45
-	b[1] = 0x02 // ECT(0)
-	b[2], b[3] = byte(size>>8), byte(size)
-	b[8] = 64
-	b[9] = 17
-	copy(b[12:16], []byte{10, 0, 0, 1})
-	copy(b[16:20], []byte{10, 0, 0, 2})
+	b[0], b[1], b[8], b[9] = 0x45, tos, 64, 17
+	binary.BigEndian.PutUint16(b[2:], uint16(size))
+	copy(b[12:], []byte{10, 0, 0, 1, 10, 0, 0, 2})
 	var sum uint32
 	for i := 0; i < 20; i += 2 {
-		sum += uint32(b[i])<<8 | uint32(b[i+1])
+		sum += uint32(binary.BigEndian.Uint16(b[i:]))
 	}
 	for sum > 0xffff {
 		sum = sum&0xffff + sum>>16
 	}
-	cs := ^uint16(sum)
-	b[10], b[11] = byte(cs>>8), byte(cs)
-	b[20], b[21], b[22], b[23] = 0, 9, 0, 9
-	ul := size - 20
-	b[24], b[25] = byte(ul>>8), byte(ul)
+	binary.BigEndian.PutUint16(b[10:], ^uint16(sum))
+	binary.BigEndian.PutUint16(b[20:], 9)
+	binary.BigEndian.PutUint16(b[22:], 9)
+	binary.BigEndian.PutUint16(b[24:], uint16(size-20))
 	return b
 }
 

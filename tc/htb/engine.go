@@ -138,28 +138,8 @@ func (s *Setup) Options(opt engine.Options) engine.Options {
 	return opt
 }
 
-// NewPipeline builds an engine pipeline running cs.
-func NewPipeline(cs *spec.Classes, opt engine.Options, o Options) (*engine.Pipeline, error) {
-	s, err := NewSetup(cs, o)
-	if err != nil {
-		return nil, err
-	}
-	return engine.NewPipeline(nil, s.Options(opt))
-}
-
-// Replace swaps pl's classes for cs at time now (engine.Pipeline.Replace).
-func Replace(pl *engine.Pipeline, cs *spec.Classes, o Options) error {
-	o.Now = max(o.Now, 0)
-	s, err := NewSetup(cs, o)
-	if err != nil {
-		return err
-	}
-	return s.Install(pl, o.Now)
-}
-
-// Install swaps s into pl at now (engine.Pipeline.Replace): Replace for a
-// set already built, so that a caller can check it before changing
-// anything.
+// Install swaps s into pl at now (engine.Pipeline.Replace): a set built
+// (NewSetup) before anything changes, so that a caller can check it first.
 func (s *Setup) Install(pl *engine.Pipeline, now int64) error {
 	var sched engine.Scheduler
 	if s.Scheduler != nil {
@@ -231,8 +211,3 @@ func (s *Scheduler) Drain(fn func(p *engine.Packet, class int)) {
 // Tree returns the scheduler's class tree (for tests and reports; not
 // safe while the pipeline runs).
 func (s *Scheduler) Tree() *Tree[*engine.Packet] { return s.tree }
-
-// String describes the mapping, for errors and logs.
-func (s *Setup) String() string {
-	return fmt.Sprintf("%d classes, %d filters, tree %v", len(s.Classes), len(s.Classifier.Rules), s.Scheduler != nil)
-}

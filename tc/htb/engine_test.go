@@ -245,3 +245,22 @@ func benchManyClasses(b *testing.B, last bool) {
 		}
 	}
 }
+
+// NewPipeline builds an engine pipeline running cs.
+func NewPipeline(cs *spec.Classes, opt engine.Options, o Options) (*engine.Pipeline, error) {
+	s, err := NewSetup(cs, o)
+	if err != nil {
+		return nil, err
+	}
+	return engine.NewPipeline(nil, s.Options(opt))
+}
+
+// Replace swaps pl's classes for cs at time now (engine.Pipeline.Replace).
+func Replace(pl *engine.Pipeline, cs *spec.Classes, o Options) error {
+	o.Now = max(o.Now, 0)
+	s, err := NewSetup(cs, o)
+	if err != nil {
+		return err
+	}
+	return s.Install(pl, o.Now)
+}

@@ -158,8 +158,6 @@ func (r *ring[P]) pop() entry[P] {
 	return e
 }
 
-func (r *ring[P]) peek() *entry[P] { return &r.buf[r.head] }
-
 type class[P any] struct {
 	cfg      ClassConfig
 	parent   int // -1 for a root class

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -199,7 +198,7 @@ type SimClass struct {
 	QueueMax    uint64  `json:"queue_max_packets"`
 }
 
-// SimResult is what SimulateClasses measured.
+// SimResult is what Simulate measured.
 type SimResult struct {
 	Classes    string     `json:"classes"`
 	Flows      []string   `json:"flows"`
@@ -209,8 +208,8 @@ type SimResult struct {
 	Result     []SimClass `json:"result"`
 }
 
-// Simulate runs cfg's flows through cfg's classes on a virtual clock,
-// through the same engine pipeline the proxy uses.
+// Simulate runs cfg's flows through cfg's classes on a virtual clock:
+// engine.Simulate with the classes' setup, its counts reported per class.
 func Simulate(cfg SimConfig) (*SimResult, error) {
 	if len(cfg.Flows) == 0 {
 		return nil, fmt.Errorf("no flows")
@@ -224,103 +223,23 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	if cfg.Warmup >= cfg.Duration {
 		return nil, fmt.Errorf("warmup %s: not shorter than the duration %s", cfg.Warmup, cfg.Duration)
 	}
-	const start = int64(1e9)
-	setup, err := NewSetup(cfg.Classes, Options{Overhead: cfg.Overhead, Now: start})
+	ecfg := engine.SimConfig{Seed: cfg.Seed, QueueMemory: cfg.QueueMemory, Duration: cfg.Duration, Warmup: cfg.Warmup}
+	for _, f := range cfg.Flows {
+		ecfg.Flows = append(ecfg.Flows, engine.SimFlow{Packet: f.packet(), Rate: f.Rate, Start: f.Start, Stop: f.Stop})
+	}
+	var setup *Setup
+	ecfg.Classes = func(opt engine.Options) (engine.Options, error) {
+		var err error
+		if setup, err = NewSetup(cfg.Classes, Options{Overhead: cfg.Overhead, Now: opt.Start}); err != nil {
+			return opt, err
+		}
+		return setup.Options(opt), nil
+	}
+	er, err := engine.Simulate(ecfg)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.QueueMemory == 0 {
-		cfg.QueueMemory = engine.DefaultQueueMemory()
-	}
-	pl, err := engine.NewPipeline(nil, setup.Options(engine.Options{Direction: "simulate", Seed: cfg.Seed, Memory: engine.NewMemoryBudget(cfg.QueueMemory)}))
-	if err != nil {
-		return nil, err
-	}
-	nc := len(setup.Classes)
-	offered := make([]uint64, nc)
-	realized := make([]uint64, nc)
-	delaySum := make([]float64, nc)
-	delayN := make([]uint64, nc)
-	queueMax := make([]uint64, nc)
-	templates := make([][]byte, len(cfg.Flows))
-	classOf := make([]int, len(cfg.Flows))
-	next := make([]int64, len(cfg.Flows))
-	maxSize := 0
-	for i, f := range cfg.Flows {
-		templates[i] = f.packet()
-		classOf[i] = setup.Classifier.Classify(templates[i])
-		next[i] = start + int64(f.Start)
-		maxSize = max(maxSize, len(templates[i]))
-	}
-	var fedClasses []int
-	for _, ci := range classOf {
-		if !slices.Contains(fedClasses, ci) {
-			fedClasses = append(fedClasses, ci)
-		}
-	}
-	pool := engine.NewPool(engine.Headroom + maxSize)
-	end := start + int64(cfg.Duration)
-	warm := start + int64(cfg.Warmup)
-	nextSample := start
-	var batch []*engine.Packet
-	consume := func(ps []*engine.Packet) {
-		for _, p := range ps {
-			ci := setup.Classifier.Classify(p.Data)
-			if p.Depart >= warm && p.Depart < end {
-				realized[ci] += uint64(len(p.Data))
-			}
-			delaySum[ci] += float64(p.Depart - p.Arrival)
-			delayN[ci]++
-			pool.Put(p)
-		}
-	}
-	for {
-		// The next arrival.
-		fi, t := -1, int64(math.MaxInt64)
-		for i, f := range cfg.Flows {
-			stop := end
-			if f.Stop > 0 {
-				stop = min(end, start+int64(f.Stop))
-			}
-			if next[i] < stop && next[i] < t {
-				fi, t = i, next[i]
-			}
-		}
-		if fi < 0 {
-			break
-		}
-		batch = pl.Dequeue(t, batch[:0])
-		consume(batch)
-		f := cfg.Flows[fi]
-		p := pool.Get()
-		p.SetLen(len(templates[fi]))
-		copy(p.Data, templates[fi])
-		p.Arrival = t
-		size := len(templates[fi])
-		if t >= warm {
-			offered[classOf[fi]] += uint64(size)
-		}
-		pl.Enqueue(p, t) // p may be back in the pool already (dropped)
-		next[fi] += int64(float64(size*8) / float64(f.Rate) * 1e9)
-		if t >= nextSample { // queue depths once per virtual ms
-			nextSample = t + int64(time.Millisecond)
-			// Only the flows' classes ever hold packets: sampling them
-			// alone keeps a tree of thousands of classes cheap.
-			for _, ci := range fedClasses {
-				queueMax[ci] = max(queueMax[ci], pl.ClassQueuePackets(ci))
-			}
-		}
-	}
-	for {
-		t, ok := pl.NextDeparture()
-		if !ok || t > end {
-			break
-		}
-		batch = pl.Dequeue(t, batch[:0])
-		consume(batch)
-	}
-	snap := pl.Snapshot()
-	window := float64(end-warm) / 1e9
+	window := float64(cfg.Duration-cfg.Warmup) / 1e9
 	res := &SimResult{Classes: cfg.Classes.String(), DurationMs: float64(cfg.Duration) / 1e6, WarmupMs: float64(cfg.Warmup) / 1e6, Seed: cfg.Seed}
 	for _, f := range cfg.Flows {
 		res.Flows = append(res.Flows, f.String())
@@ -333,16 +252,13 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		var dsum float64
 		var dn uint64
 		for _, ci := range leafs {
-			sc.OfferedBps += float64(offered[ci]) * 8 / window
-			sc.RealizedBps += float64(realized[ci]) * 8 / window
-			d := snap.Classes[ci].Totals.Drops
-			sc.Drops.Loss += d.Loss
-			sc.Drops.Queue += d.Queue
-			sc.Drops.Oversize += d.Oversize
-			sc.Drops.AQM += d.AQM
-			dsum += delaySum[ci]
-			dn += delayN[ci]
-			sc.QueueMax = max(sc.QueueMax, queueMax[ci])
+			n := er.Classes[ci]
+			sc.OfferedBps += float64(n.OfferedBytes) * 8 / window
+			sc.RealizedBps += float64(n.RealizedBytes) * 8 / window
+			sc.Drops.Add(n.Drops)
+			dsum += n.DelaySumNs
+			dn += n.Departed
+			sc.QueueMax = max(sc.QueueMax, n.QueueMax)
 		}
 		if dn > 0 {
 			sc.DelayMeanMs = dsum / float64(dn) / 1e6
@@ -357,7 +273,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		classes[cfg.Classes.Classes[i].ID] = &cfg.Classes.Classes[i]
 	}
 	under := leavesUnder(cfg.Classes, classes, byID)
-	if stats := snap.Scheduler; stats != nil {
+	if stats := er.Scheduler; stats != nil {
 		for _, st := range stats {
 			c := classes[st.ID]
 			sc := SimClass{ID: st.ID, Parent: st.Parent, Leaf: st.Leaf, BorrowedBytes: st.BorrowedBytes, LentBytes: st.LentBytes,

@@ -30,7 +30,6 @@ func (a *attrs) add(typ uint16, payload []byte) {
 
 func (a *attrs) u32(typ uint16, v uint32) { a.add(typ, native.AppendUint32(nil, v)) }
 func (a *attrs) u64(typ uint16, v uint64) { a.add(typ, native.AppendUint64(nil, v)) }
-func (a *attrs) str(typ uint16, s string) { a.add(typ, append([]byte(s), 0)) }
 func (a *attrs) nested(typ uint16, inner attrs) {
 	a.add(typ|nlaFNested, inner.b)
 }

@@ -106,16 +106,6 @@ func kernelHas(t *testing.T, kind string) bool {
 	return probe(plan) == nil
 }
 
-func kernelHasU32(t *testing.T) bool {
-	t.Helper()
-	cs := mustClasses(t, "class 1:1 htb rate 1mbit; filter dst 10.0.0.0/8 flowid 1:1")
-	plan, err := planClasses(DefaultClock, cs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return probe(plan) == nil
-}
-
 // The u32 keys are what q_u32.c packs for "match ip dst 10.0.2.0/24",
 // "match ip dport 80 0xffff", "match ip protocol 6 0xff" and the ip6
 // forms.

@@ -76,16 +76,7 @@ func rollback(back func() error, path string, old *record, cause error) error {
 	return cause
 }
 
-func (r *record) save(path string) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := hostfile.WriteAtomic(path, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("state file %s: %w", path, err)
-	}
-	return nil
-}
+func (r *record) save(path string) error { return hostfile.WriteJSON(path, r, "state file") }
 
 // inNS runs fn inside t's namespace with the interface's index.
 func inNS(t Target, fn func(ifindex int) error) error {

@@ -214,6 +214,21 @@ func classErr(st statement, id string, t token, format string, a ...any) error {
 	return &ParseError{Pos: t.pos, Token: t.text, Msg: where + ": " + fmt.Sprintf(format, a...)}
 }
 
+// classIDArg reads the class id after keyword t of statement st (about
+// class id, may be ""), "parent 1:1": the id, its token and the error when
+// it is missing (t needs what: "an id") or is not one.
+func classIDArg(st statement, id string, c *cursor, t token, what string) (string, token, error) {
+	if !c.more() {
+		return "", t, classErr(st, id, t, "%s needs %s", t.text, what)
+	}
+	v := c.next()
+	n, err := NormalizeClassID(v.text)
+	if err != nil {
+		return "", v, classErr(st, id, v, "%v", err)
+	}
+	return n, v, nil
+}
+
 // ParseClasses reads classes in the line form described at Classes.
 // Errors name the statement, the class and the token. Differences from tc:
 // only u32-style matches and wanlab's short and flower-style keywords are
@@ -371,13 +386,9 @@ func parseQdiscStmt(cs *Classes, st statement, toks []token, tc bool) error {
 		switch t.text {
 		case "root":
 		case "parent", "handle":
-			if !c.more() {
-				return classErr(st, "", t, "%s needs an id", t.text)
-			}
-			v := c.next()
-			id, err := NormalizeClassID(v.text)
+			id, _, err := classIDArg(st, "", c, t, "an id")
 			if err != nil {
-				return classErr(st, "", v, "%v", err)
+				return err
 			}
 			if t.text == "parent" {
 				parent = id
@@ -484,13 +495,9 @@ func parseClassStmt(cs *Classes, st statement, toks []token, tc bool) error {
 		t := c.next()
 		switch t.text {
 		case "parent", "classid":
-			if !c.more() {
-				return classErr(st, id, t, "%s needs an id", t.text)
-			}
-			v := c.next()
-			n, err := NormalizeClassID(v.text)
+			n, v, err := classIDArg(st, id, c, t, "an id")
 			if err != nil {
-				return classErr(st, id, v, "%v", err)
+				return err
 			}
 			if t.text == "parent" {
 				parent = n
@@ -649,13 +656,9 @@ func parseFilterStmt(cs *Classes, st statement, toks []token, tc bool) error {
 		case "route", "fw", "basic", "bpf", "cgroup", "matchall", "tcindex", "rsvp", "flow":
 			return classErr(st, "", t, "filter %q is not supported: use u32 matches or src/dst/protocol/sport/dport/dscp (route realms: match the route's destination prefix with dst)", t.text)
 		case "flowid", "classid":
-			if !c.more() {
-				return classErr(st, "", t, "%s needs a class id", t.text)
-			}
-			v := c.next()
-			id, err := NormalizeClassID(v.text)
+			id, _, err := classIDArg(st, "", c, t, "a class id")
 			if err != nil {
-				return classErr(st, "", v, "%v", err)
+				return err
 			}
 			f.FlowID = id
 			flow = true

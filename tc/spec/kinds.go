@@ -47,6 +47,3 @@ func kindList() string {
 // packets until the stage before it (a shaper such as tbf, or an htb
 // class) takes them.
 func IsQueueKind(kind string) bool { return kinds[kind].queue }
-
-// Kinds lists the stage kinds Parse knows, in registration order.
-func Kinds() []string { return append([]string(nil), kindOrder...) }

@@ -3,7 +3,9 @@ package spec
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/wanlab/wanlab/tc/trace"
 )
@@ -120,6 +122,10 @@ func parseTrace(kind token, toks []token) (*Trace, error) {
 			if err != nil {
 				return nil, err
 			}
+			if times, ok := resolved.get(t.text); ok {
+				st.Times = times // read from its file in this process: decoded once
+				break
+			}
 			tr, derr := trace.Decode(t.text)
 			if derr != nil {
 				return nil, &ParseError{Pos: t.pos, Token: short(t.text), Msg: "trace " + name.text + " data: " + derr.Error(), Err: derr}
@@ -163,22 +169,9 @@ func ResolveTraceFiles(text string, read func(name string) ([]byte, error)) (str
 	if read == nil {
 		read = os.ReadFile
 	}
-	var b strings.Builder
-	rest := text
-	for {
-		i := findWord(rest, "trace")
-		if i < 0 {
-			b.WriteString(rest)
-			return b.String(), nil
-		}
-		b.WriteString(rest[:i+len("trace")])
-		rest = rest[i+len("trace"):]
-		ws, file, after := nextWord(rest)
-		if file == "" {
-			continue
-		}
-		if _, w2, _ := nextWord(after); w2 == "data" {
-			continue
+	return rewriteAfter(text, "trace", func(file, after string) (string, error) {
+		if _, w2, _ := nextWord(after); file == "" || w2 == "data" {
+			return file, nil
 		}
 		data, err := read(file)
 		if err != nil {
@@ -188,10 +181,79 @@ func ResolveTraceFiles(text string, read func(name string) ([]byte, error)) (str
 		if err != nil {
 			return "", err
 		}
-		name := baseName(file)
-		b.WriteString(ws + name + " data " + tr.Encode())
+		enc := tr.Encode()
+		resolved.put(enc, tr.Times)
+		return baseName(file) + " data " + enc, nil
+	})
+}
+
+// rewriteAfter replaces the word after each whole word w of text (and
+// the blanks before it, kept) by what f makes of it and of the text after
+// it; the rest of text is kept as it was.
+func rewriteAfter(text, w string, f func(word, after string) (string, error)) (string, error) {
+	var b strings.Builder
+	rest := text
+	for {
+		i := findWord(rest, w)
+		if i < 0 {
+			b.WriteString(rest)
+			return b.String(), nil
+		}
+		b.WriteString(rest[:i+len(w)])
+		ws, word, after := nextWord(rest[i+len(w):])
+		word, err := f(word, after)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(ws + word)
 		rest = after
 	}
+}
+
+// resolved holds the opportunities of the last traces ResolveTraceFiles
+// read, by their inline form: parsing the text it returned, in the same
+// process, takes them as they were read instead of decoding the list the
+// file became (trace.Decode gives the same opportunities back for the
+// inline form of any trace trace.Read accepts). Stages share the slices,
+// which nothing changes.
+var resolved traceMemo
+
+// traceMemo maps inline opportunity lists to their opportunities, keeping
+// the last traceMemoSize and at most trace.MaxOpportunities in all (the
+// most one trace holds), so a long-running process keeps little.
+type traceMemo struct {
+	mu   sync.Mutex
+	keys []string
+	m    map[string][]uint32
+	n    int // opportunities held
+}
+
+const traceMemoSize = 16
+
+func (t *traceMemo) put(enc string, times []uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[string][]uint32{}
+	}
+	if _, ok := t.m[enc]; ok {
+		return
+	}
+	for len(t.keys) > 0 && (len(t.keys) == traceMemoSize || t.n+len(times) > trace.MaxOpportunities) {
+		t.n -= len(t.m[t.keys[0]])
+		delete(t.m, t.keys[0])
+		t.keys = t.keys[1:]
+	}
+	t.keys = append(t.keys, enc)
+	t.m[enc] = slices.Clip(times)
+	t.n += len(times)
+}
+
+func (t *traceMemo) get(enc string) ([]uint32, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	times, ok := t.m[enc]
+	return times, ok
 }
 
 // isWordSep reports whether c ends a word of spec text.
@@ -260,21 +322,11 @@ func baseName(p string) string {
 // is for people, not for Parse.
 func Abbrev(text string) string {
 	const keep = 24
-	var b strings.Builder
-	rest := text
-	for {
-		i := findWord(rest, "data")
-		if i < 0 {
-			b.WriteString(rest)
-			return b.String()
-		}
-		b.WriteString(rest[:i+len("data")])
-		rest = rest[i+len("data"):]
-		ws, w, after := nextWord(rest)
+	s, _ := rewriteAfter(text, "data", func(w, _ string) (string, error) {
 		if len(w) > keep {
 			w = w[:keep] + "…"
 		}
-		b.WriteString(ws + w)
-		rest = after
-	}
+		return w, nil
+	})
+	return s
 }

@@ -2,11 +2,15 @@ package spec
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/wanlab/wanlab/tc/trace"
 )
 
 func TestParseTrace(t *testing.T) {
@@ -75,5 +79,52 @@ func TestResolveTraceFiles(t *testing.T) {
 	// A name that is not a valid label is cleaned.
 	if got := baseName("/x/my trace=1"); got != "my_trace_1" {
 		t.Fatalf("baseName = %q", got)
+	}
+}
+
+// TestResolvedTraceDecodedOnce: the text ResolveTraceFiles returns parses,
+// in the same process, to the opportunities read from the file (the same
+// slice each time, not a decoding of the inline list), equal to what
+// decoding the list gives; a memo of traceMemoSize forgets the oldest.
+func TestResolvedTraceDecodedOnce(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "link.trace")
+	if err := os.WriteFile(file, []byte("1\n1\n3\n7\n7\n9\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text, err := ResolveTraceFiles("delay 1ms | trace "+file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := MustParse(text).Stages[1].(*Trace), MustParse(text).Stages[1].(*Trace)
+	if &a.Times[0] != &b.Times[0] {
+		t.Fatal("the resolved trace was decoded again")
+	}
+	dec, err := trace.Decode(a.Trace().Encode())
+	if err != nil || !slices.Equal(dec.Times, a.Times) {
+		t.Fatalf("decoded %v (%v), read %v", dec, err, a.Times)
+	}
+	var m traceMemo
+	for i := range traceMemoSize + 1 {
+		m.put(fmt.Sprint(i), []uint32{uint32(i)})
+	}
+	if _, ok := m.get("0"); ok || len(m.m) != traceMemoSize {
+		t.Fatalf("memo of %d holds %d entries, the oldest %v", traceMemoSize, len(m.m), ok)
+	}
+	if times, ok := m.get(fmt.Sprint(traceMemoSize)); !ok || times[0] != traceMemoSize {
+		t.Fatal("the newest entry is missing")
+	}
+	m.put("big", make([]uint32, trace.MaxOpportunities))
+	if _, ok := m.get("big"); !ok || len(m.m) != 1 || m.n != trace.MaxOpportunities {
+		t.Fatalf("after a trace of the most opportunities the memo holds %d entries, %d opportunities: want it alone", len(m.m), m.n)
+	}
+}
+
+// TestResolveTraceNamedTrace: an inline trace named "trace" is left alone
+// (its name is not taken for another "trace FILE").
+func TestResolveTraceNamedTrace(t *testing.T) {
+	in := "delay 1ms | trace trace data 0,1x3"
+	got, err := ResolveTraceFiles(in, func(string) ([]byte, error) { return nil, errors.New("read") })
+	if err != nil || got != in {
+		t.Fatalf("got %q, %v: want %q unchanged", got, err, in)
 	}
 }
