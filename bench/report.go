@@ -26,8 +26,8 @@ const (
 	// (proxy.DefaultQueues) in one run.
 	PathProxyOffload1   = "proxy-offload-1q"
 	PathProxyOffloadCPU = "proxy-offload-cpuq"
-	PathProxyWater    = "proxy-water" // userspace proxy, water backend
-	PathKernel        = "kernel"      // the same spec as qdiscs on the router's veths
+	PathProxyWater      = "proxy-water" // userspace proxy, water backend
+	PathKernel          = "kernel"      // the same spec as qdiscs on the router's veths
 	// PathKernelVM is the same spec as qdiscs of the reference VM's kernel
 	// (lab/vm), for what the host's kernel lacks; the report names it with
 	// the accelerator: "kernel-vm/tcg" or "kernel-vm/kvm".
