@@ -89,7 +89,8 @@ type direction struct {
 type reader struct {
 	queue  uint16
 	dev    device.Device
-	batch  int // the most packets one read returns (dev.BatchSize)
+	batch  int     // the most packets one read returns (dev.BatchSize)
+	stamps []int64 // each packet's read time (drainReads)
 	rpkts  []*engine.Packet
 	rbufs  [][]byte
 	sizes  []int
@@ -133,7 +134,7 @@ func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (
 			m = 2 * n
 		}
 		r := &reader{queue: uint16(q), dev: qd, batch: n, rpkts: make([]*engine.Packet, m), rbufs: make([][]byte, m),
-			sizes: make([]int, m), rbatch: make([]*engine.Packet, 0, m)}
+			sizes: make([]int, m), stamps: make([]int64, m), rbatch: make([]*engine.Packet, 0, m)}
 		for k := range r.rpkts {
 			r.rpkts[k] = d.pool.Get()
 			r.rbufs[k] = r.rpkts[k].Buf()
@@ -163,7 +164,7 @@ func (d *direction) wallTime(mono int64) time.Time { return time.Unix(0, d.wall+
 // release loop when one of them is due before what it waits for.
 func (d *direction) readLoop(r *reader) {
 	for {
-		n, err := r.drainReads()
+		n, now, err := r.drainReads()
 		if err != nil {
 			if d.stopping.Load() || errors.Is(err, os.ErrClosed) {
 				return
@@ -175,7 +176,6 @@ func (d *direction) readLoop(r *reader) {
 		if n == 0 {
 			continue
 		}
-		now := release.MonotonicNow()
 		if d.lat != nil {
 			d.lat.Touch(now)
 		}
@@ -189,10 +189,10 @@ func (d *direction) readLoop(r *reader) {
 				continue // the buffer stays in rpkts for the next read
 			}
 			pk.Data = pk.Data[:l]
-			pk.Arrival = now
+			pk.Arrival = r.stamps[k]
 			pk.Queue = r.queue
 			if d.tap != nil {
-				d.tap.Entered(d.index, d.wallTime(now), pk.Data)
+				d.tap.Entered(d.index, d.wallTime(pk.Arrival), pk.Data)
 			}
 			r.rbatch = append(r.rbatch, pk)
 			fresh := d.pool.Get()
@@ -203,10 +203,16 @@ func (d *direction) readLoop(r *reader) {
 			continue
 		}
 		next, ok := d.pl.EnqueueBatch(r.rbatch, now)
-		// One stamp per batch, for the histogram and a release at once.
+		// One stamp per batch, for the histogram and a release at once;
+		// a drained batch's reads each have their own arrival.
 		enqueued := release.MonotonicNow()
 		t := tally{h: &r.readToEnqueue}
-		t.addN(enqueued-now, uint64(len(r.rbatch)))
+		for i, j := 0, 0; i < len(r.rbatch); i = j {
+			a := r.rbatch[i].Arrival
+			for j = i + 1; j < len(r.rbatch) && r.rbatch[j].Arrival == a; j++ {
+			}
+			t.addN(enqueued-a, uint64(j-i))
+		}
 		t.flush()
 		if ok && next <= now {
 			d.Release(enqueued)
@@ -223,18 +229,30 @@ func (d *direction) readLoop(r *reader) {
 // queued while the last ones were handled go through the engine and out
 // together, and the writer's GRO joins a flow's packets into one write
 // (64-byte UDP: a write per packet otherwise). One poll that does not wait
-// a read more.
-func (r *reader) drainReads() (int, error) {
-	n, err := r.dev.Read(r.rbufs, r.sizes, engine.Headroom)
+// a read more. Each read's packets arrive when it returns (stamps), so
+// that none leaves before its delay from when the proxy had it; now is the
+// last read's.
+func (r *reader) drainReads() (n int, now int64, err error) {
+	n, err = r.dev.Read(r.rbufs, r.sizes, engine.Headroom)
+	now = release.MonotonicNow()
+	stamp(r.stamps[:n], now)
 	for err == nil && n > 0 && len(r.rbufs)-n >= r.batch && device.Pending(r.dev) {
 		var m int
 		m, err = r.dev.Read(r.rbufs[n:], r.sizes[n:], engine.Headroom)
+		now = release.MonotonicNow()
+		stamp(r.stamps[n:n+m], now)
 		n += m
 		if m == 0 {
 			break
 		}
 	}
-	return n, err
+	return n, now, err
+}
+
+func stamp(s []int64, now int64) {
+	for i := range s {
+		s[i] = now
+	}
 }
 
 // Release implements release.Queue: it writes every packet due by now to
