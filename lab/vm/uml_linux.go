@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -320,34 +319,55 @@ func tuneTapHere(nsName, name string) error {
 	return nil
 }
 
-// watchUMLTaps tunes each TAP of a UML guest (tuneUMLTap) as soon as the
-// guest's kernel has made it, polling every 2 ms until stop: a guest NIC
-// that transmits into its TAP while the TAP is still down gets EIO, and the
-// vector driver then stops its queue for good (seen here: TX 0 packets, 1
-// dropped, the router's ARP unanswered), which the guest's IPv6 start-up
-// traffic did at random when the TAPs were brought up only after the
-// agent's hello. The result is nil once every TAP is tuned.
-func watchUMLTaps(nsName string, taps []string, stop <-chan struct{}) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		// One thread in the namespace for the whole watch, not one per
-		// poll.
-		done <- nsrun.DoNamed(nsName, func() error {
-			pending := slices.Clone(taps)
-			tick := time.NewTicker(2 * time.Millisecond)
-			defer tick.Stop()
-			for len(pending) > 0 {
-				select {
-				case <-stop:
-					return fmt.Errorf("taps %v not seen before the guest's hello", pending)
-				case <-tick.C:
-				}
-				pending = slices.DeleteFunc(pending, func(name string) bool { return tuneTapHere(nsName, name) == nil })
+// createUMLTaps makes each TAP of a UML guest before the guest starts:
+// persistent, tuned (tuneTapHere) and up, so that the vector driver
+// attaches to a TAP that is up from its first frame. A guest NIC that
+// transmits into its TAP while the TAP is down gets EIO, and the vector
+// driver then stops its queue for good (seen here: TX 0 packets, 1
+// dropped, the router's ARP unanswered); with the TAPs tuned by a 2 ms poll
+// once the guest had made them, that still happened in a loaded CI run
+// (every download "no route to host"). The TAPs are the VM's to remove
+// (removeUMLTaps; `wanlab cleanup` after a crash, from the state's names).
+func createUMLTaps(nsName string, taps []string) error {
+	return nsrun.DoNamed(nsName, func() error {
+		for i, name := range taps {
+			t := &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: name}, Mode: netlink.TUNTAP_MODE_TAP, Flags: netlink.TUNTAP_NO_PI}
+			err := netlink.LinkAdd(t)
+			if err != nil {
+				err = fmt.Errorf("tap %s in %s: %w", name, nsName, err)
+			} else {
+				err = tuneTapHere(nsName, name)
 			}
-			return nil
-		})
-	}()
-	return done
+			if err != nil {
+				return errors.Join(err, deleteTapsHere(nsName, taps[:i+1]))
+			}
+		}
+		return nil
+	})
+}
+
+// removeUMLTaps removes the TAPs createUMLTaps made (those of the names
+// that are still TAPs in the namespace).
+func removeUMLTaps(nsName string, taps []string) error {
+	if !nsrun.Exists(nsName) {
+		return nil
+	}
+	return nsrun.DoNamed(nsName, func() error { return deleteTapsHere(nsName, taps) })
+}
+
+// deleteTapsHere is removeUMLTaps on a thread already in the namespace.
+func deleteTapsHere(nsName string, taps []string) error {
+	var errs []error
+	for _, name := range taps {
+		l, err := netlink.LinkByName(name)
+		if err != nil || l.Type() != "tuntap" {
+			continue
+		}
+		if err := netlink.LinkDel(l); err != nil {
+			errs = append(errs, fmt.Errorf("tap %s in %s: %w", name, nsName, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // umlSeccompFilter refuses ptrace(PTRACE_GETREGSET/SETREGSET,

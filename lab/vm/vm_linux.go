@@ -121,6 +121,11 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 			v.teardown()
 		}
 	}()
+	if engine == EngineUML && len(cfg.NICs) > 0 {
+		if err := createUMLTaps(cfg.Netns, v.state.Taps); err != nil {
+			return nil, fmt.Errorf("vm %s: %w", v.ID, err)
+		}
+	}
 	var l launch
 	if engine == EngineUML {
 		l, err = v.umlLaunch(bin)
@@ -140,17 +145,6 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 	// VM's whole life, so only the process's death ends it. A UML guest
 	// opens its TAPs itself: it is started in the TAPs' namespace.
 	startErr := make(chan error, 1)
-	var tapsTuned <-chan error
-	stopWatch := make(chan struct{})
-	endWatch := sync.OnceFunc(func() { close(stopWatch) })
-	defer endWatch()
-	if engine == EngineUML && len(cfg.NICs) > 0 {
-		taps := make([]string, len(cfg.NICs))
-		for i, n := range cfg.NICs {
-			taps[i] = n.Tap
-		}
-		tapsTuned = watchUMLTaps(cfg.Netns, taps, stopWatch)
-	}
 	go func() {
 		runtime.LockOSThread()
 		if l.netns != "" {
@@ -203,9 +197,7 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 	if hello.NetworkError != "" && len(cfg.NICs) > 0 {
 		return nil, fmt.Errorf("vm %s (%s): guest network: %s", v.ID, engine, hello.NetworkError)
 	}
-	if tapsTuned != nil {
-		endWatch()
-		<-tapsTuned
+	if engine == EngineUML && len(cfg.NICs) > 0 {
 		// Again now that the guest's driver has set the TAP up its way
 		// (it may turn offloads back on as it attaches): the state the
 		// guest runs with is the one tuned after its hello.
@@ -725,6 +717,13 @@ func (v *VM) teardown() error {
 	}
 	if v.state != nil {
 		var errs []error
+		if v.Engine == EngineUML && len(v.state.Taps) > 0 {
+			// Made persistent before the boot (createUMLTaps): they
+			// outlive the guest.
+			if err := removeUMLTaps(v.state.Netns, v.state.Taps); err != nil {
+				errs = append(errs, fmt.Errorf("vm %s: %w", v.ID, err))
+			}
+		}
 		if v.state.ShmDir != "" {
 			if err := os.RemoveAll(v.state.ShmDir); err != nil {
 				errs = append(errs, fmt.Errorf("vm %s: %w", v.ID, err))
