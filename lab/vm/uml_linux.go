@@ -339,7 +339,8 @@ func createUMLTaps(nsName string, taps []string) error {
 				err = tuneTapHere(nsName, name)
 			}
 			if err != nil {
-				return errors.Join(err, deleteTapsHere(nsName, taps[:i+1]))
+				_, derr := deleteTapsHere(nsName, taps[:i+1])
+				return errors.Join(err, derr)
 			}
 		}
 		return nil
@@ -352,11 +353,16 @@ func removeUMLTaps(nsName string, taps []string) error {
 	if !nsrun.Exists(nsName) {
 		return nil
 	}
-	return nsrun.DoNamed(nsName, func() error { return deleteTapsHere(nsName, taps) })
+	return nsrun.DoNamed(nsName, func() error {
+		_, err := deleteTapsHere(nsName, taps)
+		return err
+	})
 }
 
-// deleteTapsHere is removeUMLTaps on a thread already in the namespace.
-func deleteTapsHere(nsName string, taps []string) error {
+// deleteTapsHere removes the TAPs of the names given that exist, on a
+// thread already in namespace nsName, and returns the names it removed.
+func deleteTapsHere(nsName string, taps []string) ([]string, error) {
+	var removed []string
 	var errs []error
 	for _, name := range taps {
 		l, err := netlink.LinkByName(name)
@@ -365,9 +371,11 @@ func deleteTapsHere(nsName string, taps []string) error {
 		}
 		if err := netlink.LinkDel(l); err != nil {
 			errs = append(errs, fmt.Errorf("tap %s in %s: %w", name, nsName, err))
+			continue
 		}
+		removed = append(removed, name)
 	}
-	return errors.Join(errs...)
+	return removed, errors.Join(errs...)
 }
 
 // umlSeccompFilter refuses ptrace(PTRACE_GETREGSET/SETREGSET,
@@ -487,20 +495,14 @@ func cleanupLeftovers(st *stateFile) ([]string, error) {
 	}
 	if st.Netns != "" && len(st.Taps) > 0 && nsrun.Exists(st.Netns) {
 		err := nsrun.DoNamed(st.Netns, func() error {
-			for _, name := range st.Taps {
-				l, err := netlink.LinkByName(name)
-				if err != nil || l.Type() != "tuntap" {
-					continue
-				}
-				if err := netlink.LinkDel(l); err != nil {
-					return fmt.Errorf("vm cleanup: tap %s in %s: %w", name, st.Netns, err)
-				}
+			gone, err := deleteTapsHere(st.Netns, st.Taps)
+			for _, name := range gone {
 				removed = append(removed, fmt.Sprintf("tap %s in %s of vm %s", name, st.Netns, st.ID))
 			}
-			return nil
+			return err
 		})
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("vm cleanup: %w", err))
 		}
 	}
 	return removed, errors.Join(errs...)
