@@ -143,7 +143,7 @@ func Boot(ctx context.Context, cfg Config) (_ *VM, err error) {
 	// returns (nsrun does so on every namespace switch), which would kill
 	// a VM at random. The engine is started from a thread locked for the
 	// VM's whole life, so only the process's death ends it. A UML guest
-	// opens its TAPs itself: it is started in the TAPs' namespace.
+	// attaches to the TAPs made for it: it is started in their namespace.
 	startErr := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
