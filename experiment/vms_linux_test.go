@@ -160,23 +160,16 @@ func testVMs(t *testing.T, engine vm.Engine, only string) {
 		if limit != "receive-window" {
 			t.Errorf("server capture diagnosed %s, want receive-window", limit)
 		}
-		// The target is 15 %; measured -9 to -18 % at load 1-2.5 and
-		// -23 % in one CI run on one machine; on another (2026-12-02,
-		// where a TUN write of a packet takes 26 us, not 12, and the
-		// client guest acks a byte 7 ms after it reached its TAP,
-		// byte-weighted) -29 and -33 % at 14:10 and -29 to -39 % at
-		// 14:30, when the same binary's average had fallen from 33 to
-		// 27 MB/s with nothing else running. No bound near 15 % holds on
-		// every run, so the window checks above carry the scenario and
-		// this one only refuses a rate that is not the window's: half
-		// the prediction or less (a window stuck near 64 KiB, UML's
-		// gro=1 in docs/vm.md, is -95 %). It logs the 15 % target's
-		// verdict.
+		// The steady rate within 15 % of the prediction, the issue's
+		// target. The guests' own ingest is what falls short of it: the
+		// client guest takes a window's burst in and acks its last bytes
+		// late, so the window is carried per 35 ms plus that. Measured
+		// -8 to -13 % on 2026-12-02 16:37-16:40, idle and beside a busy
+		// loop on CPU 0 (the soak's load); on a slower machine of the
+		// same kind earlier that day -29 to -39 %, docs/vm.md.
 		off := mbpsF(steady)/mbpsF(predicted) - 1
-		if off < -0.50 || off > 0.15 {
-			t.Errorf("steady %.1f MB/s, %+.0f %% off the tuner's prediction of %.1f MB/s: want within -50 %% (target 15 %%) and +15 %%", mbpsF(steady), 100*off, mbpsF(predicted))
-		} else if off < -0.15 {
-			t.Logf("steady rate %+.1f %% off the prediction: outside the 15 %% target", 100*off)
+		if off < -0.15 || off > 0.15 {
+			t.Errorf("steady %.1f MB/s, %+.0f %% off the tuner's prediction of %.1f MB/s: want within 15 %%", mbpsF(steady), 100*off, mbpsF(predicted))
 		}
 
 		// The tuner's fix of that run, applied inside the VMs (host-wide
