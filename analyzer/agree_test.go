@@ -129,7 +129,7 @@ func ourVerdicts(t *testing.T, path string) (map[int]packetVerdict, *Result) {
 	ours := map[int]packetVerdict{}
 	res, err := AnalyzeFile(path, Options{OnPacket: func(p *PacketInfo) {
 		v := packetVerdict{flags: p.Flags, ackRTT: -1}
-		if p.AckRTT > 0 { // tshark omits an ack_rtt of exactly zero
+		if p.AckRTT != 0 && p.AckRTT != -1 { // tshark omits an ack_rtt of exactly zero; -1 is none; a negative one (timestamps that stepped back) it prints
 			v.ackRTT = p.AckRTT
 		}
 		ours[p.Frame] = v

@@ -204,13 +204,18 @@ type SkippedInterface struct {
 
 // Analyzer is the streaming form: feed frames with Add, then call Finish.
 type Analyzer struct {
-	opts   Options
-	res    *Result
-	conns  map[connKey]*Connection
-	pkt    decode.Packet
-	info   PacketInfo
-	start  int64 // ns since epoch of the first frame
-	last   int64 // ns relative to start of the latest frame
+	opts  Options
+	res   *Result
+	conns map[connKey]*Connection
+	pkt   decode.Packet
+	info  PacketInfo
+	start int64 // ns since epoch of the first frame
+	last  int64 // ns relative to start of the latest frame
+	// own is the frame's own capture time relative to start, which is
+	// last unless its timestamp went back (last is then the frame's
+	// before): Wireshark's ack_rtt is timed by the frames' own times
+	// (PacketInfo.AckRTT); the samples and series by the analysis time.
+	own    int64
 	began  bool
 	recent [2]recentTuple
 	// scratch takes the ACK-side samples of directions without data.
@@ -421,6 +426,7 @@ func (a *Analyzer) clock(ns int64) int64 {
 	}
 	a.lastNs = ns
 	a.last = ns - a.start
+	a.own = a.last
 	return a.last
 }
 
@@ -433,6 +439,7 @@ func (a *Analyzer) clockOther(ns int64) int64 {
 		a.lastNs = ns
 		a.res.Start = time.Unix(0, ns)
 	}
+	a.own = ns - a.start
 	if ns < a.lastNs {
 		a.res.TimeBackwards++
 		ns = a.lastNs

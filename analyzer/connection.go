@@ -316,7 +316,7 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 		// A segment into a zero window (a probe, whatever its length)
 		// gives no RTT sample, as in tcptrace: its ACK waits for the window.
 		if fl&ZeroWindowProbe == 0 && !(sg.len > 0 && rs.windowValid && rs.window == 0) {
-			fwd.q.sent(span.start, span.end, t)
+			fwd.q.sent(span.start, span.end, t, a.own)
 		}
 		if sg.len > 0 {
 			fwd.dataSent(a, &span, &sg, fl)
@@ -531,7 +531,11 @@ func (d *dirAnalysis) ackArrived(a *Analyzer, p *decode.Packet, sg *segment, fl 
 	var s ackResult
 	kind := d.acked(relAck, t, &s)
 	if s.matched {
-		info.AckRTT = time.Duration(t - s.sent)
+		// As Wireshark times it: by the frames' own capture times, so a
+		// capture whose timestamps step back a few microseconds (two
+		// CPUs' packets written out of order) gives its figure; the
+		// samples below take the analysis time, which never goes back.
+		info.AckRTT = time.Duration(a.own - s.own)
 		switch kind {
 		case ackKarn:
 			info.KarnRTT = info.AckRTT

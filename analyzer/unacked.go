@@ -7,7 +7,11 @@ import "sort"
 type sentSegment struct {
 	start, end int64
 	sent       int64 // capture time of the first transmission, ns
-	retrans    bool  // some byte of it was sent again (Karn: no RTT sample)
+	// own is that transmission's frame's own capture time, which is sent
+	// unless the capture's timestamps stepped back there (sent is then
+	// the frame's before): Wireshark's ack_rtt is timed by it.
+	own     int64
+	retrans bool // some byte of it was sent again (Karn: no RTT sample)
 }
 
 // unackedQueue holds a direction's unacknowledged segments in sequence
@@ -32,7 +36,8 @@ func (q *unackedQueue) len() int { return len(q.buf) - q.head }
 
 func (q *unackedQueue) items() []sentSegment { return q.buf[q.head:] }
 
-// sent records a transmission of [start,end) at time t. It returns whether
+// sent records a transmission of [start,end) at time t (own: its frame's
+// own time, see sentSegment). It returns whether
 // the range overlapped a segment still waiting for its ACK.
 //
 // A resend of bytes already acknowledged (a SYN repeated after the
@@ -40,8 +45,8 @@ func (q *unackedQueue) items() []sentSegment { return q.buf[q.head:] }
 // recorded like a first transmission, as Wireshark's ack_rtt times it;
 // but its range went out before, so an ACK of it is ambiguous and gives
 // no Karn sample (tcptrace takes none either).
-func (q *unackedQueue) sent(start, end, t int64) (overlapped bool) {
-	overlapped = q.record(start, end, t)
+func (q *unackedQueue) sent(start, end, t, own int64) (overlapped bool) {
+	overlapped = q.record(start, end, t, own)
 	if q.ackSeen && start < q.acked {
 		items := q.items()
 		for i := len(items) - 1; i >= 0 && items[i].end > start; i-- {
@@ -53,11 +58,11 @@ func (q *unackedQueue) sent(start, end, t int64) (overlapped bool) {
 	return overlapped
 }
 
-func (q *unackedQueue) record(start, end, t int64) (overlapped bool) {
+func (q *unackedQueue) record(start, end, t, own int64) (overlapped bool) {
 	items := q.items()
 	n := len(items)
 	if n == 0 || start >= items[n-1].end {
-		q.push(sentSegment{start: start, end: end, sent: t})
+		q.push(sentSegment{start: start, end: end, sent: t, own: own})
 		return false
 	}
 	// First segment whose end is beyond start.
@@ -80,7 +85,7 @@ func (q *unackedQueue) record(start, end, t int64) (overlapped bool) {
 			tail.start = end
 			tail.retrans = false
 			items[j].end = end
-			items[j].sent = t
+			items[j].sent, items[j].own = t, own
 			q.buf = append(q.buf, sentSegment{})
 			items = q.buf[q.head:]
 			copy(items[j+2:], items[j+1:])
@@ -94,7 +99,7 @@ func (q *unackedQueue) record(start, end, t int64) (overlapped bool) {
 		q.buf = append(q.buf, sentSegment{})
 		items = q.buf[q.head:]
 		copy(items[i+1:], items[i:])
-		items[i] = sentSegment{start: start, end: end, sent: t}
+		items[i] = sentSegment{start: start, end: end, sent: t, own: own}
 	}
 	return overlapped
 }
@@ -117,6 +122,7 @@ func (q *unackedQueue) push(s sentSegment) {
 type ackResult struct {
 	matched bool  // a segment ended exactly at the ACK (Wireshark's ack_rtt)
 	sent    int64 // its first transmission time
+	own     int64 // that transmission's frame's own time (sentSegment.own)
 	retrans bool  // it was retransmitted: no Karn sample
 	acked   int   // segments fully acknowledged
 	empty   bool  // nothing is outstanding afterwards
@@ -134,7 +140,7 @@ func (q *unackedQueue) ack(ack int64, r *ackResult) {
 		s := &buf[head]
 		if s.end <= ack {
 			if s.end == ack {
-				r.matched, r.sent, r.retrans = true, s.sent, s.retrans
+				r.matched, r.sent, r.own, r.retrans = true, s.sent, s.own, s.retrans
 			}
 			r.acked++
 			head++

@@ -93,13 +93,13 @@ func TestVXLANCapture(t *testing.T) {
 	}
 	waitForFINs(t, path, 2, 10*time.Second)
 	stop()
+	keep(t, path, "vxlan.pcap")
 
-	// One frame's ACK RTT may differ: under load the suite's runs here
-	// (2026-12-02, 3 of 4) had one ACK of about a thousand that we time
-	// from an older data segment than tshark does (ours 2-15 us longer),
-	// a corner not yet found; the flags must agree on every frame.
-	res := sameAsTsharkRTTSlack(t, path, Options{}, nil, 1)
-	t.Logf("%d frames, %d TCP inside the tunnel", res.Frames, res.TCPPackets)
+	// Under load some frames' timestamps step back a few microseconds
+	// (the two ends' packets stamped on two CPUs, written out of order):
+	// the ACK RTTs, timed by each frame's own time, still agree.
+	res := sameAsTshark(t, path, Options{}, nil)
+	t.Logf("%d frames, %d TCP inside the tunnel, %d stamped before the frame ahead of them", res.Frames, res.TCPPackets, res.TimeBackwards)
 	if len(res.Connections) != 1 {
 		t.Fatalf("%d connections, want the one inside the tunnel", len(res.Connections))
 	}
