@@ -74,6 +74,11 @@ type direction struct {
 
 	readers []*reader
 
+	// pass says the readers pass frames whole (passthrough.go), passed
+	// counts what they passed.
+	pass   atomic.Bool
+	passed passCounters
+
 	// Release state, guarded by wmu.
 	wmu   sync.Mutex
 	out   []*engine.Packet
@@ -98,6 +103,12 @@ type reader struct {
 	// readToEnqueue is control.Latency's, one per reader so that readers
 	// on different CPUs do not share its counters.
 	readToEnqueue latencyHistogram
+	// raw is the queue's whole-frame access (nil if it has none), frame
+	// the buffer of a whole frame, passing whether the last read was
+	// one (passthrough.go).
+	raw     device.Raw
+	frame   []byte
+	passing bool
 }
 
 func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (*direction, error) {
@@ -134,13 +145,14 @@ func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (
 			m = 2 * n
 		}
 		r := &reader{queue: uint16(q), dev: qd, batch: n, rpkts: make([]*engine.Packet, m), rbufs: make([][]byte, m),
-			sizes: make([]int, m), stamps: make([]int64, m), rbatch: make([]*engine.Packet, 0, m)}
+			sizes: make([]int, m), stamps: make([]int64, m), rbatch: make([]*engine.Packet, 0, m), raw: device.RawOf(qd)}
 		for k := range r.rpkts {
 			r.rpkts[k] = d.pool.Get()
 			r.rbufs[k] = r.rpkts[k].Buf()
 		}
 		d.readers = append(d.readers, r)
 	}
+	d.pass.Store(d.passable(im.Pipeline))
 	d.out = make([]*engine.Packet, 0, 1024)
 	d.wbufs = make([][]byte, 0, n)
 	if len(d.queues) > 1 {
@@ -164,63 +176,86 @@ func (d *direction) wallTime(mono int64) time.Time { return time.Unix(0, d.wall+
 // release loop when one of them is due before what it waits for.
 func (d *direction) readLoop(r *reader) {
 	for {
+		if r.raw != nil && d.pass.Load() {
+			if !d.passFrames(r) {
+				return
+			}
+			continue
+		}
+		if r.passing {
+			r.passing = false
+			r.raw.Resume()
+		}
 		n, now, err := r.drainReads()
 		if err != nil {
 			if d.stopping.Load() || errors.Is(err, os.ErrClosed) {
 				return
 			}
+			if r.raw != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+				// An interrupt of the raw read that came after Resume.
+				r.raw.Resume()
+				continue
+			}
 			d.readErrors.Add(1)
 			// Errors after a partial read still deliver the n packets
 			// (wireguard-go's GSO split may stop short).
 		}
-		if n == 0 {
-			continue
+		d.handleBatch(r, n, now)
+	}
+}
+
+// handleBatch takes the n packets a read (or a drain of reads) left in
+// r's buffers, the last read at now: it drops malformed ones and hands
+// the rest to the pipeline, waking the release loop when one of them is
+// due before what it waits for.
+func (d *direction) handleBatch(r *reader, n int, now int64) {
+	if n == 0 {
+		return
+	}
+	if d.lat != nil {
+		d.lat.Touch(now)
+	}
+	r.rbatch = r.rbatch[:0]
+	for k := range n {
+		pk := r.rpkts[k]
+		pk.SetLen(r.sizes[k])
+		l, ok := ipLength(pk.Data)
+		if !ok {
+			d.malformed.Add(1)
+			continue // the buffer stays in rpkts for the next read
 		}
-		if d.lat != nil {
-			d.lat.Touch(now)
+		pk.Data = pk.Data[:l]
+		pk.Arrival = r.stamps[k]
+		pk.Queue = r.queue
+		if d.tap != nil {
+			d.tap.Entered(d.index, d.wallTime(pk.Arrival), pk.Data)
 		}
-		r.rbatch = r.rbatch[:0]
-		for k := range n {
-			pk := r.rpkts[k]
-			pk.SetLen(r.sizes[k])
-			l, ok := ipLength(pk.Data)
-			if !ok {
-				d.malformed.Add(1)
-				continue // the buffer stays in rpkts for the next read
-			}
-			pk.Data = pk.Data[:l]
-			pk.Arrival = r.stamps[k]
-			pk.Queue = r.queue
-			if d.tap != nil {
-				d.tap.Entered(d.index, d.wallTime(pk.Arrival), pk.Data)
-			}
-			r.rbatch = append(r.rbatch, pk)
-			fresh := d.pool.Get()
-			r.rpkts[k] = fresh
-			r.rbufs[k] = fresh.Buf()
+		r.rbatch = append(r.rbatch, pk)
+		fresh := d.pool.Get()
+		r.rpkts[k] = fresh
+		r.rbufs[k] = fresh.Buf()
+	}
+	if len(r.rbatch) == 0 {
+		return
+	}
+	next, ok := d.pl.EnqueueBatch(r.rbatch, now)
+	// One stamp per batch, for the histogram and a release at once;
+	// a drained batch's reads each have their own arrival.
+	enqueued := release.MonotonicNow()
+	t := tally{h: &r.readToEnqueue}
+	for i, j := 0, 0; i < len(r.rbatch); i = j {
+		a := r.rbatch[i].Arrival
+		for j = i + 1; j < len(r.rbatch) && r.rbatch[j].Arrival == a; j++ {
 		}
-		if len(r.rbatch) == 0 {
-			continue
-		}
-		next, ok := d.pl.EnqueueBatch(r.rbatch, now)
-		// One stamp per batch, for the histogram and a release at once;
-		// a drained batch's reads each have their own arrival.
-		enqueued := release.MonotonicNow()
-		t := tally{h: &r.readToEnqueue}
-		for i, j := 0, 0; i < len(r.rbatch); i = j {
-			a := r.rbatch[i].Arrival
-			for j = i + 1; j < len(r.rbatch) && r.rbatch[j].Arrival == a; j++ {
-			}
-			t.addN(enqueued-a, uint64(j-i))
-		}
-		t.flush()
-		if ok && next <= now {
-			d.Release(enqueued)
-			next, ok = d.pl.NextDeparture()
-		}
-		if ok {
-			d.loop.Notify(next)
-		}
+		t.addN(enqueued-a, uint64(j-i))
+	}
+	t.flush()
+	if ok && next <= now {
+		d.Release(enqueued)
+		next, ok = d.pl.NextDeparture()
+	}
+	if ok {
+		d.loop.Notify(next)
 	}
 }
 

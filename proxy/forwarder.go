@@ -239,7 +239,9 @@ func (p *Forwarder) Install(iface string, ch spec.Change) error {
 			return err
 		}
 		d.stopSchedule() // before the swap: a step due meanwhile would replace the classes
+		d.setPass(false)
 		if err := setup.Install(d.pl, release.MonotonicNow()); err != nil {
+			d.setPass(d.passable(d.pl.Spec()))
 			return err
 		}
 		d.classes.Store(im.Classes)
@@ -261,6 +263,7 @@ func (d *direction) setSpec(s *spec.Spec) error {
 	} else if err := d.pl.Swap(s, release.MonotonicNow()); err != nil {
 		return err
 	}
+	d.setPass(d.passable(s))
 	// A new spec may release earlier than the old one: wake the loop.
 	if next, ok := d.pl.NextDeparture(); ok {
 		d.loop.Notify(next)
@@ -301,6 +304,7 @@ func (p *Forwarder) Stats() control.Stats {
 	var st control.Stats
 	for _, d := range p.dirs {
 		snap := d.pl.Snapshot()
+		d.addPassed(&snap)
 		var sched *schedule.State
 		if r := d.sched.Load(); r != nil {
 			v := r.State()

@@ -87,3 +87,31 @@ func (p *Forwarder) TakeLateness() [2]Lateness {
 	}
 	return out
 }
+
+// recordPassed counts segs segments passed whole (passthrough.go), read
+// at read and written by a write that returned at written: an empty spec
+// departs them when they are read, so the proxy added what the write
+// took.
+func (l *lateness) recordPassed(read, written int64, segs uint64) {
+	d := written - read
+	for _, h := range []*latencyHistogram{&l.added, &l.dequeueToWritten} {
+		t := tally{h: h}
+		t.addN(d, segs)
+		t.flush()
+	}
+	t := tally{h: &l.dueToDequeue}
+	t.addN(0, segs)
+	t.flush()
+	l.packets.Add(segs)
+	l.totalPackets.Add(segs)
+	if d >= int64(time.Millisecond) {
+		l.late1ms.Add(segs)
+		l.totalLate1ms.Add(segs)
+	}
+	for {
+		cur := l.max.Load()
+		if d <= cur || l.max.CompareAndSwap(cur, d) {
+			return
+		}
+	}
+}

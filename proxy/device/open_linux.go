@@ -105,7 +105,8 @@ type offloadDevice struct {
 	tun  tun.Device
 	name string
 	mtu  int
-	poll *pollFD // Pending
+	poll *pollFD  // Pending
+	raw  *rawFile // RawOf
 
 	// Writes of packets that may head a coalesced super-packet go
 	// through buffers of 64 KiB capacity: coalescing appends segments to
@@ -226,7 +227,7 @@ func newOffload(t tun.Device, mtu int) (Device, error) {
 		t.Close()
 		return nil, err
 	}
-	d := &offloadDevice{tun: t, name: real, mtu: mtu, poll: newPollFD(t.File())}
+	d := &offloadDevice{tun: t, name: real, mtu: mtu, poll: newPollFD(t.File()), raw: newRawFile(t.File())}
 	n := t.BatchSize()
 	// A write buffer is 64 KiB (a coalesced super-packet): made the first
 	// time a slot holds a flow's head, not up front, since a queue per CPU
