@@ -11,7 +11,6 @@ import (
 
 	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/tc/htb"
-	"github.com/wanlab/wanlab/tc/schedule"
 	"github.com/wanlab/wanlab/tc/spec"
 )
 
@@ -73,17 +72,14 @@ func runSimulate(cc *cli.Context) error {
 		Size:    cc.Int("size"),
 		Seed:    cc.Uint64("seed"),
 	}
-	var err error
-	if cfg.Spec, cfg.Classes, cfg.Schedule, err = simulateImpairment(cc); err != nil {
+	if err := simulateImpairment(cc, &cfg); err != nil {
 		return err
 	}
-	if cfg.Classes != nil {
-		stopProfile, err := startCPUProfile(cc.String("cpuprofile"))
-		if err != nil {
-			return fmt.Errorf("simulate: --cpuprofile: %w", err)
-		}
-		defer stopProfile()
+	stopProfile, err := startCPUProfile(cc.String("cpuprofile"))
+	if err != nil {
+		return fmt.Errorf("simulate: --cpuprofile: %w", err)
 	}
+	defer stopProfile()
 	if cfg.QueueMemory, err = queueMemory(cc); err != nil {
 		return usageError(fmt.Errorf("simulate: %w", err))
 	}
@@ -109,44 +105,45 @@ func runSimulate(cc *cli.Context) error {
 
 // simulateImpairment reads what runs: --classes, or --spec (a pipeline,
 // which --schedule may step, or a class set).
-func simulateImpairment(cc *cli.Context) (*spec.Spec, *spec.Classes, *schedule.Schedule, error) {
+func simulateImpairment(cc *cli.Context, cfg *engine.SimConfig) error {
 	if cc.IsSet("classes") {
 		if cc.IsSet("spec") {
-			return nil, nil, nil, usageError(errors.New("simulate: --spec and --classes exclude each other (give a leaf its spec with 'leaf ID SPEC')"))
+			return usageError(errors.New("simulate: --spec and --classes exclude each other (give a leaf its spec with 'leaf ID SPEC')"))
 		}
 		text, err := specFileArg(cc.String("classes"))
 		if err != nil {
-			return nil, nil, nil, usageError(fmt.Errorf("simulate: --classes: %w", err))
+			return usageError(fmt.Errorf("simulate: --classes: %w", err))
 		}
 		cs, err := spec.ParseClassesAuto([]byte(text))
 		if err != nil {
-			return nil, nil, nil, usageError(fmt.Errorf("simulate: --classes: %w", err))
+			return usageError(fmt.Errorf("simulate: --classes: %w", err))
 		}
-		return nil, cs, nil, nil
+		cfg.Classes = cs
+		return nil
 	}
 	if !cc.IsSet("spec") && !cc.IsSet("schedule") {
-		return nil, nil, nil, usageError(errors.New("simulate: --spec is required (e.g. --spec 'delay 100ms loss 1%')"))
+		return usageError(errors.New("simulate: --spec is required (e.g. --spec 'delay 100ms loss 1%')"))
 	}
-	var sched *schedule.Schedule
 	if path := cc.String("schedule"); path != "" {
 		var err error
-		if sched, err = readSchedule(path); err != nil {
-			return nil, nil, nil, usageError(fmt.Errorf("simulate: --schedule: %w", err))
+		if cfg.Schedule, err = readSchedule(path); err != nil {
+			return usageError(fmt.Errorf("simulate: --schedule: %w", err))
 		}
 	}
 	text, err := specFileArg(cc.String("spec"))
 	if err != nil {
-		return nil, nil, nil, usageError(fmt.Errorf("simulate: --spec: %w", err))
+		return usageError(fmt.Errorf("simulate: --spec: %w", err))
 	}
 	im, err := spec.ParseImpairment(text)
 	if err != nil {
-		return nil, nil, nil, usageError(fmt.Errorf("simulate: --spec: %w", err))
+		return usageError(fmt.Errorf("simulate: --spec: %w", err))
 	}
-	if im.Classes != nil && sched != nil {
+	if im.Classes != nil && cfg.Schedule != nil {
 		// A class set runs --flow traffic, as with --classes.
-		return nil, nil, nil, usageError(errors.New("simulate: --schedule steps a pipeline, not a class set"))
+		return usageError(errors.New("simulate: --schedule steps a pipeline, not a class set"))
 	}
-	return im.Pipeline, im.Classes, sched, nil
+	cfg.Spec, cfg.Classes = im.Pipeline, im.Classes
+	return nil
 }
 
 // packetTraffic checks --packets, --pps and --size, a pipeline's traffic.
