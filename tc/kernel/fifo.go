@@ -14,51 +14,49 @@ import (
 // included (the kernel's default depends on the device: txqueuelen and
 // its MTU).
 
-// EncodeFIFO encodes a pfifo or bfifo stage.
-func EncodeFIFO(st spec.Stage) ([]byte, error) {
-	var limit uint64
-	switch q := st.(type) {
-	case *spec.PFIFO:
-		limit = uint64(q.PacketLimit())
-	case *spec.BFIFO:
-		limit = uint64(q.ByteLimit())
-	default:
-		return nil, fmt.Errorf("%s is not a fifo", st.Kind())
-	}
+// encodeFIFO encodes a fifo's limit (kind names it in errors).
+func encodeFIFO(kind string, limit uint64) ([]byte, error) {
 	if limit > math.MaxUint32 {
-		return nil, fmt.Errorf("%s limit %d: too large", st.Kind(), limit)
+		return nil, fmt.Errorf("%s limit %d: too large", kind, limit)
 	}
 	var w wire
 	w.u32(uint32(limit))
 	return w.b, nil
 }
 
-// DecodeFIFO reads a pfifo or bfifo's dumped options.
-func DecodeFIFO(kind string, b []byte) (spec.Stage, error) {
+// decodeFIFO reads a fifo's dumped limit.
+func decodeFIFO(kind string, b []byte) (uint32, error) {
 	r := reader{b: b}
 	limit := r.u32()
 	if r.err != nil {
-		return nil, fmt.Errorf("%s options: %w", kind, r.err)
+		return 0, fmt.Errorf("%s options: %w", kind, r.err)
 	}
-	if kind == "pfifo" {
-		q := &spec.PFIFO{Limit: limit}
-		if limit == spec.DefaultFIFOPackets {
-			q.Limit = 0
-		}
-		return q, nil
-	}
-	q := &spec.BFIFO{Limit: units.Size(limit)}
-	if q.Limit == spec.DefaultFIFOBytes {
-		q.Limit = 0
-	}
-	return q, nil
+	return limit, nil
 }
 
 func init() {
-	for _, kind := range []string{"pfifo", "bfifo"} {
-		registerCodec(kind, stageCodec{
-			encode: func(_ Clock, st spec.Stage) ([]byte, error) { return EncodeFIFO(st) },
-			decode: func(_ Clock, b []byte) (spec.Stage, error) { return DecodeFIFO(kind, b) },
-		})
-	}
+	registerCodec("pfifo", stageCodec{
+		encode: func(_ Clock, st spec.Stage) ([]byte, error) {
+			return encodeFIFO("pfifo", uint64(st.(*spec.PFIFO).PacketLimit()))
+		},
+		decode: func(_ Clock, b []byte) (spec.Stage, error) {
+			limit, err := decodeFIFO("pfifo", b)
+			if err != nil {
+				return nil, err
+			}
+			return &spec.PFIFO{Limit: spec.ZeroIfDefault(limit, spec.DefaultFIFOPackets)}, nil
+		},
+	})
+	registerCodec("bfifo", stageCodec{
+		encode: func(_ Clock, st spec.Stage) ([]byte, error) {
+			return encodeFIFO("bfifo", uint64(st.(*spec.BFIFO).ByteLimit()))
+		},
+		decode: func(_ Clock, b []byte) (spec.Stage, error) {
+			limit, err := decodeFIFO("bfifo", b)
+			if err != nil {
+				return nil, err
+			}
+			return &spec.BFIFO{Limit: spec.ZeroIfDefault(units.Size(limit), spec.DefaultFIFOBytes)}, nil
+		},
+	})
 }
