@@ -14,49 +14,35 @@ import (
 // included (the kernel's default depends on the device: txqueuelen and
 // its MTU).
 
-// encodeFIFO encodes a fifo's limit (kind names it in errors).
-func encodeFIFO(kind string, limit uint64) ([]byte, error) {
-	if limit > math.MaxUint32 {
-		return nil, fmt.Errorf("%s limit %d: too large", kind, limit)
+// fifoCodec is the codec of a fifo kind: limit reads a stage's, stage
+// makes one of a dumped limit.
+func fifoCodec(kind string, limit func(spec.Stage) uint64, stage func(uint32) spec.Stage) stageCodec {
+	return stageCodec{
+		encode: func(_ Clock, st spec.Stage) ([]byte, error) {
+			l := limit(st)
+			if l > math.MaxUint32 {
+				return nil, fmt.Errorf("%s limit %d: too large", kind, l)
+			}
+			var w wire
+			w.u32(uint32(l))
+			return w.b, nil
+		},
+		decode: func(_ Clock, b []byte) (spec.Stage, error) {
+			r := reader{b: b}
+			l := r.u32()
+			if r.err != nil {
+				return nil, fmt.Errorf("%s options: %w", kind, r.err)
+			}
+			return stage(l), nil
+		},
 	}
-	var w wire
-	w.u32(uint32(limit))
-	return w.b, nil
-}
-
-// decodeFIFO reads a fifo's dumped limit.
-func decodeFIFO(kind string, b []byte) (uint32, error) {
-	r := reader{b: b}
-	limit := r.u32()
-	if r.err != nil {
-		return 0, fmt.Errorf("%s options: %w", kind, r.err)
-	}
-	return limit, nil
 }
 
 func init() {
-	registerCodec("pfifo", stageCodec{
-		encode: func(_ Clock, st spec.Stage) ([]byte, error) {
-			return encodeFIFO("pfifo", uint64(st.(*spec.PFIFO).PacketLimit()))
-		},
-		decode: func(_ Clock, b []byte) (spec.Stage, error) {
-			limit, err := decodeFIFO("pfifo", b)
-			if err != nil {
-				return nil, err
-			}
-			return &spec.PFIFO{Limit: spec.ZeroIfDefault(limit, spec.DefaultFIFOPackets)}, nil
-		},
-	})
-	registerCodec("bfifo", stageCodec{
-		encode: func(_ Clock, st spec.Stage) ([]byte, error) {
-			return encodeFIFO("bfifo", uint64(st.(*spec.BFIFO).ByteLimit()))
-		},
-		decode: func(_ Clock, b []byte) (spec.Stage, error) {
-			limit, err := decodeFIFO("bfifo", b)
-			if err != nil {
-				return nil, err
-			}
-			return &spec.BFIFO{Limit: spec.ZeroIfDefault(units.Size(limit), spec.DefaultFIFOBytes)}, nil
-		},
-	})
+	registerCodec("pfifo", fifoCodec("pfifo", func(st spec.Stage) uint64 { return uint64(st.(*spec.PFIFO).PacketLimit()) },
+		func(l uint32) spec.Stage { return &spec.PFIFO{Limit: spec.ZeroIfDefault(l, spec.DefaultFIFOPackets)} }))
+	registerCodec("bfifo", fifoCodec("bfifo", func(st spec.Stage) uint64 { return uint64(st.(*spec.BFIFO).ByteLimit()) },
+		func(l uint32) spec.Stage {
+			return &spec.BFIFO{Limit: spec.ZeroIfDefault(units.Size(l), spec.DefaultFIFOBytes)}
+		}))
 }
