@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 
 	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/tc/htb"
-	"github.com/wanlab/wanlab/tc/schedule"
 	"github.com/wanlab/wanlab/tc/spec"
 )
 
@@ -68,6 +66,46 @@ func runSimulate(cc *cli.Context) error {
 	if cc.NArg() != 0 {
 		return usageError(fmt.Errorf("simulate: unexpected argument %q (quote the spec and pass it with --spec)", cc.Args().First()))
 	}
+	cfg := engine.SimConfig{
+		Packets: cc.Int("packets"),
+		PPS:     cc.Float64("pps"),
+		Size:    cc.Int("size"),
+		Seed:    cc.Uint64("seed"),
+	}
+	if err := simulateImpairment(cc, &cfg); err != nil {
+		return err
+	}
+	stopProfile, err := startCPUProfile(cc.String("cpuprofile"))
+	if err != nil {
+		return fmt.Errorf("simulate: --cpuprofile: %w", err)
+	}
+	defer stopProfile()
+	if cfg.QueueMemory, err = queueMemory(cc); err != nil {
+		return usageError(fmt.Errorf("simulate: %w", err))
+	}
+	if cfg.Classes != nil {
+		err = classTraffic(cc, &cfg)
+	} else {
+		err = packetTraffic(cfg)
+	}
+	if err != nil {
+		return usageError(fmt.Errorf("simulate: %w", err))
+	}
+	res, err := engine.Simulate(cfg)
+	if err != nil {
+		return usageError(fmt.Errorf("simulate: %w", err))
+	}
+	if cc.Bool("json") {
+		enc := json.NewEncoder(cc.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	return res.WriteText(cc.App.Writer)
+}
+
+// simulateImpairment reads what runs: --classes, or --spec (a pipeline,
+// which --schedule may step, or a class set).
+func simulateImpairment(cc *cli.Context, cfg *engine.SimConfig) error {
 	if cc.IsSet("classes") {
 		if cc.IsSet("spec") {
 			return usageError(errors.New("simulate: --spec and --classes exclude each other (give a leaf its spec with 'leaf ID SPEC')"))
@@ -80,15 +118,15 @@ func runSimulate(cc *cli.Context) error {
 		if err != nil {
 			return usageError(fmt.Errorf("simulate: --classes: %w", err))
 		}
-		return simulateClasses(cc, cs)
+		cfg.Classes = cs
+		return nil
 	}
 	if !cc.IsSet("spec") && !cc.IsSet("schedule") {
 		return usageError(errors.New("simulate: --spec is required (e.g. --spec 'delay 100ms loss 1%')"))
 	}
-	var sched *schedule.Schedule
 	if path := cc.String("schedule"); path != "" {
 		var err error
-		if sched, err = readSchedule(path); err != nil {
+		if cfg.Schedule, err = readSchedule(path); err != nil {
 			return usageError(fmt.Errorf("simulate: --schedule: %w", err))
 		}
 	}
@@ -100,48 +138,47 @@ func runSimulate(cc *cli.Context) error {
 	if err != nil {
 		return usageError(fmt.Errorf("simulate: --spec: %w", err))
 	}
-	if im.Classes != nil {
+	if im.Classes != nil && cfg.Schedule != nil {
 		// A class set runs --flow traffic, as with --classes.
-		if sched != nil {
-			return usageError(errors.New("simulate: --schedule steps a pipeline, not a class set"))
-		}
-		return simulateClasses(cc, im.Classes)
+		return usageError(errors.New("simulate: --schedule steps a pipeline, not a class set"))
 	}
-	sp := im.Pipeline
-	cfg := engine.SimConfig{
-		Spec:     sp,
-		Schedule: sched,
-		Packets:  cc.Int("packets"),
-		PPS:      cc.Float64("pps"),
-		Size:     cc.Int("size"),
-		Seed:     cc.Uint64("seed"),
-	}
-	if cfg.QueueMemory, err = queueMemory(cc); err != nil {
-		return usageError(fmt.Errorf("simulate: %w", err))
-	}
-	switch {
-	case cfg.Packets <= 0:
-		return usageError(fmt.Errorf("simulate: --packets %d: must be at least 1", cfg.Packets))
-	case cfg.PPS <= 0:
-		return usageError(fmt.Errorf("simulate: --pps %g: must be more than 0", cfg.PPS))
-	case cfg.Size < 28 || cfg.Size > 65535:
-		return usageError(fmt.Errorf("simulate: --size %d: must be 28-65535 bytes (an IPv4/UDP packet)", cfg.Size))
-	}
-	res, err := engine.Simulate(cfg)
-	if err != nil {
-		return usageError(fmt.Errorf("simulate: %w", err))
-	}
-	return writeSimResult(cc, res)
+	cfg.Spec, cfg.Classes = im.Pipeline, im.Classes
+	return nil
 }
 
-// writeSimResult prints a simulation's result: its table, or --json.
-func writeSimResult(cc *cli.Context, res interface{ WriteText(io.Writer) error }) error {
-	if cc.Bool("json") {
-		enc := json.NewEncoder(cc.App.Writer)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+// packetTraffic checks --packets, --pps and --size, a pipeline's traffic.
+func packetTraffic(cfg engine.SimConfig) error {
+	switch {
+	case cfg.Packets <= 0:
+		return fmt.Errorf("--packets %d: must be at least 1", cfg.Packets)
+	case cfg.PPS <= 0:
+		return fmt.Errorf("--pps %g: must be more than 0", cfg.PPS)
+	case cfg.Size < 28 || cfg.Size > 65535:
+		return fmt.Errorf("--size %d: must be 28-65535 bytes (an IPv4/UDP packet)", cfg.Size)
 	}
-	return res.WriteText(cc.App.Writer)
+	return nil
+}
+
+// classTraffic sets cfg's --flow traffic, which a class set runs, and its
+// duration and warmup.
+func classTraffic(cc *cli.Context, cfg *engine.SimConfig) error {
+	cfg.TreeOptions = htb.EngineOptions
+	cfg.Duration, cfg.Warmup = cc.Duration("duration"), cc.Duration("warmup")
+	fl, _ := cc.Generic("flow").(*flowList)
+	if fl == nil || len(fl.texts) == 0 {
+		return errors.New("--classes needs at least one --flow dst=ADDR,rate=RATE")
+	}
+	for _, text := range fl.texts {
+		f, err := engine.ParseFlow(text)
+		if err != nil {
+			return fmt.Errorf("--flow: %w", err)
+		}
+		cfg.Flows = append(cfg.Flows, f)
+	}
+	if cfg.Duration <= 0 || cfg.Duration > time.Hour {
+		return fmt.Errorf("--duration %s: must be more than 0 and at most 1h", cfg.Duration)
+	}
+	return nil
 }
 
 var classSimFlags = []cli.Flag{
@@ -160,38 +197,6 @@ const classesHelp = "\n\nWith --classes, --flow traffic (constant-rate packets, 
 	"(--json: {classes, flows, duration_ms, warmup_ms, seed, result: [{id, parent,\n" +
 	"leaf, rate_bps, ceil_bps, offered_bps, realized_bps, borrowed_bytes,\n" +
 	"lent_bytes, drops{loss,queue,oversize}, delay_mean_ms, queue_max_packets}]})."
-
-// simulateClasses runs --flow traffic through the class set cs.
-func simulateClasses(cc *cli.Context, cs *spec.Classes) error {
-	fl, _ := cc.Generic("flow").(*flowList)
-	stopProfile, err := startCPUProfile(cc.String("cpuprofile"))
-	if err != nil {
-		return fmt.Errorf("simulate: --cpuprofile: %w", err)
-	}
-	defer stopProfile()
-	cfg := htb.SimConfig{Classes: cs, Duration: cc.Duration("duration"), Warmup: cc.Duration("warmup"), Seed: cc.Uint64("seed")}
-	if cfg.QueueMemory, err = queueMemory(cc); err != nil {
-		return usageError(fmt.Errorf("simulate: %w", err))
-	}
-	if fl == nil || len(fl.texts) == 0 {
-		return usageError(errors.New("simulate: --classes needs at least one --flow dst=ADDR,rate=RATE"))
-	}
-	for _, text := range fl.texts {
-		f, err := htb.ParseFlow(text)
-		if err != nil {
-			return usageError(fmt.Errorf("simulate: --flow: %w", err))
-		}
-		cfg.Flows = append(cfg.Flows, f)
-	}
-	if cfg.Duration <= 0 || cfg.Duration > time.Hour {
-		return usageError(fmt.Errorf("simulate: --duration %s: must be more than 0 and at most 1h", cfg.Duration))
-	}
-	res, err := htb.Simulate(cfg)
-	if err != nil {
-		return usageError(fmt.Errorf("simulate: %w", err))
-	}
-	return writeSimResult(cc, res)
-}
 
 // flowList collects repeated --flow values; each is parsed whole (a
 // StringSliceFlag would split it at its commas).

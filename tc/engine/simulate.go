@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -16,9 +17,16 @@ import (
 
 // SimConfig describes synthetic traffic for Simulate: Packets IPv4/UDP
 // packets of Size bytes (IP length), evenly spaced at PPS packets per
-// second, ECN-capable (ECT(0)) so an "ecn" spec marks instead of dropping.
+// second, ECN-capable (ECT(0)) so an "ecn" spec marks instead of dropping;
+// or Flows.
 type SimConfig struct {
 	Spec *spec.Spec
+	// Classes, if set, runs a class tree instead of Spec (a plain
+	// pipeline is a tree of one leaf), its engine classes, classifier and
+	// scheduler filled into the Options by TreeOptions (htb.EngineOptions).
+	// It needs Flows.
+	Classes     *spec.Classes
+	TreeOptions func(*spec.Classes, Options) (Options, error)
 	// Schedule, if set, steps the spec at its times after the first
 	// packet (Spec holds until its first step), each step a Swap at its
 	// time on the virtual clock.
@@ -31,31 +39,19 @@ type SimConfig struct {
 	// 0: DefaultQueueMemory).
 	QueueMemory units.Size
 	// Flows, if set, replace the evenly spaced packets above: each flow
-	// sends copies of its packet at its rate, and the run lasts Duration
-	// of virtual time (departures after it are not waited for), the
-	// classes' rates measured after Warmup (SimResult.Classes).
-	Flows            []SimFlow
+	// sends its packets at its rate, and the run lasts Duration of
+	// virtual time (0: 10 s; departures after it are not waited for),
+	// each class's rates measured after Warmup (0: a tenth of Duration)
+	// in SimResult.Tree.
+	Flows            []Flow
 	Duration, Warmup time.Duration
-	// Classes, if set, makes the pipeline a set of traffic classes
-	// instead of Spec (a plain pipeline is a set of one class): it fills
-	// the class fields of the Options it is given (htb.Setup.Options).
-	Classes func(Options) (Options, error)
 }
 
-// SimFlow is a constant-rate source of synthetic traffic: copies of
-// Packet (an IP packet) at Rate, from Start after the first moment of the
-// run until Stop (0: the end of the run).
-type SimFlow struct {
-	Packet      []byte
-	Rate        units.Rate
-	Start, Stop time.Duration
-}
-
-// SimClassCounts is one engine class's share of a simulation with Flows:
+// classCounts is one engine class's share of a simulation with Flows:
 // the bytes offered and sent in the measured window (after Warmup), the
 // delays of all its packets that left, its deepest queue (sampled every
 // virtual millisecond) and its drops.
-type SimClassCounts struct {
+type classCounts struct {
 	OfferedBytes, RealizedBytes uint64
 	DelaySumNs                  float64
 	Departed                    uint64
@@ -153,10 +149,9 @@ type SimResult struct {
 	Stages []SimStage `json:"stages"`
 	// Schedule lists the schedule's steps applied, in order.
 	Schedule []SimStep `json:"schedule,omitempty"`
-	// Classes holds each engine class's counts (class order), and
-	// Scheduler the class scheduler's statistics at the end, if it has any.
-	Classes   []SimClassCounts `json:"-"`
-	Scheduler []TreeClass      `json:"-"`
+	// Tree is the report of a run of Flows, per class (a pipeline's one
+	// class, or a tree's); with it, JSON is the tree's alone.
+	Tree *SimTree `json:"-"`
 }
 
 // SimStep is a schedule step Simulate applied: its time after the first
@@ -187,6 +182,15 @@ type SimStage struct {
 	XStats *XStats `json:"xstats,omitempty"`
 }
 
+// MarshalJSON is the result's fields, or its Tree's alone.
+func (r *SimResult) MarshalJSON() ([]byte, error) {
+	if r.Tree != nil {
+		return json.Marshal(r.Tree)
+	}
+	type fields SimResult // without this method
+	return json.Marshal((*fields)(r))
+}
+
 // Simulate runs cfg's traffic through a pipeline (or cfg's classes) on a
 // virtual clock. It needs no privileges and takes about a second per
 // million packets.
@@ -195,6 +199,9 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	end := int64(math.MaxInt64)
 	var sources []simSource
 	if len(cfg.Flows) == 0 {
+		if cfg.Classes != nil {
+			return nil, fmt.Errorf("no flows")
+		}
 		if cfg.Packets <= 0 {
 			cfg.Packets = DefaultSimPackets
 		}
@@ -209,15 +216,21 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		}
 		sources = []simSource{{template: UDPPacket(cfg.Size, 0x02 /* ECT(0) */), next: start, stop: end, count: cfg.Packets, interval: 1e9 / cfg.PPS}}
 	} else {
-		if cfg.Duration <= 0 || cfg.Warmup < 0 || cfg.Warmup >= cfg.Duration {
-			return nil, fmt.Errorf("duration %s, warmup %s: want a duration and a shorter warmup", cfg.Duration, cfg.Warmup)
+		if cfg.Duration <= 0 {
+			cfg.Duration = 10 * time.Second
+		}
+		if cfg.Warmup <= 0 {
+			cfg.Warmup = cfg.Duration / 10
+		}
+		if cfg.Warmup >= cfg.Duration {
+			return nil, fmt.Errorf("warmup %s: not shorter than the duration %s", cfg.Warmup, cfg.Duration)
 		}
 		end = start + int64(cfg.Duration)
 		for _, f := range cfg.Flows {
-			if f.Rate == 0 || len(f.Packet) == 0 {
-				return nil, fmt.Errorf("flow of %d-byte packets at %s: needs a packet and a rate", len(f.Packet), f.Rate)
+			if f.Rate == 0 {
+				return nil, fmt.Errorf("flow %s: needs a rate", f)
 			}
-			src := simSource{template: f.Packet, next: start + int64(f.Start), stop: end, rate: float64(f.Rate)}
+			src := simSource{template: f.packet(), next: start + int64(f.Start), stop: end, rate: float64(f.Rate)}
 			if f.Stop > 0 {
 				src.stop = min(end, start+int64(f.Stop))
 			}
@@ -233,8 +246,11 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	}
 	opt := Options{Direction: "simulate", Seed: cfg.Seed, Start: start, Memory: NewMemoryBudget(cfg.QueueMemory)}
 	if cfg.Classes != nil {
+		if cfg.TreeOptions == nil {
+			return nil, fmt.Errorf("a class tree needs TreeOptions")
+		}
 		var err error
-		if opt, err = cfg.Classes(opt); err != nil {
+		if opt, err = cfg.TreeOptions(cfg.Classes, opt); err != nil {
 			return nil, err
 		}
 	}
@@ -243,16 +259,16 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		return nil, err
 	}
 	res := &SimResult{Spec: cfg.Spec.String(), Packets: cfg.Packets, PPS: cfg.PPS, Size: cfg.Size, Seed: cfg.Seed}
+	counts := make([]classCounts, max(1, len(opt.Classes)))
 	classOf := func(data []byte) int {
 		if opt.Classifier == nil {
 			return 0
 		}
-		if ci := opt.Classifier.Classify(data); ci >= 0 && ci < len(res.Classes) {
+		if ci := opt.Classifier.Classify(data); ci >= 0 && ci < len(counts) {
 			return ci
 		}
 		return 0
 	}
-	res.Classes = make([]SimClassCounts, max(1, len(opt.Classes)))
 	maxSize := 0
 	var fed []int // the classes the sources feed: only they ever hold packets
 	for i := range sources {
@@ -289,7 +305,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 				unique++
 				bySeq[p.Seq] = float64(p.Depart-p.Arrival) / 1e6
 			}
-			c := &res.Classes[classOf(p.Data)]
+			c := &counts[classOf(p.Data)]
 			if p.Depart >= warm && p.Depart < end {
 				c.RealizedBytes += uint64(len(p.Data))
 			}
@@ -337,7 +353,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		copy(p.Data, s.template)
 		p.Arrival = t
 		if t >= warm {
-			res.Classes[s.class].OfferedBytes += uint64(len(s.template))
+			counts[s.class].OfferedBytes += uint64(len(s.template))
 		}
 		pl.Enqueue(p, t) // p may be back in the pool already (dropped)
 		sent++
@@ -345,7 +361,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		if t >= nextSample { // queue depths once per virtual ms
 			nextSample = t + int64(time.Millisecond)
 			for _, ci := range fed {
-				res.Classes[ci].QueueMax = max(res.Classes[ci].QueueMax, pl.ClassQueuePackets(ci))
+				counts[ci].QueueMax = max(counts[ci].QueueMax, pl.ClassQueuePackets(ci))
 			}
 		}
 	}
@@ -364,7 +380,6 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	res.Reordered = Overtakers(order)
 	snap := pl.Snapshot()
 	tot := snap.Totals
-	res.Scheduler = snap.Scheduler
 	res.PacketsIn = uint64(sent)
 	res.PacketsOut = tot.PacketsOut
 	if sent > 0 {
@@ -372,7 +387,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	}
 	res.Drops = tot.Drops
 	for ci, cl := range snap.Classes {
-		res.Classes[ci].Drops = cl.Totals.Drops
+		counts[ci].Drops = cl.Totals.Drops
 		for _, s := range cl.Stages {
 			res.Duplicated += s.Duplicated
 			res.Corrupted += s.Corrupted
@@ -405,6 +420,9 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		res.Warnings = []string{}
 	}
 	res.DelayLag1 = lagOneCorrelation(bySeq)
+	if len(cfg.Flows) > 0 {
+		res.Tree = treeReport(cfg, opt.Classes, counts, snap.Scheduler)
+	}
 	return res, nil
 }
 
@@ -622,8 +640,12 @@ func fourStateStationary(l spec.Loss) [4]float64 {
 	return pi
 }
 
-// WriteText prints r as a table of configured and realized values.
+// WriteText prints r as a table of configured and realized values, or
+// of its classes (Tree).
 func (r *SimResult) WriteText(w io.Writer) error {
+	if r.Tree != nil {
+		return r.Tree.writeText(w)
+	}
 	var b strings.Builder
 	c := r.Configured
 	specText := spec.Abbrev(r.Spec)

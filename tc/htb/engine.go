@@ -211,3 +211,13 @@ func (s *Scheduler) Drain(fn func(p *engine.Packet, class int)) {
 // Tree returns the scheduler's class tree (for tests and reports; not
 // safe while the pipeline runs).
 func (s *Scheduler) Tree() *Tree[*engine.Packet] { return s.tree }
+
+// EngineOptions fills opt's class fields with the setup of cs, its tree
+// starting at opt.Start: engine.SimConfig's TreeOptions.
+func EngineOptions(cs *spec.Classes, opt engine.Options) (engine.Options, error) {
+	s, err := NewSetup(cs, Options{Now: opt.Start})
+	if err != nil {
+		return opt, err
+	}
+	return s.Options(opt), nil
+}

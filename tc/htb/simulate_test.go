@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/tc/spec"
 )
 
@@ -15,21 +16,21 @@ const seedClasses = "htb default 2; class 1:1 htb rate 100mbit; " +
 	"filter dst 10.0.2.0/24 flowid 1:2; filter dst 10.0.3.0/24 flowid 1:3; filter dst 10.0.4.0/24 flowid 1:4; " +
 	"leaf 1:3 delay 10ms"
 
-func simulate(t *testing.T, classes string, flows ...string) map[string]SimClass {
+func simulate(t *testing.T, classes string, flows ...string) map[string]engine.SimClass {
 	t.Helper()
 	cs, err := spec.ParseClasses(classes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := SimConfig{Classes: cs, Duration: 3 * time.Second, Warmup: time.Second, Seed: 1}
+	cfg := engine.SimConfig{Classes: cs, TreeOptions: EngineOptions, Duration: 3 * time.Second, Warmup: time.Second, Seed: 1}
 	for _, f := range flows {
-		fl, err := ParseFlow(f)
+		fl, err := engine.ParseFlow(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg.Flows = append(cfg.Flows, fl)
 	}
-	res, err := Simulate(cfg)
+	res, err := engine.Simulate(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,8 +39,8 @@ func simulate(t *testing.T, classes string, flows ...string) map[string]SimClass
 		t.Fatal(err)
 	}
 	t.Log("\n" + b.String())
-	out := map[string]SimClass{}
-	for _, c := range res.Result {
+	out := map[string]engine.SimClass{}
+	for _, c := range res.Tree.Result {
 		out[c.ID] = c
 	}
 	return out
@@ -75,20 +76,6 @@ func TestSimulateNoDefaultIsDirect(t *testing.T) {
 	within(t, "1:2 alone", r["1:2"].RealizedBps, 100*mbit, 0.01)
 }
 
-func TestParseFlowErrors(t *testing.T) {
-	for in, want := range map[string]string{
-		"dst=10.0.0.1":                        "needs dst=ADDRESS and rate=RATE",
-		"dst=10.0.0.1,rate=1mbit,x=1":         `unknown key "x"`,
-		"dst=10.0.0.300,rate=1mbit":           `dst "10.0.0.300"`,
-		"dst=10.0.0.1,rate=1mbit,size=10":     "must be 48-65535",
-		"dst=fd00::1,src=10.0.0.1,rate=1mbit": "different families",
-	} {
-		if _, err := ParseFlow(in); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: %v, want %q", in, err, want)
-		}
-	}
-}
-
 // An htb leaf whose spec is a queue discipline holds its packets in it:
 // an unresponsive flow at 1.2 times a 10 Mbit/s class's rate fills the
 // default pfifo (1000 packets, over a second of delay), pfifo limit 50
@@ -96,23 +83,23 @@ func TestParseFlowErrors(t *testing.T) {
 // target once its drop rate has caught up with the excess (about 2 s).
 func TestSimulateQueueLeaf(t *testing.T) {
 	const tree = "htb default 2; class 1:1 htb rate 10mbit; class 1:2 parent 1:1 htb rate 10mbit"
-	run := func(classes string) SimClass {
+	run := func(classes string) engine.SimClass {
 		cs, err := spec.ParseClasses(classes)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fl, _ := ParseFlow("dst=10.0.2.1,rate=12mbit")
-		res, err := Simulate(SimConfig{Classes: cs, Duration: 10 * time.Second, Warmup: 4 * time.Second, Seed: 1, Flows: []Flow{fl}})
+		fl, _ := engine.ParseFlow("dst=10.0.2.1,rate=12mbit")
+		res, err := engine.Simulate(engine.SimConfig{Classes: cs, TreeOptions: EngineOptions, Duration: 10 * time.Second, Warmup: 4 * time.Second, Seed: 1, Flows: []engine.Flow{fl}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range res.Result {
+		for _, c := range res.Tree.Result {
 			if c.ID == "1:2" {
 				return c
 			}
 		}
 		t.Fatal("no class 1:2")
-		return SimClass{}
+		return engine.SimClass{}
 	}
 	fifo := run(tree)
 	small := run(tree + "; leaf 1:2 pfifo limit 50")

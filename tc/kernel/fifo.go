@@ -14,51 +14,35 @@ import (
 // included (the kernel's default depends on the device: txqueuelen and
 // its MTU).
 
-// EncodeFIFO encodes a pfifo or bfifo stage.
-func EncodeFIFO(st spec.Stage) ([]byte, error) {
-	var limit uint64
-	switch q := st.(type) {
-	case *spec.PFIFO:
-		limit = uint64(q.PacketLimit())
-	case *spec.BFIFO:
-		limit = uint64(q.ByteLimit())
-	default:
-		return nil, fmt.Errorf("%s is not a fifo", st.Kind())
+// fifoCodec is the codec of a fifo kind: limit reads a stage's, stage
+// makes one of a dumped limit.
+func fifoCodec(kind string, limit func(spec.Stage) uint64, stage func(uint32) spec.Stage) stageCodec {
+	return stageCodec{
+		encode: func(_ Clock, st spec.Stage) ([]byte, error) {
+			l := limit(st)
+			if l > math.MaxUint32 {
+				return nil, fmt.Errorf("%s limit %d: too large", kind, l)
+			}
+			var w wire
+			w.u32(uint32(l))
+			return w.b, nil
+		},
+		decode: func(_ Clock, b []byte) (spec.Stage, error) {
+			r := reader{b: b}
+			l := r.u32()
+			if r.err != nil {
+				return nil, fmt.Errorf("%s options: %w", kind, r.err)
+			}
+			return stage(l), nil
+		},
 	}
-	if limit > math.MaxUint32 {
-		return nil, fmt.Errorf("%s limit %d: too large", st.Kind(), limit)
-	}
-	var w wire
-	w.u32(uint32(limit))
-	return w.b, nil
-}
-
-// DecodeFIFO reads a pfifo or bfifo's dumped options.
-func DecodeFIFO(kind string, b []byte) (spec.Stage, error) {
-	r := reader{b: b}
-	limit := r.u32()
-	if r.err != nil {
-		return nil, fmt.Errorf("%s options: %w", kind, r.err)
-	}
-	if kind == "pfifo" {
-		q := &spec.PFIFO{Limit: limit}
-		if limit == spec.DefaultFIFOPackets {
-			q.Limit = 0
-		}
-		return q, nil
-	}
-	q := &spec.BFIFO{Limit: units.Size(limit)}
-	if q.Limit == spec.DefaultFIFOBytes {
-		q.Limit = 0
-	}
-	return q, nil
 }
 
 func init() {
-	for _, kind := range []string{"pfifo", "bfifo"} {
-		registerCodec(kind, stageCodec{
-			encode: func(_ Clock, st spec.Stage) ([]byte, error) { return EncodeFIFO(st) },
-			decode: func(_ Clock, b []byte) (spec.Stage, error) { return DecodeFIFO(kind, b) },
-		})
-	}
+	registerCodec("pfifo", fifoCodec("pfifo", func(st spec.Stage) uint64 { return uint64(st.(*spec.PFIFO).PacketLimit()) },
+		func(l uint32) spec.Stage { return &spec.PFIFO{Limit: spec.ZeroIfDefault(l, spec.DefaultFIFOPackets)} }))
+	registerCodec("bfifo", fifoCodec("bfifo", func(st spec.Stage) uint64 { return uint64(st.(*spec.BFIFO).ByteLimit()) },
+		func(l uint32) spec.Stage {
+			return &spec.BFIFO{Limit: spec.ZeroIfDefault(units.Size(l), spec.DefaultFIFOBytes)}
+		}))
 }

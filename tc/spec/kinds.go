@@ -4,7 +4,8 @@ import "strings"
 
 // stageParser is what Parse knows about one tc kind: how to read its
 // arguments (the words after the kind) into a Stage. Each kind registers
-// itself from its own file (netem_parse.go, tbf_parse.go, queue_parse.go),
+// itself from its own file (netem_parse.go, tbf_parse.go, queue.go; its
+// options a keyword table, keywords.go),
 // so a new kind is one registration, not a case in parseStage.
 type stageParser struct {
 	parse func(kind token, args []token) (Stage, error)

@@ -18,8 +18,8 @@ type netemPositions struct {
 // netemKeyword reads one keyword's arguments (after kw) into n.
 type netemKeyword func(kw token, c *cursor, n *Netem, at *netemPositions) error
 
-// netemKeywords are q_netem.c's netem_parse_opt, one entry a keyword.
-var netemKeywords = map[string]netemKeyword{
+// netemReaders are q_netem.c's netem_parse_opt, one entry a keyword.
+var netemReaders = map[string]netemKeyword{
 	"limit": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
 		t, err := c.need(kw, "PACKETS")
 		if err != nil {
@@ -94,6 +94,19 @@ var netemKeywords = map[string]netemKeyword{
 	},
 }
 
+// netemTable is netemReaders' keywords, read into n.
+func netemTable(n *Netem, at *netemPositions) keywords {
+	ks := make(keywords, len(netemReaders))
+	for w, read := range netemReaders {
+		ks[w] = keyword{read: func(kw token, c *cursor) (bool, error) { return true, read(kw, c, n, at) }}
+	}
+	return ks
+}
+
+// netemKeywords are what netem takes, for the hint an unknown word of
+// another kind gets when it is netem's.
+var netemKeywords = netemTable(nil, nil).names()
+
 // netemDelay reads "delay TIME [JITTER [CORRELATION]]".
 func netemDelay(kw token, c *cursor, n *Netem, _ *netemPositions) error {
 	if err := need(c, kw, "TIME", &n.Latency, netemTime, kw.text); err != nil {
@@ -136,23 +149,19 @@ func percentCorr(kw token, c *cursor, name string, p, corr *units.Percent) error
 // the next word starts with a digit.
 func parseNetem(kind token, toks []token) (*Netem, error) {
 	n := &Netem{}
-	c := &cursor{toks: toks}
 	var at netemPositions
-	for c.more() {
-		kw := c.next()
-		read, ok := netemKeywords[kw.text]
-		if !ok {
-			msg := fmt.Sprintf("unknown keyword %q", kw.text)
-			if b := kw.text[0]; b >= '0' && b <= '9' || b == '-' || b == '.' {
-				msg = fmt.Sprintf("unexpected value %q where a keyword belongs", kw.text)
-			} else if tbfKeywords[kw.text] {
-				msg += ` (a tbf keyword: start a tbf stage with "| tbf")`
-			}
-			return nil, &ParseError{Pos: kw.pos, Token: kw.text, Msg: msg}
+	_, err := netemTable(n, &at).read("netem", &cursor{toks: toks}, func(kw token) string {
+		if b := kw.text[0]; b >= '0' && b <= '9' || b == '-' || b == '.' {
+			return fmt.Sprintf("unexpected value %q where a keyword belongs", kw.text)
 		}
-		if err := read(kw, c, n, &at); err != nil {
-			return nil, err
+		msg := fmt.Sprintf("unknown keyword %q", kw.text)
+		if tbfKeywords[kw.text] {
+			msg += ` (a tbf keyword: start a tbf stage with "| tbf")`
 		}
+		return msg
+	})
+	if err != nil {
+		return nil, err
 	}
 	normalizeNetem(n)
 	if err := checkNetem(n, kind, at); err != nil {

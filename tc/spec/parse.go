@@ -401,10 +401,3 @@ func distArg(kw string, t token) (Distribution, error) {
 	return 0, &ParseError{Pos: t.pos, Token: t.text,
 		Msg: fmt.Sprintf("%s %q: unknown distribution (use uniform, normal, pareto or paretonormal)", kw, t.text)}
 }
-
-// tbfKeywords list tbf's keywords (netem's are netemKeywords' keys); an
-// unknown keyword of one kind that belongs to the other points the user
-// at the missing "|".
-var tbfKeywords = map[string]bool{"rate": true, "burst": true, "buffer": true, "maxburst": true,
-	"limit": true, "latency": true, "peakrate": true, "mtu": true, "minburst": true, "mpu": true,
-	"overhead": true, "linklayer": true}

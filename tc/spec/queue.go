@@ -21,24 +21,21 @@ import (
 // queueKeyword reads one keyword's arguments (the keyword itself is kw).
 type queueKeyword func(kw token, c *cursor) error
 
-// parseQueueArgs runs the keyword loop of a queue discipline's parser.
+// parseQueueArgs reads a queue discipline's keywords: repeating one
+// overwrites the earlier value.
 func parseQueueArgs(kind token, toks []token, kws map[string]queueKeyword) error {
-	c := &cursor{toks: toks}
-	for c.more() {
-		kw := c.next()
-		h, ok := kws[kw.text]
-		if !ok {
-			msg := fmt.Sprintf("unknown %s keyword %q", kind.text, kw.text)
-			if netemKeywords[kw.text] != nil || tbfKeywords[kw.text] {
-				msg += ` (start a netem or tbf stage with "| netem" or "| tbf", before the queue)`
-			}
-			return &ParseError{Pos: kw.pos, Token: kw.text, Msg: msg}
-		}
-		if err := h(kw, c); err != nil {
-			return err
-		}
+	ks := make(keywords, len(kws))
+	for w, read := range kws {
+		ks[w] = keyword{read: func(kw token, c *cursor) (bool, error) { return true, read(kw, c) }}
 	}
-	return nil
+	_, err := ks.read(kind.text, &cursor{toks: toks}, func(kw token) string {
+		msg := fmt.Sprintf("unknown %s keyword %q", kind.text, kw.text)
+		if netemKeywords[kw.text] || tbfKeywords[kw.text] {
+			msg += ` (start a netem or tbf stage with "| netem" or "| tbf", before the queue)`
+		}
+		return msg
+	})
+	return err
 }
 
 // usTime parses a time as iproute2's get_time does: bare numbers are

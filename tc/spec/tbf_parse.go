@@ -9,10 +9,6 @@ import (
 	"github.com/wanlab/wanlab/units"
 )
 
-// tbfArgNames names what each tbf keyword takes, for "missing" errors.
-var tbfArgNames = map[string]string{"rate": "RATE", "burst": "BYTES", "limit": "BYTES", "latency": "TIME",
-	"peakrate": "RATE", "mtu": "BYTES", "mpu": "BYTES", "overhead": "BYTES", "linklayer": "ethernet, atm or adsl"}
-
 // parseTBF parses tbf's arguments as q_tbf.c's tbf_parse_opt does. A
 // zero value counts as not given there, and so here: a keyword may be
 // repeated while its earlier value was zero, limit and latency exclude
@@ -21,90 +17,16 @@ var tbfArgNames = map[string]string{"rate": "RATE", "burst": "BYTES", "limit": "
 // with peakrate.
 func parseTBF(kind token, toks []token) (*TBF, error) {
 	b := &TBF{}
-	c := &cursor{toks: toks}
-	given := map[string]token{}   // keyword of each non-zero value given
 	lastVal := map[string]token{} // value token of each keyword, for errors about zeros
-	for c.more() {
-		kw := c.next()
-		name := kw.text
-		switch name {
-		case "buffer", "maxburst":
-			name = "burst"
-		case "minburst":
-			name = "mtu"
+	given, err := tbfTable(b, lastVal).read("tbf", &cursor{toks: toks}, func(kw token) string {
+		msg := fmt.Sprintf("unknown tbf keyword %q", kw.text)
+		if netemKeywords[kw.text] {
+			msg += ` (a netem keyword: start a netem stage with "| netem")`
 		}
-		if !tbfKeywords[name] {
-			msg := fmt.Sprintf("unknown tbf keyword %q", kw.text)
-			if netemKeywords[name] != nil {
-				msg += ` (a netem keyword: start a netem stage with "| netem")`
-			}
-			return nil, &ParseError{Pos: kw.pos, Token: kw.text, Msg: msg}
-		}
-		if prev, dup := given[name]; dup && name != "linklayer" {
-			return nil, &ParseError{Pos: kw.pos, Token: kw.text, Msg: fmt.Sprintf("tbf: %s given twice (first at position %d)", kw.text, prev.pos)}
-		}
-		switch other := map[string]string{"limit": "latency", "latency": "limit"}[name]; {
-		case other == "":
-		case given[other].text != "":
-			return nil, &ParseError{Pos: kw.pos, Token: kw.text, Msg: "limit and latency are mutually exclusive"}
-		}
-		t, err := c.need(kw, tbfArgNames[name])
-		if err != nil {
-			return nil, err
-		}
-		lastVal[name] = t
-		var nonZero bool
-		switch name {
-		case "rate":
-			b.Rate, err = rateArg("rate", t)
-			nonZero = b.Rate != 0
-		case "peakrate":
-			b.PeakRate, err = rateArg("peakrate", t)
-			nonZero = b.PeakRate != 0
-		case "burst":
-			var cell units.Size
-			if b.Burst, cell, err = sizeAndCell(kw.text, t); cell != 0 {
-				b.BurstCell = cell // get_size64_and_cell keeps an earlier cell otherwise
-			}
-			nonZero = b.Burst != 0
-		case "mtu":
-			var cell units.Size
-			if b.MTU, cell, err = sizeAndCell(kw.text, t); cell != 0 {
-				b.MTUCell = cell
-			}
-			nonZero = b.MTU != 0
-		case "mpu":
-			b.MPU, err = sizeArg("mpu", t)
-			nonZero = b.MPU != 0
-		case "limit":
-			b.Limit, err = sizeArg("limit", t)
-			nonZero = b.Limit != 0
-		case "latency":
-			b.Latency, err = getTime("latency", "tbf ", t) // 0 is refused below, after every argument
-			nonZero = b.Latency != 0
-		case "overhead":
-			v, perr := strconv.ParseUint(t.text, 10, 16)
-			if perr != nil {
-				return nil, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("overhead: %q is not a number 0-65535", t.text)}
-			}
-			b.Overhead = uint16(v)
-			nonZero = v != 0
-		case "linklayer":
-			switch t.text {
-			case "ethernet":
-				b.LinkLayer = LinkEthernet
-			case "atm", "adsl":
-				b.LinkLayer = LinkATM
-			default:
-				return nil, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("linklayer %q: use ethernet, atm or adsl", t.text)}
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		if nonZero {
-			given[name] = kw
-		}
+		return msg
+	})
+	if err != nil {
+		return nil, err
 	}
 	// Values that ended up zero: say which token made them so rather than
 	// that the keyword is missing.
@@ -126,6 +48,77 @@ func parseTBF(kind token, toks []token) (*TBF, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// tbfTable is tbf_parse_opt's keywords, read into b; lastVal gets the
+// value token of each.
+func tbfTable(b *TBF, lastVal map[string]token) keywords {
+	one := func(name, what string, set func(kw, t token) (bool, error)) keyword {
+		return keyword{name: name, once: true, read: arg(what, func(kw, t token) (bool, error) {
+			lastVal[name] = t
+			return set(kw, t)
+		})}
+	}
+	// sizeCell reads BYTES[/CELL]; get_size64_and_cell keeps an earlier
+	// cell when none is given.
+	sizeCell := func(size, cell *units.Size) func(kw, t token) (bool, error) {
+		return func(kw, t token) (bool, error) {
+			sz, c, err := sizeAndCell(kw.text, t)
+			if *size = sz; c != 0 {
+				*cell = c
+			}
+			return sz != 0, err
+		}
+	}
+	burst := one("burst", "BYTES", sizeCell(&b.Burst, &b.BurstCell))
+	mtu := one("mtu", "BYTES", sizeCell(&b.MTU, &b.MTUCell))
+	limit := one("limit", "BYTES", setArg(&b.Limit, sizeArg))
+	limit.exclusive = [2]string{"limit", "latency"}
+	latency := one("latency", "TIME", func(_, t token) (bool, error) {
+		var err error
+		b.Latency, err = getTime("latency", "tbf ", t) // 0 is refused after every argument
+		return b.Latency != 0, err
+	})
+	latency.exclusive = limit.exclusive
+	return keywords{
+		"rate": one("rate", "RATE", setArg(&b.Rate, rateArg)), "peakrate": one("peakrate", "RATE", setArg(&b.PeakRate, rateArg)),
+		"burst": burst, "buffer": burst, "maxburst": burst, "mtu": mtu, "minburst": mtu,
+		"mpu": one("mpu", "BYTES", setArg(&b.MPU, sizeArg)), "limit": limit, "latency": latency,
+		"overhead": one("overhead", "BYTES", func(_, t token) (bool, error) {
+			v, err := strconv.ParseUint(t.text, 10, 16)
+			if err != nil {
+				return false, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("overhead: %q is not a number 0-65535", t.text)}
+			}
+			b.Overhead = uint16(v)
+			return v != 0, nil
+		}),
+		"linklayer": {read: arg("ethernet, atm or adsl", func(_, t token) (bool, error) {
+			switch t.text {
+			case "ethernet":
+				b.LinkLayer = LinkEthernet
+			case "atm", "adsl":
+				b.LinkLayer = LinkATM
+			default:
+				return false, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("linklayer %q: use ethernet, atm or adsl", t.text)}
+			}
+			return false, nil
+		})},
+	}
+}
+
+// tbfKeywords are what tbf's table takes, for the hint an unknown word of
+// another kind gets when it is tbf's: the missing "|".
+var tbfKeywords = tbfTable(&TBF{}, nil).names()
+
+// setArg stores what parse reads of the argument in *dst; a zero counts
+// as not given.
+func setArg[T comparable](dst *T, parse func(string, token) (T, error)) func(kw, t token) (bool, error) {
+	return func(kw, t token) (bool, error) {
+		var err error
+		*dst, err = parse(kw.text, t)
+		var zero T
+		return *dst != zero, err
+	}
 }
 
 // sizeAndCell parses "BYTES[/CELL]" as get_size64_and_cell does; CELL

@@ -108,43 +108,34 @@ func parseTrace(kind token, toks []token) (*Trace, error) {
 	if err := checkTraceName(name.text); err != nil {
 		return nil, &ParseError{Pos: name.pos, Token: name.text, Msg: "trace: " + err.Error()}
 	}
-	c := &cursor{toks: toks[1:]}
-	var data, once token
-	for c.more() {
-		kw := c.next()
-		switch kw.text {
-		case "data":
-			if data.text != "" {
-				return nil, &ParseError{Pos: kw.pos, Token: kw.text, Msg: fmt.Sprintf("trace: data given twice (first at position %d)", data.pos)}
-			}
-			data = kw
-			t, err := c.need(kw, "COUNTS")
-			if err != nil {
-				return nil, err
-			}
+	given, err := keywords{
+		"data": {once: true, read: arg("COUNTS", func(_, t token) (bool, error) {
 			if times, ok := resolved.get(t.text); ok {
 				st.Times = times // read from its file in this process: decoded once
-				break
+				return true, nil
 			}
-			tr, derr := trace.Decode(t.text)
-			if derr != nil {
-				return nil, &ParseError{Pos: t.pos, Token: short(t.text), Msg: "trace " + name.text + " data: " + derr.Error(), Err: derr}
+			tr, err := trace.Decode(t.text)
+			if err != nil {
+				return true, &ParseError{Pos: t.pos, Token: short(t.text), Msg: "trace " + name.text + " data: " + err.Error(), Err: err}
 			}
 			st.Times = tr.Times
-		case "once":
-			if once.text != "" {
-				return nil, &ParseError{Pos: kw.pos, Token: kw.text, Msg: fmt.Sprintf("trace: once given twice (first at position %d)", once.pos)}
-			}
-			once, st.Once = kw, true
-		default:
-			msg := fmt.Sprintf("unknown trace keyword %q (want once)", kw.text)
-			if netemKeywords[kw.text] != nil || tbfKeywords[kw.text] {
-				msg += ` (start another stage with "|")`
-			}
-			return nil, &ParseError{Pos: kw.pos, Token: kw.text, Msg: msg}
+			return true, nil
+		})},
+		"once": {once: true, read: func(token, *cursor) (bool, error) {
+			st.Once = true
+			return true, nil
+		}},
+	}.read("trace", &cursor{toks: toks[1:]}, func(kw token) string {
+		msg := fmt.Sprintf("unknown trace keyword %q (want once)", kw.text)
+		if netemKeywords[kw.text] || tbfKeywords[kw.text] {
+			msg += ` (start another stage with "|")`
 		}
+		return msg
+	})
+	if err != nil {
+		return nil, err
 	}
-	if data.text == "" {
+	if _, ok := given["data"]; !ok {
 		return nil, &ParseError{Pos: name.pos, Token: name.text,
 			Msg: fmt.Sprintf("trace %s: a trace file is read where it is typed, not here: send its opportunities inline (trace NAME data COUNTS, what the command line sends)", name.text),
 			Err: ErrFileRef}
