@@ -3,6 +3,7 @@ package fit
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -836,25 +837,7 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 		runs = append(runs, lossRun{t: lost[i].t, segs: n, queue: queueFor(lost[i].t)})
 		i = j
 	}
-	// Tail drops: with a queue that fills and drains smoothly (lag-1
-	// autocorrelation 0.7 or more, rising to twice theta), the runs that
-	// met at least half the queue the median run met (an overflow happens
-	// at the buffer's depth every time; a random loss at any depth).
-	// Without such a queue every loss is the path's.
-	if f.qRho >= 0.7 && f.qmax >= 2*f.theta {
-		var qs []float64
-		for _, r := range runs {
-			if r.queue >= 0 {
-				qs = append(qs, float64(r.queue))
-			}
-		}
-		if len(qs) > 0 {
-			ref := quantile(sorted(qs), 0.5)
-			for i := range runs {
-				runs[i].full = runs[i].queue >= f.theta && float64(runs[i].queue) >= 0.5*ref
-			}
-		}
-	}
+	f.smoothQueueDrops(runs, queueFor)
 	sort.Slice(runs, func(i, j int) bool { return runs[i].t < runs[j].t })
 	f.clusteredDrops(runs, sent, queueFor)
 	// An overflow drops a burst of segments within a round trip or two:
@@ -988,23 +971,10 @@ func (f *flow) clusteredDrops(runs []lossRun, sent int, queueFor func(time.Durat
 // top quarter (or tenth), when that many of them did that independent losses would
 // not (see clusteredDrops).
 func (f *flow) queueTopDrops(runs []lossRun, queueFor func(time.Duration) time.Duration) {
-	if len(f.queue) == 0 {
-		return
-	}
-	var ref []float64
-	step := max(1, len(f.data)/2000)
-	for i := 0; i < len(f.data); i += step {
-		if f.data[i].aflags&analyzer.AnyRetransmission != 0 {
-			continue
-		}
-		if q := queueFor(f.data[i].t); q >= 0 {
-			ref = append(ref, float64(q))
-		}
-	}
+	ref := f.segmentQueues(queueFor)
 	if len(ref) < 20 {
 		return
 	}
-	ref = sorted(ref)
 	eps := episodesOf(f, runs)
 	// The top quarter, and the top tenth (a buffer's overflow meets the
 	// queue at its highest): each at half the chance.
@@ -1035,6 +1005,91 @@ func (f *flow) queueTopDrops(runs []lossRun, queueFor func(time.Duration) time.D
 			}
 		}
 	}
+}
+
+// smoothQueueDrops marks tail drops by the queue they met. With a queue
+// that fills and drains smoothly (lag-1 autocorrelation 0.7 or more,
+// rising to twice theta), the runs that met at least half the queue the
+// median run met (an overflow happens at the buffer's depth every time; a
+// random loss at any depth). Unless a bottleneck's rate was measured, the
+// runs must meet a queue more often than the segments sent do: a host's
+// scheduling delay is smooth too, and random losses meet it as often as
+// any segment does. At some level L that runs met, the runs at L or more
+// against the segments at L or more: a binomial chance under 1 % over all
+// the levels tried (Bonferroni); the runs at L or more are the drops.
+// Without such a queue every loss is the path's, as far as this rule
+// goes.
+func (f *flow) smoothQueueDrops(runs []lossRun, queueFor func(time.Duration) time.Duration) {
+	if f.qRho < 0.7 || f.qmax < 2*f.theta {
+		return
+	}
+	var qs []float64
+	for _, r := range runs {
+		if r.queue >= 0 {
+			qs = append(qs, float64(r.queue))
+		}
+	}
+	if len(qs) == 0 {
+		return
+	}
+	level := max(float64(f.theta), 0.5*quantile(sorted(qs), 0.5))
+	if f.rate <= 0 {
+		level = f.queueFollowedBy(qs, f.segmentQueues(queueFor))
+	}
+	for i := range runs {
+		runs[i].full = level >= 0 && runs[i].queue >= f.theta && float64(runs[i].queue) >= level
+	}
+}
+
+// queueFollowedBy is the lowest queue level (theta or more) that the
+// loss runs (their queues qs) met far more often than the segments sent
+// (seg, sorted) did: a binomial chance under 1 % over the levels tried;
+// -1: none.
+func (f *flow) queueFollowedBy(qs, seg []float64) float64 {
+	if len(seg) < 20 {
+		return -1
+	}
+	levels := sorted(qs)
+	levels = slices.Compact(levels)
+	var tried []float64
+	for _, l := range levels {
+		if l >= float64(f.theta) {
+			tried = append(tried, l)
+		}
+	}
+	for _, l := range tried {
+		k := 0
+		for _, q := range qs {
+			if q >= l {
+				k++
+			}
+		}
+		p0 := float64(len(seg)-sort.SearchFloat64s(seg, l)) / float64(len(seg))
+		if binomialTail(len(qs), k, max(p0, 1e-3))*float64(len(tried)) < 0.01 {
+			return l
+		}
+	}
+	return -1
+}
+
+// segmentQueues is the queue that the data segments met (up to 2,000
+// of them, first transmissions, the same measure as a loss run's),
+// sorted.
+func (f *flow) segmentQueues(queueFor func(time.Duration) time.Duration) []float64 {
+	if len(f.queue) == 0 {
+		return nil
+	}
+	var ref []float64
+	step := max(1, len(f.data)/2000)
+	for i := 0; i < len(f.data); i += step {
+		if f.data[i].aflags&analyzer.AnyRetransmission != 0 {
+			continue
+		}
+		if q := queueFor(f.data[i].t); q >= 0 {
+			ref = append(ref, float64(q))
+		}
+	}
+	return sorted(ref)
 }
 
 // episode is one loss event: the runs lost within two round trips of
