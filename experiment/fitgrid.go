@@ -28,6 +28,10 @@ type FitPoint struct {
 	Bursty bool          `json:"bursty"`
 	Rmem   units.Size    `json:"rmem_bytes"` // the client's tcp_rmem max, 0: default
 	CC     string        `json:"cc"`
+	// seed is the point's lab seed: its place in the grid (1 first), so
+	// that a point run alone runs as it did in the grid; 0: its place in
+	// the list run.
+	seed int64
 }
 
 // Spec is the point's to-client spec (half the round trip; the other
@@ -96,7 +100,33 @@ func FitGrid(quick bool) []FitPoint {
 		g = append(g, FitPoint{Name: "bursty " + units.FormatDuration(rtt), RTT: rtt, Loss: "gemodel 1% 25%", Bursty: true, CC: "cubic"})
 		g = append(g, FitPoint{Name: "rwnd " + units.FormatDuration(rtt), RTT: rtt, Rmem: 1 * units.MiB, CC: "cubic"})
 	}
+	for i := range g {
+		g[i].seed = int64(i + 1)
+	}
 	return g
+}
+
+// FitGridPoints are the points of the full grid whose names are in
+// names (as the table writes them: "tbf 50ms 10mbit 0.25bdp"), in the
+// grid's order; an unknown name is an error naming the grid's points.
+func FitGridPoints(names ...string) ([]FitPoint, error) {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[strings.Join(strings.Fields(n), " ")] = true
+	}
+	var out []FitPoint
+	var all []string
+	for _, p := range FitGrid(false) {
+		all = append(all, p.Name)
+		if want[p.Name] {
+			out = append(out, p)
+			delete(want, p.Name)
+		}
+	}
+	for n := range want {
+		return nil, fmt.Errorf("no fit grid point %q (the grid: %s)", n, strings.Join(all, ", "))
+	}
+	return out, nil
 }
 
 // FitRow is one capture of one grid point, fitted, against the truth.
@@ -129,8 +159,12 @@ func RunFitGrid(ctx context.Context, points []FitPoint, out string, log io.Write
 	var rows []FitRow
 	for i, p := range points {
 		fmt.Fprintf(log, "fit grid %d/%d: %s: %s\n", i+1, len(points), p.Name, p.Spec())
+		seed := p.seed
+		if seed == 0 {
+			seed = int64(i + 1)
+		}
 		cfg := Config{Name: p.Name, Impair: map[string]string{ToClient: p.Spec(), ToServer: "delay " + units.FormatDuration(p.RTT/2)},
-			Size: p.size(), Proxy: true, Seed: int64(i + 1),
+			Size: p.size(), Proxy: true, Seed: seed,
 			Out: filepath.Join(out, fmt.Sprintf("%02d", i+1)), Log: io.Discard}
 		cfg.Client.CC, cfg.Server.CC = p.CC, p.CC
 		if p.Rmem > 0 {

@@ -208,7 +208,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	}
 	f.queueing()
 	jitter := f.jitter(where)
-	rate := f.bottleneckRate()
+	rate := f.bottleneckRate(where)
 	note("rate_bps", rate)
 	runs, sent, reorders := f.losses(where)
 	if r, ok := f.rateAtLosses(runs); ok {

@@ -92,9 +92,14 @@ func runGrid(t *testing.T) map[string]gridRun {
 	testenv.RequireRoot(t)
 	gridOnce.Do(func() {
 		gridRuns = map[string]gridRun{}
-		dir, err := os.MkdirTemp("", "wanlab-fit-grid-")
+		// WANLAB_KEEP_CAPTURES=DIR keeps the runs (their captures) there
+		// for study with `wanlab fit` and tshark.
+		dir, err := os.MkdirTemp(os.Getenv("WANLAB_KEEP_CAPTURES"), "wanlab-fit-grid-")
 		if err != nil {
 			t.Fatal(err)
+		}
+		if os.Getenv("WANLAB_KEEP_CAPTURES") != "" {
+			t.Logf("the lab runs are kept in %s", dir)
 		}
 		for _, g := range grid {
 			cfg := experiment.Config{Name: g.name, Impair: map[string]string{experiment.ToClient: g.toClient, experiment.ToServer: g.toServer},

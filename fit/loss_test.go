@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -89,5 +90,60 @@ func TestTailDropsAreCongestionLosses(t *testing.T) {
 		if r.full {
 			t.Errorf("random run %d (%v, queue %v) taken for a tail drop", i, r.t, r.queue)
 		}
+	}
+}
+
+// TestSmoothDelayAloneMakesNoTailDrops: a delay that rises and falls
+// smoothly is a bottleneck's queue or a host's scheduling; with no
+// bottleneck rate measured, random losses, which meet it as often as any
+// segment does, stay random, while runs that all met its top (an
+// overflow at the buffer's depth) are tail drops.
+func TestSmoothDelayAloneMakesNoTailDrops(t *testing.T) {
+	ms := time.Millisecond
+	f := &flow{mss: 1000, base: 10 * ms, theta: ms, qRho: 0.9, qmax: 12 * ms}
+	for i := range 10000 {
+		f.data = append(f.data, record{t: time.Duration(i) * 200 * time.Microsecond, karn: -1, inflight: -1})
+	}
+	// 0-12 ms, smoothly, with a period of 200 ms.
+	wave := func(t time.Duration) time.Duration {
+		return time.Duration(6 * (1 - math.Cos(2*math.Pi*float64(t)/float64(200*ms))) * float64(ms))
+	}
+	for i := range 1000 {
+		at := time.Duration(i) * 2 * ms
+		f.queue = append(f.queue, sample{t: at, v: wave(at)})
+	}
+	var rnd, top []lossRun
+	for i := range 20 {
+		at := time.Duration(37+i*97) * ms
+		rnd = append(rnd, lossRun{t: at, segs: 1 + i%3, queue: f.queueAt(at)})
+	}
+	for i := range 8 {
+		at := time.Duration(100+i*200) * ms // the wave's tops
+		top = append(top, lossRun{t: at, segs: 2, queue: f.queueAt(at)})
+	}
+	f.smoothQueueDrops(rnd, f.queueAt)
+	for i, r := range rnd {
+		if r.full {
+			t.Errorf("random run %d (%v, queue %v) taken for a tail drop", i, r.t, r.queue)
+		}
+	}
+	f.smoothQueueDrops(top, f.queueAt)
+	for i, r := range top {
+		if !r.full {
+			t.Errorf("run %d at the queue's top (%v, queue %v) not a tail drop", i, r.t, r.queue)
+		}
+	}
+	// With a bottleneck's rate measured, the queue is one: the runs at
+	// half the median run's queue or more are its drops.
+	f.rate = 20e6
+	f.smoothQueueDrops(rnd, f.queueAt)
+	n := 0
+	for _, r := range rnd {
+		if r.full {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Error("with a bottleneck's rate, no run at the queue's level was taken for a tail drop")
 	}
 }

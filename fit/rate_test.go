@@ -1,0 +1,84 @@
+package fit
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer/decode"
+)
+
+// synthFlow is a transfer through a 20 Mbit/s path with a 20 ms round
+// trip whose RTT rises 4-12 ms above its base (smoothly) for 2 s: the
+// ACKs every 1000-byte segment, as gap(i) spaces them; the flight of each
+// segment as flight(i, queue) gives it.
+func synthFlow(gap func(i int) time.Duration, flight func(i int, q time.Duration) int64) *flow {
+	const mss = 1000
+	ms := time.Millisecond
+	f := &flow{mss: mss, ipFact: 1, base: 20 * ms, kmin: 20 * ms, theta: 2 * ms, isn: 1}
+	t := 10 * ms
+	for i := 0; t < 2*time.Second; i++ {
+		q := 8*ms + time.Duration(4*math.Sin(float64(t)/float64(300*ms))*float64(ms))
+		sent := t - f.base - q
+		f.data = append(f.data, record{t: sent, seq: uint32(1 + i*mss), payload: mss, karn: -1, inflight: flight(i, q)})
+		f.acks = append(f.acks, record{t: t, ack: uint32(1 + (i+1)*mss), flags: decode.FlagACK, karn: f.base + q})
+		f.karn = append(f.karn, sample{t, f.base + q})
+		f.queue = append(f.queue, sample{t, q})
+		t += gap(i)
+	}
+	f.qmax, f.qShare, f.qRho = 12*ms, 1, 0.99
+	return f
+}
+
+// TestRateNeedsABottlenecksEvidence: a queue that held while the ACKs
+// came at one rate, with the RTT growing with the flight, is a
+// bottleneck's, and its rate is claimed; the same rise in the RTT with
+// the ACKs now held, now released together (a host that was not
+// scheduled), or near the sender with the RTT apart from the flight, is
+// no bottleneck: the rate is unknown, "at least" what the path carried.
+func TestRateNeedsABottlenecksEvidence(t *testing.T) {
+	const R = 20e6
+	tick := time.Duration(1000 * 8 / R * 1e9) // one segment at R
+	steady := func(int) time.Duration { return tick }
+	// The flight a bottleneck holds: the path's bandwidth-delay product
+	// and the queue.
+	bdpFlight := func(_ int, q time.Duration) int64 { return int64((20*time.Millisecond + q).Seconds() * R / 8) }
+	rng := rand.New(rand.NewPCG(1, 2))
+	other := func(int, time.Duration) int64 { return 40000 + rng.Int64N(40000) }
+	// Stalls: the ACKs of up to 16 ms come at once, at the same mean rate.
+	var stallGap []time.Duration
+	for len(stallGap) < 6000 {
+		n := 1 + rng.IntN(40)
+		for range n - 1 {
+			stallGap = append(stallGap, 5*time.Microsecond)
+		}
+		stallGap = append(stallGap, time.Duration(n)*tick)
+	}
+	stalls := func(i int) time.Duration { return stallGap[i] }
+
+	for _, c := range []struct {
+		name   string
+		f      *flow
+		where  string
+		claim  bool
+		reason string
+	}{
+		{"a bottleneck near the sender", synthFlow(steady, bdpFlight), "sender", true, ""},
+		{"a bottleneck near the receiver", synthFlow(steady, other), "receiver", true, ""},
+		{"stalled ACKs", synthFlow(stalls, bdpFlight), "sender", false, "no one rate"},
+		{"stalled ACKs near the receiver", synthFlow(stalls, other), "receiver", false, "no one rate"},
+		{"the RTT apart from the flight", synthFlow(steady, other), "sender", false, "not with the data in flight"},
+	} {
+		p := c.f.bottleneckRate(c.where)
+		switch {
+		case c.claim && (!p.Known() || math.Abs(p.Value/R-1) > 0.03):
+			t.Errorf("%s: rate %+v, want %v within 3 %%", c.name, p, R)
+		case !c.claim && p.Known():
+			t.Errorf("%s: rate %+v claimed, want unknown", c.name, p)
+		case !c.claim && (!strings.Contains(p.Unknown, c.reason) || !strings.Contains(p.Unknown, "at least")):
+			t.Errorf("%s: %q, want %q and an \"at least\"", c.name, p.Unknown, c.reason)
+		}
+	}
+}
