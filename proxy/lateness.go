@@ -65,12 +65,7 @@ func (l *lateness) record(dequeued, written int64, pkts []*engine.Packet) {
 		l.late1ms.Add(late)
 		l.totalLate1ms.Add(late)
 	}
-	for {
-		cur := l.max.Load()
-		if worst <= cur || l.max.CompareAndSwap(cur, worst) {
-			return
-		}
-	}
+	storeMax(&l.max, worst)
 }
 
 func (l *lateness) take() (packets, late1ms uint64, worst time.Duration) {
@@ -108,9 +103,14 @@ func (l *lateness) recordPassed(read, written int64, segs uint64) {
 		l.late1ms.Add(segs)
 		l.totalLate1ms.Add(segs)
 	}
+	storeMax(&l.max, d)
+}
+
+// storeMax raises m to v if v is larger.
+func storeMax(m *atomic.Int64, v int64) {
 	for {
-		cur := l.max.Load()
-		if d <= cur || l.max.CompareAndSwap(cur, d) {
+		cur := m.Load()
+		if v <= cur || m.CompareAndSwap(cur, v) {
 			return
 		}
 	}
