@@ -160,22 +160,16 @@ func testVMs(t *testing.T, engine vm.Engine, only string) {
 		if limit != "receive-window" {
 			t.Errorf("server capture diagnosed %s, want receive-window", limit)
 		}
-		// The target is 15 %. The guests' own ingest is what falls short
-		// of it: the client guest takes a window's burst in and acks its
-		// last bytes late, so the window is carried per 35 ms plus that.
-		// Measured -8 to -13 % on 2026-12-02 16:37-16:40, idle and beside
-		// a busy loop, and -15.4 % in that machine's CI run at 18:30; -29
-		// to -39 % on a slower machine of the same kind that day
-		// (docs/vm.md). No bound near 15 % holds on every run, so the
-		// window checks above carry the scenario and this one refuses
-		// only a rate that is not the window's: half the prediction or
-		// less (a window stuck near 64 KiB, UML's gro=1, is -95 %). It
-		// logs the 15 % target's verdict.
+		// The target, 15 %, on every run. What falls short of the
+		// prediction is the guests' intake: with the vector driver's tap
+		// transport the client guest read one frame per wakeup and a
+		// window's burst waited at its TAP, -16 to -39 % (docs/vm.md,
+		// 2026-12-02); with the hybrid transport and its raw socket's
+		// buffer raised, -5 to -12 % idle, under load 4-6 and beside a
+		// busy loop (21:05-21:08 that day).
 		off := mbpsF(steady)/mbpsF(predicted) - 1
-		if off < -0.50 || off > 0.15 {
-			t.Errorf("steady %.1f MB/s, %+.0f %% off the tuner's prediction of %.1f MB/s: want within -50 %% (target 15 %%) and +15 %%", mbpsF(steady), 100*off, mbpsF(predicted))
-		} else if off < -0.15 {
-			t.Logf("steady rate %+.1f %% off the prediction: outside the 15 %% target", 100*off)
+		if off < -0.15 || off > 0.15 {
+			t.Errorf("steady %.1f MB/s, %+.0f %% off the tuner's prediction of %.1f MB/s: want within 15 %%", mbpsF(steady), 100*off, mbpsF(predicted))
 		}
 
 		// The tuner's fix of that run, applied inside the VMs (host-wide
@@ -467,8 +461,8 @@ func setHyStart(t *testing.T, ctx context.Context, g *vm.VM, on string) {
 
 func mbpsF(r units.Rate) float64 { return r.BytesPerSecond() / 1e6 }
 
-// vmDrops reads the drop counters of the TAPs (in the router namespace)
-// and of both guests' eth0.
+// vmDrops reads the drop counters of the TAPs (in the router namespace),
+// of both guests' eth0 and of a UML guest's raw sockets.
 func vmDrops(t *testing.T, ctx context.Context, v *pair.VMs, router *testenv.Node) map[string]uint64 {
 	t.Helper()
 	out := map[string]uint64{}
@@ -478,9 +472,19 @@ func vmDrops(t *testing.T, ctx context.Context, v *pair.VMs, router *testenv.Nod
 			t.Fatal(err)
 		}
 		st := l.Attrs().Statistics
-		out[name+" tx_dropped"], out[name+" rx_dropped"] = st.TxDropped, st.RxDropped
+		out[name+" rx_dropped"] = st.RxDropped
+		if v.Client.Engine != vm.EngineUML {
+			// A UML guest receives from a raw socket on its TAP (RawDrops):
+			// the TAP's own queue, read by nobody, drops all it is given.
+			out[name+" tx_dropped"] = st.TxDropped
+		}
 	}
 	for role, g := range map[string]*vm.VM{"client": v.Client, "server": v.Server} {
+		n, err := g.RawDrops()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[role+" VM raw socket drops"] = n
 		b, err := pair.Output(ctx, g, "cat", "/sys/class/net/eth0/statistics/rx_dropped", "/sys/class/net/eth0/statistics/tx_dropped")
 		if err != nil {
 			t.Fatal(err)

@@ -318,7 +318,7 @@ func setupGuestNetwork() error {
 }
 
 // vectorNICs returns the names (vec0, vec1, ...) of the UML vector NICs
-// the kernel command line asks for ("vec0:transport=tap,...").
+// the kernel command line asks for ("vec0:transport=hybrid,...").
 func vectorNICs(cmdline string) []string {
 	var out []string
 	for _, kv := range strings.Fields(cmdline) {

@@ -16,3 +16,12 @@ func WriteState(dir, id string, pid int, engine Engine, netns string, taps []str
 
 // SweepMemoryDirs is Cleanup's sweep of orphaned memory directories.
 var SweepMemoryDirs = sweepMemoryDirs
+
+// PacketInodes reads /proc/net/packet's inodes.
+var PacketInodes = packetInodes
+
+// GrowRawSockets raises a UML process's raw sockets' receive buffers.
+var GrowRawSockets = growRawSockets
+
+// UMLTapQueue is the txqueuelen of a UML guest's TAP.
+const UMLTapQueue = umlTapQueue

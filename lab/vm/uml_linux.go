@@ -72,9 +72,26 @@ const UMLMaxMTU = 1500
 // umlNice is the UML guest's nice value.
 const umlNice = -10
 
-// umlTapQueue is the host side TAP's transmit queue: the default 1000
-// drops at the rate a UML guest receives.
-const umlTapQueue = 10000
+// umlTapQueue is the host side TAP's transmit queue. The guest takes its
+// frames from a raw socket on the TAP (umlTransport), not from the TAP's
+// own queue, which fills once and then drops what it is given: the short
+// queue keeps what it holds small (10,000 frames, 23 MB, with the tap
+// transport).
+const umlTapQueue = 64
+
+// umlTransport is the vector driver's transport. "hybrid" sends into the
+// TAP and receives from a raw socket bound to it, up to depth frames a
+// recvmmsg; "tap" (the TAP alone) reads one frame per wakeup of the
+// guest, so a window's burst waited at the TAP for up to 20-30 ms (p90
+// 9.8 ms) with the guest's CPU half idle, and seed 001 ran 16-18 % below
+// its window per round trip on an idle host (docs/vm.md, 2026-12-02).
+const umlTransport = "hybrid"
+
+// umlRawRcvbuf is the receive buffer the host gives each guest NIC's raw
+// socket (growRawSockets; the kernel doubles it): a window's burst (8 MiB
+// with the tuner's buffers) in 2 KiB buffers. With the default 208 KiB
+// the socket drops most of a burst and the guest sees holes.
+const umlRawRcvbuf = 16 << 20
 
 // ErrPtraceDenied means this process may not use ptrace, which UML needs
 // for every guest process (a seccomp sandbox, Yama's ptrace_scope 3, a
@@ -236,7 +253,7 @@ func umlCommandLine(cfg Config, dir, id string) []string {
 		"GODEBUG=" + umlGODEBUG, "GLIBC_TUNABLES=" + umlGlibcTunables,
 	}
 	for i, n := range cfg.NICs {
-		args = append(args, fmt.Sprintf("vec%d:transport=tap,ifname=%s,depth=128,gro=0", i, n.Tap))
+		args = append(args, fmt.Sprintf("vec%d:transport=%s,ifname=%s,depth=128,gro=0", i, umlTransport, n.Tap))
 		if n.Addr.IsValid() {
 			args = append(args, fmt.Sprintf("wanlab.eth%d=%s", i, n.Addr))
 		}
@@ -288,6 +305,114 @@ func copyFile(src, dst string, perm os.FileMode) error {
 		return err
 	}
 	return out.Close()
+}
+
+// growRawSockets gives each packet socket of the UML process pid (the
+// hybrid transport's receive side, one a NIC) a receive buffer of
+// umlRawRcvbuf. UML makes them with the host's default buffer, which only
+// net.core.rmem_default (not kept per namespace) would change for every
+// socket of the host; instead the host takes a copy of each descriptor
+// (pidfd_getfd, which the ptrace that UML needs allows) and sets the
+// buffer on the shared socket.
+func growRawSockets(pid, want int) error {
+	return eachRawSocket(pid, want, func(fd int) error {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, umlRawRcvbuf); err != nil {
+			return fmt.Errorf("SO_RCVBUFFORCE %d: %w", umlRawRcvbuf, err)
+		}
+		return nil
+	})
+}
+
+// rawSocketDrops returns the frames the raw sockets of the UML process
+// pid dropped since the last call (PACKET_STATISTICS, which the kernel
+// resets on each read): where a hybrid guest NIC loses what it is sent.
+// (The TAP's own queue, which nobody reads, drops everything it is given
+// once full: its tx_dropped says nothing.)
+func rawSocketDrops(pid, want int) (uint64, error) {
+	var drops uint64
+	err := eachRawSocket(pid, want, func(fd int) error {
+		st, err := unix.GetsockoptTpacketStats(fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
+		if err != nil {
+			return fmt.Errorf("PACKET_STATISTICS: %w", err)
+		}
+		drops += uint64(st.Drops)
+		return nil
+	})
+	return drops, err
+}
+
+// eachRawSocket calls fn with a copy of each packet socket descriptor of
+// the UML process pid, of which there must be want.
+func eachRawSocket(pid, want int, fn func(fd int) error) error {
+	table, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/packet", pid))
+	if err != nil {
+		return fmt.Errorf("uml %d: packet sockets: %w", pid, err)
+	}
+	inodes, err := packetInodes(table)
+	if err != nil {
+		return fmt.Errorf("uml %d: /proc/net/packet: %w", pid, err)
+	}
+	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(fdDir)
+	if err != nil {
+		return fmt.Errorf("uml %d: %w", pid, err)
+	}
+	var fds []int
+	for _, e := range ents {
+		link, err := os.Readlink(filepath.Join(fdDir, e.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		ino, ok := strings.CutPrefix(link, "socket:[")
+		if !ok || !inodes[strings.TrimSuffix(ino, "]")] {
+			continue
+		}
+		if fd, err := strconv.Atoi(e.Name()); err == nil {
+			fds = append(fds, fd)
+		}
+	}
+	if len(fds) != want {
+		return fmt.Errorf("uml %d: %d raw sockets for %d NICs", pid, len(fds), want)
+	}
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return fmt.Errorf("uml %d: pidfd_open: %w", pid, err)
+	}
+	defer unix.Close(pidfd)
+	for _, fd := range fds {
+		dup, err := unix.PidfdGetfd(pidfd, fd, 0)
+		if err != nil {
+			return fmt.Errorf("uml %d: raw socket %d: pidfd_getfd: %w", pid, fd, err)
+		}
+		err = fn(dup)
+		unix.Close(dup)
+		if err != nil {
+			return fmt.Errorf("uml %d: raw socket %d: %w", pid, fd, err)
+		}
+	}
+	return nil
+}
+
+// packetInodes returns the inodes of the sockets /proc/net/packet lists
+// (its last column; the first line names the columns).
+func packetInodes(table []byte) (map[string]bool, error) {
+	lines := strings.Split(strings.TrimSpace(string(table)), "\n")
+	if len(lines) == 0 || !strings.HasSuffix(strings.TrimSpace(lines[0]), "Inode") {
+		return nil, errors.New("no Inode column in the first line")
+	}
+	out := map[string]bool{}
+	for i, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		ino := f[len(f)-1]
+		if _, err := strconv.ParseUint(ino, 10, 64); err != nil || len(f) < 2 {
+			return nil, fmt.Errorf("line %d: inode %q", i+2, ino)
+		}
+		out[ino] = true
+	}
+	return out, nil
 }
 
 // tuneUMLTap sets the host side of a UML guest's TAP as the vector driver

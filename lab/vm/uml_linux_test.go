@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,7 +30,7 @@ func TestUMLCommandLine(t *testing.T) {
 	args := vm.UMLCommandLine(cfg, "/run/wanlab/vm/abc123", "abc123")
 	line := strings.Join(args, " ")
 	for _, want := range []string{"mem=512M", "rootfstype=hostfs rootflags=/ ro", "init=/run/wanlab/vm/abc123/bin/wanlab",
-		"con0=null,fd:4 con1=fd:3", "vec0:transport=tap,ifname=wl0-rc,depth=128,gro=0", "wanlab.eth0=10.0.0.2/24",
+		"con0=null,fd:4 con1=fd:3", "vec0:transport=hybrid,ifname=wl0-rc,depth=128,gro=0", "wanlab.eth0=10.0.0.2/24",
 		"wanlab.gw=10.0.0.1", "wanlab.ctl=/dev/tty1", "GODEBUG=cpu.avx=off"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("command line %q lacks %q", line, want)
@@ -246,5 +247,52 @@ func TestSweepMemoryDirs(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(shm, name)); (err == nil) != want {
 			t.Errorf("%s exists = %v, want %v", name, err == nil, want)
 		}
+	}
+}
+
+// TestPacketInodes reads the inodes of /proc/net/packet's sockets and
+// refuses a table it cannot read.
+func TestPacketInodes(t *testing.T) {
+	table := "sk               RefCnt Type Proto  Iface R Rmem   User   Inode\n" +
+		"ffff8a0c4b2e0000 3      3    0003   5     1 0      0      41237\n" +
+		"ffff8a0c4b2e4000 3      3    0003   7     1 2304   0      41240\n"
+	got, err := vm.PacketInodes([]byte(table))
+	if err != nil || len(got) != 2 || !got["41237"] || !got["41240"] {
+		t.Fatalf("packetInodes = %v, %v; want 41237 and 41240", got, err)
+	}
+	if got, err := vm.PacketInodes([]byte(table[:strings.Index(table, "\n")+1])); err != nil || len(got) != 0 {
+		t.Errorf("header alone: %v, %v; want none", got, err)
+	}
+	for _, bad := range []string{"", "sk RefCnt\n", table + "ffff 3 3 0003 5 1 0 0 x41\n"} {
+		if _, err := vm.PacketInodes([]byte(bad)); err == nil {
+			t.Errorf("packetInodes(%q): no error", bad)
+		}
+	}
+}
+
+// FuzzPacketInodes: any table gives inodes or an error, never a panic,
+// and every inode given is a number.
+func FuzzPacketInodes(f *testing.F) {
+	f.Add([]byte("sk RefCnt Type Proto Iface R Rmem User Inode\nffff 3 3 0003 5 1 0 0 41237\n"))
+	f.Add([]byte("Inode\n\n 7\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := vm.PacketInodes(b)
+		if err != nil {
+			return
+		}
+		for ino := range got {
+			if _, perr := strconv.ParseUint(ino, 10, 64); perr != nil {
+				t.Fatalf("inode %q", ino)
+			}
+		}
+	})
+}
+
+// TestGrowRawSocketsCounts: a process whose raw sockets are not one a NIC
+// is refused with a line that says so (this test's own process has none).
+func TestGrowRawSocketsCounts(t *testing.T) {
+	err := vm.GrowRawSockets(os.Getpid(), 1)
+	if err == nil || !strings.Contains(err.Error(), "0 raw sockets for 1 NICs") {
+		t.Fatalf("growRawSockets(self, 1) = %v, want 0 raw sockets for 1 NICs", err)
 	}
 }

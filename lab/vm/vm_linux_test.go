@@ -63,8 +63,8 @@ func bootRunTap(t *testing.T, engine vm.Engine, bin string) {
 		// The host side of the TAP as the vector driver needs it.
 		nsrun.Do(h, func() error {
 			l, err := netlink.LinkByName("wlvm0")
-			if err != nil || l.Attrs().TxQLen != 10000 || l.Attrs().Flags&net.FlagUp == 0 {
-				t.Errorf("TAP of the UML guest: %v, %v; want up with txqueuelen 10000", l, err)
+			if err != nil || l.Attrs().TxQLen != vm.UMLTapQueue || l.Attrs().Flags&net.FlagUp == 0 {
+				t.Errorf("TAP of the UML guest: %v, %v; want up with txqueuelen %d", l, err, vm.UMLTapQueue)
 			}
 			return nil
 		})
