@@ -142,7 +142,7 @@ func (q *FQCoDel) validate() error {
 // parseCoDel reads q_codel.c's keywords.
 func parseCoDel(kind token, toks []token) (Stage, error) {
 	q := &CoDel{}
-	err := parseQueueArgs(kind, toks, map[string]queueKeyword{
+	err := parseQueueArgs(kind, toks, keywords{
 		"limit":        countKeyword(&q.Limit, DefaultCoDelLimit, 1, math.MaxUint32, "PACKETS"),
 		"target":       timeKeyword(&q.Target, DefaultCoDelTarget),
 		"interval":     timeKeyword(&q.Interval, DefaultCoDelInterval),
@@ -161,7 +161,7 @@ func parseCoDel(kind token, toks []token) (Stage, error) {
 func parseFQCoDel(kind token, toks []token) (Stage, error) {
 	q := &FQCoDel{}
 	var mem units.Size
-	err := parseQueueArgs(kind, toks, map[string]queueKeyword{
+	err := parseQueueArgs(kind, toks, keywords{
 		"limit":        countKeyword(&q.Limit, DefaultFQCoDelLimit, 1, math.MaxUint32, "PACKETS"),
 		"flows":        countKeyword(&q.Flows, DefaultFQCoDelFlows, 1, maxFQCoDelFlows, "NUMBER"),
 		"target":       timeKeyword(&q.Target, DefaultCoDelTarget),

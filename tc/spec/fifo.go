@@ -77,15 +77,15 @@ func (q *BFIFO) validate() error {
 // bfifo.
 func parsePFIFO(kind token, toks []token) (Stage, error) {
 	q := &PFIFO{}
-	err := parseQueueArgs(kind, toks, map[string]queueKeyword{
-		"limit": func(kw token, c *cursor) error {
+	err := parseQueueArgs(kind, toks, keywords{
+		"limit": overwrite(func(kw token, c *cursor) error {
 			var v units.Size
-			if err := sizeKeyword(&v, 0, 1, math.MaxUint32)(kw, c); err != nil {
+			if _, err := sizeKeyword(&v, 0, 1, math.MaxUint32).read(kw, c); err != nil {
 				return err
 			}
 			q.Limit = ZeroIfDefault(uint32(v), DefaultFIFOPackets)
 			return nil
-		},
+		}),
 	})
 	if err != nil {
 		return nil, err
@@ -95,7 +95,7 @@ func parsePFIFO(kind token, toks []token) (Stage, error) {
 
 func parseBFIFO(kind token, toks []token) (Stage, error) {
 	q := &BFIFO{}
-	err := parseQueueArgs(kind, toks, map[string]queueKeyword{
+	err := parseQueueArgs(kind, toks, keywords{
 		"limit": sizeKeyword(&q.Limit, DefaultFIFOBytes, 1, math.MaxUint32),
 	})
 	if err != nil {

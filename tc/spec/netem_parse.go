@@ -15,123 +15,111 @@ type netemPositions struct {
 	lossSet                 bool
 }
 
-// netemKeyword reads one keyword's arguments (after kw) into n.
-type netemKeyword func(kw token, c *cursor, n *Netem, at *netemPositions) error
-
-// netemReaders are q_netem.c's netem_parse_opt, one entry a keyword.
-var netemReaders = map[string]netemKeyword{
-	"limit": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
-		t, err := c.need(kw, "PACKETS")
-		if err != nil {
-			return err
-		}
-		// q_netem.c reads the limit with get_size, so "1k" is 1024 packets.
-		v, err := sizeArg("limit", t)
-		if err != nil {
-			return err
-		}
-		if v == 0 {
-			return &ParseError{Pos: t.pos, Token: t.text, Msg: "limit 0: must be at least 1 packet (netem with limit 0 drops every packet)"}
-		}
-		n.Limit = uint32(v)
-		return nil
-	},
-	"delay":   netemDelay,
-	"latency": netemDelay,
-	"loss":    netemLoss,
-	"drop":    netemLoss,
-	"seed": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
-		t, err := c.need(kw, "VALUE")
-		if err != nil {
-			return err
-		}
-		v, perr := strconv.ParseUint(t.text, 10, 64)
-		if perr != nil {
-			return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("seed: %q is not a number 0-%d", t.text, uint64(math.MaxUint64))}
-		}
-		n.Seed, n.HasSeed = v, true
-		return nil
-	},
-	"ecn": func(kw token, _ *cursor, n *Netem, at *netemPositions) error {
-		n.ECN, at.ecn = true, kw
-		return nil
-	},
-	"reorder": func(kw token, c *cursor, n *Netem, at *netemPositions) error {
-		at.reorder = kw
-		return percentCorr(kw, c, "reorder", &n.Reorder, &n.ReorderCorr)
-	},
-	"corrupt": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
-		return percentCorr(kw, c, "corrupt", &n.Corrupt, &n.CorruptCorr)
-	},
-	"duplicate": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
-		return percentCorr(kw, c, "duplicate", &n.Duplicate, &n.DuplicateCorr)
-	},
-	"gap": func(kw token, c *cursor, n *Netem, at *netemPositions) error {
-		at.gap = kw
-		return need(c, kw, "DISTANCE", &n.Gap, uint32Arg, "gap")
-	},
-	"distribution": func(kw token, c *cursor, n *Netem, at *netemPositions) error {
-		at.dist = kw
-		return need(c, kw, "uniform, normal, pareto or paretonormal", &n.Dist, distArg, "distribution")
-	},
-	"rate": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
-		if err := need(c, kw, "RATE", &n.Rate, rateArg, "rate"); err != nil {
-			return err
-		}
-		if _, err := optional(c, true, &n.PacketOverhead, int32Arg, "rate packet overhead"); err != nil {
-			return err
-		}
-		if _, err := optional(c, false, &n.CellSize, uint32Arg, "rate cell size"); err != nil {
-			return err
-		}
-		_, err := optional(c, true, &n.CellOverhead, int32Arg, "rate cell overhead")
-		return err
-	},
-	"slot": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
-		slot, err := parseSlot(kw, c)
-		n.Slot = slot
-		return err
-	},
-}
-
-// netemTable is netemReaders' keywords, read into n.
+// netemTable is q_netem.c's netem_parse_opt, one entry a keyword, read
+// into n (and at). It is built for each parse, as tbf's is, because its
+// entries write into that parse's stage.
 func netemTable(n *Netem, at *netemPositions) keywords {
-	ks := make(keywords, len(netemReaders))
-	for w, read := range netemReaders {
-		ks[w] = keyword{read: func(kw token, c *cursor) (bool, error) { return true, read(kw, c, n, at) }}
+	// delay reads "delay TIME [JITTER [CORRELATION]]".
+	delay := overwrite(func(kw token, c *cursor) error {
+		if err := need(c, kw, "TIME", &n.Latency, netemTime, kw.text); err != nil {
+			return err
+		}
+		if ok, err := optional(c, false, &n.Jitter, netemTime, kw.text+" jitter"); !ok || err != nil {
+			return err
+		}
+		_, err := optional(c, false, &n.DelayCorr, percentArg, kw.text+" correlation")
+		return err
+	})
+	// loss reads a loss model; there may be one.
+	loss := overwrite(func(kw token, c *cursor) error {
+		if at.lossSet {
+			return &ParseError{Pos: kw.pos, Token: kw.text, Msg: "duplicate loss argument (give one loss model)"}
+		}
+		if err := parseLoss(kw, c, &n.Loss); err != nil {
+			return err
+		}
+		// q_netem.c only counts a loss as given when it drops something:
+		// "loss 0%" may be followed by another loss.
+		at.lossSet = n.Loss.Kind != LossRandom || n.Loss.P > 0
+		return nil
+	})
+	return keywords{
+		"limit": overwrite(func(kw token, c *cursor) error {
+			t, err := c.need(kw, "PACKETS")
+			if err != nil {
+				return err
+			}
+			// q_netem.c reads the limit with get_size, so "1k" is 1024 packets.
+			v, err := sizeArg("limit", t)
+			if err != nil {
+				return err
+			}
+			if v == 0 {
+				return &ParseError{Pos: t.pos, Token: t.text, Msg: "limit 0: must be at least 1 packet (netem with limit 0 drops every packet)"}
+			}
+			n.Limit = uint32(v)
+			return nil
+		}),
+		"delay": delay, "latency": delay,
+		"loss": loss, "drop": loss,
+		"seed": overwrite(func(kw token, c *cursor) error {
+			t, err := c.need(kw, "VALUE")
+			if err != nil {
+				return err
+			}
+			v, perr := strconv.ParseUint(t.text, 10, 64)
+			if perr != nil {
+				return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("seed: %q is not a number 0-%d", t.text, uint64(math.MaxUint64))}
+			}
+			n.Seed, n.HasSeed = v, true
+			return nil
+		}),
+		"ecn": overwrite(func(kw token, _ *cursor) error {
+			n.ECN, at.ecn = true, kw
+			return nil
+		}),
+		"reorder": overwrite(func(kw token, c *cursor) error {
+			at.reorder = kw
+			return percentCorr(kw, c, "reorder", &n.Reorder, &n.ReorderCorr)
+		}),
+		"corrupt": overwrite(func(kw token, c *cursor) error {
+			return percentCorr(kw, c, "corrupt", &n.Corrupt, &n.CorruptCorr)
+		}),
+		"duplicate": overwrite(func(kw token, c *cursor) error {
+			return percentCorr(kw, c, "duplicate", &n.Duplicate, &n.DuplicateCorr)
+		}),
+		"gap": overwrite(func(kw token, c *cursor) error {
+			at.gap = kw
+			return need(c, kw, "DISTANCE", &n.Gap, uint32Arg, "gap")
+		}),
+		"distribution": overwrite(func(kw token, c *cursor) error {
+			at.dist = kw
+			return need(c, kw, "uniform, normal, pareto or paretonormal", &n.Dist, distArg, "distribution")
+		}),
+		"rate": overwrite(func(kw token, c *cursor) error {
+			if err := need(c, kw, "RATE", &n.Rate, rateArg, "rate"); err != nil {
+				return err
+			}
+			if _, err := optional(c, true, &n.PacketOverhead, int32Arg, "rate packet overhead"); err != nil {
+				return err
+			}
+			if _, err := optional(c, false, &n.CellSize, uint32Arg, "rate cell size"); err != nil {
+				return err
+			}
+			_, err := optional(c, true, &n.CellOverhead, int32Arg, "rate cell overhead")
+			return err
+		}),
+		"slot": overwrite(func(kw token, c *cursor) error {
+			slot, err := parseSlot(kw, c)
+			n.Slot = slot
+			return err
+		}),
 	}
-	return ks
 }
 
 // netemKeywords are what netem takes, for the hint an unknown word of
 // another kind gets when it is netem's.
 var netemKeywords = netemTable(nil, nil).names()
-
-// netemDelay reads "delay TIME [JITTER [CORRELATION]]".
-func netemDelay(kw token, c *cursor, n *Netem, _ *netemPositions) error {
-	if err := need(c, kw, "TIME", &n.Latency, netemTime, kw.text); err != nil {
-		return err
-	}
-	if ok, err := optional(c, false, &n.Jitter, netemTime, kw.text+" jitter"); !ok || err != nil {
-		return err
-	}
-	_, err := optional(c, false, &n.DelayCorr, percentArg, kw.text+" correlation")
-	return err
-}
-
-// netemLoss reads a loss model; there may be one.
-func netemLoss(kw token, c *cursor, n *Netem, at *netemPositions) error {
-	if at.lossSet {
-		return &ParseError{Pos: kw.pos, Token: kw.text, Msg: "duplicate loss argument (give one loss model)"}
-	}
-	if err := parseLoss(kw, c, &n.Loss); err != nil {
-		return err
-	}
-	// q_netem.c only counts a loss as given when it drops something:
-	// "loss 0%" may be followed by another loss.
-	at.lossSet = n.Loss.Kind != LossRandom || n.Loss.P > 0
-	return nil
-}
 
 // percentCorr reads "PERCENT [CORRELATION]" after kw, naming them name
 // and "name correlation" in errors.

@@ -81,7 +81,7 @@ func (q *PIE) validate() error {
 // parsePIE reads q_pie.c's keywords.
 func parsePIE(kind token, toks []token) (Stage, error) {
 	q := &PIE{}
-	err := parseQueueArgs(kind, toks, map[string]queueKeyword{
+	err := parseQueueArgs(kind, toks, keywords{
 		"limit":                countKeyword(&q.Limit, DefaultPIELimit, 1, math.MaxUint32, "PACKETS"),
 		"target":               timeKeyword(&q.Target, DefaultPIETarget),
 		"tupdate":              timeKeyword(&q.TUpdate, DefaultPIETUpdate),

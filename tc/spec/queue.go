@@ -18,16 +18,10 @@ import (
 // means the kernel's default, so Parse stores zero for a value equal to
 // the default and String leaves it out.
 
-// queueKeyword reads one keyword's arguments (the keyword itself is kw).
-type queueKeyword func(kw token, c *cursor) error
-
 // parseQueueArgs reads a queue discipline's keywords: repeating one
-// overwrites the earlier value.
-func parseQueueArgs(kind token, toks []token, kws map[string]queueKeyword) error {
-	ks := make(keywords, len(kws))
-	for w, read := range kws {
-		ks[w] = keyword{read: func(kw token, c *cursor) (bool, error) { return true, read(kw, c) }}
-	}
+// overwrites the earlier value. A kind's table is built for each parse, as
+// tbf's is, because its entries write into that parse's stage.
+func parseQueueArgs(kind token, toks []token, ks keywords) error {
 	_, err := ks.read(kind.text, &cursor{toks: toks}, func(kw token) string {
 		msg := fmt.Sprintf("unknown %s keyword %q", kind.text, kw.text)
 		if netemKeywords[kw.text] || tbfKeywords[kw.text] {
@@ -71,8 +65,8 @@ func getTime(kw, who string, t token) (time.Duration, error) {
 }
 
 // timeKeyword stores a usTime in *dst, or zero when it equals def.
-func timeKeyword(dst *time.Duration, def time.Duration) queueKeyword {
-	return func(kw token, c *cursor) error {
+func timeKeyword(dst *time.Duration, def time.Duration) keyword {
+	return overwrite(func(kw token, c *cursor) error {
 		t, err := c.need(kw, "TIME")
 		if err != nil {
 			return err
@@ -83,25 +77,25 @@ func timeKeyword(dst *time.Duration, def time.Duration) queueKeyword {
 		}
 		*dst = ZeroIfDefault(d, def)
 		return nil
-	}
+	})
 }
 
 // countKeyword stores an unsigned count in [lo, hi] in *dst, or zero when
 // it equals def.
-func countKeyword(dst *uint32, def, lo, hi uint32, what string) queueKeyword {
+func countKeyword(dst *uint32, def, lo, hi uint32, what string) keyword {
 	return rangeKeyword(dst, def, lo, hi, what, uint32Arg)
 }
 
 // sizeKeyword stores a size in [lo, hi] bytes in *dst, or zero when it
 // equals def.
-func sizeKeyword(dst *units.Size, def, lo, hi units.Size) queueKeyword {
+func sizeKeyword(dst *units.Size, def, lo, hi units.Size) keyword {
 	return rangeKeyword(dst, def, lo, hi, "BYTES", sizeArg)
 }
 
 // rangeKeyword stores a value parse reads and in [lo, hi] in *dst, or zero
 // when it equals def.
-func rangeKeyword[T uint32 | units.Size](dst *T, def, lo, hi T, what string, parse func(string, token) (T, error)) queueKeyword {
-	return func(kw token, c *cursor) error {
+func rangeKeyword[T uint32 | units.Size](dst *T, def, lo, hi T, what string, parse func(string, token) (T, error)) keyword {
+	return overwrite(func(kw token, c *cursor) error {
 		t, err := c.need(kw, what)
 		if err != nil {
 			return err
@@ -115,12 +109,12 @@ func rangeKeyword[T uint32 | units.Size](dst *T, def, lo, hi T, what string, par
 		}
 		*dst = ZeroIfDefault(v, def)
 		return nil
-	}
+	})
 }
 
 // flagKeyword sets *dst to v.
-func flagKeyword(dst *bool, v bool) queueKeyword {
-	return func(token, *cursor) error { *dst = v; return nil }
+func flagKeyword(dst *bool, v bool) keyword {
+	return overwrite(func(token, *cursor) error { *dst = v; return nil })
 }
 
 // ZeroIfDefault is v, or zero when v is the default def: a parameter given

@@ -259,14 +259,14 @@ const defaultTickInUsec = 1000.0 / 64
 // parseRED reads q_red.c's keywords ("adaptative" is its old spelling).
 func parseRED(kind token, toks []token) (Stage, error) {
 	r := &RED{}
-	size := func(dst *units.Size) queueKeyword { return sizeKeyword(dst, 0, 1, math.MaxUint32) }
-	err := parseQueueArgs(kind, toks, map[string]queueKeyword{
+	size := func(dst *units.Size) keyword { return sizeKeyword(dst, 0, 1, math.MaxUint32) }
+	err := parseQueueArgs(kind, toks, keywords{
 		"limit": size(&r.Limit),
 		"min":   size(&r.Min),
 		"max":   size(&r.Max),
 		"avpkt": size(&r.Avpkt),
 		"burst": countKeyword(&r.Burst, 0, 1, math.MaxUint32, "PACKETS"),
-		"probability": func(kw token, c *cursor) error {
+		"probability": overwrite(func(kw token, c *cursor) error {
 			t, err := c.need(kw, "PROBABILITY")
 			if err != nil {
 				return err
@@ -277,8 +277,8 @@ func parseRED(kind token, toks []token) (Stage, error) {
 			}
 			r.Probability = ZeroIfDefault(v, DefaultREDProbability)
 			return nil
-		},
-		"bandwidth": func(kw token, c *cursor) error {
+		}),
+		"bandwidth": overwrite(func(kw token, c *cursor) error {
 			t, err := c.need(kw, "RATE")
 			if err != nil {
 				return err
@@ -292,7 +292,7 @@ func parseRED(kind token, toks []token) (Stage, error) {
 			}
 			r.Bandwidth = ZeroIfDefault(v, DefaultREDBandwidth)
 			return nil
-		},
+		}),
 		"ecn":        flagKeyword(&r.ECN, true),
 		"harddrop":   flagKeyword(&r.HardDrop, true),
 		"adaptive":   flagKeyword(&r.Adaptive, true),
