@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/wanlab/wanlab/units"
 )
@@ -208,50 +209,45 @@ func parseLoss(kw token, c *cursor, l *Loss) error {
 		*l = Loss{Kind: LossRandom}
 		return percentCorr(token{text: "loss random", pos: t.pos}, c, "loss", &l.P, &l.Corr)
 	case "state":
-		p, err := c.need(token{text: "loss state", pos: t.pos}, "P13")
-		if err != nil {
-			return err
-		}
 		*l = Loss{Kind: LossState}
-		if l.P13, err = percentArg("loss state p13", p); err != nil {
-			return err
-		}
-		l.P31, l.P32, l.P23, l.P14 = 100-l.P13, 0, 100, 0
-		for _, f := range []struct {
-			name string
-			dst  *units.Percent
-		}{{"p31", &l.P31}, {"p32", &l.P32}, {"p23", &l.P23}, {"p14", &l.P14}} {
-			if !c.nextIsNumber(false) {
-				break
-			}
-			if *f.dst, err = percentArg("loss state "+f.name, c.next()); err != nil {
-				return err
-			}
-		}
+		return lossParams(c, t, "state", func() { l.P31, l.P32, l.P23, l.P14 = 100-l.P13, 0, 100, 0 },
+			lossParam{"p13", &l.P13}, lossParam{"p31", &l.P31}, lossParam{"p32", &l.P32}, lossParam{"p23", &l.P23}, lossParam{"p14", &l.P14})
 	case "gemodel":
-		p, err := c.need(token{text: "loss gemodel", pos: t.pos}, "P")
-		if err != nil {
-			return err
-		}
 		*l = Loss{Kind: LossGE}
-		if l.GP, err = percentArg("loss gemodel p", p); err != nil {
-			return err
-		}
-		l.GR, l.GH, l.GK = 100-l.GP, 100, 0
-		for _, f := range []struct {
-			name string
-			dst  *units.Percent
-		}{{"r", &l.GR}, {"1-h", &l.GH}, {"1-k", &l.GK}} {
-			if !c.nextIsNumber(false) {
-				break
-			}
-			if *f.dst, err = percentArg("loss gemodel "+f.name, c.next()); err != nil {
-				return err
-			}
-		}
+		return lossParams(c, t, "gemodel", func() { l.GR, l.GH, l.GK = 100-l.GP, 100, 0 },
+			lossParam{"p", &l.GP}, lossParam{"r", &l.GR}, lossParam{"1-h", &l.GH}, lossParam{"1-k", &l.GK})
 	default:
 		return &ParseError{Pos: t.pos, Token: t.text,
 			Msg: fmt.Sprintf("loss %q: unknown loss model (use [random] PERCENT, state or gemodel)", t.text)}
+	}
+}
+
+// lossParam is one percentage of a loss model: its name in errors and
+// where it goes.
+type lossParam struct {
+	name string
+	dst  *units.Percent
+}
+
+// lossParams reads "loss MODEL" (t the model's token): the first of ps,
+// which is required, then q_netem.c's defaults for the rest (defaults,
+// which may depend on the first), then as many of the rest as follow.
+func lossParams(c *cursor, t token, model string, defaults func(), ps ...lossParam) error {
+	v, err := c.need(token{text: "loss " + model, pos: t.pos}, strings.ToUpper(ps[0].name))
+	if err != nil {
+		return err
+	}
+	if *ps[0].dst, err = percentArg("loss "+model+" "+ps[0].name, v); err != nil {
+		return err
+	}
+	defaults()
+	for _, p := range ps[1:] {
+		if !c.nextIsNumber(false) {
+			break
+		}
+		if *p.dst, err = percentArg("loss "+model+" "+p.name, c.next()); err != nil {
+			return err
+		}
 	}
 	return nil
 }
