@@ -302,35 +302,29 @@ func parseSlot(kw token, c *cursor) (*Slot, error) {
 		}
 	}
 	if c.peekIs("packets") {
-		kw := c.next()
-		t, err := c.need(kw, "PACKETS")
+		err := need(c, c.next(), "PACKETS", &s.Packets, func(name string, t token) (uint32, error) {
+			v, err := int32Arg(name, t)
+			if err == nil && v < 0 {
+				err = &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must not be negative", name, t.text)}
+			}
+			return uint32(v), err
+		}, "slot packets")
 		if err != nil {
 			return nil, err
 		}
-		v, err := int32Arg("slot packets", t)
-		if err != nil {
-			return nil, err
-		}
-		if v < 0 {
-			return nil, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("slot packets %s: must not be negative", t.text)}
-		}
-		s.Packets = uint32(v)
 	}
 	if c.peekIs("bytes") {
-		kw := c.next()
-		t, err := c.need(kw, "BYTES")
+		err := need(c, c.next(), "BYTES", &s.Bytes, func(name string, t token) (units.Size, error) {
+			v, err := sizeArg(name, t)
+			// The kernel keeps max_bytes in an s32.
+			if err == nil && v > math.MaxInt32 {
+				err = &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must be below 2gb", name, t.text)}
+			}
+			return v, err
+		}, "slot bytes")
 		if err != nil {
 			return nil, err
 		}
-		v, err := sizeArg("slot bytes", t)
-		if err != nil {
-			return nil, err
-		}
-		// The kernel keeps max_bytes in an s32.
-		if v > math.MaxInt32 {
-			return nil, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("slot bytes %s: must be below 2gb", t.text)}
-		}
-		s.Bytes = v
 	}
 	return s, nil
 }
