@@ -129,12 +129,6 @@ func diagnose(c *Connection, wr WindowRatio) {
 	}
 }
 
-// mb prints a rate in bits and, as users quote them, bytes per second.
-func mb(bytesPerSec float64) string {
-	var buf [64]byte
-	return string(appendMB(buf[:0], bytesPerSec))
-}
-
 // shortTransfer is the evidence of a transfer too short to diagnose;
 // shortTransfers holds it written for the first segment counts.
 const shortTransfer = "only %d segments' worth of data: too short for the network to be the limit"

@@ -419,23 +419,13 @@ func (c accuracyCase) measureAQM(path string, st probeStats, bulk *bulkResult, b
 	if base != nil && base.ok {
 		fixed += base.p50
 	}
-	target := float64(c.target) / 1e6
+	target := float64(c.aqmKind.target(c.aqm)) / 1e6
 	q50 := float64(st.DelayP50-fixed) / 1e6
 	q99 := float64(st.DelayP99-fixed) / 1e6
 	m50 := measured(lbl, path, "queueing delay p50", "ms", target, q50)
 	m99 := measured(lbl, path, "queueing delay p99", "ms", target, q99)
-	switch c.aqm.(type) {
-	case *spec.CoDel:
-		// One FIFO: the probe waits behind the standing queue codel
-		// keeps near target.
-		m50 = m50.withTarget("≤ 3 × target", q50 <= 3*target)
-		m50.Note = "codel holds the standing queue near target"
-	case *spec.FQCoDel:
-		// Its own flow: new-flow priority puts each probe ahead of the
-		// bulk flow's queue.
-		m50 = m50.withTarget("≤ target", q50 <= target)
-		m50.Note = "a sparse flow beside the bulk flow: new-flow priority"
-	}
+	m50 = m50.withTarget(c.aqmKind.want, q50 <= c.aqmKind.bound*target)
+	m50.Note = c.aqmKind.note
 	out := []Measurement{m50, m99}
 	if bulk != nil && c.tbf != nil {
 		rate := float64(c.tbf.Rate)

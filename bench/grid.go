@@ -101,9 +101,31 @@ type accuracyCase struct {
 	bulk      time.Duration // TCP bulk after the probes (rate cases)
 	// aqm is the codel or fq_codel stage of an AQM case: its probes run
 	// beside a TCP bulk transfer that keeps the queue standing, and
-	// their delay is set against the AQM's target.
-	aqm    spec.Stage
-	target time.Duration
+	// their delay is set against the AQM's target (aqmKind).
+	aqm     spec.Stage
+	aqmKind aqmKind
+}
+
+// aqmKind is what the accuracy grid asks of an AQM kind's probes. These
+// are the bench's criteria, not the model's, so they stand here and not in
+// tc's registry.
+type aqmKind struct {
+	target func(spec.Stage) time.Duration
+	// bound is the p50 queueing delay's bound in targets (want names it);
+	// note says why.
+	bound      float64
+	want, note string
+}
+
+var aqmKinds = map[string]aqmKind{
+	// One FIFO: the probe waits behind the standing queue codel keeps
+	// near target.
+	"codel": {target: func(st spec.Stage) time.Duration { return st.(*spec.CoDel).TargetTime() },
+		bound: 3, want: "≤ 3 × target", note: "codel holds the standing queue near target"},
+	// Its own flow: new-flow priority puts each probe ahead of the bulk
+	// flow's queue.
+	"fq_codel": {target: func(st spec.Stage) time.Duration { return st.(*spec.FQCoDel).TargetTime() },
+		bound: 1, want: "≤ target", note: "a sparse flow beside the bulk flow: new-flow priority"},
 }
 
 // modelSeed seeds the netem stages of accuracy cases (proxyText).
@@ -114,28 +136,24 @@ func newCase(text string, quick bool) (accuracyCase, error) {
 	if err != nil {
 		return accuracyCase{}, err
 	}
+	var c accuracyCase
 	for i, st := range s.Stages {
-		if n, ok := st.(*spec.Netem); ok && !n.HasSeed {
-			n.Seed, n.HasSeed = modelSeed+uint64(i), true
-		}
-	}
-	c := accuracyCase{text: text, proxyText: s.String(), spec: s}
-	for _, st := range s.Stages {
-		switch st := st.(type) {
-		case *spec.Netem:
+		if n, ok := st.(*spec.Netem); ok {
+			if !n.HasSeed {
+				n.Seed, n.HasSeed = modelSeed+uint64(i), true
+			}
 			if c.netem == nil {
-				c.netem = st
+				c.netem = n
 			}
-		case *spec.TBF:
-			if c.tbf == nil || st.Rate < c.tbf.Rate {
-				c.tbf = st
-			}
-		case *spec.CoDel:
-			c.aqm, c.target = st, st.TargetTime()
-		case *spec.FQCoDel:
-			c.aqm, c.target = st, st.TargetTime()
+		}
+		if b, ok := st.(*spec.TBF); ok && (c.tbf == nil || b.Rate < c.tbf.Rate) {
+			c.tbf = b
+		}
+		if k, ok := aqmKinds[st.Kind()]; ok {
+			c.aqm, c.aqmKind = st, k
 		}
 	}
+	c.text, c.proxyText, c.spec = text, s.String(), s
 	secs := 5.0
 	if quick {
 		secs = 1

@@ -352,10 +352,7 @@ func runExperiment(cc *cli.Context) error {
 			}
 			return fmt.Errorf("experiment: --like: %w", err)
 		}
-		if cc.Bool("json") {
-			return writeJSON(cc.App.Writer, lr)
-		}
-		return experiment.WriteLikeSummary(cc.App.Writer, lr)
+		return jsonOrText(cc, lr, func(w io.Writer) error { return experiment.WriteLikeSummary(w, lr) })
 	}
 	res, err := experiment.Run(ctx, cfg)
 	if err != nil {
@@ -367,10 +364,7 @@ func runExperiment(cc *cli.Context) error {
 		}
 		return fmt.Errorf("experiment: %w", err)
 	}
-	if cc.Bool("json") {
-		return writeJSON(cc.App.Writer, res)
-	}
-	return experiment.WriteSummary(cc.App.Writer, res)
+	return jsonOrText(cc, res, func(w io.Writer) error { return experiment.WriteSummary(w, res) })
 }
 
 // progressLine prints curl's progress meter on one rewritten line: done,

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -168,9 +167,7 @@ func runKernelShow(cc *cli.Context) error {
 		if stages == nil {
 			stages = []kernel.StageStats{}
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		return writeJSON(w, struct {
 			Iface  string              `json:"iface"`
 			Netns  string              `json:"netns,omitempty"`
 			Spec   string              `json:"spec"`

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -95,12 +94,7 @@ func runSimulate(cc *cli.Context) error {
 	if err != nil {
 		return usageError(fmt.Errorf("simulate: %w", err))
 	}
-	if cc.Bool("json") {
-		enc := json.NewEncoder(cc.App.Writer)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	return res.WriteText(cc.App.Writer)
+	return jsonOrText(cc, res, res.WriteText)
 }
 
 // simulateImpairment reads what runs: --classes, or --spec (a pipeline,

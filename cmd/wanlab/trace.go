@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -238,12 +237,7 @@ func runTraceStats(cc *cli.Context) error {
 		return err
 	}
 	st := trace.Summarize(t)
-	if cc.Bool("json") {
-		enc := json.NewEncoder(cc.App.Writer)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
-	}
-	return writeTraceStats(cc.App.Writer, path, st)
+	return jsonOrText(cc, st, func(w io.Writer) error { return writeTraceStats(w, path, st) })
 }
 
 func writeTraceStats(w io.Writer, path string, st trace.Stats) error {

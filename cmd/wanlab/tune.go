@@ -186,10 +186,19 @@ func parseRate(cc *cli.Context) (units.Rate, error) {
 	return r, nil
 }
 
+// writeJSON prints v as every --json prints: indented JSON and a newline.
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// jsonOrText prints v with writeJSON under --json, else as text writes it.
+func jsonOrText(cc *cli.Context, v any, text func(io.Writer) error) error {
+	if cc.Bool("json") {
+		return writeJSON(cc.App.Writer, v)
+	}
+	return text(cc.App.Writer)
 }
 
 func runTuneShow(cc *cli.Context) error {
@@ -210,10 +219,7 @@ func runTuneShow(cc *cli.Context) error {
 		return err
 	}
 	r := tuner.NewReport(s, m, rtt)
-	if cc.Bool("json") {
-		return writeJSON(cc.App.Writer, r)
-	}
-	return r.WriteText(cc.App.Writer)
+	return jsonOrText(cc, r, r.WriteText)
 }
 
 // tunePlan builds the plan the flags ask for.
@@ -277,10 +283,7 @@ func runTunePlan(cc *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("tune plan: %w", err)
 	}
-	if cc.Bool("json") {
-		return writeJSON(cc.App.Writer, p)
-	}
-	return p.WriteText(cc.App.Writer)
+	return jsonOrText(cc, p, p.WriteText)
 }
 
 func runTuneApply(cc *cli.Context) error {

@@ -10,9 +10,9 @@ type stageKind struct {
 	// build makes the stage for st (of this kind), seeded with seed
 	// unless st carries its own, starting at time now, in pipeline pl.
 	build func(st spec.Stage, seed uint64, now int64, pl *Pipeline) stage
-	// expect adds st's share to what the spec predicts: e, the share of
-	// packets that pass (pass) and the delay variance in ms^2.
-	expect func(st spec.Stage, e *Expected, pass, variance *float64)
+	// expect adds st's share to what the spec predicts (x); child is the
+	// queue discipline after st when it is st's child (IsChild), else nil.
+	expect func(st, child spec.Stage, x *expectation)
 	// shaper, for a shaping kind (tbf), is its token logic alone: a stage
 	// of the kind followed by a queue discipline ("tbf ... | fq_codel")
 	// runs as a shapedStage with that qdisc as its child queue.

@@ -397,22 +397,22 @@ func init() {
 }
 
 // expectNetem is a netem stage's share of Simulate's prediction.
-func expectNetem(stage spec.Stage, e *Expected, pass, variance *float64) {
+func expectNetem(stage, _ spec.Stage, x *expectation) {
 	st := stage.(*spec.Netem)
-	*pass *= 1 - StationaryLoss(st.Loss)
+	x.pass *= 1 - StationaryLoss(st.Loss)
 	mean, std := tableMoments(st.Dist)
-	e.DelayMeanMs += (float64(st.Latency) + float64(st.Jitter)*mean) / 1e6
+	x.DelayMeanMs += (float64(st.Latency) + float64(st.Jitter)*mean) / 1e6
 	if st.Jitter != 0 {
-		*variance += math.Pow(float64(st.Jitter)*std/1e6, 2)
+		x.variance += math.Pow(float64(st.Jitter)*std/1e6, 2)
 	}
-	e.DuplicatePercent = 100 - (100-e.DuplicatePercent)*(1-CorrelatedProbability(st.Duplicate.Prob(), st.DuplicateCorr.Prob()))
-	e.CorruptPercent = 100 - (100-e.CorruptPercent)*(1-CorrelatedProbability(st.Corrupt.Prob(), st.CorruptCorr.Prob()))
+	x.DuplicatePercent = 100 - (100-x.DuplicatePercent)*(1-CorrelatedProbability(st.Duplicate.Prob(), st.DuplicateCorr.Prob()))
+	x.CorruptPercent = 100 - (100-x.CorruptPercent)*(1-CorrelatedProbability(st.Corrupt.Prob(), st.CorruptCorr.Prob()))
 	reorder := st.Reorder.Prob()
 	if st.Latency > 0 {
 		reorder = ReorderedShare(reorder, st.ReorderCorr.Prob(), st.Gap)
 	}
-	e.ReorderPercent = 100 - (100-e.ReorderPercent)*(1-reorder)
+	x.ReorderPercent = 100 - (100-x.ReorderPercent)*(1-reorder)
 	if st.Rate != 0 {
-		e.BottleneckBps = minRate(e.BottleneckBps, float64(st.Rate))
+		x.BottleneckBps = minRate(x.BottleneckBps, float64(st.Rate))
 	}
 }

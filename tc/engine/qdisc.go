@@ -67,7 +67,6 @@ func registerQdisc(kind string, build queueKind) {
 		build: func(st spec.Stage, seed uint64, now int64, _ *Pipeline) stage {
 			return newQueueStage(st, build(st, seed, now))
 		},
-		expect: func(spec.Stage, *Expected, *float64, *float64) {},
 	})
 }
 

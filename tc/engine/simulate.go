@@ -539,43 +539,39 @@ func quantile(sorted []float64, q float64) float64 {
 	return sorted[i]
 }
 
+// expectation is what expected sums over a spec's stages: the prediction,
+// the share of packets that pass, the delay variance in ms^2, and the
+// simulated packet size (a child qdisc's limit in packets is in those).
+type expectation struct {
+	Expected
+	pass, variance float64
+	packetSize     int
+}
+
 // expected derives what a spec predicts for traffic offered at offeredBps.
 func expected(s *spec.Spec, offeredBps float64, packetSize int) Expected {
-	e := Expected{OfferedBps: offeredBps, RateBps: offeredBps}
-	pass := 1.0
-	var variance float64
+	x := expectation{Expected: Expected{OfferedBps: offeredBps, RateBps: offeredBps}, pass: 1, packetSize: packetSize}
 	for i, st := range s.Stages {
-		if k, ok := stageKinds[st.Kind()]; ok && k.expect != nil {
-			k.expect(st, &e, &pass, &variance)
+		var child spec.Stage
+		if IsChild(s, i) {
+			child = s.Stages[i+1]
 		}
-		if tb, ok := st.(*spec.TBF); ok && i+1 < len(s.Stages) {
-			// tbf's queue is its child qdisc's: its limit, not tbf's.
-			if lim, ok := childLimitBytes(s.Stages[i+1], packetSize); ok {
-				e.QueueDelayMaxMs += (lim - float64(tb.Limit)) * 8 / float64(tb.Rate) * 1e3
-			}
+		if k, ok := stageKinds[st.Kind()]; ok && k.expect != nil {
+			k.expect(st, child, &x)
 		}
 	}
-	e.RateBps = offeredBps * pass
+	e := x.Expected
+	e.RateBps = offeredBps * x.pass
 	if e.BottleneckBps != 0 {
 		e.RateBps = math.Min(e.RateBps, e.BottleneckBps)
 	}
-	e.LossPercent = 100 * (1 - pass)
-	e.DelayStddevMs = math.Sqrt(variance)
+	e.LossPercent = 100 * (1 - x.pass)
+	e.DelayStddevMs = math.Sqrt(x.variance)
 	for _, f := range []*float64{&e.LossPercent, &e.DelayMeanMs, &e.DelayStddevMs, &e.QueueDelayMaxMs,
 		&e.DuplicatePercent, &e.CorruptPercent, &e.ReorderPercent} {
 		*f = math.Round(*f*1e9) / 1e9 // no float dust in the JSON
 	}
 	return e
-}
-
-// childLimitBytes is the most a queue discipline holds, in bytes of
-// packetSize-byte packets (ok false: st is not a queue discipline).
-func childLimitBytes(st spec.Stage, packetSize int) (float64, bool) {
-	l, ok := st.(spec.Limited)
-	if !ok || !spec.IsQueueKind(st.Kind()) {
-		return 0, false
-	}
-	return float64(spec.LimitBytes(l, units.Size(packetSize))), true
 }
 
 // minRate is the smaller of two rates where 0 means "no limit".

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/wanlab/wanlab/tc/spec"
+	"github.com/wanlab/wanlab/units"
 )
 
 // tbfStage mirrors the kernel's sch_tbf.c: a bucket of Burst bytes filled
@@ -331,12 +332,20 @@ func init() {
 	})
 }
 
-// expectTBF is a tbf stage's share of Simulate's prediction.
-func expectTBF(stage spec.Stage, e *Expected, _, _ *float64) {
+// expectTBF is a tbf stage's share of Simulate's prediction: its rate is
+// a bottleneck, and its queue (its child qdisc's, when it has one) waits
+// limit / rate at most.
+func expectTBF(stage, child spec.Stage, x *expectation) {
 	st := stage.(*spec.TBF)
-	e.BottleneckBps = minRate(e.BottleneckBps, float64(st.Rate))
-	e.QueueDelayMaxMs += float64(st.Limit) * 8 / float64(st.Rate) * 1e3
+	x.BottleneckBps = minRate(x.BottleneckBps, float64(st.Rate))
+	x.QueueDelayMaxMs += float64(st.Limit) * 8 / float64(st.Rate) * 1e3
+	if l, ok := child.(spec.Limited); ok {
+		// The child's limit in place of tbf's, added as a difference so
+		// the figure keeps its last bit.
+		lim := float64(spec.LimitBytes(l, units.Size(x.packetSize)))
+		x.QueueDelayMaxMs += (lim - float64(st.Limit)) * 8 / float64(st.Rate) * 1e3
+	}
 	if st.PeakRate != 0 {
-		e.BottleneckBps = minRate(e.BottleneckBps, float64(st.PeakRate))
+		x.BottleneckBps = minRate(x.BottleneckBps, float64(st.PeakRate))
 	}
 }

@@ -184,7 +184,7 @@ func init() {
 
 // expectTrace is a trace stage's share of Simulate's prediction: its mean
 // capacity is the bottleneck.
-func expectTrace(stage spec.Stage, e *Expected, _, _ *float64) {
+func expectTrace(stage, _ spec.Stage, x *expectation) {
 	st := stage.(*spec.Trace)
-	e.BottleneckBps = minRate(e.BottleneckBps, float64(st.Trace().MeanRate()))
+	x.BottleneckBps = minRate(x.BottleneckBps, float64(st.Trace().MeanRate()))
 }

@@ -87,100 +87,49 @@ func (q *FQCoDel) MemoryBytes() units.Size { return or(q.MemoryLimit, DefaultFQC
 // DropBatchSize is the effective drop batch.
 func (q *FQCoDel) DropBatchSize() uint32 { return or(q.DropBatch, DefaultFQCoDelDropBatch) }
 
-// String prints the stage in the order tc's codel_print_opt does.
-func (q *CoDel) String() string {
-	a := queueArgs{"codel"}
-	a.count("limit", q.Limit)
-	a.time("target", q.Target)
-	a.time("interval", q.Interval)
-	a.time("ce_threshold", q.CEThreshold)
-	a.flag("ecn", q.ECN)
-	return a.String()
+// options are codel's, in the order tc's codel_print_opt prints them;
+// q_codel.c's keywords.
+func (q *CoDel) options() []queueOption {
+	return []queueOption{
+		countOption("limit", &q.Limit, DefaultCoDelLimit, 1, math.MaxUint32, "PACKETS"),
+		timeOption("target", &q.Target, DefaultCoDelTarget),
+		timeOption("interval", &q.Interval, DefaultCoDelInterval),
+		timeOption("ce_threshold", &q.CEThreshold, 0),
+		flagOption("ecn", &q.ECN, "noecn"),
+	}
 }
 
-// String prints the stage in the order tc's fq_codel_print_opt does.
-func (q *FQCoDel) String() string {
-	a := queueArgs{"fq_codel"}
-	a.count("limit", q.Limit)
-	a.count("flows", q.Flows)
-	a.count("quantum", q.Quantum)
-	a.time("target", q.Target)
-	a.time("interval", q.Interval)
-	a.size("memory_limit", q.MemoryLimit)
-	a.time("ce_threshold", q.CEThreshold)
-	a.flag("noecn", q.NoECN)
-	a.count("drop_batch", q.DropBatch)
-	return a.String()
+// options are fq_codel's, in the order tc's fq_codel_print_opt prints
+// them; q_fq_codel.c's keywords (ce_threshold_selector is not supported).
+func (q *FQCoDel) options() []queueOption {
+	return []queueOption{
+		countOption("limit", &q.Limit, DefaultFQCoDelLimit, 1, math.MaxUint32, "PACKETS"),
+		countOption("flows", &q.Flows, DefaultFQCoDelFlows, 1, maxFQCoDelFlows, "NUMBER"),
+		countOption("quantum", &q.Quantum, DefaultFQCoDelQuantum, minFQCoDelQuantum, maxFQCoDelQuantum, "BYTES"),
+		timeOption("target", &q.Target, DefaultCoDelTarget),
+		timeOption("interval", &q.Interval, DefaultCoDelInterval),
+		sizeOption("memory_limit", &q.MemoryLimit, DefaultFQCoDelMemoryLimit, 1, 1<<31),
+		timeOption("ce_threshold", &q.CEThreshold, 0),
+		flagOption("noecn", &q.NoECN, "ecn"),
+		countOption("drop_batch", &q.DropBatch, DefaultFQCoDelDropBatch, 1, math.MaxUint32, "PACKETS"),
+	}
 }
+
+// String prints the stage as tc's codel_print_opt does.
+func (q *CoDel) String() string { return printQueueOptions("codel", q.options()) }
+
+// String prints the stage as tc's fq_codel_print_opt does.
+func (q *FQCoDel) String() string { return printQueueOptions("fq_codel", q.options()) }
 
 func (q *CoDel) validate() error {
-	if q == nil {
-		return &ParseError{Token: "codel", Msg: "codel stage is nil"}
-	}
-	if err := checkUsTimes("codel", namedTime{"target", q.Target}, namedTime{"interval", q.Interval}, namedTime{"ce_threshold", q.CEThreshold}); err != nil {
-		return err
-	}
-	return nil
+	return checkQueueOptions("codel", q.options())
 }
 
 func (q *FQCoDel) validate() error {
-	if q == nil {
-		return &ParseError{Token: "fq_codel", Msg: "fq_codel stage is nil"}
-	}
-	if err := checkUsTimes("fq_codel", namedTime{"target", q.Target}, namedTime{"interval", q.Interval}, namedTime{"ce_threshold", q.CEThreshold}); err != nil {
-		return err
-	}
-	if err := checkRange("fq_codel", "flows", uint64(q.Flows), 1, maxFQCoDelFlows); err != nil {
-		return err
-	}
-	if err := checkRange("fq_codel", "quantum", uint64(q.Quantum), minFQCoDelQuantum, maxFQCoDelQuantum); err != nil {
-		return err
-	}
-	return checkRange("fq_codel", "memory_limit", uint64(q.MemoryLimit), 1, 1<<31)
-}
-
-// parseCoDel reads q_codel.c's keywords.
-func parseCoDel(kind token, toks []token) (Stage, error) {
-	q := &CoDel{}
-	err := parseQueueArgs(kind, toks, map[string]queueKeyword{
-		"limit":        countKeyword(&q.Limit, DefaultCoDelLimit, 1, math.MaxUint32, "PACKETS"),
-		"target":       timeKeyword(&q.Target, DefaultCoDelTarget),
-		"interval":     timeKeyword(&q.Interval, DefaultCoDelInterval),
-		"ce_threshold": timeKeyword(&q.CEThreshold, 0),
-		"ecn":          flagKeyword(&q.ECN, true),
-		"noecn":        flagKeyword(&q.ECN, false),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return q, nil
-}
-
-// parseFQCoDel reads q_fq_codel.c's keywords (ce_threshold_selector is
-// not supported).
-func parseFQCoDel(kind token, toks []token) (Stage, error) {
-	q := &FQCoDel{}
-	var mem units.Size
-	err := parseQueueArgs(kind, toks, map[string]queueKeyword{
-		"limit":        countKeyword(&q.Limit, DefaultFQCoDelLimit, 1, math.MaxUint32, "PACKETS"),
-		"flows":        countKeyword(&q.Flows, DefaultFQCoDelFlows, 1, maxFQCoDelFlows, "NUMBER"),
-		"target":       timeKeyword(&q.Target, DefaultCoDelTarget),
-		"interval":     timeKeyword(&q.Interval, DefaultCoDelInterval),
-		"quantum":      countKeyword(&q.Quantum, DefaultFQCoDelQuantum, minFQCoDelQuantum, maxFQCoDelQuantum, "BYTES"),
-		"memory_limit": sizeKeyword(&mem, DefaultFQCoDelMemoryLimit, 1, 1<<31),
-		"ce_threshold": timeKeyword(&q.CEThreshold, 0),
-		"drop_batch":   countKeyword(&q.DropBatch, DefaultFQCoDelDropBatch, 1, math.MaxUint32, "PACKETS"),
-		"ecn":          flagKeyword(&q.NoECN, false),
-		"noecn":        flagKeyword(&q.NoECN, true),
-	})
-	if err != nil {
-		return nil, err
-	}
-	q.MemoryLimit = mem
-	return q, nil
+	return checkQueueOptions("fq_codel", q.options())
 }
 
 func init() {
-	registerKind("codel", stageParser{parse: parseCoDel, queue: true})
-	registerKind("fq_codel", stageParser{parse: parseFQCoDel, queue: true})
+	registerKind("codel", stageParser{parse: parseOptions[CoDel], queue: true})
+	registerKind("fq_codel", stageParser{parse: parseOptions[FQCoDel], queue: true})
 }

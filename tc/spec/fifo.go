@@ -41,70 +41,45 @@ func (q *PFIFO) PacketLimit() uint32 { return or(q.Limit, DefaultFIFOPackets) }
 // ByteLimit is the effective limit in bytes.
 func (q *BFIFO) ByteLimit() units.Size { return or(q.Limit, DefaultFIFOBytes) }
 
-// String prints "pfifo [limit N]".
-func (q *PFIFO) String() string {
-	a := queueArgs{"pfifo"}
-	a.count("limit", q.Limit)
-	return a.String()
+// options are pfifo's one: "limit", in packets read with get_size (so
+// "1k" is 1024 packets, as q_fifo.c reads it).
+func (q *PFIFO) options() []queueOption {
+	return []queueOption{{
+		keys: keywords{"limit": overwrite(func(kw token, c *cursor) error {
+			var v units.Size
+			if _, err := sizeKeyword(&v, 0, 1, math.MaxUint32).read(kw, c); err != nil {
+				return err
+			}
+			q.Limit = ZeroIfDefault(uint32(v), DefaultFIFOPackets)
+			return nil
+		})},
+		print: func(a *queueArgs) { a.count("limit", q.Limit) },
+	}}
 }
+
+// options are bfifo's one: "limit", in bytes.
+func (q *BFIFO) options() []queueOption {
+	return []queueOption{sizeOption("limit", &q.Limit, DefaultFIFOBytes, 1, math.MaxUint32)}
+}
+
+// String prints "pfifo [limit N]".
+func (q *PFIFO) String() string { return printQueueOptions("pfifo", q.options()) }
 
 // String prints "bfifo [limit BYTES]".
-func (q *BFIFO) String() string {
-	a := queueArgs{"bfifo"}
-	a.size("limit", q.Limit)
-	return a.String()
-}
+func (q *BFIFO) String() string { return printQueueOptions("bfifo", q.options()) }
 
 func (q *PFIFO) validate() error {
-	if q == nil {
-		return &ParseError{Token: "pfifo", Msg: "pfifo stage is nil"}
-	}
 	return nil
 }
 
 func (q *BFIFO) validate() error {
-	if q == nil {
-		return &ParseError{Token: "bfifo", Msg: "bfifo stage is nil"}
-	}
 	if q.Limit > math.MaxUint32 {
 		return &ParseError{Token: "bfifo", Msg: fmt.Sprintf("bfifo: limit %s: must be below 4gb", q.Limit)}
 	}
 	return nil
 }
 
-// parseFIFO reads q_fifo.c's one keyword, "limit": packets for pfifo
-// (get_size, so "1k" is 1024 packets, as q_fifo.c reads it), bytes for
-// bfifo.
-func parsePFIFO(kind token, toks []token) (Stage, error) {
-	q := &PFIFO{}
-	err := parseQueueArgs(kind, toks, map[string]queueKeyword{
-		"limit": func(kw token, c *cursor) error {
-			var v units.Size
-			if err := sizeKeyword(&v, 0, 1, math.MaxUint32)(kw, c); err != nil {
-				return err
-			}
-			q.Limit = ZeroIfDefault(uint32(v), DefaultFIFOPackets)
-			return nil
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	return q, nil
-}
-
-func parseBFIFO(kind token, toks []token) (Stage, error) {
-	q := &BFIFO{}
-	err := parseQueueArgs(kind, toks, map[string]queueKeyword{
-		"limit": sizeKeyword(&q.Limit, DefaultFIFOBytes, 1, math.MaxUint32),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return q, nil
-}
-
 func init() {
-	registerKind("pfifo", stageParser{parse: parsePFIFO, queue: true})
-	registerKind("bfifo", stageParser{parse: parseBFIFO, queue: true})
+	registerKind("pfifo", stageParser{parse: parseOptions[PFIFO], queue: true})
+	registerKind("bfifo", stageParser{parse: parseOptions[BFIFO], queue: true})
 }

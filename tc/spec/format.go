@@ -76,29 +76,14 @@ func (n *Netem) args() []string {
 	if n.ECN {
 		a = append(a, "ecn")
 	}
-	if n.Duplicate != 0 {
-		a = append(a, "duplicate", pct(n.Duplicate))
-		if n.DuplicateCorr != 0 {
-			a = append(a, pct(n.DuplicateCorr))
-		}
-	}
-	if n.Reorder != 0 {
-		a = append(a, "reorder", pct(n.Reorder))
-		if n.ReorderCorr != 0 {
-			a = append(a, pct(n.ReorderCorr))
-		}
-	}
+	a = withCorr(a, "duplicate", n.Duplicate, n.DuplicateCorr)
+	a = withCorr(a, "reorder", n.Reorder, n.ReorderCorr)
 	// Gap 1 is what q_netem.c fills in with reorder; print it only when it
 	// says something.
 	if n.Gap > 1 || n.Gap == 1 && n.Reorder == 0 {
 		a = append(a, "gap", strconv.FormatUint(uint64(n.Gap), 10))
 	}
-	if n.Corrupt != 0 {
-		a = append(a, "corrupt", pct(n.Corrupt))
-		if n.CorruptCorr != 0 {
-			a = append(a, pct(n.CorruptCorr))
-		}
-	}
+	a = withCorr(a, "corrupt", n.Corrupt, n.CorruptCorr)
 	if n.Rate != 0 {
 		a = append(a, "rate", n.Rate.String())
 		switch {
@@ -128,6 +113,19 @@ func (n *Netem) args() []string {
 	}
 	if n.HasSeed {
 		a = append(a, "seed", strconv.FormatUint(n.Seed, 10))
+	}
+	return a
+}
+
+// withCorr appends "kw P [CORR]" when p is set (duplicate, reorder,
+// corrupt).
+func withCorr(a []string, kw string, p, corr units.Percent) []string {
+	if p == 0 {
+		return a
+	}
+	a = append(a, kw, pct(p))
+	if corr != 0 {
+		a = append(a, pct(corr))
 	}
 	return a
 }

@@ -84,3 +84,9 @@ func arg(what string, set func(kw, t token) (given bool, err error)) func(token,
 		return set(kw, t)
 	}
 }
+
+// overwrite is a keyword that counts as given whenever read succeeds:
+// netem's and the queue disciplines' (giving one again overwrites).
+func overwrite(read func(kw token, c *cursor) error) keyword {
+	return keyword{read: func(kw token, c *cursor) (bool, error) { return true, read(kw, c) }}
+}

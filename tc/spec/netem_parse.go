@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/wanlab/wanlab/units"
 )
@@ -15,123 +16,111 @@ type netemPositions struct {
 	lossSet                 bool
 }
 
-// netemKeyword reads one keyword's arguments (after kw) into n.
-type netemKeyword func(kw token, c *cursor, n *Netem, at *netemPositions) error
-
-// netemReaders are q_netem.c's netem_parse_opt, one entry a keyword.
-var netemReaders = map[string]netemKeyword{
-	"limit": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
-		t, err := c.need(kw, "PACKETS")
-		if err != nil {
-			return err
-		}
-		// q_netem.c reads the limit with get_size, so "1k" is 1024 packets.
-		v, err := sizeArg("limit", t)
-		if err != nil {
-			return err
-		}
-		if v == 0 {
-			return &ParseError{Pos: t.pos, Token: t.text, Msg: "limit 0: must be at least 1 packet (netem with limit 0 drops every packet)"}
-		}
-		n.Limit = uint32(v)
-		return nil
-	},
-	"delay":   netemDelay,
-	"latency": netemDelay,
-	"loss":    netemLoss,
-	"drop":    netemLoss,
-	"seed": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
-		t, err := c.need(kw, "VALUE")
-		if err != nil {
-			return err
-		}
-		v, perr := strconv.ParseUint(t.text, 10, 64)
-		if perr != nil {
-			return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("seed: %q is not a number 0-%d", t.text, uint64(math.MaxUint64))}
-		}
-		n.Seed, n.HasSeed = v, true
-		return nil
-	},
-	"ecn": func(kw token, _ *cursor, n *Netem, at *netemPositions) error {
-		n.ECN, at.ecn = true, kw
-		return nil
-	},
-	"reorder": func(kw token, c *cursor, n *Netem, at *netemPositions) error {
-		at.reorder = kw
-		return percentCorr(kw, c, "reorder", &n.Reorder, &n.ReorderCorr)
-	},
-	"corrupt": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
-		return percentCorr(kw, c, "corrupt", &n.Corrupt, &n.CorruptCorr)
-	},
-	"duplicate": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
-		return percentCorr(kw, c, "duplicate", &n.Duplicate, &n.DuplicateCorr)
-	},
-	"gap": func(kw token, c *cursor, n *Netem, at *netemPositions) error {
-		at.gap = kw
-		return need(c, kw, "DISTANCE", &n.Gap, uint32Arg, "gap")
-	},
-	"distribution": func(kw token, c *cursor, n *Netem, at *netemPositions) error {
-		at.dist = kw
-		return need(c, kw, "uniform, normal, pareto or paretonormal", &n.Dist, distArg, "distribution")
-	},
-	"rate": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
-		if err := need(c, kw, "RATE", &n.Rate, rateArg, "rate"); err != nil {
-			return err
-		}
-		if _, err := optional(c, true, &n.PacketOverhead, int32Arg, "rate packet overhead"); err != nil {
-			return err
-		}
-		if _, err := optional(c, false, &n.CellSize, uint32Arg, "rate cell size"); err != nil {
-			return err
-		}
-		_, err := optional(c, true, &n.CellOverhead, int32Arg, "rate cell overhead")
-		return err
-	},
-	"slot": func(kw token, c *cursor, n *Netem, _ *netemPositions) error {
-		slot, err := parseSlot(kw, c)
-		n.Slot = slot
-		return err
-	},
-}
-
-// netemTable is netemReaders' keywords, read into n.
+// netemTable is q_netem.c's netem_parse_opt, one entry a keyword, read
+// into n (and at). It is built for each parse, as tbf's is, because its
+// entries write into that parse's stage.
 func netemTable(n *Netem, at *netemPositions) keywords {
-	ks := make(keywords, len(netemReaders))
-	for w, read := range netemReaders {
-		ks[w] = keyword{read: func(kw token, c *cursor) (bool, error) { return true, read(kw, c, n, at) }}
+	// delay reads "delay TIME [JITTER [CORRELATION]]".
+	delay := overwrite(func(kw token, c *cursor) error {
+		if err := need(c, kw, "TIME", &n.Latency, netemTime, kw.text); err != nil {
+			return err
+		}
+		if ok, err := optional(c, false, &n.Jitter, netemTime, kw.text+" jitter"); !ok || err != nil {
+			return err
+		}
+		_, err := optional(c, false, &n.DelayCorr, percentArg, kw.text+" correlation")
+		return err
+	})
+	// loss reads a loss model; there may be one.
+	loss := overwrite(func(kw token, c *cursor) error {
+		if at.lossSet {
+			return &ParseError{Pos: kw.pos, Token: kw.text, Msg: "duplicate loss argument (give one loss model)"}
+		}
+		if err := parseLoss(kw, c, &n.Loss); err != nil {
+			return err
+		}
+		// q_netem.c only counts a loss as given when it drops something:
+		// "loss 0%" may be followed by another loss.
+		at.lossSet = n.Loss.Kind != LossRandom || n.Loss.P > 0
+		return nil
+	})
+	return keywords{
+		"limit": overwrite(func(kw token, c *cursor) error {
+			t, err := c.need(kw, "PACKETS")
+			if err != nil {
+				return err
+			}
+			// q_netem.c reads the limit with get_size, so "1k" is 1024 packets.
+			v, err := sizeArg("limit", t)
+			if err != nil {
+				return err
+			}
+			if v == 0 {
+				return &ParseError{Pos: t.pos, Token: t.text, Msg: "limit 0: must be at least 1 packet (netem with limit 0 drops every packet)"}
+			}
+			n.Limit = uint32(v)
+			return nil
+		}),
+		"delay": delay, "latency": delay,
+		"loss": loss, "drop": loss,
+		"seed": overwrite(func(kw token, c *cursor) error {
+			t, err := c.need(kw, "VALUE")
+			if err != nil {
+				return err
+			}
+			v, perr := strconv.ParseUint(t.text, 10, 64)
+			if perr != nil {
+				return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("seed: %q is not a number 0-%d", t.text, uint64(math.MaxUint64))}
+			}
+			n.Seed, n.HasSeed = v, true
+			return nil
+		}),
+		"ecn": overwrite(func(kw token, _ *cursor) error {
+			n.ECN, at.ecn = true, kw
+			return nil
+		}),
+		"reorder": overwrite(func(kw token, c *cursor) error {
+			at.reorder = kw
+			return percentCorr(kw, c, "reorder", &n.Reorder, &n.ReorderCorr)
+		}),
+		"corrupt": overwrite(func(kw token, c *cursor) error {
+			return percentCorr(kw, c, "corrupt", &n.Corrupt, &n.CorruptCorr)
+		}),
+		"duplicate": overwrite(func(kw token, c *cursor) error {
+			return percentCorr(kw, c, "duplicate", &n.Duplicate, &n.DuplicateCorr)
+		}),
+		"gap": overwrite(func(kw token, c *cursor) error {
+			at.gap = kw
+			return need(c, kw, "DISTANCE", &n.Gap, uint32Arg, "gap")
+		}),
+		"distribution": overwrite(func(kw token, c *cursor) error {
+			at.dist = kw
+			return need(c, kw, "uniform, normal, pareto or paretonormal", &n.Dist, distArg, "distribution")
+		}),
+		"rate": overwrite(func(kw token, c *cursor) error {
+			if err := need(c, kw, "RATE", &n.Rate, rateArg, "rate"); err != nil {
+				return err
+			}
+			if _, err := optional(c, true, &n.PacketOverhead, int32Arg, "rate packet overhead"); err != nil {
+				return err
+			}
+			if _, err := optional(c, false, &n.CellSize, uint32Arg, "rate cell size"); err != nil {
+				return err
+			}
+			_, err := optional(c, true, &n.CellOverhead, int32Arg, "rate cell overhead")
+			return err
+		}),
+		"slot": overwrite(func(kw token, c *cursor) error {
+			slot, err := parseSlot(kw, c)
+			n.Slot = slot
+			return err
+		}),
 	}
-	return ks
 }
 
 // netemKeywords are what netem takes, for the hint an unknown word of
 // another kind gets when it is netem's.
 var netemKeywords = netemTable(nil, nil).names()
-
-// netemDelay reads "delay TIME [JITTER [CORRELATION]]".
-func netemDelay(kw token, c *cursor, n *Netem, _ *netemPositions) error {
-	if err := need(c, kw, "TIME", &n.Latency, netemTime, kw.text); err != nil {
-		return err
-	}
-	if ok, err := optional(c, false, &n.Jitter, netemTime, kw.text+" jitter"); !ok || err != nil {
-		return err
-	}
-	_, err := optional(c, false, &n.DelayCorr, percentArg, kw.text+" correlation")
-	return err
-}
-
-// netemLoss reads a loss model; there may be one.
-func netemLoss(kw token, c *cursor, n *Netem, at *netemPositions) error {
-	if at.lossSet {
-		return &ParseError{Pos: kw.pos, Token: kw.text, Msg: "duplicate loss argument (give one loss model)"}
-	}
-	if err := parseLoss(kw, c, &n.Loss); err != nil {
-		return err
-	}
-	// q_netem.c only counts a loss as given when it drops something:
-	// "loss 0%" may be followed by another loss.
-	at.lossSet = n.Loss.Kind != LossRandom || n.Loss.P > 0
-	return nil
-}
 
 // percentCorr reads "PERCENT [CORRELATION]" after kw, naming them name
 // and "name correlation" in errors.
@@ -220,50 +209,45 @@ func parseLoss(kw token, c *cursor, l *Loss) error {
 		*l = Loss{Kind: LossRandom}
 		return percentCorr(token{text: "loss random", pos: t.pos}, c, "loss", &l.P, &l.Corr)
 	case "state":
-		p, err := c.need(token{text: "loss state", pos: t.pos}, "P13")
-		if err != nil {
-			return err
-		}
 		*l = Loss{Kind: LossState}
-		if l.P13, err = percentArg("loss state p13", p); err != nil {
-			return err
-		}
-		l.P31, l.P32, l.P23, l.P14 = 100-l.P13, 0, 100, 0
-		for _, f := range []struct {
-			name string
-			dst  *units.Percent
-		}{{"p31", &l.P31}, {"p32", &l.P32}, {"p23", &l.P23}, {"p14", &l.P14}} {
-			if !c.nextIsNumber(false) {
-				break
-			}
-			if *f.dst, err = percentArg("loss state "+f.name, c.next()); err != nil {
-				return err
-			}
-		}
+		return lossParams(c, t, "state", func() { l.P31, l.P32, l.P23, l.P14 = 100-l.P13, 0, 100, 0 },
+			lossParam{"p13", &l.P13}, lossParam{"p31", &l.P31}, lossParam{"p32", &l.P32}, lossParam{"p23", &l.P23}, lossParam{"p14", &l.P14})
 	case "gemodel":
-		p, err := c.need(token{text: "loss gemodel", pos: t.pos}, "P")
-		if err != nil {
-			return err
-		}
 		*l = Loss{Kind: LossGE}
-		if l.GP, err = percentArg("loss gemodel p", p); err != nil {
-			return err
-		}
-		l.GR, l.GH, l.GK = 100-l.GP, 100, 0
-		for _, f := range []struct {
-			name string
-			dst  *units.Percent
-		}{{"r", &l.GR}, {"1-h", &l.GH}, {"1-k", &l.GK}} {
-			if !c.nextIsNumber(false) {
-				break
-			}
-			if *f.dst, err = percentArg("loss gemodel "+f.name, c.next()); err != nil {
-				return err
-			}
-		}
+		return lossParams(c, t, "gemodel", func() { l.GR, l.GH, l.GK = 100-l.GP, 100, 0 },
+			lossParam{"p", &l.GP}, lossParam{"r", &l.GR}, lossParam{"1-h", &l.GH}, lossParam{"1-k", &l.GK})
 	default:
 		return &ParseError{Pos: t.pos, Token: t.text,
 			Msg: fmt.Sprintf("loss %q: unknown loss model (use [random] PERCENT, state or gemodel)", t.text)}
+	}
+}
+
+// lossParam is one percentage of a loss model: its name in errors and
+// where it goes.
+type lossParam struct {
+	name string
+	dst  *units.Percent
+}
+
+// lossParams reads "loss MODEL" (t the model's token): the first of ps,
+// which is required, then q_netem.c's defaults for the rest (defaults,
+// which may depend on the first), then as many of the rest as follow.
+func lossParams(c *cursor, t token, model string, defaults func(), ps ...lossParam) error {
+	v, err := c.need(token{text: "loss " + model, pos: t.pos}, strings.ToUpper(ps[0].name))
+	if err != nil {
+		return err
+	}
+	if *ps[0].dst, err = percentArg("loss "+model+" "+ps[0].name, v); err != nil {
+		return err
+	}
+	defaults()
+	for _, p := range ps[1:] {
+		if !c.nextIsNumber(false) {
+			break
+		}
+		if *p.dst, err = percentArg("loss "+model+" "+p.name, c.next()); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -318,35 +302,29 @@ func parseSlot(kw token, c *cursor) (*Slot, error) {
 		}
 	}
 	if c.peekIs("packets") {
-		kw := c.next()
-		t, err := c.need(kw, "PACKETS")
+		err := need(c, c.next(), "PACKETS", &s.Packets, func(name string, t token) (uint32, error) {
+			v, err := int32Arg(name, t)
+			if err == nil && v < 0 {
+				err = &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must not be negative", name, t.text)}
+			}
+			return uint32(v), err
+		}, "slot packets")
 		if err != nil {
 			return nil, err
 		}
-		v, err := int32Arg("slot packets", t)
-		if err != nil {
-			return nil, err
-		}
-		if v < 0 {
-			return nil, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("slot packets %s: must not be negative", t.text)}
-		}
-		s.Packets = uint32(v)
 	}
 	if c.peekIs("bytes") {
-		kw := c.next()
-		t, err := c.need(kw, "BYTES")
+		err := need(c, c.next(), "BYTES", &s.Bytes, func(name string, t token) (units.Size, error) {
+			v, err := sizeArg(name, t)
+			// The kernel keeps max_bytes in an s32.
+			if err == nil && v > math.MaxInt32 {
+				err = &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("%s %s: must be below 2gb", name, t.text)}
+			}
+			return v, err
+		}, "slot bytes")
 		if err != nil {
 			return nil, err
 		}
-		v, err := sizeArg("slot bytes", t)
-		if err != nil {
-			return nil, err
-		}
-		// The kernel keeps max_bytes in an s32.
-		if v > math.MaxInt32 {
-			return nil, &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("slot bytes %s: must be below 2gb", t.text)}
-		}
-		s.Bytes = v
 	}
 	return s, nil
 }

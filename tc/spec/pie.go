@@ -51,55 +51,28 @@ func (q *PIE) AlphaValue() uint32 { return or(q.Alpha, DefaultPIEAlpha) }
 // BetaValue is the effective beta.
 func (q *PIE) BetaValue() uint32 { return or(q.Beta, DefaultPIEBeta) }
 
-// String prints the stage in the order tc's pie_print_opt does.
-func (q *PIE) String() string {
-	a := queueArgs{"pie"}
-	a.count("limit", q.Limit)
-	a.time("target", q.Target)
-	a.time("tupdate", q.TUpdate)
-	a.count("alpha", q.Alpha)
-	a.count("beta", q.Beta)
-	a.flag("ecn", q.ECN)
-	a.flag("bytemode", q.ByteMode)
-	a.flag("dq_rate_estimator", q.DQRateEstimator)
-	return a.String()
+// options are pie's, in the order tc's pie_print_opt prints them;
+// q_pie.c's keywords.
+func (q *PIE) options() []queueOption {
+	return []queueOption{
+		countOption("limit", &q.Limit, DefaultPIELimit, 1, math.MaxUint32, "PACKETS"),
+		timeOption("target", &q.Target, DefaultPIETarget),
+		timeOption("tupdate", &q.TUpdate, DefaultPIETUpdate),
+		countOption("alpha", &q.Alpha, DefaultPIEAlpha, 1, 32, "1-32"),
+		countOption("beta", &q.Beta, DefaultPIEBeta, 1, 32, "1-32"),
+		flagOption("ecn", &q.ECN, "noecn"),
+		flagOption("bytemode", &q.ByteMode, "nobytemode"),
+		flagOption("dq_rate_estimator", &q.DQRateEstimator, "no_dq_rate_estimator"),
+	}
 }
+
+// String prints the stage as tc's pie_print_opt does.
+func (q *PIE) String() string { return printQueueOptions("pie", q.options()) }
 
 func (q *PIE) validate() error {
-	if q == nil {
-		return &ParseError{Token: "pie", Msg: "pie stage is nil"}
-	}
-	if err := checkUsTimes("pie", namedTime{"target", q.Target}, namedTime{"tupdate", q.TUpdate}); err != nil {
-		return err
-	}
-	if err := checkRange("pie", "alpha", uint64(q.Alpha), 1, 32); err != nil {
-		return err
-	}
-	return checkRange("pie", "beta", uint64(q.Beta), 1, 32)
-}
-
-// parsePIE reads q_pie.c's keywords.
-func parsePIE(kind token, toks []token) (Stage, error) {
-	q := &PIE{}
-	err := parseQueueArgs(kind, toks, map[string]queueKeyword{
-		"limit":                countKeyword(&q.Limit, DefaultPIELimit, 1, math.MaxUint32, "PACKETS"),
-		"target":               timeKeyword(&q.Target, DefaultPIETarget),
-		"tupdate":              timeKeyword(&q.TUpdate, DefaultPIETUpdate),
-		"alpha":                countKeyword(&q.Alpha, DefaultPIEAlpha, 1, 32, "1-32"),
-		"beta":                 countKeyword(&q.Beta, DefaultPIEBeta, 1, 32, "1-32"),
-		"ecn":                  flagKeyword(&q.ECN, true),
-		"noecn":                flagKeyword(&q.ECN, false),
-		"bytemode":             flagKeyword(&q.ByteMode, true),
-		"nobytemode":           flagKeyword(&q.ByteMode, false),
-		"dq_rate_estimator":    flagKeyword(&q.DQRateEstimator, true),
-		"no_dq_rate_estimator": flagKeyword(&q.DQRateEstimator, false),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return q, nil
+	return checkQueueOptions("pie", q.options())
 }
 
 func init() {
-	registerKind("pie", stageParser{parse: parsePIE, queue: true})
+	registerKind("pie", stageParser{parse: parseOptions[PIE], queue: true})
 }

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -18,15 +19,24 @@ import (
 // means the kernel's default, so Parse stores zero for a value equal to
 // the default and String leaves it out.
 
-// queueKeyword reads one keyword's arguments (the keyword itself is kw).
-type queueKeyword func(kw token, c *cursor) error
+// queueOption is one option of a queue discipline, bound to a stage's
+// field: the keywords Parse reads it from, how String prints it (a kind's
+// options stand in tc's print order) and how validate checks a value built
+// by hand (nil: nothing to check). A kind's options are built for each
+// stage, as tbf's table is for each parse, because they hold its fields.
+type queueOption struct {
+	keys   keywords
+	print  func(a *queueArgs)
+	check  func(kind string) error
+	isTime bool // checked before the others
+}
 
-// parseQueueArgs reads a queue discipline's keywords: repeating one
-// overwrites the earlier value.
-func parseQueueArgs(kind token, toks []token, kws map[string]queueKeyword) error {
-	ks := make(keywords, len(kws))
-	for w, read := range kws {
-		ks[w] = keyword{read: func(kw token, c *cursor) (bool, error) { return true, read(kw, c) }}
+// parseQueueOptions reads a queue discipline's keywords into its options:
+// repeating one overwrites the earlier value.
+func parseQueueOptions(kind token, toks []token, opts []queueOption) error {
+	ks := keywords{}
+	for _, o := range opts {
+		maps.Copy(ks, o.keys)
 	}
 	_, err := ks.read(kind.text, &cursor{toks: toks}, func(kw token) string {
 		msg := fmt.Sprintf("unknown %s keyword %q", kind.text, kw.text)
@@ -36,6 +46,46 @@ func parseQueueArgs(kind token, toks []token, kws map[string]queueKeyword) error
 		return msg
 	})
 	return err
+}
+
+// parseOptions is the parser of a queue discipline that is its options
+// alone (codel, fq_codel, pie, pfifo, bfifo).
+func parseOptions[Q any, P interface {
+	*Q
+	Stage
+	options() []queueOption
+}](kind token, toks []token) (Stage, error) {
+	q := P(new(Q))
+	if err := parseQueueOptions(kind, toks, q.options()); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// printQueueOptions is a stage's canonical words: its kind, then each
+// option that is not at its default.
+func printQueueOptions(kind string, opts []queueOption) string {
+	a := queueArgs{kind}
+	for _, o := range opts {
+		o.print(&a)
+	}
+	return a.String()
+}
+
+// checkQueueOptions is validate's check of each option's value: the times
+// first, then the counts and sizes, each in print order.
+func checkQueueOptions(kind string, opts []queueOption) error {
+	for _, times := range []bool{true, false} {
+		for _, o := range opts {
+			if o.check == nil || o.isTime != times {
+				continue
+			}
+			if err := o.check(kind); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // usTime parses a time as iproute2's get_time does: bare numbers are
@@ -70,38 +120,68 @@ func getTime(kw, who string, t token) (time.Duration, error) {
 	return d, nil
 }
 
-// timeKeyword stores a usTime in *dst, or zero when it equals def.
-func timeKeyword(dst *time.Duration, def time.Duration) queueKeyword {
-	return func(kw token, c *cursor) error {
-		t, err := c.need(kw, "TIME")
-		if err != nil {
-			return err
-		}
-		d, err := usTime(kw, t)
-		if err != nil {
-			return err
-		}
-		*dst = ZeroIfDefault(d, def)
-		return nil
+// timeOption is a time option kw stored in *dst as usTime reads it, or
+// zero when it equals def.
+func timeOption(kw string, dst *time.Duration, def time.Duration) queueOption {
+	return queueOption{
+		keys: keywords{kw: overwrite(func(kw token, c *cursor) error {
+			t, err := c.need(kw, "TIME")
+			if err != nil {
+				return err
+			}
+			d, err := usTime(kw, t)
+			if err != nil {
+				return err
+			}
+			*dst = ZeroIfDefault(d, def)
+			return nil
+		})},
+		print:  func(a *queueArgs) { a.time(kw, *dst) },
+		check:  func(kind string) error { return checkUsTime(kind, kw, *dst) },
+		isTime: true,
 	}
 }
 
-// countKeyword stores an unsigned count in [lo, hi] in *dst, or zero when
-// it equals def.
-func countKeyword(dst *uint32, def, lo, hi uint32, what string) queueKeyword {
-	return rangeKeyword(dst, def, lo, hi, what, uint32Arg)
+// countOption is an unsigned count option kw in [lo, hi] stored in *dst,
+// or zero when it equals def (what names the value when it is missing).
+func countOption(kw string, dst *uint32, def, lo, hi uint32, what string) queueOption {
+	return queueOption{
+		keys:  keywords{kw: rangeKeyword(dst, def, lo, hi, what, uint32Arg)},
+		print: func(a *queueArgs) { a.count(kw, *dst) },
+		check: func(kind string) error { return checkRange(kind, kw, uint64(*dst), uint64(lo), uint64(hi)) },
+	}
+}
+
+// sizeOption is a size option kw in [lo, hi] bytes stored in *dst, or
+// zero when it equals def.
+func sizeOption(kw string, dst *units.Size, def, lo, hi units.Size) queueOption {
+	return queueOption{
+		keys:  keywords{kw: sizeKeyword(dst, def, lo, hi)},
+		print: func(a *queueArgs) { a.size(kw, *dst) },
+		check: func(kind string) error { return checkRange(kind, kw, uint64(*dst), uint64(lo), uint64(hi)) },
+	}
+}
+
+// flagOption is a flag that on sets and each of off clears; it prints as
+// on.
+func flagOption(on string, dst *bool, off ...string) queueOption {
+	ks := keywords{on: overwrite(func(token, *cursor) error { *dst = true; return nil })}
+	for _, w := range off {
+		ks[w] = overwrite(func(token, *cursor) error { *dst = false; return nil })
+	}
+	return queueOption{keys: ks, print: func(a *queueArgs) { a.flag(on, *dst) }}
 }
 
 // sizeKeyword stores a size in [lo, hi] bytes in *dst, or zero when it
 // equals def.
-func sizeKeyword(dst *units.Size, def, lo, hi units.Size) queueKeyword {
+func sizeKeyword(dst *units.Size, def, lo, hi units.Size) keyword {
 	return rangeKeyword(dst, def, lo, hi, "BYTES", sizeArg)
 }
 
 // rangeKeyword stores a value parse reads and in [lo, hi] in *dst, or zero
 // when it equals def.
-func rangeKeyword[T uint32 | units.Size](dst *T, def, lo, hi T, what string, parse func(string, token) (T, error)) queueKeyword {
-	return func(kw token, c *cursor) error {
+func rangeKeyword[T uint32 | units.Size](dst *T, def, lo, hi T, what string, parse func(string, token) (T, error)) keyword {
+	return overwrite(func(kw token, c *cursor) error {
 		t, err := c.need(kw, what)
 		if err != nil {
 			return err
@@ -115,12 +195,7 @@ func rangeKeyword[T uint32 | units.Size](dst *T, def, lo, hi T, what string, par
 		}
 		*dst = ZeroIfDefault(v, def)
 		return nil
-	}
-}
-
-// flagKeyword sets *dst to v.
-func flagKeyword(dst *bool, v bool) queueKeyword {
-	return func(token, *cursor) error { *dst = v; return nil }
+	})
 }
 
 // ZeroIfDefault is v, or zero when v is the default def: a parameter given
@@ -172,18 +247,10 @@ func (a *queueArgs) flag(kw string, on bool) {
 
 func (a queueArgs) String() string { return strings.Join(a, " ") }
 
-// namedTime is a stage's time and its keyword, for checkUsTimes.
-type namedTime struct {
-	kw string
-	d  time.Duration
-}
-
-// checkUsTimes is Validate's check of times usTime would have produced.
-func checkUsTimes(kind string, ts ...namedTime) error {
-	for _, t := range ts {
-		if d := t.d; d < 0 || d%time.Microsecond != 0 || d/time.Microsecond > math.MaxUint32 {
-			return &ParseError{Token: kind, Msg: fmt.Sprintf("%s: %s %s: must be whole microseconds below 4294s", kind, t.kw, d)}
-		}
+// checkUsTime is validate's check of a time usTime would have produced.
+func checkUsTime(kind, kw string, d time.Duration) error {
+	if d < 0 || d%time.Microsecond != 0 || d/time.Microsecond > math.MaxUint32 {
+		return &ParseError{Token: kind, Msg: fmt.Sprintf("%s: %s %s: must be whole microseconds below 4294s", kind, kw, d)}
 	}
 	return nil
 }

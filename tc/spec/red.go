@@ -217,32 +217,65 @@ func redEvalIdleDamping(wlog int, avpkt, bps uint32, tickInUsec float64, stab *[
 	return clog, nil
 }
 
-// String prints the stage: limit, min, max, avpkt, burst, probability,
-// bandwidth, then the flags, leaving out what was not given.
-func (r *RED) String() string {
-	a := queueArgs{"red"}
-	a.size("limit", r.Limit)
-	a.size("min", r.Min)
-	a.size("max", r.Max)
-	a.size("avpkt", r.Avpkt)
-	a.count("burst", r.Burst)
-	if r.Probability != 0 {
-		a = append(a, "probability", strconv.FormatFloat(r.Probability, 'g', -1, 64))
+// options are red's, in the order String prints them (limit, min, max,
+// avpkt, burst, probability, bandwidth, then the flags); q_red.c's
+// keywords ("adaptative" is its old spelling).
+func (r *RED) options() []queueOption {
+	size := func(kw string, dst *units.Size) queueOption { return sizeOption(kw, dst, 0, 1, math.MaxUint32) }
+	adaptive := flagOption("adaptive", &r.Adaptive)
+	adaptive.keys["adaptative"] = adaptive.keys["adaptive"]
+	return []queueOption{
+		size("limit", &r.Limit), size("min", &r.Min), size("max", &r.Max), size("avpkt", &r.Avpkt),
+		countOption("burst", &r.Burst, 0, 1, math.MaxUint32, "PACKETS"),
+		{
+			keys: keywords{"probability": overwrite(func(kw token, c *cursor) error {
+				t, err := c.need(kw, "PROBABILITY")
+				if err != nil {
+					return err
+				}
+				v, err := strconv.ParseFloat(t.text, 64)
+				if err != nil || !(v > 0 && v < 1) {
+					return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("probability %s: must be a number between 0 and 1", t.text)}
+				}
+				r.Probability = ZeroIfDefault(v, DefaultREDProbability)
+				return nil
+			})},
+			print: func(a *queueArgs) {
+				if r.Probability != 0 {
+					*a = append(*a, "probability", strconv.FormatFloat(r.Probability, 'g', -1, 64))
+				}
+			},
+		},
+		{
+			keys: keywords{"bandwidth": overwrite(func(kw token, c *cursor) error {
+				t, err := c.need(kw, "RATE")
+				if err != nil {
+					return err
+				}
+				v, err := rateArg("bandwidth", t)
+				if err != nil {
+					return err
+				}
+				if v < 8 {
+					return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("bandwidth %s: must be at least 8bit", t.text)}
+				}
+				r.Bandwidth = ZeroIfDefault(v, DefaultREDBandwidth)
+				return nil
+			})},
+			print: func(a *queueArgs) {
+				if r.Bandwidth != 0 {
+					*a = append(*a, "bandwidth", r.Bandwidth.String())
+				}
+			},
+		},
+		flagOption("ecn", &r.ECN), flagOption("harddrop", &r.HardDrop), adaptive, flagOption("nodrop", &r.NoDrop),
 	}
-	if r.Bandwidth != 0 {
-		a = append(a, "bandwidth", r.Bandwidth.String())
-	}
-	a.flag("ecn", r.ECN)
-	a.flag("harddrop", r.HardDrop)
-	a.flag("adaptive", r.Adaptive)
-	a.flag("nodrop", r.NoDrop)
-	return a.String()
 }
 
+// String prints the stage, leaving out what was not given.
+func (r *RED) String() string { return printQueueOptions("red", r.options()) }
+
 func (r *RED) validate() error {
-	if r == nil {
-		return &ParseError{Token: "red", Msg: "red stage is nil"}
-	}
 	if !(r.Probability >= 0 && r.Probability < 1) {
 		return &ParseError{Token: "red", Msg: fmt.Sprintf("red: probability %g: must be between 0 and 1", r.Probability)}
 	}
@@ -256,50 +289,9 @@ func (r *RED) validate() error {
 // 2.6.31 (64 ns ticks).
 const defaultTickInUsec = 1000.0 / 64
 
-// parseRED reads q_red.c's keywords ("adaptative" is its old spelling).
 func parseRED(kind token, toks []token) (Stage, error) {
 	r := &RED{}
-	size := func(dst *units.Size) queueKeyword { return sizeKeyword(dst, 0, 1, math.MaxUint32) }
-	err := parseQueueArgs(kind, toks, map[string]queueKeyword{
-		"limit": size(&r.Limit),
-		"min":   size(&r.Min),
-		"max":   size(&r.Max),
-		"avpkt": size(&r.Avpkt),
-		"burst": countKeyword(&r.Burst, 0, 1, math.MaxUint32, "PACKETS"),
-		"probability": func(kw token, c *cursor) error {
-			t, err := c.need(kw, "PROBABILITY")
-			if err != nil {
-				return err
-			}
-			v, err := strconv.ParseFloat(t.text, 64)
-			if err != nil || !(v > 0 && v < 1) {
-				return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("probability %s: must be a number between 0 and 1", t.text)}
-			}
-			r.Probability = ZeroIfDefault(v, DefaultREDProbability)
-			return nil
-		},
-		"bandwidth": func(kw token, c *cursor) error {
-			t, err := c.need(kw, "RATE")
-			if err != nil {
-				return err
-			}
-			v, err := rateArg("bandwidth", t)
-			if err != nil {
-				return err
-			}
-			if v < 8 {
-				return &ParseError{Pos: t.pos, Token: t.text, Msg: fmt.Sprintf("bandwidth %s: must be at least 8bit", t.text)}
-			}
-			r.Bandwidth = ZeroIfDefault(v, DefaultREDBandwidth)
-			return nil
-		},
-		"ecn":        flagKeyword(&r.ECN, true),
-		"harddrop":   flagKeyword(&r.HardDrop, true),
-		"adaptive":   flagKeyword(&r.Adaptive, true),
-		"adaptative": flagKeyword(&r.Adaptive, true),
-		"nodrop":     flagKeyword(&r.NoDrop, true),
-	})
-	if err != nil {
+	if err := parseQueueOptions(kind, toks, r.options()); err != nil {
 		return nil, err
 	}
 	if r.Limit == 0 || r.Avpkt == 0 {

@@ -64,9 +64,6 @@ func (t *Trace) Summary() string {
 }
 
 func (t *Trace) validate() error {
-	if t == nil {
-		return &ParseError{Token: "trace", Msg: "trace stage is nil"}
-	}
 	if err := checkTraceName(t.Name); err != nil {
 		return &ParseError{Token: t.Name, Msg: "trace: " + err.Error()}
 	}

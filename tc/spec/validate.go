@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"time"
 
 	"github.com/wanlab/wanlab/units"
@@ -19,7 +20,12 @@ func (s *Spec) Validate() error {
 	for i, st := range s.Stages {
 		var err error
 		if v, ok := st.(interface{ validate() error }); ok {
-			err = v.validate()
+			// Every kind's Kind works on a nil pointer; validate need not.
+			if p := reflect.ValueOf(st); p.Kind() == reflect.Pointer && p.IsNil() {
+				err = &ParseError{Token: st.Kind(), Msg: st.Kind() + " stage is nil"}
+			} else {
+				err = v.validate()
+			}
 		} else {
 			err = &ParseError{Msg: fmt.Sprintf("unknown stage type %T", st)}
 		}
@@ -33,9 +39,6 @@ func (s *Spec) Validate() error {
 
 // validate is Validate for one netem stage.
 func (n *Netem) validate() error {
-	if n == nil {
-		return &ParseError{Token: "netem", Msg: "netem stage is nil"}
-	}
 	if err := validateNetemValues(n); err != nil {
 		return err
 	}
@@ -44,9 +47,6 @@ func (n *Netem) validate() error {
 
 // validate is Validate for one tbf stage.
 func (t *TBF) validate() error {
-	if t == nil {
-		return &ParseError{Token: "tbf", Msg: "tbf stage is nil"}
-	}
 	return checkTBF(t, token{text: "tbf"}, nil)
 }
 
