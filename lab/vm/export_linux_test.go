@@ -25,3 +25,6 @@ var GrowRawSockets = growRawSockets
 
 // UMLTapQueue is the txqueuelen of a UML guest's TAP.
 const UMLTapQueue = umlTapQueue
+
+// NextUMLCPU is the CPU the next UML guest is pinned to.
+var NextUMLCPU = nextUMLCPU

@@ -296,3 +296,30 @@ func TestGrowRawSocketsCounts(t *testing.T) {
 		t.Fatalf("growRawSockets(self, 1) = %v, want 0 raw sockets for 1 NICs", err)
 	}
 }
+
+// TestNextUMLCPU: guests are spread round robin over this process's
+// CPUs, each one a CPU it may run on; with one CPU none is pinned.
+func TestNextUMLCPU(t *testing.T) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	n := set.Count()
+	seen := map[int]bool{}
+	for i := 0; i < 2*n; i++ {
+		cpu, ok := vm.NextUMLCPU()
+		if n < 2 {
+			if ok {
+				t.Fatalf("one CPU: pinned to %d", cpu)
+			}
+			return
+		}
+		if !ok || !set.IsSet(cpu) {
+			t.Fatalf("NextUMLCPU = %d, %v: want one of this process's %d CPUs", cpu, ok, n)
+		}
+		seen[cpu] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d calls used CPUs %v, want all %d", 2*n, seen, n)
+	}
+}

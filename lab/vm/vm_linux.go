@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -345,6 +346,9 @@ func (v *VM) umlLaunch(bin string) (launch, error) {
 	args := append([]string{"vm", "uml-exec", "--"}, umlCommandLine(v.cfg, v.state.dir, v.ID)...)
 	l.cmd = exec.Command(bin, args...)
 	l.cmd.Env = append(os.Environ(), "TMPDIR="+v.state.ShmDir)
+	if cpu, ok := nextUMLCPU(); ok {
+		l.cmd.Env = append(l.cmd.Env, umlCPUEnv+"="+strconv.Itoa(cpu))
+	}
 	l.cmd.Stdout, l.cmd.Stderr = console, console
 	l.cmd.ExtraFiles = l.files // fd 3: con1, the control channel; fd 4: con0
 	// linux.uml is the init of a PID namespace of its own: when it dies
