@@ -57,7 +57,7 @@ func TestQuickAccuracy(t *testing.T) {
 	cfg := Config{Quick: true}
 	if withVM {
 		vmtest.RequireVM(t)
-		cfg.Kernel, cfg.KernelVM, cfg.VMBinary = true, VMAuto, testenv.StaticWanlab(t)
+		cfg.Kernel, cfg.KernelVM, cfg.VMBinary, cfg.VMEngine = true, VMAuto, testenv.StaticWanlab(t), vmtest.Engine(t)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

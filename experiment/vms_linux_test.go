@@ -30,7 +30,7 @@ import (
 // restores the guests), to keep the suite's VM time to one boot.
 func TestVMs(t *testing.T) {
 	vmtest.RequireVM(t)
-	testVMs(t, vm.EngineAuto, "")
+	testVMs(t, vmtest.Engine(t), "")
 }
 
 // TestVMsTCG runs the router subtest between two qemu guests under

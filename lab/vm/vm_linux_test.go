@@ -30,7 +30,7 @@ import (
 // it and removes all it made.
 func TestBootRunTap(t *testing.T) {
 	vmtest.RequireVM(t)
-	bootRunTap(t, vm.EngineAuto, testenv.StaticWanlab(t))
+	bootRunTap(t, vmtest.Engine(t), testenv.StaticWanlab(t))
 }
 
 // TestBootRunTapTCG is the same on qemu's emulation, the qemu path's test

@@ -5,18 +5,44 @@ package vmtest
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/lab/vm"
 )
 
+// EngineEnv names the variable that runs the tests which boot VMs on the
+// auto engine on another one instead (kvm, uml or tcg), so that the same
+// tests can be timed on each: WANLAB_TEST_VM_ENGINE=tcg go test ./...
+const EngineEnv = "WANLAB_TEST_VM_ENGINE"
+
+// Engine is the engine the tests boot where they would take the auto
+// engine: EngineEnv's, or vm.EngineAuto. A bad value fails the test.
+func Engine(t testing.TB) vm.Engine {
+	t.Helper()
+	e, err := vm.ParseEngine(os.Getenv(EngineEnv))
+	if err != nil {
+		t.Fatalf("%s: %v", EngineEnv, err)
+	}
+	return e
+}
+
 // RequireVM skips (fails under CI) unless a VM can be booted with the
-// auto engine: root, and UML usable or qemu installed with the cache
-// prepared by `wanlab vm prepare`, which the README's test command runs.
+// auto engine (or EngineEnv's): root, and UML usable or qemu installed
+// with the cache prepared by `wanlab vm prepare`, which the README's test
+// command runs.
 func RequireVM(t testing.TB) {
 	t.Helper()
 	testenv.RequireRoot(t)
+	switch Engine(t) {
+	case vm.EngineUML:
+		RequireUML(t)
+		return
+	case vm.EngineKVM, vm.EngineTCG:
+		RequireQemu(t)
+		return
+	}
 	if vm.UMLUsable() == nil {
 		return
 	}
@@ -48,6 +74,9 @@ func RequireUML(t testing.TB) {
 // when the test ends. cfg.Binary is filled in when empty.
 func VM(t testing.TB, ctx context.Context, cfg vm.Config) *vm.VM {
 	t.Helper()
+	if cfg.Engine == vm.EngineAuto {
+		cfg.Engine = Engine(t)
+	}
 	switch cfg.Engine {
 	case vm.EngineUML:
 		RequireUML(t)
