@@ -73,6 +73,22 @@ type Filter struct {
 	FlowID string
 }
 
+// PipelineClasses is the class set of a plain pipeline: one leaf with
+// no id, no rates and no filters, which class text cannot write (every
+// class it names has an id).
+func PipelineClasses(s *Spec) *Classes { return &Classes{Classes: []Class{{Spec: s}}} }
+
+// Pipeline returns the pipeline of a set that is one (PipelineClasses).
+// Each layer runs it as the tree it is, except where a pipeline's output
+// differs from a tree's: its canonical text, the kernel's root chain and
+// the simulator's report.
+func (c *Classes) Pipeline() (*Spec, bool) {
+	if c == nil || len(c.Classes) != 1 || c.Classes[0].ID != "" {
+		return nil, false
+	}
+	return c.Classes[0].Spec, true
+}
+
 // HasTree reports whether the classes share rates through an htb tree.
 func (c *Classes) HasTree() bool {
 	return c != nil && len(c.Classes) > 0 && c.Classes[0].HTB != nil
@@ -118,7 +134,9 @@ func (c *Classes) Leaves() []string {
 func (c *Classes) LeafClasses() []*Class {
 	parents := make(map[string]bool, len(c.Classes))
 	for _, x := range c.Classes {
-		parents[x.Parent] = true
+		if x.Parent != "" {
+			parents[x.Parent] = true
+		}
 	}
 	var out []*Class
 	for i := range c.Classes {
@@ -693,6 +711,9 @@ func parseFilterStmt(cs *Classes, st statement, toks []token, tc bool) error {
 // every class of a tree or on none, ceil not below rate, children's rates
 // adding up to no more than their parent's ceil.
 func (c *Classes) Validate() error {
+	if s, plain := c.Pipeline(); plain {
+		return s.Validate()
+	}
 	if c == nil || len(c.Classes) == 0 {
 		return &ParseError{Msg: "classes: no class defined"}
 	}
@@ -778,6 +799,12 @@ func (c *Classes) Validate() error {
 // String prints the classes in the line form, statements joined by "; "
 // (ParseClasses reads it back to the same value).
 func (c *Classes) String() string {
+	if c == nil {
+		return ""
+	}
+	if s, plain := c.Pipeline(); plain {
+		return s.String() // a pipeline prints as one, not as class statements
+	}
 	var parts []string
 	if c.Default != "" {
 		parts = append(parts, "default "+c.Default)
