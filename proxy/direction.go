@@ -121,14 +121,11 @@ func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (
 			d.tap.Dropped(d.index, d.wallTime(release.MonotonicNow()), pk.Data, reason.String())
 		}
 	}
-	if im.Classes != nil {
-		setup, err := newSetup(im.Classes)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", d.iface, err)
-		}
-		opt = setup.Options(opt)
+	setup, err := newSetup(im.Classes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.iface, err)
 	}
-	pl, err := engine.NewPipeline(nil, opt)
+	pl, err := engine.NewPipeline(nil, setup.Options(opt))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", d.iface, err)
 	}

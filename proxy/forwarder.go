@@ -239,9 +239,6 @@ func (p *Forwarder) Install(iface string, ch spec.Change) error {
 // pipeline: engine.Pipeline.Replace swaps a pipeline for a pipeline):
 // what Install and a schedule's steps do.
 func (d *direction) install(im spec.Impairment) error {
-	if im.Classes == nil {
-		im = spec.PipelineImpairment(spec.Empty())
-	}
 	setup, err := newSetup(im.Classes)
 	if err != nil {
 		return err

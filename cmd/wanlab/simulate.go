@@ -84,7 +84,7 @@ func runSimulate(cc *cli.Context) error {
 	}
 	// A class tree runs --flow traffic; a plain pipeline the evenly
 	// spaced packets of --packets, --pps and --size.
-	if _, plain := cfg.Impairment.Pipeline(); plain || cfg.Impairment.Classes == nil {
+	if _, plain := cfg.Impairment.Pipeline(); plain {
 		err = packetTraffic(cfg)
 	} else {
 		err = classTraffic(cc, &cfg)

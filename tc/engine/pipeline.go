@@ -640,13 +640,6 @@ func (pl *Pipeline) swapLocked(i int, s *spec.Spec, now int64) error {
 	return nil
 }
 
-// Spec returns class 0's current spec.
-func (pl *Pipeline) Spec() *spec.Spec {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	return pl.classes[0].current.spec
-}
-
 // ClassQueuePackets is class i's packets inside the pipeline (its
 // Totals.QueuePackets), without copying every class as Snapshot does.
 func (pl *Pipeline) ClassQueuePackets(i int) uint64 {

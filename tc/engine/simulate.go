@@ -201,9 +201,6 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	// The report of a plain pipeline without Flows is the pipeline's
 	// (expected, realized, per stage); a tree's is per class (treeReport).
 	pipeline, plain := cfg.Impairment.Pipeline()
-	if cfg.Impairment.Classes == nil {
-		pipeline, plain = spec.Empty(), true
-	}
 	if len(cfg.Flows) == 0 {
 		if !plain {
 			return nil, fmt.Errorf("no flows")
@@ -252,7 +249,7 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	}
 	opt := Options{Direction: "simulate", Seed: cfg.Seed, Start: start, Memory: NewMemoryBudget(cfg.QueueMemory)}
 	switch {
-	case cfg.TreeOptions != nil && cfg.Impairment.Classes != nil:
+	case cfg.TreeOptions != nil:
 		var err error
 		if opt, err = cfg.TreeOptions(cfg.Impairment.Classes, opt); err != nil {
 			return nil, err

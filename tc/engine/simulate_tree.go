@@ -74,7 +74,7 @@ func treeReport(cfg SimConfig, classes []ClassSpec, counts []classCounts, stats 
 		res.Result = append(res.Result, sc)
 	}
 	cs := cfg.Impairment.Classes
-	if s, plain := cs.Pipeline(); plain || cs == nil {
+	if s, plain := cs.Pipeline(); plain {
 		res.Classes = s.String()
 		add(SimClass{ID: "default", Leaf: true}, []int{0})
 		return res

@@ -78,12 +78,15 @@ type Filter struct {
 // class it names has an id).
 func PipelineClasses(s *Spec) *Classes { return &Classes{Classes: []Class{{Spec: s}}} }
 
-// Pipeline returns the pipeline of a set that is one (PipelineClasses).
-// Each layer runs it as the tree it is, except where a pipeline's output
-// differs from a tree's: its canonical text, the kernel's root chain and
-// the simulator's report.
+// Pipeline returns the pipeline of a set that is one (PipelineClasses;
+// no set is the empty pipeline, nil). Each layer runs it as the tree it
+// is, except where a pipeline's output differs from a tree's: its
+// canonical text, the kernel's root chain and the simulator's report.
 func (c *Classes) Pipeline() (*Spec, bool) {
-	if c == nil || len(c.Classes) != 1 || c.Classes[0].ID != "" {
+	if c == nil {
+		return nil, true
+	}
+	if len(c.Classes) != 1 || c.Classes[0].ID != "" {
 		return nil, false
 	}
 	return c.Classes[0].Spec, true
@@ -711,11 +714,11 @@ func parseFilterStmt(cs *Classes, st statement, toks []token, tc bool) error {
 // every class of a tree or on none, ceil not below rate, children's rates
 // adding up to no more than their parent's ceil.
 func (c *Classes) Validate() error {
-	if s, plain := c.Pipeline(); plain {
-		return s.Validate()
-	}
 	if c == nil || len(c.Classes) == 0 {
 		return &ParseError{Msg: "classes: no class defined"}
+	}
+	if s, plain := c.Pipeline(); plain {
+		return s.Validate()
 	}
 	tree := c.Classes[0].HTB != nil
 	ids := map[string]*Class{}
@@ -799,9 +802,6 @@ func (c *Classes) Validate() error {
 // String prints the classes in the line form, statements joined by "; "
 // (ParseClasses reads it back to the same value).
 func (c *Classes) String() string {
-	if c == nil {
-		return ""
-	}
 	if s, plain := c.Pipeline(); plain {
 		return s.String() // a pipeline prints as one, not as class statements
 	}

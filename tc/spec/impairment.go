@@ -115,23 +115,19 @@ func PipelineImpairment(s *Spec) Impairment {
 	return Impairment{Classes: PipelineClasses(s)}
 }
 
-// Pipeline is the pipeline of an impairment that is one (Classes.Pipeline).
+// Pipeline is the pipeline of an impairment that is one (Classes.Pipeline;
+// none is the empty pipeline, nil).
 func (im Impairment) Pipeline() (*Spec, bool) { return im.Classes.Pipeline() }
 
 // IsEmpty reports whether im impairs nothing: none, or an empty pipeline.
 func (im Impairment) IsEmpty() bool {
 	s, plain := im.Pipeline()
-	return im.Classes == nil || plain && s.IsEmpty()
+	return plain && s.IsEmpty()
 }
 
 // String is the canonical text: the class set's line form, a plain
 // pipeline's canonical form ("" for none).
-func (im Impairment) String() string {
-	if im.Classes == nil {
-		return ""
-	}
-	return im.Classes.String()
-}
+func (im Impairment) String() string { return im.Classes.String() }
 
 // MustParse is Parse for texts fixed in code (tests, built-in presets): it
 // panics on an error.
