@@ -570,23 +570,11 @@ func (cs *Classes) checkNew(cl *Class) error {
 
 func parseHTBClass(st statement, id string, c *cursor) (*HTBClass, error) {
 	h := &HTBClass{}
-	seen := map[string]bool{}
-	for c.more() {
-		t := c.next()
-		if !c.more() {
-			return nil, classErr(st, id, t, "htb %q needs a value", t.text)
-		}
-		v := c.next()
-		if seen[t.text] {
-			return nil, classErr(st, id, t, "htb %s given twice", t.text)
-		}
-		seen[t.text] = true
-		if err := h.set(t.text, v); err != nil {
-			if _, unknown := err.(unknownOption); unknown {
-				return nil, classErr(st, id, t, "%v", err)
-			}
-			return nil, classErr(st, id, v, "%v", err)
-		}
+	_, err := h.keywords().read("htb", c, func(kw token) string { return unknownOption(kw.text).Error() })
+	if pe := (*ParseError)(nil); errors.As(err, &pe) {
+		return nil, classErr(st, id, token{text: pe.Token, pos: pe.Pos}, "%s", pe.Msg)
+	} else if err != nil {
+		return nil, err
 	}
 	if h.Rate == 0 {
 		return nil, classErr(st, id, c.toks[max(c.i-1, 0)], "htb class needs a rate")
@@ -601,39 +589,72 @@ func (u unknownOption) Error() string {
 	return fmt.Sprintf("htb: unknown class option %q (rate, ceil, burst, cburst, prio, quantum, limit)", string(u))
 }
 
-// set reads one tc-htb(8) class option (its tc aliases included) from v:
-// the one reader of class options, for the line form and the YAML form.
-func (h *HTBClass) set(key string, v token) error {
-	var err error
-	switch key {
-	case "rate":
-		h.Rate, err = rateArg("rate", v)
-	case "ceil":
-		h.Ceil, err = rateArg("ceil", v)
-	case "burst", "buffer", "maxburst":
-		h.Burst, err = sizeArg(key, v)
-	case "cburst", "cbuffer", "cmaxburst":
-		h.CBurst, err = sizeArg(key, v)
-	case "prio":
-		var n uint32
-		n, err = uint32Arg("prio", v)
-		if err == nil && n > 7 {
+// htbClassOptions are tc-htb(8)'s class options, its tc aliases
+// included, each reading its value into h: the one table of class
+// options, read by keywords.read for the line form (HTBClass.keywords)
+// and by key for the YAML form (HTBClass.set).
+var htbClassOptions = map[string]func(h *HTBClass, key string, v token) (err error){
+	"rate":      func(h *HTBClass, key string, v token) (err error) { h.Rate, err = rateArg(key, v); return },
+	"ceil":      func(h *HTBClass, key string, v token) (err error) { h.Ceil, err = rateArg(key, v); return },
+	"burst":     htbBurst,
+	"buffer":    htbBurst,
+	"maxburst":  htbBurst,
+	"cburst":    htbCBurst,
+	"cbuffer":   htbCBurst,
+	"cmaxburst": htbCBurst,
+	"prio": func(h *HTBClass, key string, v token) (err error) {
+		h.Prio, err = uint32Arg(key, v)
+		if err == nil && h.Prio > 7 {
 			err = fmt.Errorf("prio %s: must be 0-7", v.text)
 		}
-		h.Prio = n
-	case "quantum":
-		h.Quantum, err = sizeArg("quantum", v)
-	case "limit":
-		var n uint32
-		n, err = uint32Arg("limit", v)
+		return
+	},
+	"quantum": func(h *HTBClass, key string, v token) (err error) { h.Quantum, err = sizeArg(key, v); return },
+	"limit": func(h *HTBClass, key string, v token) error {
+		n, err := uint32Arg(key, v)
 		if err == nil && (n == 0 || n > 1<<20) {
 			err = fmt.Errorf("limit %s: must be 1-1048576 packets", v.text)
 		}
 		h.Limit = int(n)
-	default:
+		return err
+	},
+}
+
+func htbBurst(h *HTBClass, key string, v token) (err error)  { h.Burst, err = sizeArg(key, v); return }
+func htbCBurst(h *HTBClass, key string, v token) (err error) { h.CBurst, err = sizeArg(key, v); return }
+
+// keywords is the keyword table of h's options for keywords.read: each
+// takes one value, and each word typed (an alias apart from what it
+// stands for) at most once.
+func (h *HTBClass) keywords() keywords {
+	seen := map[string]bool{}
+	ks := make(keywords, len(htbClassOptions))
+	for key, set := range htbClassOptions {
+		ks[key] = keyword{read: func(kw token, c *cursor) (bool, error) {
+			if !c.more() {
+				return false, &ParseError{Pos: kw.pos, Token: kw.text, Msg: fmt.Sprintf("htb %q needs a value", kw.text)}
+			}
+			v := c.next()
+			if seen[kw.text] {
+				return false, &ParseError{Pos: kw.pos, Token: kw.text, Msg: fmt.Sprintf("htb %s given twice", kw.text)}
+			}
+			seen[kw.text] = true
+			if err := set(h, key, v); err != nil {
+				return false, &ParseError{Pos: v.pos, Token: v.text, Msg: err.Error()}
+			}
+			return true, nil
+		}}
+	}
+	return ks
+}
+
+// set reads one class option from v (the YAML form's reader).
+func (h *HTBClass) set(key string, v token) error {
+	set, ok := htbClassOptions[key]
+	if !ok {
 		return unknownOption(key)
 	}
-	return err
+	return set(h, key, v)
 }
 
 // parseFilterStmt reads "filter [prio N] MATCH flowid ID" and tc's
