@@ -48,8 +48,8 @@ type direction struct {
 	budget *engine.MemoryBudget
 
 	stopping atomic.Bool
-	// classes is the direction's class set, nil for a plain spec
-	// (classes.go).
+	// classes is the direction's impairment in force: its class set, a
+	// plain pipeline's of one leaf (spec.PipelineClasses), nil for none.
 	classes atomic.Pointer[spec.Classes]
 
 	// sched runs the direction's schedule (Options.Schedules), nil
@@ -121,20 +121,16 @@ func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (
 			d.tap.Dropped(d.index, d.wallTime(release.MonotonicNow()), pk.Data, reason.String())
 		}
 	}
-	cs := im.Classes
-	if cs != nil {
-		setup, err := newSetup(cs)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", d.iface, err)
-		}
-		opt = setup.Options(opt)
+	setup, err := newSetup(im.Classes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.iface, err)
 	}
-	pl, err := engine.NewPipeline(im.Pipeline, opt)
+	pl, err := engine.NewPipeline(nil, setup.Options(opt))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", d.iface, err)
 	}
 	d.pl = pl
-	d.classes.Store(cs)
+	d.classes.Store(im.Classes)
 	d.queues = device.QueuesOf(dev)
 	n := max(dev.BatchSize(), 1)
 	for q, qd := range d.queues {
@@ -152,7 +148,7 @@ func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (
 		}
 		d.readers = append(d.readers, r)
 	}
-	d.pass.Store(d.passable(im.Pipeline))
+	d.pass.Store(d.passable(im))
 	d.out = make([]*engine.Packet, 0, 1024)
 	d.wbufs = make([][]byte, 0, n)
 	if len(d.queues) > 1 {

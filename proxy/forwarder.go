@@ -128,7 +128,7 @@ func New(ctx context.Context, devs [2]device.Device, opt Options) (*Forwarder, e
 			continue
 		}
 		d := p.dirs[i]
-		r := schedule.NewRunner(s, schedule.Real{}, func(st schedule.Step) error { return d.setSpec(st.Spec) })
+		r := schedule.NewRunner(s, schedule.Real{}, func(st schedule.Step) error { return d.install(spec.PipelineImpairment(st.Spec)) })
 		d.sched.Store(r)
 		p.wg.Add(1)
 		go func() {
@@ -227,44 +227,30 @@ func (p *Forwarder) Install(iface string, ch spec.Change) error {
 		if err != nil {
 			return err // a refused request changes nothing
 		}
-		if im.Classes == nil {
-			d.stopSchedule()
-			if err := d.setSpec(im.Pipeline); err != nil {
-				return err
-			}
-			continue
-		}
-		setup, err := newSetup(im.Classes)
-		if err != nil {
+		d.stopSchedule() // before the swap: a step due meanwhile would replace the impairment
+		if err := d.install(im); err != nil {
 			return err
-		}
-		d.stopSchedule() // before the swap: a step due meanwhile would replace the classes
-		d.setPass(false)
-		if err := setup.Install(d.pl, release.MonotonicNow()); err != nil {
-			d.setPass(d.passable(d.pl.Spec()))
-			return err
-		}
-		d.classes.Store(im.Classes)
-		if next, ok := d.pl.NextDeparture(); ok {
-			d.loop.Notify(next)
 		}
 	}
 	return nil
 }
 
-// setSpec replaces d's spec (or class set) by the pipeline s: what
-// Install and a schedule's steps do.
-func (d *direction) setSpec(s *spec.Spec) error {
-	if d.classes.Load() != nil {
-		if err := d.pl.Replace([]engine.ClassSpec{{Name: "default", Spec: s}}, nil, nil, release.MonotonicNow()); err != nil {
-			return err
-		}
-		d.classes.Store(nil)
-	} else if err := d.pl.Swap(s, release.MonotonicNow()); err != nil {
+// install replaces d's impairment by im (a class tree, or a plain
+// pipeline: engine.Pipeline.Replace swaps a pipeline for a pipeline):
+// what Install and a schedule's steps do.
+func (d *direction) install(im spec.Impairment) error {
+	setup, err := newSetup(im.Classes)
+	if err != nil {
 		return err
 	}
-	d.setPass(d.passable(s))
-	// A new spec may release earlier than the old one: wake the loop.
+	d.setPass(false)
+	if err := setup.Install(d.pl, release.MonotonicNow()); err != nil {
+		d.setPass(d.passable(spec.Impairment{Classes: d.classes.Load()}))
+		return err
+	}
+	d.classes.Store(im.Classes)
+	d.setPass(d.passable(im))
+	// A new impairment may release earlier than the old one: wake the loop.
 	if next, ok := d.pl.NextDeparture(); ok {
 		d.loop.Notify(next)
 	}

@@ -5,7 +5,6 @@ import (
 	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/tc/htb"
 	"github.com/wanlab/wanlab/tc/spec"
-	"github.com/wanlab/wanlab/units"
 )
 
 // A direction's impairment (spec.Impairment) is a pipeline or a class
@@ -30,14 +29,9 @@ func newSetup(cs *spec.Classes) (*htb.Setup, error) {
 	return htb.NewSetup(cs, htb.Options{Overhead: htbOverhead, Now: release.MonotonicNow()})
 }
 
-// specText is d's spec in canonical form: its classes' line form when it
-// has classes.
-func (d *direction) specText() string {
-	if cs := d.classes.Load(); cs != nil {
-		return cs.String()
-	}
-	return d.pl.Spec().String()
-}
+// specText is d's impairment in canonical form: a class set's line form,
+// a plain pipeline's own.
+func (d *direction) specText() string { return d.classes.Load().String() }
 
 // specWarnings returns the warnings of d's spec in force: correlated
 // probabilities that realize far less than they say (engine.Warnings)
@@ -50,15 +44,9 @@ func (d *direction) specWarnings() []string {
 	if text == d.warnText && d.warnings != nil {
 		return d.warnings
 	}
-	var w []string
-	var capacity units.Size
-	if cs := d.classes.Load(); cs != nil {
-		w = engine.WarningsOfClasses(cs)
-		capacity = engine.ClassesQueueCapacity(cs)
-	} else {
-		w = engine.Warnings(d.pl.Spec())
-		capacity = engine.QueueCapacity(d.pl.Spec())
-	}
+	cs := d.classes.Load()
+	w := engine.WarningsOfClasses(cs)
+	capacity := engine.ClassesQueueCapacity(cs)
 	if d.budget != nil {
 		if bw := engine.BudgetWarning(capacity, d.budget.Limit()); bw != "" {
 			w = append(w, bw)

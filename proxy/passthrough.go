@@ -33,10 +33,10 @@ type passCounters struct {
 	packets, bytes atomic.Uint64
 }
 
-// passable reports whether a direction with impairment s (nil classes)
-// may pass frames whole.
-func (d *direction) passable(s *spec.Spec) bool {
-	if d.tap != nil || s != nil && len(s.Stages) > 0 || d.classes.Load() != nil {
+// passable reports whether a direction with impairment im may pass
+// frames whole.
+func (d *direction) passable(im spec.Impairment) bool {
+	if d.tap != nil || !im.IsEmpty() {
 		return false
 	}
 	for _, r := range d.readers {

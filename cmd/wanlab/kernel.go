@@ -77,16 +77,13 @@ func init() {
 					if err != nil {
 						return usageError(fmt.Errorf("kernel apply: %w", err))
 					}
-					if im.Classes != nil {
-						printWarnings(cc.App.ErrWriter, engine.WarningsOfClasses(im.Classes))
-					} else {
-						printWarnings(cc.App.ErrWriter, engine.Warnings(im.Pipeline))
-					}
+					printWarnings(cc.App.ErrWriter, engine.WarningsOfClasses(im.Classes))
 					if err := kernel.Apply(t, im); err != nil {
 						return kernelError("apply", err)
 					}
-					// A tree is said to be applied (show prints it as a class set).
-					if im.Classes != nil {
+					// A tree is said to be applied (show prints it as a
+					// class set); a chain is read back, as the kernel keeps it.
+					if _, plain := im.Pipeline(); !plain {
 						fmt.Fprintf(cc.App.Writer, "%s: htb tree applied: %s\n", t.Iface, im.Classes)
 						return nil
 					}

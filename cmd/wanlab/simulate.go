@@ -82,10 +82,12 @@ func runSimulate(cc *cli.Context) error {
 	if cfg.QueueMemory, err = queueMemory(cc); err != nil {
 		return usageError(fmt.Errorf("simulate: %w", err))
 	}
-	if cfg.Classes != nil {
-		err = classTraffic(cc, &cfg)
-	} else {
+	// A class tree runs --flow traffic; a plain pipeline the evenly
+	// spaced packets of --packets, --pps and --size.
+	if _, plain := cfg.Impairment.Pipeline(); plain {
 		err = packetTraffic(cfg)
+	} else {
+		err = classTraffic(cc, &cfg)
 	}
 	if err != nil {
 		return usageError(fmt.Errorf("simulate: %w", err))
@@ -112,7 +114,7 @@ func simulateImpairment(cc *cli.Context, cfg *engine.SimConfig) error {
 		if err != nil {
 			return usageError(fmt.Errorf("simulate: --classes: %w", err))
 		}
-		cfg.Classes = cs
+		cfg.Impairment = spec.Impairment{Classes: cs}
 		return nil
 	}
 	if !cc.IsSet("spec") && !cc.IsSet("schedule") {
@@ -132,11 +134,11 @@ func simulateImpairment(cc *cli.Context, cfg *engine.SimConfig) error {
 	if err != nil {
 		return usageError(fmt.Errorf("simulate: --spec: %w", err))
 	}
-	if im.Classes != nil && cfg.Schedule != nil {
+	if _, plain := im.Pipeline(); !plain && cfg.Schedule != nil {
 		// A class set runs --flow traffic, as with --classes.
 		return usageError(errors.New("simulate: --schedule steps a pipeline, not a class set"))
 	}
-	cfg.Spec, cfg.Classes = im.Pipeline, im.Classes
+	cfg.Impairment = im
 	return nil
 }
 

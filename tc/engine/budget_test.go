@@ -18,7 +18,7 @@ func TestMemoryBudgetBoundsAHoldingSpec(t *testing.T) {
 	}
 	const budget = 8 << 20
 	const packets = 50000
-	res, err := Simulate(SimConfig{Spec: s, Packets: packets, PPS: 1e6, Size: 1500, QueueMemory: budget})
+	res, err := Simulate(SimConfig{Impairment: spec.PipelineImpairment(s), Packets: packets, PPS: 1e6, Size: 1500, QueueMemory: budget})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestRandomLossBinomial(t *testing.T) {
 func TestPipelineLossBinomial(t *testing.T) {
 	for _, s := range []string{"loss 1%", "delay 5ms loss 3%", "loss 10% | tbf rate 1gbit burst 64kb limit 1mb"} {
 		sp := mustParse(t, s)
-		res, err := Simulate(SimConfig{Spec: sp, Packets: 100000, PPS: 10000, Size: 500, Seed: 3})
+		res, err := Simulate(SimConfig{Impairment: spec.PipelineImpairment(sp), Packets: 100000, PPS: 10000, Size: 500, Seed: 3})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -384,7 +384,7 @@ func TestEmptySpecPassesThrough(t *testing.T) {
 
 func ExampleSimulate() {
 	sp, _ := spec.Parse("delay 100ms | tbf rate 50mbit burst 50kb limit 500kb")
-	res, _ := Simulate(SimConfig{Spec: sp, Packets: 20000, PPS: 4000, Size: 1500, Seed: 1})
+	res, _ := Simulate(SimConfig{Impairment: spec.PipelineImpairment(sp), Packets: 20000, PPS: 4000, Size: 1500, Seed: 1})
 	fmt.Printf("out %d, delay p50 %.1f ms, rate %.2f Mbit/s\n", res.PacketsOut, res.Delay.P50, res.RateBps/1e6)
 	// Output: out 20000, delay p50 100.0 ms, rate 48.00 Mbit/s
 }

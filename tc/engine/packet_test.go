@@ -1,6 +1,10 @@
 package engine
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/wanlab/wanlab/tc/spec"
+)
 
 func TestPool(t *testing.T) {
 	pool := NewPool(Headroom + 1500)
@@ -39,7 +43,7 @@ func BenchmarkSimulate(b *testing.B) {
 	sp := mustParse(b, "delay 50ms loss 1% | tbf rate 1gbit burst 64kb limit 1mb")
 	b.ReportAllocs()
 	for range b.N {
-		if _, err := Simulate(SimConfig{Spec: sp, Packets: 100000, PPS: 80000, Size: 1500, Seed: 1}); err != nil {
+		if _, err := Simulate(SimConfig{Impairment: spec.PipelineImpairment(sp), Packets: 100000, PPS: 80000, Size: 1500, Seed: 1}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -185,19 +185,22 @@ type Pipeline struct {
 	draining bool
 }
 
+// DefaultClass is the name of a plain pipeline's one class.
+const DefaultClass = "default"
+
 // NewPipeline builds a pipeline running s (nil or empty: no impairment).
 // When opt.Classes is set, s is ignored and each class runs its own spec.
 func NewPipeline(s *spec.Spec, opt Options) (*Pipeline, error) {
 	pl := &Pipeline{opt: opt}
 	specs := opt.Classes
 	if len(specs) == 0 {
-		specs = []ClassSpec{{Name: "default", Spec: s}}
+		specs = []ClassSpec{{Name: DefaultClass, Spec: s}}
 	}
 	for i, cs := range specs {
 		cl := &class{name: cs.Name, index: i}
 		c, err := pl.build(cl, cs.Spec, opt.Start)
 		if err != nil {
-			if cs.Name != "default" || len(opt.Classes) > 0 {
+			if cs.Name != DefaultClass { // a plain pipeline's errors are its own
 				return nil, fmt.Errorf("class %q: %w", cs.Name, err)
 			}
 			return nil, err
@@ -605,7 +608,8 @@ func (pl *Pipeline) Release(p *Packet) { release(p) }
 //
 // Swap and Replace both stay: Swap keeps a class and its counters and lets
 // the old chain drain as it would have, Replace changes the set of
-// classes and hands queued packets over by name.
+// classes and hands queued packets over by name (and is a Swap when a
+// plain pipeline replaces a plain pipeline).
 func (pl *Pipeline) Swap(s *spec.Spec, now int64) error {
 	return pl.SwapClass(0, s, now)
 }
@@ -617,6 +621,11 @@ func (pl *Pipeline) SwapClass(i int, s *spec.Spec, now int64) error {
 	if i < 0 || i >= len(pl.classes) {
 		return fmt.Errorf("class %d: no such class", i)
 	}
+	return pl.swapLocked(i, s, now)
+}
+
+// swapLocked is SwapClass under the pipeline's lock.
+func (pl *Pipeline) swapLocked(i int, s *spec.Spec, now int64) error {
 	pl.advance(now)
 	cl := pl.classes[i]
 	c, err := pl.build(cl, s, max(now, pl.last))
@@ -629,13 +638,6 @@ func (pl *Pipeline) SwapClass(i int, s *spec.Spec, now int64) error {
 	cl.current = c
 	pl.swaps++
 	return nil
-}
-
-// Spec returns class 0's current spec.
-func (pl *Pipeline) Spec() *spec.Spec {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	return pl.classes[0].current.spec
 }
 
 // ClassQueuePackets is class i's packets inside the pipeline (its

@@ -115,7 +115,7 @@ func TestSwapKeepsInFlight(t *testing.T) {
 	if err := pl.Swap(bad, 2000*msec); !errors.Is(err, ErrBadSpec) {
 		t.Errorf("swap to a tbf without rate: %v, want ErrBadSpec", err)
 	}
-	if got := pl.Spec().String(); got != "delay 10ms | tbf rate 1gbit burst 10kb limit 100kb" {
+	if got := pl.Snapshot().Classes[0].Spec; got != "delay 10ms | tbf rate 1gbit burst 10kb limit 100kb" {
 		t.Errorf("spec after refused swap: %q", got)
 	}
 }

@@ -327,10 +327,10 @@ func Warnings(s *spec.Spec) []string {
 }
 
 // WarningsOfClasses returns the warnings of every leaf of a class tree,
-// each prefixed with the leaf's id.
+// each prefixed with the leaf's id; a plain pipeline's are its own.
 func WarningsOfClasses(cs *spec.Classes) []string {
-	if cs == nil {
-		return nil
+	if s, plain := cs.Pipeline(); plain {
+		return Warnings(s)
 	}
 	var w []string
 	for _, c := range cs.LeafClasses() {

@@ -81,7 +81,7 @@ func TestSimulateRealizesTheComputedShare(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := Simulate(SimConfig{Spec: sp, Packets: n, PPS: 10000, Size: 100, Seed: 3})
+		res, err := Simulate(SimConfig{Impairment: spec.PipelineImpairment(sp), Packets: n, PPS: 10000, Size: 100, Seed: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,7 +163,7 @@ func TestDelayLag1(t *testing.T) {
 
 func TestSimulateShowsTheRealizedValue(t *testing.T) {
 	sp, _ := spec.Parse("loss 10% 50%")
-	res, err := Simulate(SimConfig{Spec: sp, Packets: 1000, Seed: 1})
+	res, err := Simulate(SimConfig{Impairment: spec.PipelineImpairment(sp), Packets: 1000, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

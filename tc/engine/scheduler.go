@@ -65,6 +65,11 @@ func (pl *Pipeline) Replace(classes []ClassSpec, cl Classifier, sched Scheduler,
 	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	if pl.plain() && len(classes) == 1 && classes[0].Name == DefaultClass && sched == nil {
+		// A plain pipeline replacing a plain pipeline is a Swap: its one
+		// class keeps its counters, its old chain drains as it would have.
+		return pl.swapLocked(0, classes[0].Spec, now)
+	}
 	pl.advance(now)
 	now = max(now, pl.last)
 	var fresh []*class
@@ -115,6 +120,12 @@ func (pl *Pipeline) Replace(classes []ClassSpec, cl Classifier, sched Scheduler,
 	}
 	pl.swaps++
 	return nil
+}
+
+// plain reports whether the pipeline runs a plain pipeline: its one
+// class, DefaultClass, and no scheduler.
+func (pl *Pipeline) plain() bool {
+	return len(pl.classes) == 1 && pl.classes[0].name == DefaultClass && pl.opt.Scheduler == nil
 }
 
 // handOver passes p, leaving removed class c's chain (or its old

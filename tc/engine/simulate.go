@@ -20,16 +20,16 @@ import (
 // second, ECN-capable (ECT(0)) so an "ecn" spec marks instead of dropping;
 // or Flows.
 type SimConfig struct {
-	Spec *spec.Spec
-	// Classes, if set, runs a class tree instead of Spec (a plain
-	// pipeline is a tree of one leaf), its engine classes, classifier and
-	// scheduler filled into the Options by TreeOptions (htb.EngineOptions).
-	// It needs Flows.
-	Classes     *spec.Classes
+	// Impairment is what runs: a class tree, or a plain pipeline (the
+	// tree of one leaf). TreeOptions (htb.EngineOptions) fills its engine
+	// classes, classifier and scheduler into the Options; without it only
+	// a plain pipeline runs. A tree that is not a plain pipeline needs
+	// Flows.
+	Impairment  spec.Impairment
 	TreeOptions func(*spec.Classes, Options) (Options, error)
-	// Schedule, if set, steps the spec at its times after the first
-	// packet (Spec holds until its first step), each step a Swap at its
-	// time on the virtual clock.
+	// Schedule, if set, steps a plain pipeline at its times after the
+	// first packet (Impairment holds until its first step), each step a
+	// Swap at its time on the virtual clock.
 	Schedule *schedule.Schedule
 	Packets  int
 	PPS      float64
@@ -198,8 +198,11 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	const start = int64(1e9) // leave t=0 free: zero means "unstamped"
 	end := int64(math.MaxInt64)
 	var sources []simSource
+	// The report of a plain pipeline without Flows is the pipeline's
+	// (expected, realized, per stage); a tree's is per class (treeReport).
+	pipeline, plain := cfg.Impairment.Pipeline()
 	if len(cfg.Flows) == 0 {
-		if cfg.Classes != nil {
+		if !plain {
 			return nil, fmt.Errorf("no flows")
 		}
 		if cfg.Packets <= 0 {
@@ -238,27 +241,27 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		}
 	}
 	warm := start + int64(cfg.Warmup)
-	if cfg.Spec == nil {
-		cfg.Spec = spec.Empty()
+	if pipeline == nil {
+		pipeline = spec.Empty()
 	}
 	if cfg.QueueMemory == 0 {
 		cfg.QueueMemory = DefaultQueueMemory()
 	}
 	opt := Options{Direction: "simulate", Seed: cfg.Seed, Start: start, Memory: NewMemoryBudget(cfg.QueueMemory)}
-	if cfg.Classes != nil {
-		if cfg.TreeOptions == nil {
-			return nil, fmt.Errorf("a class tree needs TreeOptions")
-		}
+	switch {
+	case cfg.TreeOptions != nil:
 		var err error
-		if opt, err = cfg.TreeOptions(cfg.Classes, opt); err != nil {
+		if opt, err = cfg.TreeOptions(cfg.Impairment.Classes, opt); err != nil {
 			return nil, err
 		}
+	case !plain:
+		return nil, fmt.Errorf("a class tree needs TreeOptions")
 	}
-	pl, err := NewPipeline(cfg.Spec, opt)
+	pl, err := NewPipeline(pipeline, opt)
 	if err != nil {
 		return nil, err
 	}
-	res := &SimResult{Spec: cfg.Spec.String(), Packets: cfg.Packets, PPS: cfg.PPS, Size: cfg.Size, Seed: cfg.Seed}
+	res := &SimResult{Spec: pipeline.String(), Packets: cfg.Packets, PPS: cfg.PPS, Size: cfg.Size, Seed: cfg.Seed}
 	counts := make([]classCounts, max(1, len(opt.Classes)))
 	classOf := func(data []byte) int {
 		if opt.Classifier == nil {
@@ -410,10 +413,10 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 		res.DurationMs = float64(lastDep-start) / 1e6
 	}
 	res.Delay = delayStats(delays)
-	res.Configured = expected(cfg.Spec, float64(cfg.Size)*8*cfg.PPS, cfg.Size)
-	res.Realized = RealizedOf(cfg.Spec)
-	res.Warnings = Warnings(cfg.Spec)
-	if w := BudgetWarning(QueueCapacity(cfg.Spec), cfg.QueueMemory); w != "" {
+	res.Configured = expected(pipeline, float64(cfg.Size)*8*cfg.PPS, cfg.Size)
+	res.Realized = RealizedOf(pipeline)
+	res.Warnings = Warnings(pipeline)
+	if w := BudgetWarning(QueueCapacity(pipeline), cfg.QueueMemory); w != "" {
 		res.Warnings = append(res.Warnings, w)
 	}
 	if res.Warnings == nil {

@@ -13,7 +13,7 @@ import (
 // pipeline is a tree of one leaf.
 func TestSimulateFlows(t *testing.T) {
 	f := Flow{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), Protocol: 17, Size: 1000, Rate: 8_000_000}
-	cfg := SimConfig{Spec: spec.MustParse("delay 10ms"), Duration: time.Second, Warmup: 500 * time.Millisecond, Flows: []Flow{f}}
+	cfg := SimConfig{Impairment: spec.PipelineImpairment(spec.MustParse("delay 10ms")), Duration: time.Second, Warmup: 500 * time.Millisecond, Flows: []Flow{f}}
 	res, err := Simulate(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +29,7 @@ func TestSimulateFlows(t *testing.T) {
 	if _, err := Simulate(SimConfig{Flows: cfg.Flows, Duration: time.Second, Warmup: time.Second}); err == nil {
 		t.Fatal("a warmup as long as the run: no error")
 	}
-	if _, err := Simulate(SimConfig{Classes: &spec.Classes{}}); err == nil {
+	if _, err := Simulate(SimConfig{Impairment: spec.Impairment{Classes: &spec.Classes{}}}); err == nil {
 		t.Fatal("classes without flows: no error")
 	}
 }

@@ -73,9 +73,9 @@ func treeReport(cfg SimConfig, classes []ClassSpec, counts []classCounts, stats 
 		}
 		res.Result = append(res.Result, sc)
 	}
-	cs := cfg.Classes
-	if cs == nil {
-		res.Classes = cfg.Spec.String()
+	cs := cfg.Impairment.Classes
+	if s, plain := cs.Pipeline(); plain {
+		res.Classes = s.String()
 		add(SimClass{ID: "default", Leaf: true}, []int{0})
 		return res
 	}

@@ -127,7 +127,7 @@ func TestXStatsShown(t *testing.T) {
 		{"tbf rate 50mbit burst 10kb limit 100kb | pie", "xstats of stage 2 (pie): prob "},
 		{"tbf rate 50mbit burst 10kb limit 100kb | red limit 400kb avpkt 1500 probability 0.1 min 30kb max 90kb", "xstats of stage 2 (red): marked "},
 	} {
-		res, err := Simulate(SimConfig{Spec: spec.MustParse(c.spec), Packets: 5000, PPS: 8000})
+		res, err := Simulate(SimConfig{Impairment: spec.PipelineImpairment(spec.MustParse(c.spec)), Packets: 5000, PPS: 8000})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,12 +34,19 @@ type Options struct {
 	Now int64
 }
 
-// NewSetup builds the engine classes, classifier and scheduler of cs.
+// NewSetup builds the engine classes, classifier and scheduler of cs. A
+// plain pipeline (spec.Classes.Pipeline) is the engine's one class,
+// engine.DefaultClass, with neither classifier nor scheduler.
 func NewSetup(cs *spec.Classes, opt Options) (*Setup, error) {
+	s := &Setup{Now: opt.Now}
+	if p, plain := cs.Pipeline(); plain {
+		// The engine checks the pipeline as it builds it (engine.ErrBadSpec).
+		s.Classes = []engine.ClassSpec{{Name: engine.DefaultClass, Spec: p}}
+		return s, nil
+	}
 	if err := cs.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Setup{Now: opt.Now}
 	index := map[string]int{}
 	if cs.Default == "" {
 		s.Classes = append(s.Classes, engine.ClassSpec{Name: DirectClass})
@@ -130,22 +137,29 @@ func (s *Scheduler) SetDrop(f func(p *engine.Packet, class int, reason engine.Dr
 func (s *Setup) Options(opt engine.Options) engine.Options {
 	opt.Start = s.Now
 	opt.Classes = s.Classes
-	opt.Classifier = s.Classifier
-	opt.Scheduler = nil
-	if s.Scheduler != nil {
-		opt.Scheduler = s.Scheduler
-	}
+	opt.Classifier, opt.Scheduler = s.engineParts()
 	return opt
+}
+
+// engineParts are the classifier and scheduler as the engine takes them
+// (nil interfaces for none).
+func (s *Setup) engineParts() (engine.Classifier, engine.Scheduler) {
+	var cl engine.Classifier
+	var sched engine.Scheduler
+	if s.Classifier != nil {
+		cl = s.Classifier
+	}
+	if s.Scheduler != nil {
+		sched = s.Scheduler
+	}
+	return cl, sched
 }
 
 // Install swaps s into pl at now (engine.Pipeline.Replace): a set built
 // (NewSetup) before anything changes, so that a caller can check it first.
 func (s *Setup) Install(pl *engine.Pipeline, now int64) error {
-	var sched engine.Scheduler
-	if s.Scheduler != nil {
-		sched = s.Scheduler
-	}
-	return pl.Replace(s.Classes, s.Classifier, sched, now)
+	cl, sched := s.engineParts()
+	return pl.Replace(s.Classes, cl, sched, now)
 }
 
 // Scheduler is a Tree of engine packets behind engine.Scheduler, with a

@@ -22,7 +22,7 @@ func simulate(t *testing.T, classes string, flows ...string) map[string]engine.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := engine.SimConfig{Classes: cs, TreeOptions: EngineOptions, Duration: 3 * time.Second, Warmup: time.Second, Seed: 1}
+	cfg := engine.SimConfig{Impairment: spec.Impairment{Classes: cs}, TreeOptions: EngineOptions, Duration: 3 * time.Second, Warmup: time.Second, Seed: 1}
 	for _, f := range flows {
 		fl, err := engine.ParseFlow(f)
 		if err != nil {
@@ -89,7 +89,7 @@ func TestSimulateQueueLeaf(t *testing.T) {
 			t.Fatal(err)
 		}
 		fl, _ := engine.ParseFlow("dst=10.0.2.1,rate=12mbit")
-		res, err := engine.Simulate(engine.SimConfig{Classes: cs, TreeOptions: EngineOptions, Duration: 10 * time.Second, Warmup: 4 * time.Second, Seed: 1, Flows: []engine.Flow{fl}})
+		res, err := engine.Simulate(engine.SimConfig{Impairment: spec.Impairment{Classes: cs}, TreeOptions: EngineOptions, Duration: 10 * time.Second, Warmup: 4 * time.Second, Seed: 1, Flows: []engine.Flow{fl}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -221,8 +221,8 @@ func (p *plan) chainAt(hs []uint32) {
 // planImpairment is the plan of im: a pipeline's chain, or a class tree
 // the kernel has been found able to build (probe).
 func planImpairment(clock Clock, im spec.Impairment) (*plan, error) {
-	if im.Classes == nil {
-		return planPipeline(clock, im.Pipeline)
+	if s, plain := im.Pipeline(); plain {
+		return planPipeline(clock, s) // tc's root chain, as 'tc qdisc add' builds it: no htb around it
 	}
 	p, err := planClasses(clock, im.Classes)
 	if err != nil {
@@ -248,7 +248,7 @@ func Apply(t Target, im spec.Impairment) error {
 	if err != nil {
 		return err
 	}
-	if im.Classes == nil && im.Pipeline.IsEmpty() {
+	if im.IsEmpty() {
 		return Clear(t)
 	}
 	clock, _ := ReadClock("/proc/net/psched")

@@ -73,6 +73,25 @@ type Filter struct {
 	FlowID string
 }
 
+// PipelineClasses is the class set of a plain pipeline: one leaf with
+// no id, no rates and no filters, which class text cannot write (every
+// class it names has an id).
+func PipelineClasses(s *Spec) *Classes { return &Classes{Classes: []Class{{Spec: s}}} }
+
+// Pipeline returns the pipeline of a set that is one (PipelineClasses;
+// no set is the empty pipeline, nil). Each layer runs it as the tree it
+// is, except where a pipeline's output differs from a tree's: its
+// canonical text, the kernel's root chain and the simulator's report.
+func (c *Classes) Pipeline() (*Spec, bool) {
+	if c == nil {
+		return nil, true
+	}
+	if len(c.Classes) != 1 || c.Classes[0].ID != "" {
+		return nil, false
+	}
+	return c.Classes[0].Spec, true
+}
+
 // HasTree reports whether the classes share rates through an htb tree.
 func (c *Classes) HasTree() bool {
 	return c != nil && len(c.Classes) > 0 && c.Classes[0].HTB != nil
@@ -118,7 +137,9 @@ func (c *Classes) Leaves() []string {
 func (c *Classes) LeafClasses() []*Class {
 	parents := make(map[string]bool, len(c.Classes))
 	for _, x := range c.Classes {
-		parents[x.Parent] = true
+		if x.Parent != "" {
+			parents[x.Parent] = true
+		}
 	}
 	var out []*Class
 	for i := range c.Classes {
@@ -549,23 +570,11 @@ func (cs *Classes) checkNew(cl *Class) error {
 
 func parseHTBClass(st statement, id string, c *cursor) (*HTBClass, error) {
 	h := &HTBClass{}
-	seen := map[string]bool{}
-	for c.more() {
-		t := c.next()
-		if !c.more() {
-			return nil, classErr(st, id, t, "htb %q needs a value", t.text)
-		}
-		v := c.next()
-		if seen[t.text] {
-			return nil, classErr(st, id, t, "htb %s given twice", t.text)
-		}
-		seen[t.text] = true
-		if err := h.set(t.text, v); err != nil {
-			if _, unknown := err.(unknownOption); unknown {
-				return nil, classErr(st, id, t, "%v", err)
-			}
-			return nil, classErr(st, id, v, "%v", err)
-		}
+	_, err := h.keywords().read("htb", c, func(kw token) string { return unknownOption(kw.text).Error() })
+	if pe := (*ParseError)(nil); errors.As(err, &pe) {
+		return nil, classErr(st, id, token{text: pe.Token, pos: pe.Pos}, "%s", pe.Msg)
+	} else if err != nil {
+		return nil, err
 	}
 	if h.Rate == 0 {
 		return nil, classErr(st, id, c.toks[max(c.i-1, 0)], "htb class needs a rate")
@@ -580,39 +589,72 @@ func (u unknownOption) Error() string {
 	return fmt.Sprintf("htb: unknown class option %q (rate, ceil, burst, cburst, prio, quantum, limit)", string(u))
 }
 
-// set reads one tc-htb(8) class option (its tc aliases included) from v:
-// the one reader of class options, for the line form and the YAML form.
-func (h *HTBClass) set(key string, v token) error {
-	var err error
-	switch key {
-	case "rate":
-		h.Rate, err = rateArg("rate", v)
-	case "ceil":
-		h.Ceil, err = rateArg("ceil", v)
-	case "burst", "buffer", "maxburst":
-		h.Burst, err = sizeArg(key, v)
-	case "cburst", "cbuffer", "cmaxburst":
-		h.CBurst, err = sizeArg(key, v)
-	case "prio":
-		var n uint32
-		n, err = uint32Arg("prio", v)
-		if err == nil && n > 7 {
+// htbClassOptions are tc-htb(8)'s class options, its tc aliases
+// included, each reading its value into h: the one table of class
+// options, read by keywords.read for the line form (HTBClass.keywords)
+// and by key for the YAML form (HTBClass.set).
+var htbClassOptions = map[string]func(h *HTBClass, key string, v token) (err error){
+	"rate":      func(h *HTBClass, key string, v token) (err error) { h.Rate, err = rateArg(key, v); return },
+	"ceil":      func(h *HTBClass, key string, v token) (err error) { h.Ceil, err = rateArg(key, v); return },
+	"burst":     htbBurst,
+	"buffer":    htbBurst,
+	"maxburst":  htbBurst,
+	"cburst":    htbCBurst,
+	"cbuffer":   htbCBurst,
+	"cmaxburst": htbCBurst,
+	"prio": func(h *HTBClass, key string, v token) (err error) {
+		h.Prio, err = uint32Arg(key, v)
+		if err == nil && h.Prio > 7 {
 			err = fmt.Errorf("prio %s: must be 0-7", v.text)
 		}
-		h.Prio = n
-	case "quantum":
-		h.Quantum, err = sizeArg("quantum", v)
-	case "limit":
-		var n uint32
-		n, err = uint32Arg("limit", v)
+		return
+	},
+	"quantum": func(h *HTBClass, key string, v token) (err error) { h.Quantum, err = sizeArg(key, v); return },
+	"limit": func(h *HTBClass, key string, v token) error {
+		n, err := uint32Arg(key, v)
 		if err == nil && (n == 0 || n > 1<<20) {
 			err = fmt.Errorf("limit %s: must be 1-1048576 packets", v.text)
 		}
 		h.Limit = int(n)
-	default:
+		return err
+	},
+}
+
+func htbBurst(h *HTBClass, key string, v token) (err error)  { h.Burst, err = sizeArg(key, v); return }
+func htbCBurst(h *HTBClass, key string, v token) (err error) { h.CBurst, err = sizeArg(key, v); return }
+
+// keywords is the keyword table of h's options for keywords.read: each
+// takes one value, and each word typed (an alias apart from what it
+// stands for) at most once.
+func (h *HTBClass) keywords() keywords {
+	seen := map[string]bool{}
+	ks := make(keywords, len(htbClassOptions))
+	for key, set := range htbClassOptions {
+		ks[key] = keyword{read: func(kw token, c *cursor) (bool, error) {
+			if !c.more() {
+				return false, &ParseError{Pos: kw.pos, Token: kw.text, Msg: fmt.Sprintf("htb %q needs a value", kw.text)}
+			}
+			v := c.next()
+			if seen[kw.text] {
+				return false, &ParseError{Pos: kw.pos, Token: kw.text, Msg: fmt.Sprintf("htb %s given twice", kw.text)}
+			}
+			seen[kw.text] = true
+			if err := set(h, key, v); err != nil {
+				return false, &ParseError{Pos: v.pos, Token: v.text, Msg: err.Error()}
+			}
+			return true, nil
+		}}
+	}
+	return ks
+}
+
+// set reads one class option from v (the YAML form's reader).
+func (h *HTBClass) set(key string, v token) error {
+	set, ok := htbClassOptions[key]
+	if !ok {
 		return unknownOption(key)
 	}
-	return err
+	return set(h, key, v)
 }
 
 // parseFilterStmt reads "filter [prio N] MATCH flowid ID" and tc's
@@ -696,6 +738,9 @@ func (c *Classes) Validate() error {
 	if c == nil || len(c.Classes) == 0 {
 		return &ParseError{Msg: "classes: no class defined"}
 	}
+	if s, plain := c.Pipeline(); plain {
+		return s.Validate()
+	}
 	tree := c.Classes[0].HTB != nil
 	ids := map[string]*Class{}
 	for i := range c.Classes {
@@ -778,6 +823,9 @@ func (c *Classes) Validate() error {
 // String prints the classes in the line form, statements joined by "; "
 // (ParseClasses reads it back to the same value).
 func (c *Classes) String() string {
+	if s, plain := c.Pipeline(); plain {
+		return s.String() // a pipeline prints as one, not as class statements
+	}
 	var parts []string
 	if c.Default != "" {
 		parts = append(parts, "default "+c.Default)

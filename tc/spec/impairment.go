@@ -6,15 +6,15 @@ import (
 )
 
 // Impairment is what one direction (or one interface's qdisc tree) is
-// given: a pipeline of stages, or a class tree whose leaves each run one.
-// It is parsed once, where text enters (the command line, the control API,
-// an experiment's configuration), and travels inward as this value: no
-// layer below parses spec text again or resolves "@FILE" in it.
+// given: a class tree whose leaves each run a pipeline of stages. A plain
+// pipeline is the tree of one leaf (PipelineClasses). It is parsed once,
+// where text enters (the command line, the control API, an experiment's
+// configuration), and travels inward as this value: no layer below parses
+// spec text again or resolves "@FILE" in it.
 //
 // The zero value is no impairment.
 type Impairment struct {
-	Pipeline *Spec    // a plain pipeline; nil with Classes or for none
-	Classes  *Classes // a class tree; nil for a pipeline
+	Classes *Classes // nil: none
 }
 
 // ErrFileRef is matched (errors.Is) by the error for text that starts
@@ -64,7 +64,7 @@ func ParseChange(text string) (Change, error) {
 		if err != nil {
 			return Change{}, err
 		}
-		return Change{whole: Impairment{Pipeline: s}}, nil
+		return Change{whole: PipelineImpairment(s)}, nil
 	}
 	ch := Change{text: t}
 	cs, err := ParseClassesAuto([]byte(t))
@@ -78,9 +78,12 @@ func ParseChange(text string) (Change, error) {
 
 // Apply is the impairment the change makes of cur, what the direction
 // runs now (nil: no class set): the change itself when it is whole, else
-// cur patched (a patch of no set is the text as a whole set, and fails as
-// that would). Nothing is changed in cur.
+// cur patched (a patch of no set, or of a plain pipeline, is the text as
+// a whole set, and fails as that would). Nothing is changed in cur.
 func (ch Change) Apply(cur *Classes) (Impairment, error) {
+	if _, plain := cur.Pipeline(); plain {
+		cur = nil
+	}
 	switch {
 	case !ch.patch:
 		return ch.whole, nil
@@ -103,20 +106,28 @@ func (c *Classes) hasRoot() bool {
 	return false
 }
 
-// PipelineImpairment is the impairment of a pipeline (nil: none).
-func PipelineImpairment(s *Spec) Impairment { return Impairment{Pipeline: s} }
-
-// String is the canonical text: the class set's line form or the
-// pipeline's canonical form ("" for none).
-func (im Impairment) String() string {
-	switch {
-	case im.Classes != nil:
-		return im.Classes.String()
-	case im.Pipeline != nil:
-		return im.Pipeline.String()
+// PipelineImpairment is the impairment of a pipeline, the tree of one
+// leaf (nil: none).
+func PipelineImpairment(s *Spec) Impairment {
+	if s == nil {
+		return Impairment{}
 	}
-	return ""
+	return Impairment{Classes: PipelineClasses(s)}
 }
+
+// Pipeline is the pipeline of an impairment that is one (Classes.Pipeline;
+// none is the empty pipeline, nil).
+func (im Impairment) Pipeline() (*Spec, bool) { return im.Classes.Pipeline() }
+
+// IsEmpty reports whether im impairs nothing: none, or an empty pipeline.
+func (im Impairment) IsEmpty() bool {
+	s, plain := im.Pipeline()
+	return plain && s.IsEmpty()
+}
+
+// String is the canonical text: the class set's line form, a plain
+// pipeline's canonical form ("" for none).
+func (im Impairment) String() string { return im.Classes.String() }
 
 // MustParse is Parse for texts fixed in code (tests, built-in presets): it
 // panics on an error.

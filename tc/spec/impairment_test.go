@@ -12,12 +12,12 @@ func TestParseImpairment(t *testing.T) {
 		"delay 1ms | tbf rate 1mbit burst 10kb limit 100kb": "delay 1ms | tbf rate 1mbit burst 10kb limit 100kb",
 	} {
 		im, err := ParseImpairment(text)
-		if err != nil || im.String() != want || im.Classes != nil {
-			t.Errorf("ParseImpairment(%q) = %q (classes %v), %v; want pipeline %q", text, im.String(), im.Classes != nil, err, want)
+		if _, plain := im.Pipeline(); err != nil || im.String() != want || !plain {
+			t.Errorf("ParseImpairment(%q) = %q (pipeline %v), %v; want pipeline %q", text, im.String(), plain, err, want)
 		}
 	}
 	im, err := ParseImpairment("htb default 2; class 1:1 htb rate 10mbit; class 1:2 parent 1:1 htb rate 5mbit; leaf 1:2 delay 5ms")
-	if err != nil || im.Classes == nil || im.Pipeline != nil {
+	if _, plain := im.Pipeline(); err != nil || im.Classes == nil || plain {
 		t.Fatalf("class set: %+v, %v", im, err)
 	}
 	if again, err := ParseImpairment(im.String()); err != nil || again.String() != im.String() {
