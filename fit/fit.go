@@ -367,6 +367,9 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	cc, ccWhy := "", "the data in flight is known near the sender only"
 	if where == "sender" {
 		cc, ccWhy = f.congestionControl(runs)
+		if p := f.probeRTT(); len(p) > 0 && (cc == "" || cc == "model-based (bbr)") {
+			cc, ccWhy = "model-based (bbr)", fmt.Sprintf("BBR's ProbeRTT: the data in flight held at 4 segments for 150 ms or more while sending, %d times (first at %.2f s)", len(p), p[0].Seconds())
+		}
 	}
 	if cc != "" {
 		name := strings.TrimSuffix(strings.TrimPrefix(cc[strings.IndexByte(cc, '(')+1:], ""), ")")
@@ -610,42 +613,140 @@ func (f *flow) jitter(where string) Param {
 }
 
 // congestionControl reads the sender's reaction to loss: how far the data
-// in flight fell after each loss run.
+// in flight fell across each congestion event, the loss runs within a
+// round trip of one another (one event: one reduction). The flight before
+// is the largest from a round trip before the event's first loss to a
+// round trip after its last, when the sender learns of it (in slow start
+// the flight doubles meanwhile, and the reduction is of that); the flight
+// after is the median of the round trip after recovery, two round trips
+// after the last loss. Only events with no other in those windows count.
+// The round trip is the base plus the queue the data met at the event:
+// behind a full buffer it can be twice the base.
 func (f *flow) congestionControl(runs []lossRun) (string, string) {
 	if len(runs) < 2 {
 		return "", "fewer than two loss events: the sender's reaction to loss is not seen"
 	}
-	var ratios []float64
+	rttAt := func(t time.Duration, r lossRun) time.Duration {
+		if q := f.queueAt(t); q > 0 {
+			return f.base + q
+		} else if r.queue > 0 {
+			return f.base + r.queue
+		}
+		return f.base
+	}
+	type event struct{ first, last, rtt time.Duration }
+	var events []event
 	for _, r := range runs {
-		before, after := int64(0), int64(math.MaxInt64)
+		if n := len(events); n > 0 && r.t <= events[n-1].last+events[n-1].rtt {
+			events[n-1].last = r.t
+			continue
+		}
+		events = append(events, event{first: r.t, last: r.t, rtt: rttAt(r.t, r)})
+	}
+	var ratios []float64
+	for k, e := range events {
+		if k == 0 {
+			// The first event ends slow start (or BBR's startup): a
+			// reduction from an overshoot that may take several rounds
+			// to repair, or BBR's drain after it, says nothing of the
+			// reaction to loss.
+			continue
+		}
+		lo, hi := e.first-e.rtt, e.last+3*e.rtt
+		if (k > 0 && events[k-1].last+3*events[k-1].rtt > lo) || (k+1 < len(events) && events[k+1].first < hi) {
+			continue // another event's reaction in the windows
+		}
+		before := int64(0)
+		var after []float64
 		for _, d := range f.data {
-			if d.inflight < 0 {
+			if d.inflight < 0 || d.t < lo || d.t > hi {
 				continue
 			}
 			switch {
-			case d.t >= r.t-f.base && d.t <= r.t:
+			case d.t <= e.last+e.rtt:
 				before = max(before, d.inflight)
-			case d.t >= r.t+2*f.base && d.t <= r.t+3*f.base:
-				after = min(after, d.inflight)
+			case d.t >= e.last+2*e.rtt:
+				after = append(after, float64(d.inflight))
 			}
 		}
-		if before > 0 && after != math.MaxInt64 {
-			ratios = append(ratios, float64(after)/float64(before))
+		if before > 0 && len(after) > 0 {
+			ratios = append(ratios, quantile(sorted(after), 0.5)/float64(before))
 		}
 	}
 	if len(ratios) < 2 {
-		return "", "the data in flight around the losses is not known (a capture near the receiver, or losses at the ends)"
+		return "", fmt.Sprintf("%d loss events apart from one another with the data in flight known around them: the sender's reaction to loss is not seen", len(ratios))
 	}
-	m := quantile(sorted(ratios), 0.5)
-	switch {
-	case m >= 0.35 && m < 0.6:
-		return "loss-based (reno)", fmt.Sprintf("in flight fell to %.2f of itself after losses (Reno halves)", m)
-	case m >= 0.6 && m < 0.85:
-		return "loss-based (cubic)", fmt.Sprintf("in flight fell to %.2f of itself after losses (CUBIC keeps 0.7)", m)
-	case m >= 0.85:
-		return "model-based (bbr)", fmt.Sprintf("in flight held at %.2f of itself across losses: not loss-based", m)
+	class := func(x float64) string {
+		switch {
+		case x >= 0.3 && x < 0.58:
+			return "loss-based (reno)"
+		case x >= 0.58 && x < 0.85:
+			return "loss-based (cubic)"
+		case x >= 0.85:
+			return "model-based (bbr)"
+		}
+		return ""
 	}
-	return "", fmt.Sprintf("in flight fell to %.2f of itself after losses: no known signature", m)
+	s := sorted(ratios)
+	m := quantile(s, 0.5)
+	c, n := class(m), 0
+	for _, x := range s {
+		if class(x) == c {
+			n++
+		}
+	}
+	// A signature is claimed only when most events show it: a BBR behind
+	// a full buffer cuts its flight by 0.65-0.9 at random phases of its
+	// gain cycle, between CUBIC's 0.7 and holding.
+	if c == "" || 2*n <= len(s) {
+		return "", fmt.Sprintf("in flight fell to %.2f of itself across %d loss events (%.2f-%.2f, %d of them in one class): no clear signature",
+			m, len(s), quantile(s, 0.25), quantile(s, 0.75), n)
+	}
+	why := map[string]string{"loss-based (reno)": "Reno halves", "loss-based (cubic)": "CUBIC keeps 0.7", "model-based (bbr)": "not loss-based"}[c]
+	return c, fmt.Sprintf("in flight fell to %.2f of itself across %d loss events, %d of them in this class (%s)", m, len(s), n, why)
+}
+
+// probeRTT finds BBR's ProbeRTT: the data in flight held at four segments
+// (BBR's least window) for its 200 ms (150 ms or more of it seen, and four
+// round trips) while the sender kept sending and the receiver's window
+// stayed open, with more than three times that in flight before and
+// after. No loss-based sender does that: one whose application or receiver
+// pauses it stops sending, and slow start after a timeout doubles its
+// flight each round trip. It returns when each began.
+func (f *flow) probeRTT() []time.Duration {
+	if f.mss <= 0 || len(f.data) < 100 {
+		return nil
+	}
+	// Four segments in flight, and the segment just sent on top, of two
+	// MSS when the sender sends GSO pairs: six.
+	low := int64(6 * f.mss)
+	var out []time.Duration
+	openAt := func(t time.Duration) bool { // the receiver's last window before t
+		i := sort.Search(len(f.acks), func(i int) bool { return f.acks[i].t > t })
+		return i > 0 && f.acks[i-1].win > 8*low
+	}
+	for i := 0; i < len(f.data); {
+		if f.data[i].inflight < 0 || f.data[i].inflight > low {
+			i++
+			continue
+		}
+		j, sent := i, 0
+		for j < len(f.data) && f.data[j].inflight >= 0 && f.data[j].inflight <= low {
+			j++
+			sent++
+		}
+		start, end := f.data[i].t, f.data[min(j, len(f.data)-1)].t
+		after := int64(0)
+		for k := j; k < min(j+100, len(f.data)); k++ {
+			after = max(after, f.data[k].inflight)
+		}
+		if i > 0 && end-start >= max(150*time.Millisecond, 4*f.base) && sent >= 4 && f.data[i-1].inflight > 3*low && after > 3*low &&
+			openAt(start) && openAt(f.data[j-1].t) {
+			out = append(out, start)
+		}
+		i = j
+	}
+	return out
 }
 
 // RequestResponse is a connection that carried requests and responses in
