@@ -31,8 +31,12 @@ type flow struct {
 
 	karn, echo []sample
 	kmin, emin time.Duration
-	base       time.Duration
-	baseSrc    string
+	// reacted says reactionPlacement has run; reactWhere and reactWhy
+	// are its answer.
+	reacted              bool
+	reactWhere, reactWhy string
+	base                 time.Duration
+	baseSrc              string
 
 	queue   []sample // the bottleneck queue's delay over time
 	qShare  float64  // share of queue samples at theta or more
@@ -172,6 +176,9 @@ func (f *flow) baseRTT(recs []record) Param {
 		f.base, f.baseSrc = hs, "handshake"
 		return f.rttParam(fmt.Sprintf("the handshake (SYN to SYN-ACK %s, SYN-ACK to ACK %s); no TCP timestamps to measure both legs of data", ms(g1), ms(g2)))
 	case f.kmin >= 0:
+		if where, ev := f.reactionPlacement(); where == "receiver" {
+			return unknown("no timestamps and no handshake, and the capture was taken near the receiver (" + ev + "): its data-to-ACK time is the receiver's delay, not the round trip")
+		}
 		f.base, f.baseSrc = f.kmin, "karn"
 		return f.rttParam(fmt.Sprintf("lowest data-to-ACK time %s of %d Karn samples (no timestamps: the sender's own reaction time is taken as nil)", ms(f.kmin), len(f.karn)))
 	}
@@ -212,10 +219,81 @@ func (f *flow) capturePoint(recs []record) (where string, ev string) {
 		}
 		return "middle", fmt.Sprintf("from the handshake's gaps: %.0f %% of the round trip on the receiver's side", rxShare*100)
 	}
+	if where, ev := f.reactionPlacement(); where != "" {
+		return where, ev
+	}
 	if f.st.CapturedNear != "" && f.st.CapturedNear != "unknown" {
 		return f.st.CapturedNear, "the analyzer's placement"
 	}
-	return "unknown", "neither timestamps nor the handshake place it"
+	return "unknown", "neither timestamps, the handshake nor the ends' reactions place it"
+}
+
+// minReactions is how many ACKs with a reaction on both sides place a
+// capture by the ends' reactions.
+const minReactions = 50
+
+// reactionPlacement places a capture without timestamps or a handshake
+// by which end reacts at once, as the capture point sees it. Each ACK is
+// timed from the data segment before it (the receiver's reaction: next to
+// the receiver, its delay in answering data, tens of microseconds) and to
+// the first new data after it, before the next ACK (the sender's: next to
+// the sender, the ACK clock releasing data at once). Next to one end its
+// reaction is a host's and the other's a spacing of the flow (about the
+// ACKs' own spacing, a packet time or more at the bottleneck), so the
+// medians differ by far: a quarter or less. Near the sender the ACK leg is
+// then the whole round trip, well above the sender's reaction (ten times
+// or more). Neither: "" (the middle, or a pacing sender, looks alike).
+func (f *flow) reactionPlacement() (string, string) {
+	if f.reacted {
+		return f.reactWhere, f.reactWhy
+	}
+	f.reacted = true
+	var rx, tx []float64
+	var high int64
+	di := 0
+	lastData := time.Duration(-1)
+	var lastAck int64 = -1
+	for k, a := range f.acks {
+		ack := f.off(a.ack)
+		if a.payload > 0 || ack <= lastAck || ack > 1<<40 {
+			continue // data, or no new data acknowledged
+		}
+		lastAck = ack
+		for di < len(f.data) && f.data[di].t <= a.t {
+			if end := f.off(f.data[di].seq) + int64(f.data[di].payload); end > high {
+				high, lastData = end, f.data[di].t
+			}
+			di++
+		}
+		if lastData < 0 {
+			continue
+		}
+		next := time.Duration(math.MaxInt64)
+		if k+1 < len(f.acks) {
+			next = f.acks[k+1].t
+		}
+		h := high
+		for j := di; j < len(f.data) && f.data[j].t < next; j++ {
+			if end := f.off(f.data[j].seq) + int64(f.data[j].payload); end > h {
+				rx = append(rx, float64(a.t-lastData))
+				tx = append(tx, float64(f.data[j].t-a.t))
+				break
+			}
+		}
+	}
+	if len(rx) < minReactions {
+		return "", ""
+	}
+	r, s := time.Duration(quantile(sorted(rx), 0.5)), time.Duration(quantile(sorted(tx), 0.5))
+	switch {
+	case 4*s <= r && f.kmin >= 10*s:
+		f.reactWhere, f.reactWhy = "sender", fmt.Sprintf("no timestamps, no handshake: new data followed the ACKs in %s (median of %d), the ACKs the data before them in %s, and data took %s or more to its ACK: the sender's reaction, next to it",
+			ms(s), len(tx), ms(r), ms(f.kmin))
+	case 4*r <= s:
+		f.reactWhere, f.reactWhy = "receiver", fmt.Sprintf("no timestamps, no handshake: the ACKs followed the data before them in %s (median of %d), new data the ACKs in %s: the receiver's reaction, next to it",
+			ms(r), len(rx), ms(s))
+	}
+	return f.reactWhere, f.reactWhy
 }
 
 // queueing builds the bottleneck queue's delay over time from the leg
