@@ -236,7 +236,9 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	for _, r := range runs {
 		if r.full {
 			congSegs += r.segs
-			atDrops = append(atDrops, r.queue)
+			if r.before >= 0 {
+				atDrops = append(atDrops, r.before)
+			}
 			continue
 		}
 		randSegs += r.segs

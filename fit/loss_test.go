@@ -147,3 +147,50 @@ func TestSmoothDelayAloneMakesNoTailDrops(t *testing.T) {
 		t.Error("with a bottleneck's rate, no run at the queue's level was taken for a tail drop")
 	}
 }
+
+// TestLongRunsAfterAFullQueueAreTailDrops: a buffer of a fraction of the
+// bandwidth-delay product overflows once or twice in slow start, too few
+// runs to cluster; its runs are long (a burst of consecutive segments)
+// and a smooth queue held at its top just before them: tail drops. Long
+// runs of a bursty channel with no queue before them, and short runs
+// after a full queue, are not (other rules judge those).
+func TestLongRunsAfterAFullQueueAreTailDrops(t *testing.T) {
+	ms := time.Millisecond
+	f := &flow{mss: 1000, base: 50 * ms, theta: 5 * ms, qRho: 0.9}
+	// The queue: nil, then rising to 12 ms from 1.0 s to 1.1 s and held
+	// there to 1.2 s, then nil again; a sample every 2 ms.
+	for i := range 1000 {
+		at := time.Duration(i) * 2 * ms
+		var q time.Duration
+		switch {
+		case at >= 1000*ms && at < 1100*ms:
+			q = (at - 1000*ms) * 12 / 100
+		case at >= 1100*ms && at < 1200*ms:
+			q = 12 * ms
+		}
+		f.queue = append(f.queue, sample{at + f.base + q, q})
+		f.queueSent = append(f.queueSent, sample{at, q})
+	}
+	run := func(at time.Duration, segs int) lossRun {
+		return lossRun{t: at, segs: segs, before: f.queueBefore(at)}
+	}
+	runs := []lossRun{
+		run(1150*ms, 8), // the overflow: a long run, the queue full before it
+		run(300*ms, 6),  // a bursty channel's long run, no queue
+		run(1160*ms, 1), // one segment: not by this rule
+		run(1500*ms, 4), // after the queue drained
+	}
+	f.longRunDrops(runs)
+	for i, want := range []bool{true, false, false, false} {
+		if runs[i].full != want {
+			t.Errorf("run %d (%v, %d segments, queue before %v): tail drop %v, want %v", i, runs[i].t, runs[i].segs, runs[i].before, runs[i].full, want)
+		}
+	}
+	// A lone spike of a host's is no queue that held.
+	f.queueSent[700].v = 30 * ms
+	spike := []lossRun{run(f.queueSent[700].t+ms, 5)}
+	f.longRunDrops(spike)
+	if spike[0].full {
+		t.Errorf("a long run after a one-sample spike (queue before %v) taken for a tail drop", spike[0].before)
+	}
+}
