@@ -232,13 +232,11 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		note("burst_bytes", burst)
 	}
 	var randSegs, randRuns, congSegs, multi int
-	var atDrops []time.Duration
+	var drops []lossRun
 	for _, r := range runs {
 		if r.full {
 			congSegs += r.segs
-			if r.before >= 0 {
-				atDrops = append(atDrops, r.before)
-			}
+			drops = append(drops, r)
 			continue
 		}
 		randSegs += r.segs
@@ -247,7 +245,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 			multi++
 		}
 	}
-	note("buffer_bytes", f.bufferSize(congSegs, atDrops))
+	note("buffer_bytes", f.bufferSize(congSegs, drops))
 	p["congestion_losses"] = known(float64(congSegs), float64(congSegs), float64(congSegs),
 		"segments lost at a full bottleneck queue (tail drops, not counted as random loss): runs that met the queue at the overflows' level, runs clustered as independent losses seldom are (several within two round trips), and the runs within two round trips of those")
 	lossModel := "none"

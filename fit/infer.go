@@ -770,28 +770,62 @@ func (f *flow) deliveredByTSval(del []sample) ([]sample, bool) {
 
 // bufferSize is the bottleneck's queue capacity: the largest queueing
 // delay times the rate, known when the queue overflowed (tail drops).
-func (f *flow) bufferSize(tailDrops int, atDrops []time.Duration) Param {
+func (f *flow) bufferSize(tailDrops int, drops []lossRun) Param {
 	if f.rate <= 0 {
 		return unknown("no bottleneck rate: the buffer cannot be sized")
 	}
 	b := f.qmax.Seconds() * f.rate / 8
 	lo := f.qp95.Seconds() * f.rateLo / 8
 	hi := f.qmax.Seconds() * f.rateHi / 8 * 1.1
-	if len(atDrops) >= 3 {
-		// The queue when it overflowed: what the data sent just before
-		// each drop run met (the median over the runs, which a stalled
-		// host's extra delay moves less than the largest delay), times
-		// the rate, and the packet the lost segment would have added.
-		vs := make([]float64, len(atDrops))
-		for i, d := range atDrops {
-			vs[i] = d.Seconds()
+	// The queue when it overflowed: what the data sent just before each
+	// overflow met. An overflow drops runs a few packet times apart
+	// (slow start's overshoot, a burst at the top of the sawtooth): the
+	// runs within a quarter of a round trip of each other are one, and
+	// its level the highest they met, as the samples before its later
+	// runs are of data sent before the first, or, where samples are
+	// sparse (the receiver's timestamps tick once a millisecond), of the
+	// burst before, which met the queue lower. Only samples of data sent
+	// within a quarter of a round trip of the run. The median over the
+	// overflows, which a stalled host's extra delay moves less than the
+	// largest delay.
+	fresh := max(f.base/4, 2*time.Millisecond)
+	var vs []float64
+	what := "overflows (the highest of each one's drop runs)"
+	for i := 0; i < len(drops); {
+		j, q := i, time.Duration(-1)
+		for ; j < len(drops) && drops[j].t-drops[max(j-1, i)].t <= fresh; j++ {
+			if drops[j].beforeAge <= fresh {
+				q = max(q, drops[j].before)
+			}
 		}
+		if q >= 0 {
+			vs = append(vs, q.Seconds())
+		}
+		i = j
+	}
+	// Too few overflows: the drop runs, those with a sample of data
+	// sent a quarter of a round trip or less before them, else all.
+	for _, age := range []time.Duration{fresh, math.MaxInt64} {
+		if len(vs) >= 3 {
+			break
+		}
+		vs, what = vs[:0], "drop runs"
+		for _, r := range drops {
+			if r.before >= 0 && r.beforeAge <= age {
+				vs = append(vs, r.before.Seconds())
+			}
+		}
+	}
+	if len(vs) >= 3 {
+		// Times the rate, and two packets: the segment the last sample
+		// times is one or two before the lost one (an ACK covers two),
+		// and the lost one met the buffer less at most its own size.
 		s := sorted(vs)
 		q := quantile(s, 0.5)
-		pkt := float64(f.mss) * f.ipFact
+		pkt := 2 * float64(f.mss) * f.ipFact
 		return known(q*f.rate/8+pkt, quantile(s, 0.25)*f.rateLo/8+pkt, quantile(s, 0.75)*f.rateHi/8+pkt, fmt.Sprintf(
-			"the queueing delay the data sent just before each overflow met, %s (median over %d drop runs; %s, interquartile %s-%s), times the rate, and a packet",
-			ms(time.Duration(q*1e9)), len(s), f.qLeg, ms(time.Duration(quantile(s, 0.25)*1e9)), ms(time.Duration(quantile(s, 0.75)*1e9))))
+			"the queueing delay the data sent just before the queue overflowed met, %s (median over %d %s; %s, interquartile %s-%s), times the rate, and two packets",
+			ms(time.Duration(q*1e9)), len(s), what, f.qLeg, ms(time.Duration(quantile(s, 0.25)*1e9)), ms(time.Duration(quantile(s, 0.75)*1e9))))
 	}
 	if tailDrops == 0 {
 		return Param{Unknown: fmt.Sprintf("the queue reached %s (%s at the rate) and never overflowed: the buffer is at least that", ms(f.qmax), units.Size(b).Human()),
@@ -804,13 +838,14 @@ func (f *flow) bufferSize(tailDrops int, atDrops []time.Duration) Param {
 // lossRun is a run of consecutive segments lost together.
 type lossRun struct {
 	t     time.Duration // when the run's first segment was sent (or was due)
-	start int64         // its first byte (an offset from the data's first)
 	segs  int
 	full  bool          // the bottleneck queue was near full
 	queue time.Duration // the queue delay near it (-1: unknown)
 	// before is the queue the data sent just before it met (-1: unknown):
 	// at a tail drop, the full buffer.
 	before time.Duration
+	// beforeAge is how long before the run that data was sent.
+	beforeAge time.Duration
 }
 
 // queueBefore is the queue that the data sent last before t met (within
@@ -821,12 +856,12 @@ type lossRun struct {
 // when the hole is filled), and hold that wait, not a queue; nor a median
 // over a longer stretch, which slow start's queue, filled within a round
 // trip, would put below the buffer.
-func (f *flow) queueBefore(t time.Duration) time.Duration {
+func (f *flow) queueBefore(t time.Duration) (q, age time.Duration) {
 	i := sort.Search(len(f.queueSent), func(i int) bool { return f.queueSent[i].t >= t }) - 1
 	if i < 0 || f.queueSent[i].t < t-max(f.base/2, 5*time.Millisecond) {
-		return -1
+		return -1, -1
 	}
-	return f.queueSent[i].v
+	return f.queueSent[i].v, t - f.queueSent[i].t
 }
 
 // losses finds the path's losses: near the sender the sequence space it
@@ -964,7 +999,9 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 				n += segs(lost[k].end - lost[k].start)
 			}
 		}
-		runs = append(runs, lossRun{t: lost[i].t, start: lost[i].start, segs: n, queue: queueFor(lost[i].t), before: f.queueBefore(lost[i].t)})
+		r := lossRun{t: lost[i].t, segs: n, queue: queueFor(lost[i].t)}
+		r.before, r.beforeAge = f.queueBefore(r.t)
+		runs = append(runs, r)
 		i = j
 	}
 	f.smoothQueueDrops(runs, queueFor)

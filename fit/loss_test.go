@@ -172,7 +172,9 @@ func TestLongRunsAfterAFullQueueAreTailDrops(t *testing.T) {
 		f.queueSent = append(f.queueSent, sample{at, q})
 	}
 	run := func(at time.Duration, segs int) lossRun {
-		return lossRun{t: at, segs: segs, before: f.queueBefore(at)}
+		r := lossRun{t: at, segs: segs}
+		r.before, r.beforeAge = f.queueBefore(at)
+		return r
 	}
 	runs := []lossRun{
 		run(1150*ms, 8), // the overflow: a long run, the queue full before it
