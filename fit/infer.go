@@ -869,13 +869,23 @@ func (f *flow) queueBefore(t time.Duration) (q, age time.Duration) {
 // out), near the receiver the holes in the sequence space that data filled
 // a round trip or more later (a hole filled sooner was a reordering: a
 // retransmission takes at least a round trip). It returns the runs of
-// consecutive lost segments, how many segments were sent, and the depth in
-// segments of each reordered arrival.
+// consecutive lost segments, how many segments were sent, and for each
+// segment that arrived ahead of others (reordered) how many it overtook.
 func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float64) {
+	// overtaking is what opened a hole near the receiver: the segments
+	// that arrived above it while it was open (one, or a burst sent
+	// ahead together), how many segments it held, its pieces still open,
+	// and whether any piece came late (a loss, not a reordering).
+	type overtaking struct {
+		above, open int
+		size        int64
+		late        bool
+	}
 	type span struct {
 		start, end int64
 		t          time.Duration // when the lost send left (or was due)
 		rt         time.Duration // near the sender: when the re-send left
+		by         *overtaking   // near the receiver: the hole's
 	}
 	segs := func(n int64) int { return int((n + int64(f.mss) - 1) / int64(f.mss)) }
 	// The queue a run met: near the sender it shows in the RTT of the
@@ -909,8 +919,15 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 			continue
 		}
 		if s >= high {
+			// It arrived above every open hole: one more segment ahead
+			// of each (once per hole, however many pieces it is in).
+			for i, h := range holes {
+				if !slices.ContainsFunc(holes[:i], func(o *span) bool { return o.by == h.by }) {
+					h.by.above++
+				}
+			}
 			if s > high && where != "sender" {
-				holes = append(holes, &span{start: high, end: s, t: d.t})
+				holes = append(holes, &span{start: high, end: s, t: d.t, by: &overtaking{above: 1, open: 1, size: s - high}})
 			}
 			sent += segs(e - s)
 			firstStart, firstTime = append(firstStart, s), append(firstTime, d.t)
@@ -932,22 +949,33 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 				continue
 			}
 			if d.t-h.t < soon {
-				reordered = append(reordered, float64(high-s)/float64(f.mss))
 				sent += segs(min(e, h.end) - s)
 			} else {
 				lost = append(lost, span{start: s, end: min(e, h.end), t: h.t})
+				h.by.late = true
 			}
 			// The hole shrinks by what arrived.
 			switch {
 			case s <= h.start && e >= h.end:
 				holes = append(holes[:i], holes[i+1:]...)
+				h.by.open--
 			case s <= h.start:
 				h.start = e
 			case e >= h.end:
 				h.end = s
 			default:
-				holes = append(holes, &span{start: e, end: h.end, t: h.t})
+				holes = append(holes, &span{start: e, end: h.end, t: h.t, by: h.by})
+				h.by.open++
 				h.end = s
+			}
+			// A hole filled all within half a round trip was segments
+			// overtaken: each segment that arrived above it went ahead
+			// of as many as it held (netem's reorder sends a packet
+			// ahead of its delay line).
+			if h.by.open == 0 && !h.by.late {
+				for range h.by.above {
+					reordered = append(reordered, float64(h.by.size)/float64(f.mss))
+				}
 			}
 			break
 		}

@@ -1,7 +1,9 @@
 package fit
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -194,5 +196,52 @@ func TestLongRunsAfterAFullQueueAreTailDrops(t *testing.T) {
 	f.longRunDrops(spike)
 	if spike[0].full {
 		t.Errorf("a long run after a one-sample spike (queue before %v) taken for a tail drop", spike[0].before)
+	}
+}
+
+// TestReorderingCountsTheSegmentsSentAhead: near the receiver, a segment
+// netem sends ahead of its delay line arrives above a hole that the
+// segments it overtook fill within half a round trip: one reordered
+// segment (netem's share), as deep as the segments it overtook, and no
+// loss; two sent ahead together are two. A hole filled a round trip
+// later is a loss.
+func TestReorderingCountsTheSegmentsSentAhead(t *testing.T) {
+	const mss = 1000
+	ms := time.Millisecond
+	f := &flow{mss: mss, base: 20 * ms, isn: 1}
+	var order []int
+	for i := range 1000 {
+		order = append(order, i)
+	}
+	ahead := func(at, by, n int) { // segments at..at+n-1 arrive before the by before them
+		seg := append([]int(nil), order[at:at+n]...)
+		copy(order[at-by+n:at+n], order[at-by:at])
+		copy(order[at-by:], seg)
+	}
+	for k := 1; k <= 8; k++ {
+		ahead(k*100, 10, 1)
+	}
+	ahead(950, 10, 2)
+	for i, seg := range order {
+		f.data = append(f.data, record{t: time.Duration(i) * 100 * time.Microsecond, seq: uint32(1 + seg*mss), payload: mss, karn: -1, inflight: -1})
+	}
+	// A loss: segment 520's first send never came; its re-send, 30 ms later.
+	for i := range f.data {
+		if f.data[i].seq == 1+520*mss {
+			f.data[i].t += 30 * ms
+		}
+	}
+	slices.SortStableFunc(f.data, func(a, b record) int { return cmp.Compare(a.t, b.t) })
+	runs, sent, reordered := f.losses("receiver")
+	if len(reordered) != 10 {
+		t.Errorf("%d reordered segments (%v), want 10", len(reordered), reordered)
+	}
+	for _, d := range reordered {
+		if d != 10 {
+			t.Errorf("reordered depth %v segments, want 10", d)
+		}
+	}
+	if len(runs) != 1 || runs[0].segs != 1 || sent != 1000 {
+		t.Errorf("runs %+v, %d sent: want one lost segment of 1000", runs, sent)
 	}
 }
