@@ -295,7 +295,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		} else {
 			s := sorted(reorders)
 			p["reorder_percent"] = withSamples(known(float64(k)/float64(sent)*100, lo*100, hi*100, fmt.Sprintf(
-				"%d of %d segments arrived ahead of others (above a hole that the segments they overtook filled within half a round trip)", k, sent)), sent)
+				"%d of %d segments arrived ahead of others (above a hole that the segments they overtook filled within three quarters of a round trip)", k, sent)), sent)
 			p["reorder_depth_packets"] = known(quantile(s, 0.5), s[0], s[len(s)-1], "how many segments each overtook (median, range)")
 			if (!jitter.Known() || jitter.Value == 0) && k >= 5 {
 				reorderSpec = "reorder " + pct(float64(k)/float64(sent)*100)

@@ -118,20 +118,113 @@ func (f *flow) rtts() {
 			}
 		}
 	}
+	f.echo = f.echoes(first, nil)
+	f.kmin, f.emin = minSample(f.karn), minSample(f.echo)
+	// A segment netem's reorder sent ahead of its delay line echoes what
+	// its neighbours echo but arrives a delay line sooner: its echo is
+	// below the round trip, whose legs then add up to the round trip less
+	// the delay line. Those that arrived above a hole filled within twice
+	// the legs' sum (the segments overtaken come at most a delay line
+	// later; a hole a retransmission fills may be taken too, and its
+	// samples are lost, no more) are left out, and the legs measured
+	// again.
+	if f.kmin >= 0 && f.emin >= 0 {
+		if ahead := f.overtakers(2 * (f.kmin + f.emin)); len(ahead) > 0 {
+			f.echo = f.echoes(first, ahead)
+			f.emin = minSample(f.echo)
+		}
+	}
+}
+
+// echoes are the ACK-to-data samples: the receiver's TSval (first, when
+// the first ACK carrying it was seen) to the first new data segment
+// echoing it, less the segments in skip (indices into f.data).
+func (f *flow) echoes(first map[uint32]time.Duration, skip map[int]bool) []sample {
+	var out []sample
+	done := make(map[uint32]bool)
 	var high int64
-	for _, d := range f.data {
+	for i, d := range f.data {
 		end := f.off(d.seq) + int64(d.payload)
 		isNew := end > high
 		high = max(high, end)
-		if !isNew || !d.hasTS || d.aflags&analyzer.AnyRetransmission != 0 {
+		if !isNew || !d.hasTS || d.aflags&analyzer.AnyRetransmission != 0 || skip[i] || done[d.tsecr] {
 			continue
 		}
 		if ta, ok := first[d.tsecr]; ok && d.t >= ta {
-			f.echo = append(f.echo, sample{d.t, d.t - ta})
-			delete(first, d.tsecr)
+			out = append(out, sample{d.t, d.t - ta})
+			done[d.tsecr] = true
 		}
 	}
-	f.kmin, f.emin = minSample(f.karn), minSample(f.echo)
+	return out
+}
+
+// overtakers are the data segments (indices into f.data) that arrived
+// above a hole in the sequence space which was filled all within soon:
+// segments sent ahead of others (a reordering), not after a loss.
+func (f *flow) overtakers(soon time.Duration) map[int]bool {
+	type hole struct {
+		members []int // the segments that arrived above it while it was open
+		open    int   // its pieces still open
+		late    bool
+		t       time.Duration
+	}
+	type piece struct {
+		start, end int64
+		h          *hole
+	}
+	var pieces []*piece
+	out := map[int]bool{}
+	var high int64
+	for i, d := range f.data {
+		s := f.off(d.seq)
+		e := s + int64(d.payload)
+		if e <= s {
+			continue
+		}
+		if s >= high {
+			seen := map[*hole]bool{}
+			for _, p := range pieces {
+				if !seen[p.h] {
+					seen[p.h] = true
+					p.h.members = append(p.h.members, i)
+				}
+			}
+			if s > high {
+				pieces = append(pieces, &piece{high, s, &hole{members: []int{i}, open: 1, t: d.t}})
+			}
+			high = e
+			continue
+		}
+		for k, p := range pieces {
+			if s < p.start || s >= p.end {
+				continue
+			}
+			h := p.h
+			if d.t-h.t >= soon {
+				h.late = true
+			}
+			switch {
+			case s <= p.start && e >= p.end:
+				pieces = append(pieces[:k], pieces[k+1:]...)
+				h.open--
+			case s <= p.start:
+				p.start = e
+			case e >= p.end:
+				p.end = s
+			default:
+				pieces = append(pieces, &piece{e, p.end, h})
+				h.open++
+				p.end = s
+			}
+			if h.open == 0 && !h.late {
+				for _, m := range h.members {
+					out[m] = true
+				}
+			}
+			break
+		}
+	}
+	return out
 }
 
 func minSample(s []sample) time.Duration {
@@ -867,8 +960,8 @@ func (f *flow) queueBefore(t time.Duration) (q, age time.Duration) {
 // losses finds the path's losses: near the sender the sequence space it
 // sent again (spurious retransmissions, of data already acknowledged, left
 // out), near the receiver the holes in the sequence space that data filled
-// a round trip or more later (a hole filled sooner was a reordering: a
-// retransmission takes at least a round trip). It returns the runs of
+// three quarters of a round trip or more later (a hole filled sooner was a
+// reordering: a retransmission takes at least a round trip). It returns the runs of
 // consecutive lost segments, how many segments were sent, and for each
 // segment that arrived ahead of others (reordered) how many it overtook.
 func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float64) {
@@ -877,10 +970,12 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 	// ahead together), how many segments it held, its pieces still open,
 	// and whether any piece came late (a loss, not a reordering).
 	type overtaking struct {
-		above, open int
-		size        int64
-		late        bool
+		above []int // indices into f.data
+		open  int
+		size  int64
+		late  bool
 	}
+	counted := map[int]bool{} // segments already counted as reordered
 	type span struct {
 		start, end int64
 		t          time.Duration // when the lost send left (or was due)
@@ -911,23 +1006,28 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 	var holes []*span
 	resent := 0 // segments sent again (near the sender)
 	var high int64
-	soon := max(f.base/2, time.Millisecond)
-	for _, d := range f.data {
+	// A hole filled sooner than a round trip after it showed was no loss:
+	// a retransmission comes a round trip after the receiver's word of
+	// the hole at the earliest, segments overtaken (netem's reorder sends
+	// one ahead of its delay line, half a round trip or less) sooner.
+	// Three quarters of the lowest round trip between them.
+	soon := max(f.base*3/4, time.Millisecond)
+	for di, d := range f.data {
 		s := f.off(d.seq)
 		e := s + int64(d.payload)
 		if e <= s {
 			continue
 		}
 		if s >= high {
-			// It arrived above every open hole: one more segment ahead
-			// of each (once per hole, however many pieces it is in).
+			// It arrived above every open hole: ahead of each (once per
+			// hole, however many pieces it is in).
 			for i, h := range holes {
 				if !slices.ContainsFunc(holes[:i], func(o *span) bool { return o.by == h.by }) {
-					h.by.above++
+					h.by.above = append(h.by.above, di)
 				}
 			}
 			if s > high && where != "sender" {
-				holes = append(holes, &span{start: high, end: s, t: d.t, by: &overtaking{above: 1, open: 1, size: s - high}})
+				holes = append(holes, &span{start: high, end: s, t: d.t, by: &overtaking{above: []int{di}, open: 1, size: s - high}})
 			}
 			sent += segs(e - s)
 			firstStart, firstTime = append(firstStart, s), append(firstTime, d.t)
@@ -968,13 +1068,16 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 				h.by.open++
 				h.end = s
 			}
-			// A hole filled all within half a round trip was segments
+			// A hole filled all soon was segments
 			// overtaken: each segment that arrived above it went ahead
 			// of as many as it held (netem's reorder sends a packet
 			// ahead of its delay line).
 			if h.by.open == 0 && !h.by.late {
-				for range h.by.above {
-					reordered = append(reordered, float64(h.by.size)/float64(f.mss))
+				for _, a := range h.by.above {
+					if !counted[a] { // ahead of several holes: once, the first
+						counted[a] = true
+						reordered = append(reordered, float64(h.by.size)/float64(f.mss))
+					}
 				}
 			}
 			break

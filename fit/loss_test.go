@@ -201,7 +201,7 @@ func TestLongRunsAfterAFullQueueAreTailDrops(t *testing.T) {
 
 // TestReorderingCountsTheSegmentsSentAhead: near the receiver, a segment
 // netem sends ahead of its delay line arrives above a hole that the
-// segments it overtook fill within half a round trip: one reordered
+// segments it overtook fill within three quarters of a round trip: one reordered
 // segment (netem's share), as deep as the segments it overtook, and no
 // loss; two sent ahead together are two. A hole filled a round trip
 // later is a loss.
