@@ -1138,7 +1138,7 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 	f.smoothQueueDrops(runs, queueFor)
 	sort.Slice(runs, func(i, j int) bool { return runs[i].t < runs[j].t })
 	f.clusteredDrops(runs, sent, queueFor)
-	f.longRunDrops(runs)
+	f.longRunDrops(runs, where)
 	// An overflow drops a burst of segments within a round trip or two:
 	// runs that near a tail drop belong to its episode, whatever queue
 	// the samples around them show.
@@ -1169,8 +1169,32 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 // whatever queue, mostly at none, and a host's hiccup is one sample, not
 // a queue that held. It catches the drops of slow start's overshoot where
 // too few runs cluster for clusteredDrops (a buffer of a fraction of the
-// bandwidth-delay product overflows once or twice).
-func (f *flow) longRunDrops(runs []lossRun) {
+// bandwidth-delay product overflows once or twice). With a bottleneck's
+// rate measured, a long run that the link delivered at its rate just
+// before (90 % of it or more over max(a quarter of a round trip, 20
+// packets) up to the run) met a queue that held too, however short the
+// samples of it are (a slow-start burst fills a buffer smaller than a
+// bucket's burst within a millisecond, between the receiver's timestamp
+// ticks).
+func (f *flow) longRunDrops(runs []lossRun, where string) {
+	if f.rate > 0 {
+		del := f.delivered()
+		pkt := float64(f.mss) * f.ipFact
+		w := max(f.base/4, time.Duration(20*pkt*8/f.rate*1e9))
+		j := 0
+		for i := range runs {
+			t := runs[i].t
+			if where == "sender" {
+				t += f.base // the ACKs of what left then
+			}
+			if runs[i].full || runs[i].segs < 3 || len(del) == 0 || t-w < del[0].t {
+				continue
+			}
+			if got := float64(at(del, t, &j)-at(del, t-w, &j)) * 8 * f.ipFact / w.Seconds(); got >= 0.9*f.rate {
+				runs[i].full = true
+			}
+		}
+	}
 	if f.qRho < 0.6 || len(f.queue) < 20 {
 		return
 	}

@@ -184,7 +184,7 @@ func TestLongRunsAfterAFullQueueAreTailDrops(t *testing.T) {
 		run(1160*ms, 1), // one segment: not by this rule
 		run(1500*ms, 4), // after the queue drained
 	}
-	f.longRunDrops(runs)
+	f.longRunDrops(runs, "receiver")
 	for i, want := range []bool{true, false, false, false} {
 		if runs[i].full != want {
 			t.Errorf("run %d (%v, %d segments, queue before %v): tail drop %v, want %v", i, runs[i].t, runs[i].segs, runs[i].before, runs[i].full, want)
@@ -193,7 +193,7 @@ func TestLongRunsAfterAFullQueueAreTailDrops(t *testing.T) {
 	// A lone spike of a host's is no queue that held.
 	f.queueSent[700].v = 30 * ms
 	spike := []lossRun{run(f.queueSent[700].t+ms, 5)}
-	f.longRunDrops(spike)
+	f.longRunDrops(spike, "receiver")
 	if spike[0].full {
 		t.Errorf("a long run after a one-sample spike (queue before %v) taken for a tail drop", spike[0].before)
 	}
