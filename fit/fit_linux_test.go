@@ -363,3 +363,49 @@ func proxyLoss(t *testing.T, res *experiment.Result) float64 {
 	}
 	return float64(lost) / float64(in)
 }
+
+// TestFitPlacesACaptureWithoutTimestamps: a lab download with TCP
+// timestamps off at both ends, its captures cut after the handshake (so
+// neither timestamps nor the handshake place them): the fit places each
+// by the ends' reactions, and near the sender the round trip is the
+// data-to-ACK time (near the receiver that is the receiver's delay, and
+// the round trip is not claimed).
+func TestFitPlacesACaptureWithoutTimestamps(t *testing.T) {
+	testenv.RequireRoot(t)
+	off := map[string]string{"net.ipv4.tcp_timestamps": "0"}
+	cfg := experiment.Config{Name: "no-timestamps", Impair: map[string]string{experiment.ToClient: "delay 10ms | tbf rate 20mbit burst 32kb limit 60kb", experiment.ToServer: "delay 10ms"},
+		Size: 4 * units.MiB, Proxy: true, Seed: 1, Out: filepath.Join(t.TempDir(), "run"), ClientSysctls: off, ServerSysctls: off}
+	cfg.Client.CC, cfg.Server.CC = "cubic", "cubic"
+	res, err := experiment.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("lab run: %v", err)
+	}
+	for _, side := range []string{experiment.SideServer, experiment.SideClient} {
+		cut := filepath.Join(t.TempDir(), side+".pcap")
+		rewrite(t, res.Captures[side].Path, cut, func(i int, frame []byte) [][]byte {
+			if i < 20 {
+				return nil
+			}
+			return [][]byte{frame}
+		})
+		f, err := fit.File(cut, fit.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rtt := f.Directions[0].Params["rtt_ms"]
+		if want := map[string]string{experiment.SideServer: "server", experiment.SideClient: "client"}[side]; f.CapturedAt != want {
+			t.Errorf("%s: captured at %q, want %q (%s)", side, f.CapturedAt, want, rtt.Evidence)
+		}
+		switch side {
+		case experiment.SideServer:
+			if !rtt.Known() || !within(rtt.Value, 20, 0.05) {
+				t.Errorf("%s: rtt %+v, want 20 ms within 5 %%", side, rtt)
+			}
+		case experiment.SideClient:
+			if rtt.Known() {
+				t.Errorf("%s: rtt %+v claimed from the receiver's delay", side, rtt)
+			}
+		}
+		t.Logf("%s: captured at %s; %s%s", side, f.CapturedAt, rtt.Evidence, rtt.Unknown)
+	}
+}
