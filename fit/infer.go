@@ -134,6 +134,21 @@ func (f *flow) rtts() {
 			f.emin = minSample(f.echo)
 		}
 	}
+	// One sent ahead when nothing was in the delay line (after a pause)
+	// arrives in order, and shows only as an echo a quarter or more below
+	// the samples on both sides of it: no queue drains and fills again so
+	// between two samples.
+	kept := f.echo[:0:0]
+	for i, e := range f.echo {
+		if i > 0 && i+1 < len(f.echo) && e.v*4 < 3*min(f.echo[i-1].v, f.echo[i+1].v) {
+			continue
+		}
+		kept = append(kept, e)
+	}
+	if len(kept) < len(f.echo) {
+		f.echo = kept
+		f.emin = minSample(f.echo)
+	}
 }
 
 // echoes are the ACK-to-data samples: the receiver's TSval (first, when
@@ -158,15 +173,29 @@ func (f *flow) echoes(first map[uint32]time.Duration, skip map[int]bool) []sampl
 	return out
 }
 
+// fewerAhead says the segments ahead of a hole (indices into f.data) hold
+// no more data than the hole: a reordering sends a few ahead of many (one
+// or a correlated burst past netem's delay line); a hole that a
+// retransmission filled early has a window's worth above it.
+func (f *flow) fewerAhead(ahead []int, size int64) bool {
+	var n int64
+	for _, i := range ahead {
+		n += int64(f.data[i].payload)
+	}
+	return n <= size
+}
+
 // overtakers are the data segments (indices into f.data) that arrived
-// above a hole in the sequence space which was filled all within soon:
-// segments sent ahead of others (a reordering), not after a loss.
+// above a hole in the sequence space which was filled all within soon,
+// fewer than it held: segments sent ahead of others (a reordering), not
+// after a loss.
 func (f *flow) overtakers(soon time.Duration) map[int]bool {
 	type hole struct {
 		members []int // the segments that arrived above it while it was open
 		open    int   // its pieces still open
 		late    bool
 		t       time.Duration
+		size    int64
 	}
 	type piece struct {
 		start, end int64
@@ -190,7 +219,7 @@ func (f *flow) overtakers(soon time.Duration) map[int]bool {
 				}
 			}
 			if s > high {
-				pieces = append(pieces, &piece{high, s, &hole{members: []int{i}, open: 1, t: d.t}})
+				pieces = append(pieces, &piece{high, s, &hole{members: []int{i}, open: 1, t: d.t, size: s - high}})
 			}
 			high = e
 			continue
@@ -216,7 +245,7 @@ func (f *flow) overtakers(soon time.Duration) map[int]bool {
 				h.open++
 				p.end = s
 			}
-			if h.open == 0 && !h.late {
+			if h.open == 0 && !h.late && f.fewerAhead(h.members, h.size) {
 				for _, m := range h.members {
 					out[m] = true
 				}
@@ -1068,11 +1097,11 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 				h.by.open++
 				h.end = s
 			}
-			// A hole filled all soon was segments
-			// overtaken: each segment that arrived above it went ahead
-			// of as many as it held (netem's reorder sends a packet
-			// ahead of its delay line).
-			if h.by.open == 0 && !h.by.late {
+			// A hole filled all soon, with less data above it than it
+			// held, was segments overtaken: each segment that arrived
+			// above it went ahead of as many as it held (netem's reorder
+			// sends a packet ahead of its delay line).
+			if h.by.open == 0 && !h.by.late && f.fewerAhead(h.by.above, h.by.size) {
 				for _, a := range h.by.above {
 					if !counted[a] { // ahead of several holes: once, the first
 						counted[a] = true
