@@ -1314,10 +1314,17 @@ func (f *flow) clusteredDrops(runs []lossRun, sent int, queueFor func(time.Durat
 	f.queueTopDrops(runs, queueFor)
 	q := float64(len(runs)) / float64(sent)
 	w := max(2*f.base, 2*time.Millisecond)
-	segsIn := func(a, b time.Duration) int { // data segments seen in (a, b]
+	// Data segments seen in (a, b], in segments of the MSS as sent counts
+	// them: a capture with segmentation offload (at the sender) or
+	// receive offload (at the receiver) holds records of many.
+	cum := make([]int, len(f.data)+1)
+	for i, d := range f.data {
+		cum[i+1] = cum[i] + max(1, (d.payload+f.mss-1)/f.mss)
+	}
+	segsIn := func(a, b time.Duration) int {
 		lo := sort.Search(len(f.data), func(i int) bool { return f.data[i].t > a })
 		hi := sort.Search(len(f.data), func(i int) bool { return f.data[i].t > b })
-		return hi - lo
+		return cum[hi] - cum[lo]
 	}
 	var level []float64
 	for i := range runs {
@@ -1345,7 +1352,14 @@ func (f *flow) clusteredDrops(runs []lossRun, sent int, queueFor func(time.Durat
 	}
 	ref := quantile(sorted(level), 0.5)
 	for i := range runs {
-		if !runs[i].full && runs[i].queue >= f.theta && float64(runs[i].queue) >= 0.5*ref {
+		// Judged by the queue the data sent just before it met where
+		// that is known: the samples after a loss hold its recovery's
+		// wait (the cumulative ACK jumps when the hole is filled).
+		q := runs[i].queue
+		if runs[i].before >= 0 {
+			q = runs[i].before
+		}
+		if !runs[i].full && q >= f.theta && float64(q) >= 0.5*ref {
 			runs[i].full = true
 		}
 	}
