@@ -1203,9 +1203,8 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 }
 
 // longRunDrops marks the long loss runs (three segments or more) that a
-// queue held at its upper half just before (the last two samples of data
-// sent before the run theta or more, the last at the queue's median or
-// more): an overflow
+// queue held just before (the last two samples of data sent before the
+// run theta or more, the last at half the queue's median or more): an overflow
 // drops what arrives while the buffer is full, a burst of consecutive
 // segments, and only then. Random loss makes long runs seldom (three in a
 // row at 1 % once in 10,000 runs); a bursty channel makes them at
@@ -1252,7 +1251,7 @@ func (f *flow) longRunDrops(runs []lossRun, where string) {
 	for i, q := range f.queue {
 		vs[i] = float64(q.v)
 	}
-	top := time.Duration(max(float64(f.theta), quantile(sorted(vs), 0.5)))
+	top := time.Duration(max(float64(f.theta), 0.5*quantile(sorted(vs), 0.5)))
 	w := max(f.base/2, 5*time.Millisecond)
 	for i := range runs {
 		if runs[i].full || runs[i].segs < minSegs || runs[i].before < top {
