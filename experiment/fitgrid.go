@@ -14,11 +14,13 @@ import (
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/fit"
 	"github.com/wanlab/wanlab/predict"
+	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/units"
 )
 
-// FitPoint is one path of the fit's validation grid: a lab run through
-// the proxy with a known spec, whose captures `wanlab fit` must explain.
+// FitPoint is one path of the fit's validation grid: a lab run with a
+// known spec (through the proxy, or the kernel's qdiscs), whose captures
+// `wanlab fit` must explain.
 type FitPoint struct {
 	Name   string        `json:"name"`
 	RTT    time.Duration `json:"rtt_ns"`
@@ -26,8 +28,12 @@ type FitPoint struct {
 	Buffer units.Size    `json:"buffer_bytes"` // tbf limit
 	Loss   string        `json:"loss"`         // netem loss argument ("1%", "gemodel 1% 25%"), "" none
 	Bursty bool          `json:"bursty"`
-	Rmem   units.Size    `json:"rmem_bytes"` // the client's tcp_rmem max, 0: default
-	CC     string        `json:"cc"`
+	// Reorder is netem's reorder argument ("8.24% 25%": the probability
+	// of sending a packet ahead of the delay line and its correlation,
+	// which realize about 1 %), "" none.
+	Reorder string     `json:"reorder,omitempty"`
+	Rmem    units.Size `json:"rmem_bytes"` // the client's tcp_rmem max, 0: default
+	CC      string     `json:"cc"`
 	// seed is the point's lab seed: its place in the grid (1 first), so
 	// that a point run alone runs as it did in the grid; 0: its place in
 	// the list run.
@@ -40,6 +46,11 @@ func (p FitPoint) Spec() string {
 	s := "delay " + units.FormatDuration(p.RTT/2)
 	if p.Loss != "" {
 		s += " loss " + p.Loss
+	}
+	if p.Reorder != "" {
+		// netem's limit out of the way: a path with no bottleneck runs
+		// at the proxy's pace, its delay line then over 1,000 packets.
+		s += " reorder " + p.Reorder + " limit 100000"
 	}
 	if p.Rate > 0 {
 		// netem's own limit (1000 packets by default) counts its child's
@@ -64,6 +75,9 @@ func (p FitPoint) size() units.Size {
 		}
 		bps := predict.Mathis(1448, p.RTT, pl.Prob()).BytesPerSecond()
 		return units.Size(min(max(bps*15, 1<<20), 8<<20))
+	case p.Reorder != "":
+		// Enough for thousands of segments sent ahead at 1 %.
+		return 16 << 20
 	case rate == 0:
 		rate = 200e6
 	}
@@ -73,8 +87,8 @@ func (p FitPoint) size() units.Size {
 
 // FitGrid is the validation grid: round trips 10-200 ms, rates 10 Mbit/s
 // to 1 Gbit/s, buffers a quarter to four bandwidth-delay products, random
-// and bursty loss, and receive-window limited paths; the quick grid is a
-// corner of it.
+// and bursty loss, reordering, and receive-window limited paths; the
+// quick grid is a corner of it.
 func FitGrid(quick bool) []FitPoint {
 	var g []FitPoint
 	rtts := []time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 200 * time.Millisecond}
@@ -98,6 +112,9 @@ func FitGrid(quick bool) []FitPoint {
 			g = append(g, FitPoint{Name: "loss " + loss + " " + units.FormatDuration(rtt), RTT: rtt, Loss: loss, CC: "cubic"})
 		}
 		g = append(g, FitPoint{Name: "bursty " + units.FormatDuration(rtt), RTT: rtt, Loss: "gemodel 1% 25%", Bursty: true, CC: "cubic"})
+		// netem's correlation lowers the share it is given: 8.24 % with
+		// 25 % correlation sends 1 % ahead (wanlab simulate says so).
+		g = append(g, FitPoint{Name: "reorder 8.24% 25% " + units.FormatDuration(rtt), RTT: rtt, Reorder: "8.24% 25%", CC: "cubic"})
 		g = append(g, FitPoint{Name: "rwnd " + units.FormatDuration(rtt), RTT: rtt, Rmem: 1 * units.MiB, CC: "cubic"})
 	}
 	for i := range g {
@@ -129,6 +146,22 @@ func FitGridPoints(names ...string) ([]FitPoint, error) {
 	return out, nil
 }
 
+// FitGridOptions say how the grid's points run.
+type FitGridOptions struct {
+	// Kernel runs each point with the reference kernel's qdiscs (netem,
+	// tbf) inside guest VMs (the engine chosen as experiment's --vms
+	// does) instead of through the userspace proxy. The truth is then
+	// the spec's long-run shares of loss and reordering: the guests'
+	// qdiscs report no counters back.
+	Kernel bool
+}
+
+// Truth sources of a row's loss and reordering.
+const (
+	TruthCounters = "proxy counters"
+	TruthSpec     = "spec"
+)
+
 // FitRow is one capture of one grid point, fitted, against the truth.
 type FitRow struct {
 	Point FitPoint `json:"point"`
@@ -152,10 +185,23 @@ type FitRow struct {
 	TrueLoss   float64  `json:"true_loss"`
 	LossModel  string   `json:"loss_model"`
 	Bottleneck string   `json:"bottleneck"`
+	// TrueReorder is the share of the data's packets sent ahead;
+	// Reorder the fit's share (when ReorderClaimed: near the receiver),
+	// ReorderSD its error in standard deviations, ReorderOK within 2.
+	TrueReorder    float64 `json:"true_reorder"`
+	Reorder        float64 `json:"reorder"`
+	ReorderSD      float64 `json:"reorder_error_sd"`
+	ReorderOK      bool    `json:"reorder_ok"`
+	ReorderClaimed bool    `json:"reorder_claimed"`
+	// TruthFrom says where the truth of loss and reordering came from:
+	// TruthCounters (what the proxy's loss model dropped and its netem
+	// sent ahead) or TruthSpec (the spec's long-run shares, with the
+	// process's own variance in the standard deviations).
+	TruthFrom string `json:"truth_from"`
 }
 
 // RunFitGrid runs each point, fits both captures and compares.
-func RunFitGrid(ctx context.Context, points []FitPoint, out string, log io.Writer) ([]FitRow, error) {
+func RunFitGrid(ctx context.Context, points []FitPoint, out string, log io.Writer, opt FitGridOptions) ([]FitRow, error) {
 	var rows []FitRow
 	for i, p := range points {
 		fmt.Fprintf(log, "fit grid %d/%d: %s: %s\n", i+1, len(points), p.Name, p.Spec())
@@ -164,7 +210,7 @@ func RunFitGrid(ctx context.Context, points []FitPoint, out string, log io.Write
 			seed = int64(i + 1)
 		}
 		cfg := Config{Name: p.Name, Impair: map[string]string{ToClient: p.Spec(), ToServer: "delay " + units.FormatDuration(p.RTT/2)},
-			Size: p.size(), Proxy: true, Seed: seed,
+			Size: p.size(), Proxy: !opt.Kernel, Kernel: opt.Kernel, VMs: opt.Kernel, Seed: seed,
 			Out: filepath.Join(out, fmt.Sprintf("%02d", i+1)), Log: io.Discard}
 		cfg.Client.CC, cfg.Server.CC = p.CC, p.CC
 		if p.Rmem > 0 {
@@ -227,21 +273,30 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 		row.Unknown = append(row.Unknown, "buffer")
 		row.BufferOK = true // not claimed
 	}
-	var in, lost uint64
-	if res.Impairment != nil && res.Impairment.Proxy != nil {
-		for _, dir := range res.Impairment.Proxy.Directions {
-			if dir.Engine.Totals.PacketsIn > in {
-				in, lost = dir.Engine.Totals.PacketsIn, dir.Engine.Totals.Drops.Loss
-			}
-		}
-	}
-	if in > 0 {
-		row.TrueLoss = float64(lost) / float64(in)
+	// The truth: what the proxy did (its counters), or without them (the
+	// kernel's qdiscs) the spec's long-run shares, whose realization
+	// varies more than a binomial where the process is correlated: the
+	// variance grows by (1 + rho) / (1 - rho) for a lag-1 correlation rho
+	// (a Gilbert channel's 1 - p - r; netem's correlation argument).
+	lossVar, reorderVar := 1.0, 1.0
+	if st := proxyTruth(res); st != nil {
+		row.TruthFrom, row.TrueLoss, row.TrueReorder = TruthCounters, st.loss, st.reorder
+	} else {
+		row.TruthFrom = TruthSpec
+		row.TrueLoss, lossVar = specLoss(p.Loss)
+		row.TrueReorder, reorderVar = specReorder(p.Reorder)
 	}
 	if q := pr["loss_percent"]; q.Samples > 0 {
-		sd := math.Sqrt(max(row.TrueLoss, 1e-4)*(1-row.TrueLoss)/float64(q.Samples)) * 100
+		sd := math.Sqrt(max(row.TrueLoss, 1e-4)*(1-row.TrueLoss)*lossVar/float64(q.Samples)) * 100
 		row.LossSD = (q.Value - row.TrueLoss*100) / sd
 		row.LossOK = math.Abs(row.LossSD) <= 2 // the 95 % interval's width
+	}
+	if q := pr["reorder_percent"]; q.Known() && q.Samples > 0 {
+		row.ReorderClaimed = true
+		row.Reorder = q.Value / 100
+		sd := math.Sqrt(max(row.TrueReorder, 1e-4)*(1-row.TrueReorder)*reorderVar/float64(q.Samples)) * 100
+		row.ReorderSD = (q.Value - row.TrueReorder*100) / sd
+		row.ReorderOK = math.Abs(row.ReorderSD) <= 2
 	}
 	wantModel := "none"
 	switch {
@@ -262,11 +317,83 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 	return row
 }
 
+// counterTruth is what the proxy's engine did to the data's direction (the
+// one with more packets): the shares of its packets the loss model
+// dropped and netem sent ahead.
+type counterTruth struct{ loss, reorder float64 }
+
+func proxyTruth(res *Result) *counterTruth {
+	if res.Impairment == nil || res.Impairment.Proxy == nil {
+		return nil
+	}
+	var in, lost, ahead uint64
+	for _, dir := range res.Impairment.Proxy.Directions {
+		if dir.Engine.Totals.PacketsIn <= in {
+			continue
+		}
+		in, lost, ahead = dir.Engine.Totals.PacketsIn, dir.Engine.Totals.Drops.Loss, 0
+		for _, cl := range dir.Engine.Classes {
+			for _, st := range cl.Stages {
+				ahead += st.Reordered
+			}
+		}
+	}
+	if in == 0 {
+		return nil
+	}
+	return &counterTruth{float64(lost) / float64(in), float64(ahead) / float64(in)}
+}
+
+// specLoss is the long-run loss of netem's loss argument ("1%", "gemodel
+// p r": the Gilbert channel's p / (p + r)), and how much its count's
+// variance exceeds a binomial's.
+func specLoss(arg string) (share, varFactor float64) {
+	f := strings.Fields(arg)
+	if len(f) == 0 {
+		return 0, 1
+	}
+	if f[0] == "gemodel" && len(f) >= 3 {
+		p, err1 := units.ParsePercent(f[1])
+		r, err2 := units.ParsePercent(f[2])
+		if err1 != nil || err2 != nil || p.Prob()+r.Prob() <= 0 {
+			return 0, 1
+		}
+		rho := 1 - p.Prob() - r.Prob()
+		return p.Prob() / (p.Prob() + r.Prob()), (1 + rho) / (1 - rho)
+	}
+	p, err := units.ParsePercent(f[0])
+	if err != nil {
+		return 0, 1
+	}
+	return p.Prob(), 1
+}
+
+// specReorder is the long-run share netem's reorder argument ("1% 25%")
+// sends ahead (tc's gap defaults to 1: every packet is tried), and its
+// count's variance over a binomial's.
+func specReorder(arg string) (share, varFactor float64) {
+	f := strings.Fields(arg)
+	if len(f) == 0 {
+		return 0, 1
+	}
+	p, err := units.ParsePercent(f[0])
+	if err != nil {
+		return 0, 1
+	}
+	corr := 0.0
+	if len(f) > 1 {
+		if c, err := units.ParsePercent(f[1]); err == nil {
+			corr = c.Prob()
+		}
+	}
+	return engine.ReorderedShare(p.Prob(), corr, 1), (1 + corr) / (1 - corr)
+}
+
 // WriteFitGrid writes the rows as a table and the share of claimed
 // parameters within tolerance, per parameter.
 func WriteFitGrid(w io.Writer, rows []FitRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "point\tside\trtt\trate\tbuffer\tloss (true, sd)\tmodel\tlimit\tunknown\tfitted spec")
+	fmt.Fprintln(tw, "point\tside\trtt\trate\tbuffer\tloss (true, sd)\treorder (true, fit, sd)\tmodel\tlimit\tunknown\tfitted spec")
 	pct := func(ok bool, e float64, claimed bool) string {
 		if !claimed {
 			return "-"
@@ -278,7 +405,7 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 		return fmt.Sprintf("%+.1f%% %s", e*100, m)
 	}
 	type tally struct{ ok, claimed int }
-	var t [6]tally
+	var t [7]tally
 	count := func(i int, claimed, ok bool) {
 		if claimed {
 			t[i].claimed++
@@ -296,21 +423,38 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 		rateClaimed := !strings.Contains(unk, "rate") && r.Point.Rate > 0
 		bufClaimed := !strings.Contains(unk, "buffer")
 		loss := fmt.Sprintf("%.3g%% %+.1fsd", r.TrueLoss*100, r.LossSD)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", r.Point.Name, r.Side,
+		reorder := "-"
+		if r.ReorderClaimed {
+			reorder = fmt.Sprintf("%.3g%% %.3g%% %+.1fsd", r.TrueReorder*100, r.Reorder*100, r.ReorderSD)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", r.Point.Name, r.Side,
 			pct(r.RTTOK, r.RTTErr, !strings.Contains(unk, "rtt")), pct(r.RateOK, r.RateErr, rateClaimed),
-			pct(r.BufferOK, r.BufferErr, bufClaimed), loss, r.LossModel, r.LimitOK, unk, r.Spec)
+			pct(r.BufferOK, r.BufferErr, bufClaimed), loss, reorder, r.LossModel, r.LimitOK, unk, r.Spec)
 		count(0, !strings.Contains(unk, "rtt"), r.RTTOK)
 		count(1, rateClaimed, r.RateOK)
 		count(2, bufClaimed, r.BufferOK)
 		count(3, true, r.LossOK)
 		count(4, true, r.BurstOK)
 		count(5, true, r.LimitOK)
+		count(6, r.ReorderClaimed, r.ReorderOK)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for i, name := range []string{"rtt within 5 %", "rate within 5 %", "buffer within 25 %", "loss within 2 sd", "burstiness class", "limit"} {
-		fmt.Fprintf(w, "%-20s %d of %d claimed\n", name+":", t[i].ok, t[i].claimed)
+	for i, name := range []string{"rtt within 5 %", "rate within 5 %", "buffer within 25 %", "loss within 2 sd", "burstiness class", "limit", "reorder within 2 sd"} {
+		fmt.Fprintf(w, "%-21s %d of %d claimed\n", name+":", t[i].ok, t[i].claimed)
+	}
+	from := map[string]bool{}
+	for _, r := range rows {
+		if r.TruthFrom != "" {
+			from[r.TruthFrom] = true
+		}
+	}
+	switch {
+	case from[TruthCounters] && !from[TruthSpec]:
+		fmt.Fprintln(w, "truth of loss and reordering: the proxy's counters (what its loss model dropped, what its netem sent ahead)")
+	case from[TruthSpec] && !from[TruthCounters]:
+		fmt.Fprintln(w, "truth of loss and reordering: the spec's long-run shares (the guests' qdiscs report no counters; the sd allow for a correlated process's variance)")
 	}
 	return nil
 }

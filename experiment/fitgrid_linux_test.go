@@ -12,7 +12,8 @@ import (
 // TestFitGridPoint runs the grid points WANLAB_FIT_POINT names (";"
 // between names, as the table writes them: "tbf 50ms 10mbit 0.25bdp"),
 // each one lab run, and logs their table: one point of `wanlab bench
-// fit` without the whole grid. The runs are kept in
+// fit` without the whole grid (WANLAB_FIT_KERNEL=1: with the kernel's
+// qdiscs in guests, as --kernel). The runs are kept in
 // WANLAB_KEEP_CAPTURES (a temporary directory otherwise). Skipped
 // unless asked for.
 func TestFitGridPoint(t *testing.T) {
@@ -31,7 +32,7 @@ func TestFitGridPoint(t *testing.T) {
 	} else if dir, err = os.MkdirTemp(dir, "fit-point-"); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := RunFitGrid(context.Background(), points, dir, testWriter{t})
+	rows, err := RunFitGrid(context.Background(), points, dir, testWriter{t}, FitGridOptions{Kernel: os.Getenv("WANLAB_FIT_KERNEL") != ""})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -232,11 +232,11 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		note("burst_bytes", burst)
 	}
 	var randSegs, randRuns, congSegs, multi int
-	var atDrops []time.Duration
+	var drops []lossRun
 	for _, r := range runs {
 		if r.full {
 			congSegs += r.segs
-			atDrops = append(atDrops, r.queue)
+			drops = append(drops, r)
 			continue
 		}
 		randSegs += r.segs
@@ -245,7 +245,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 			multi++
 		}
 	}
-	note("buffer_bytes", f.bufferSize(congSegs, atDrops))
+	note("buffer_bytes", f.bufferSize(congSegs, drops))
 	p["congestion_losses"] = known(float64(congSegs), float64(congSegs), float64(congSegs),
 		"segments lost at a full bottleneck queue (tail drops, not counted as random loss): runs that met the queue at the overflows' level, runs clustered as independent losses seldom are (several within two round trips), and the runs within two round trips of those")
 	lossModel := "none"
@@ -291,11 +291,12 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		k := len(reorders)
 		lo, hi := wilson(k, sent)
 		if k == 0 {
-			p["reorder_percent"] = known(0, 0, 300/float64(sent), fmt.Sprintf("no segment arrived out of order: under %.2g %% at 95 %%", 300/float64(sent)))
+			p["reorder_percent"] = withSamples(known(0, 0, 300/float64(sent), fmt.Sprintf("no segment arrived out of order: under %.2g %% at 95 %%", 300/float64(sent))), sent)
 		} else {
 			s := sorted(reorders)
-			p["reorder_percent"] = known(float64(k)/float64(sent)*100, lo*100, hi*100, fmt.Sprintf("%d of %d segments arrived out of order", k, sent))
-			p["reorder_depth_packets"] = known(quantile(s, 0.5), s[0], s[len(s)-1], "how far below the highest sequence number they arrived (median, range)")
+			p["reorder_percent"] = withSamples(known(float64(k)/float64(sent)*100, lo*100, hi*100, fmt.Sprintf(
+				"%d of %d segments arrived ahead of others (above a hole that the segments they overtook filled within three quarters of a round trip)", k, sent)), sent)
+			p["reorder_depth_packets"] = known(quantile(s, 0.5), s[0], s[len(s)-1], "how many segments each overtook (median, range)")
 			if (!jitter.Known() || jitter.Value == 0) && k >= 5 {
 				reorderSpec = "reorder " + pct(float64(k)/float64(sent)*100)
 			}

@@ -1,7 +1,9 @@
 package fit
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -145,5 +147,124 @@ func TestSmoothDelayAloneMakesNoTailDrops(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("with a bottleneck's rate, no run at the queue's level was taken for a tail drop")
+	}
+}
+
+// TestLongRunsAfterAFullQueueAreTailDrops: a buffer of a fraction of the
+// bandwidth-delay product overflows once or twice in slow start, too few
+// runs to cluster; its runs are long (a burst of consecutive segments)
+// and a smooth queue held at its top just before them: tail drops. Long
+// runs of a bursty channel with no queue before them, and short runs
+// after a full queue, are not (other rules judge those).
+func TestLongRunsAfterAFullQueueAreTailDrops(t *testing.T) {
+	ms := time.Millisecond
+	f := &flow{mss: 1000, base: 50 * ms, theta: 5 * ms, qRho: 0.9}
+	// The queue: nil, then rising to 12 ms from 1.0 s to 1.1 s and held
+	// there to 1.2 s, then nil again; a sample every 2 ms.
+	for i := range 1000 {
+		at := time.Duration(i) * 2 * ms
+		var q time.Duration
+		switch {
+		case at >= 1000*ms && at < 1100*ms:
+			q = (at - 1000*ms) * 12 / 100
+		case at >= 1100*ms && at < 1200*ms:
+			q = 12 * ms
+		}
+		f.queue = append(f.queue, sample{at + f.base + q, q})
+		f.queueSent = append(f.queueSent, sample{at, q})
+	}
+	run := func(at time.Duration, segs int) lossRun {
+		r := lossRun{t: at, segs: segs}
+		r.before, r.beforeAge = f.queueBefore(at)
+		return r
+	}
+	runs := []lossRun{
+		run(1150*ms, 8), // the overflow: a long run, the queue full before it
+		run(300*ms, 6),  // a bursty channel's long run, no queue
+		run(1160*ms, 1), // one segment: not by this rule
+		run(1500*ms, 4), // after the queue drained
+	}
+	f.longRunDrops(runs, "receiver")
+	for i, want := range []bool{true, false, false, false} {
+		if runs[i].full != want {
+			t.Errorf("run %d (%v, %d segments, queue before %v): tail drop %v, want %v", i, runs[i].t, runs[i].segs, runs[i].before, runs[i].full, want)
+		}
+	}
+	// A lone spike of a host's is no queue that held.
+	f.queueSent[700].v = 30 * ms
+	spike := []lossRun{run(f.queueSent[700].t+ms, 5)}
+	f.longRunDrops(spike, "receiver")
+	if spike[0].full {
+		t.Errorf("a long run after a one-sample spike (queue before %v) taken for a tail drop", spike[0].before)
+	}
+}
+
+// TestReorderingCountsTheSegmentsSentAhead: near the receiver, a segment
+// netem sends ahead of its delay line arrives above a hole that the
+// segments it overtook fill within three quarters of a round trip: one reordered
+// segment (netem's share), as deep as the segments it overtook, and no
+// loss; two sent ahead together are two. A hole filled a round trip
+// later is a loss.
+func TestReorderingCountsTheSegmentsSentAhead(t *testing.T) {
+	const mss = 1000
+	ms := time.Millisecond
+	f := &flow{mss: mss, base: 20 * ms, isn: 1}
+	var order []int
+	for i := range 1000 {
+		order = append(order, i)
+	}
+	ahead := func(at, by, n int) { // segments at..at+n-1 arrive before the by before them
+		seg := append([]int(nil), order[at:at+n]...)
+		copy(order[at-by+n:at+n], order[at-by:at])
+		copy(order[at-by:], seg)
+	}
+	for k := 1; k <= 8; k++ {
+		ahead(k*100, 10, 1)
+	}
+	ahead(950, 10, 2)
+	for i, seg := range order {
+		f.data = append(f.data, record{t: time.Duration(i) * 100 * time.Microsecond, seq: uint32(1 + seg*mss), payload: mss, karn: -1, inflight: -1})
+	}
+	// A loss: segment 520's first send never came; its re-send, 30 ms later.
+	for i := range f.data {
+		if f.data[i].seq == 1+520*mss {
+			f.data[i].t += 30 * ms
+		}
+	}
+	slices.SortStableFunc(f.data, func(a, b record) int { return cmp.Compare(a.t, b.t) })
+	runs, sent, reordered := f.losses("receiver")
+	if len(reordered) != 10 {
+		t.Errorf("%d reordered segments (%v), want 10", len(reordered), reordered)
+	}
+	for _, d := range reordered {
+		if d != 10 {
+			t.Errorf("reordered depth %v segments, want 10", d)
+		}
+	}
+	if len(runs) != 1 || runs[0].segs != 1 || sent != 1000 {
+		t.Errorf("runs %+v, %d sent: want one lost segment of 1000", runs, sent)
+	}
+}
+
+// TestLongRunsAtTheLinksRateAreTailDrops: with a bottleneck's rate
+// measured, a long run that the link delivered at its rate just before
+// is an overflow, however few queue samples show it; the same run after
+// the link went idle is not (by this rule).
+func TestLongRunsAtTheLinksRateAreTailDrops(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name  string
+		until time.Duration // ACKs at the rate until then
+		want  bool
+	}{{"at the rate", 2 * time.Second, true}, {"after an idle", 900 * ms, false}} {
+		f := &flow{mss: 1000, ipFact: 1, base: 50 * ms, theta: 5 * ms, rate: 10e6, isn: 1}
+		for i := 0; time.Duration(i)*800*time.Microsecond < c.until; i++ {
+			f.acks = append(f.acks, record{t: time.Duration(i) * 800 * time.Microsecond, ack: uint32(1 + i*1000), flags: decode.FlagACK, karn: -1})
+		}
+		runs := []lossRun{{t: time.Second, segs: 5, before: -1, beforeAge: -1}, {t: time.Second + 10*ms, segs: 1, before: -1, beforeAge: -1}}
+		f.longRunDrops(runs, "receiver")
+		if runs[0].full != c.want || runs[1].full {
+			t.Errorf("%s: long run a tail drop %v (want %v), single one %v (want false)", c.name, runs[0].full, c.want, runs[1].full)
+		}
 	}
 }

@@ -36,6 +36,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"accuracy", "extra"}, `unexpected argument "extra"`},
 		{[]string{"accuracy", "--specs", filepath.Join(dir, "missing.txt")}, "missing.txt"},
 		{[]string{"accuracy", "--specs", bad}, "bad.txt:2: "},
+		{[]string{"fit", "--kernel", "--quick", "extra"}, `bench fit: unexpected argument "extra"`},
 	} {
 		_, stderr, code := benchCmd(t, c.args...)
 		if code != exitUsage || !strings.Contains(stderr, c.want) {

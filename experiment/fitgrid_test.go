@@ -1,0 +1,65 @@
+package experiment
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/wanlab/wanlab/tc/engine"
+)
+
+// TestFitGridTruthFromTheSpec: without the proxy's counters (the kernel's
+// qdiscs) a point's truth is its spec's long-run shares: a Gilbert
+// channel's p / (p + r), netem's correlated reorder share, each with the
+// variance its correlation adds over a binomial's.
+func TestFitGridTruthFromTheSpec(t *testing.T) {
+	if l, v := specLoss("2%"); l != 0.02 || v != 1 {
+		t.Errorf("loss 2%%: %v, variance x%v", l, v)
+	}
+	l, v := specLoss("gemodel 1% 25%")
+	if math.Abs(l-0.01/0.26) > 1e-9 || math.Abs(v-(1.74/0.26)) > 1e-9 {
+		t.Errorf("gemodel 1%% 25%%: %v, variance x%v", l, v)
+	}
+	r, v := specReorder("1% 25%")
+	if r != engine.ReorderedShare(0.01, 0.25, 1) || r <= 0 || math.Abs(v-1.25/0.75) > 1e-9 {
+		t.Errorf("reorder 1%% 25%%: %v, variance x%v", r, v)
+	}
+	if r, _ := specReorder(""); r != 0 {
+		t.Errorf("no reorder: %v", r)
+	}
+}
+
+// TestFitGridHasReordering: every round trip of the grid, and the quick
+// grid, has a reordering point, netem's reorder with its delay; the
+// table shows the reordering where it was claimed and tallies it, and
+// says where the truth came from.
+func TestFitGridHasReordering(t *testing.T) {
+	for _, quick := range []bool{false, true} {
+		n := 0
+		for _, p := range FitGrid(quick) {
+			if p.Reorder != "" {
+				n++
+				if !strings.Contains(p.Spec(), "delay ") || !strings.Contains(p.Spec(), " reorder "+p.Reorder) {
+					t.Errorf("%s: spec %q", p.Name, p.Spec())
+				}
+			}
+		}
+		if want := map[bool]int{false: 3, true: 1}[quick]; n != want {
+			t.Errorf("quick %v: %d reordering points, want %d", quick, n, want)
+		}
+	}
+	p := FitGrid(true)[0]
+	rows := []FitRow{
+		{Point: p, Side: SideClient, RTTOK: true, ReorderClaimed: true, TrueReorder: 0.01, Reorder: 0.011, ReorderSD: 0.8, ReorderOK: true, TruthFrom: TruthSpec},
+		{Point: p, Side: SideServer, RTTOK: true, Unknown: []string{"reorder"}, TruthFrom: TruthSpec},
+	}
+	var b strings.Builder
+	if err := WriteFitGrid(&b, rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"reorder (true, fit, sd)", "1% 1.1% +0.8sd", "reorder within 2 sd:  1 of 1 claimed", "the spec's long-run shares"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package fit
+
+import (
+	"sort"
+	"testing"
+	"time"
+)
+
+// ackClocked is a download through a 10 Mbit/s bottleneck next to the
+// server with 10 ms each way, a window of 30 segments of 1000 bytes, the
+// client ACKing every second segment 30 µs after it arrives and the
+// server sending 15 µs after each ACK: what a capture at each end shows,
+// with neither timestamps nor a handshake (it starts mid-stream).
+func ackClocked(n int) (atServer, atClient []pkt) {
+	const (
+		mss  = 1000
+		cwnd = 30
+		isn  = 5000
+	)
+	us := time.Microsecond
+	oneWay, serial := 10*time.Millisecond, 800*us
+	sent := make([]time.Duration, n)   // the server sends
+	arrive := make([]time.Duration, n) // the client receives
+	acked := make([]time.Duration, n)  // the ACK covering it reaches the server
+	var link time.Duration
+	for i := range n {
+		switch {
+		case i < cwnd:
+			sent[i] = time.Duration(i) * 10 * us
+		default:
+			j := (i - cwnd) | 1 // the ACK that opened the window for it
+			sent[i] = acked[j] + 15*us
+			if i%2 == 1 {
+				sent[i] += 5 * us
+			}
+		}
+		link = max(link, sent[i]) + serial
+		arrive[i] = link + oneWay
+		if i%2 == 1 {
+			acked[i] = arrive[i] + 30*us + oneWay
+			acked[i-1] = acked[i]
+		}
+	}
+	for i := range n {
+		seq := uint32(isn + i*mss)
+		atServer = append(atServer, pkt{dir: 1, ack: true, seq: seq, acknum: 100, payload: mss, at: sent[i]})
+		atClient = append(atClient, pkt{dir: 1, ack: true, seq: seq, acknum: 100, payload: mss, at: arrive[i]})
+		if i%2 == 1 && i+1 < n {
+			atServer = append(atServer, pkt{dir: 0, ack: true, seq: 100, acknum: seq + mss, at: acked[i]})
+			atClient = append(atClient, pkt{dir: 0, ack: true, seq: 100, acknum: seq + mss, at: arrive[i] + 30*us})
+		}
+	}
+	for _, ps := range [][]pkt{atServer, atClient} {
+		sort.SliceStable(ps, func(a, b int) bool { return ps[a].at < ps[b].at })
+	}
+	return atServer, atClient
+}
+
+// TestPlacementWithoutTimestampsOrHandshake: a capture with neither
+// TCP timestamps nor the handshake is placed by the ends' reactions: at
+// the server new data follows each ACK at once and the data-to-ACK time
+// is the round trip; at the client each ACK follows its data at once.
+// Near the sender the round trip is the data-to-ACK time; near the
+// receiver it is not known (that time is the receiver's delay).
+func TestPlacementWithoutTimestampsOrHandshake(t *testing.T) {
+	srv, cli := ackClocked(3000)
+	for _, c := range []struct {
+		name string
+		pkts []pkt
+		want string
+	}{{"at the server", srv, "server"}, {"at the client", cli, "client"}} {
+		f, err := File(writeCapture(t, c.pkts), Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if f.CapturedAt != c.want {
+			t.Errorf("%s: captured at %q, want %q (%s)", c.name, f.CapturedAt, c.want, f.Directions[0].Params["rtt_ms"].Evidence)
+		}
+		rtt := f.Directions[0].Params["rtt_ms"]
+		t.Logf("%s: %s%s", c.name, rtt.Evidence, rtt.Unknown)
+		switch c.want {
+		case "server":
+			if !rtt.Known() || rtt.Value < 20 || rtt.Value > 22 {
+				t.Errorf("%s: rtt %+v, want the data-to-ACK time, 20-22 ms", c.name, rtt)
+			}
+		case "client":
+			if rtt.Known() {
+				t.Errorf("%s: rtt %+v claimed from the receiver's delay", c.name, rtt)
+			}
+		}
+	}
+}
