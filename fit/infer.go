@@ -128,14 +128,21 @@ func (f *flow) rtts() {
 	// later; a hole a retransmission fills may be taken too, and its
 	// samples are lost, no more) are left out, and the legs measured
 	// again.
+	// A few holes of a loss recovery close so too (a hole's retransmission
+	// before the capture saw its SACK): 1 % of the segments or more is a
+	// reordering path (the grid's 1 % shows 30 %, tail drops 0.2-0.5 %).
+	reordered := f.holesFilledUnsent() >= max(5, len(f.data)/100)
 	if f.kmin >= 0 && f.emin >= 0 {
 		if ahead := f.overtakers(2 * (f.kmin + f.emin)); len(ahead) > 0 {
+			reordered = true
 			f.echo = f.echoes(first, ahead)
 			f.emin = minSample(f.echo)
 		}
 	}
-	// One sent ahead when nothing was in the delay line (after a pause)
-	// arrives in order, and shows only as a sample far below the samples
+	// Where the capture shows reordering (holes filled early near the
+	// receiver, SACKed holes closed with nothing sent again from either
+	// end): one sent ahead when nothing was in the delay line (after a
+	// pause) arrives in order, and shows only as a sample far below the samples
 	// on both sides of it, in either leg (its ACK, near the sender, comes
 	// early too): no queue drains and fills again so between two samples,
 	// and the lowest of thousands does not miss one.
@@ -146,8 +153,57 @@ func (f *flow) rtts() {
 	if f.st.DataRateBps > 0 {
 		grain = time.Duration(2 * float64(f.mss) * 8 / f.st.DataRateBps * 1e9)
 	}
-	f.echo, f.karn = dropLoneLows(f.echo, grain), dropLoneLows(f.karn, grain)
-	f.kmin, f.emin = minSample(f.karn), minSample(f.echo)
+	if reordered {
+		f.echo, f.karn = dropLoneLows(f.echo, grain), dropLoneLows(f.karn, grain)
+		f.kmin, f.emin = minSample(f.karn), minSample(f.echo)
+	}
+}
+
+// holesFilledUnsent counts the holes the receiver's SACK blocks showed
+// that closed with no segment of them sent again: what arrived above them
+// overtook them (a reordering), seen from either end. A hole filled by a
+// retransmission counts not.
+func (f *flow) holesFilledUnsent() int {
+	type hole struct{ lo, hi int64 }
+	var open []hole
+	n, di := 0, 0
+	var resent []hole // retransmitted ranges so far
+	for _, a := range f.acks {
+		for ; di < len(f.data) && f.data[di].t <= a.t; di++ {
+			if d := f.data[di]; d.aflags&analyzer.AnyRetransmission != 0 {
+				resent = append(resent, hole{f.off(d.seq), f.off(d.seq) + int64(d.payload)})
+			}
+		}
+		cum := f.off(a.ack)
+		kept := open[:0]
+		for _, h := range open {
+			if cum < h.hi {
+				kept = append(kept, h)
+				continue
+			}
+			sent := false
+			for _, r := range resent {
+				if r.lo < h.hi && r.hi > h.lo {
+					sent = true
+					break
+				}
+			}
+			if !sent {
+				n++
+			}
+		}
+		open = kept
+		if a.nsack > 0 {
+			left := f.off(a.sack[0].Left)
+			for _, b := range a.sack[:a.nsack] {
+				left = min(left, f.off(b.Left))
+			}
+			if left > cum && (len(open) == 0 || open[len(open)-1].lo < cum) {
+				open = append(open, hole{cum, left})
+			}
+		}
+	}
+	return n
 }
 
 // dropLoneLows leaves out the samples below both their neighbours by a

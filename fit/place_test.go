@@ -4,6 +4,9 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/analyzer/decode"
 )
 
 // ackClocked is a download through a 10 Mbit/s bottleneck next to the
@@ -87,6 +90,29 @@ func TestPlacementWithoutTimestampsOrHandshake(t *testing.T) {
 			if rtt.Known() {
 				t.Errorf("%s: rtt %+v claimed from the receiver's delay", c.name, rtt)
 			}
+		}
+	}
+}
+
+// TestHolesFilledUnsent: a hole the receiver's SACK showed that closes
+// with nothing sent again is a reordering; one a retransmission filled is
+// not.
+func TestHolesFilledUnsent(t *testing.T) {
+	const mss = 1000
+	ms := time.Millisecond
+	for _, resend := range []bool{false, true} {
+		f := &flow{mss: mss, isn: 1}
+		for i := range 10 {
+			f.data = append(f.data, record{t: time.Duration(i) * ms, seq: uint32(1 + i*mss), payload: mss, karn: -1, inflight: -1})
+		}
+		if resend {
+			f.data = append(f.data, record{t: 15 * ms, seq: 1 + 3*mss, payload: mss, aflags: analyzer.FastRetransmission, karn: -1, inflight: -1})
+		}
+		hole := record{t: 12 * ms, ack: 1 + 3*mss, flags: decode.FlagACK, karn: -1, nsack: 1}
+		hole.sack[0] = decode.SACKBlock{Left: 1 + 4*mss, Right: 1 + 10*mss}
+		f.acks = []record{hole, {t: 20 * ms, ack: 1 + 10*mss, flags: decode.FlagACK, karn: -1}}
+		if got, want := f.holesFilledUnsent(), map[bool]int{false: 1, true: 0}[resend]; got != want {
+			t.Errorf("resent %v: %d holes filled unsent, want %d", resend, got, want)
 		}
 	}
 }
