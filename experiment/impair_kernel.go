@@ -27,12 +27,21 @@ var ErrNoKernelSupport = kernel.ErrNotSupported
 type kernelImpairment struct {
 	targets map[string]kernel.Target
 	guest   map[string]*vm.VM
-	specs   map[string]*spec.Spec
-	where   string // for Describe, after "kernel qdiscs"
+	// offloads are the guests' NIC offloads before the qdiscs went on
+	// (pair.SetOffloads), by direction, restored in Stop.
+	offloads map[string]guestOffloads
+	specs    map[string]*spec.Spec
+	where    string // for Describe, after "kernel qdiscs"
 
 	once  sync.Once
 	stats *ImpairStats
 	err   error
+}
+
+// guestOffloads is a guest's NIC offloads before the qdiscs went on.
+type guestOffloads struct {
+	vm *vm.VM
+	on map[string]bool
 }
 
 func startKernel(_ context.Context, l *lab.Lab, specs map[string]*spec.Spec) (impairment, error) {
@@ -81,6 +90,12 @@ func (ki *kernelImpairment) Stop() (*ImpairStats, error) {
 			}
 			if _, err := pair.Output(ctx, g, "wanlab", "kernel", "clear", "--iface", "eth0"); err != nil {
 				errs = append(errs, fmt.Errorf("clear qdiscs in the VM: %w", err))
+			}
+		}
+		for _, before := range ki.offloads {
+			restore := map[string]bool{"tso": before.on["tso"], "gso": before.on["gso"]}
+			if _, err := pair.SetOffloads(ctx, before.vm, "eth0", restore); err != nil {
+				errs = append(errs, fmt.Errorf("restore the VM's offloads: %w", err))
 			}
 		}
 		ki.stats, ki.err = st, errors.Join(errs...)

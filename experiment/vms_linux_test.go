@@ -256,6 +256,10 @@ func testVMs(t *testing.T, engine vm.Engine, only string) {
 	})
 
 	subtest("shaped-link", func(t *testing.T) {
+		offloads, err := pair.SetOffloads(ctx, v.Server, "eth0", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, kernel := range []bool{false, true} {
 			cfg, _ := Preset("seed002")
 			cfg.Kernel = kernel
@@ -288,6 +292,12 @@ func testVMs(t *testing.T, engine vm.Engine, only string) {
 					t.Errorf("kernel %v: steady %.1f Mbit/s, want about 48 (tbf rate 50mbit less headers)", kernel, float64(steady)/1e6)
 				}
 			}
+		}
+		// The kernel's qdiscs ran in the server guest with its NIC's TSO
+		// and GSO off (wire-size packets, as the proxy sees them): back as
+		// they were once they are cleared.
+		if after, err := pair.SetOffloads(ctx, v.Server, "eth0", nil); err != nil || !maps.Equal(after, offloads) {
+			t.Errorf("the server guest's offloads %v (%v) after the kernel's qdiscs, want %v as before", after, err, offloads)
 		}
 	})
 

@@ -216,7 +216,7 @@ func startVMKernel(ctx context.Context, v *pair.VMs, specs map[string]*spec.Spec
 	if err := hostfile.Dir(dir); err != nil {
 		return nil, fmt.Errorf("kernel qdisc state: %w", err)
 	}
-	ki := &kernelImpairment{targets: map[string]kernel.Target{}, guest: map[string]*vm.VM{}, specs: specs}
+	ki := &kernelImpairment{targets: map[string]kernel.Target{}, guest: map[string]*vm.VM{}, offloads: map[string]guestOffloads{}, specs: specs}
 	var where []string
 	fail := func(err error) (impairment, error) {
 		_, cerr := ki.Stop()
@@ -240,6 +240,15 @@ func startVMKernel(ctx context.Context, v *pair.VMs, specs map[string]*spec.Spec
 		if d == ToClient {
 			g, name = v.Server, "server"
 		}
+		// The guest's NIC hands its qdiscs GSO packets of up to 64 KiB,
+		// which netem drops, duplicates and reorders whole, where the
+		// proxy and a router's NIC see wire-size packets: TSO and GSO go
+		// off while the qdiscs run, and back on in Stop.
+		before, oerr := pair.SetOffloads(ctx, g, "eth0", map[string]bool{"tso": false, "gso": false})
+		if oerr != nil {
+			return fail(fmt.Errorf("--kernel %s in the %s VM: %w", d, name, oerr))
+		}
+		ki.offloads[d] = guestOffloads{g, before}
 		r, rerr := g.Run(ctx, "wanlab", "kernel", "apply", "--iface", "eth0", specs[d].String())
 		switch {
 		case rerr != nil:
@@ -250,7 +259,7 @@ func startVMKernel(ctx context.Context, v *pair.VMs, specs map[string]*spec.Spec
 			return fail(fmt.Errorf("--kernel %s in the %s VM: exit %d: %s", d, name, r.ExitCode, strings.TrimSpace(string(r.Stderr))))
 		}
 		ki.guest[d] = g
-		where = append(where, fmt.Sprintf("%s on the %s VM's eth0 (this host's kernel: %v)", d, name, err))
+		where = append(where, fmt.Sprintf("%s on the %s VM's eth0, TSO and GSO off (this host's kernel: %v)", d, name, err))
 	}
 	ki.where = ", " + strings.Join(where, "; ")
 	return ki, nil

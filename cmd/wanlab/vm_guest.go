@@ -67,6 +67,16 @@ var vmGuestCommands = []*cli.Command{
 			return pair.GuestSysctl(cc.Args().Slice(), cc.StringSlice("set"), cc.App.Writer)
 		},
 	},
+	{
+		Name:      "offload",
+		Usage:     "print an interface's TSO, GSO and GRO as JSON, then set the --set ones (inside a VM)",
+		UsageText: "wanlab vm offload [--set tso|gso|gro=on|off]... IFACE",
+		Hidden:    true,
+		Flags:     []cli.Flag{&cli.StringSliceFlag{Name: "set", Usage: "`NAME=on|off` to set after reading"}},
+		Action: oneArg("offload", func(cc *cli.Context, iface string) error {
+			return pair.GuestOffload(iface, cc.StringSlice("set"), cc.App.Writer)
+		}),
+	},
 }
 
 // oneArg is the action of a guest command that takes one argument (its

@@ -21,6 +21,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/wanlab/wanlab/internal/host"
+	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/traffic"
 	"github.com/wanlab/wanlab/tuner/sockopt"
 	"github.com/wanlab/wanlab/units"
@@ -167,6 +168,40 @@ func GuestSysctl(keys, set []string, stdout io.Writer) error {
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		if err := host.ProcSys.Write(k, []byte(want[k])); err != nil {
 			return fmt.Errorf("vm sysctl %s=%q: %w", k, want[k], err)
+		}
+	}
+	return json.NewEncoder(stdout).Encode(before)
+}
+
+// guestOffloads are the offloads `wanlab vm offload` reads and sets.
+var guestOffloads = map[string]lab.Offload{"tso": lab.OffloadTSO, "gso": lab.OffloadGSO, "gro": lab.OffloadGRO}
+
+// GuestOffload runs `wanlab vm offload [--set NAME=on|off]... IFACE`: it
+// prints the interface's TSO, GSO and GRO states as JSON ({"tso": true,
+// ...}), then sets the --set ones, as `ethtool -K IFACE NAME off` would.
+func GuestOffload(iface string, set []string, stdout io.Writer) error {
+	if len(set) > 0 && !inGuest() {
+		return fmt.Errorf("vm offload --set: %w", errNotGuest)
+	}
+	want := map[string]bool{}
+	for _, kv := range set {
+		k, v, ok := strings.Cut(kv, "=")
+		if _, known := guestOffloads[k]; !ok || !known || (v != "on" && v != "off") {
+			return fmt.Errorf("vm offload: %q: want tso, gso or gro =on or =off", kv)
+		}
+		want[k] = v == "on"
+	}
+	before := map[string]bool{}
+	for name, o := range guestOffloads {
+		on, err := lab.Offloaded(netns.None(), iface, o)
+		if err != nil {
+			return fmt.Errorf("vm offload: %w", err)
+		}
+		before[name] = on
+	}
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if err := lab.SetOffload(netns.None(), iface, guestOffloads[k], want[k]); err != nil {
+			return fmt.Errorf("vm offload: %w", err)
 		}
 	}
 	return json.NewEncoder(stdout).Encode(before)

@@ -91,6 +91,26 @@ func RestoreSysctls(ctx context.Context, g *vm.VM, before map[string]*string) er
 	return err
 }
 
+// SetOffloads sets offloads of a guest's interface ("tso": false, as
+// `ethtool -K`) and returns their states before, all of them, for
+// SetOffloads again to restore.
+func SetOffloads(ctx context.Context, g *vm.VM, iface string, want map[string]bool) (map[string]bool, error) {
+	argv := []string{"wanlab", "vm", "offload"}
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		argv = append(argv, "--set", k+"="+map[bool]string{true: "on", false: "off"}[want[k]])
+	}
+	argv = append(argv, iface) // flags before the argument
+	out, err := Output(ctx, g, argv...)
+	if err != nil {
+		return nil, err
+	}
+	before := map[string]bool{}
+	if err := json.Unmarshal(out, &before); err != nil {
+		return nil, fmt.Errorf("vm offload: %w", err)
+	}
+	return before, nil
+}
+
 // Snapshot reads the tuner's keys inside a guest into a snapshot of
 // that kernel, a whole host (not a namespace).
 func Snapshot(ctx context.Context, g *vm.VM) (*tuner.Snapshot, error) {
