@@ -202,6 +202,14 @@ func (f *flow) holesFilledUnsent() int {
 				open = append(open, hole{cum, left})
 			}
 		}
+		// Holes open at the cumulative ACK or above: a re-send wholly
+		// below the lowest can fill none, and goes (the list stays the
+		// re-sends in flight, not the capture's).
+		floor := cum
+		for _, h := range open {
+			floor = min(floor, h.lo)
+		}
+		resent = slices.DeleteFunc(resent, func(r hole) bool { return r.hi <= floor })
 	}
 	return n
 }
