@@ -659,8 +659,14 @@ func (f *flow) congestionControl(runs []lossRun) (string, string) {
 		}
 		before := int64(0)
 		var after []float64
-		for _, d := range f.data {
-			if d.inflight < 0 || d.t < lo || d.t > hi {
+		// The data are in capture order: only the event's windows are
+		// read (a lossy capture has thousands of events).
+		from := sort.Search(len(f.data), func(i int) bool { return f.data[i].t >= lo })
+		for _, d := range f.data[from:] {
+			if d.t > hi {
+				break
+			}
+			if d.inflight < 0 {
 				continue
 			}
 			switch {
