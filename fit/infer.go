@@ -232,7 +232,7 @@ func dropLoneLows(s []sample, grain time.Duration) []sample {
 // echoes are the ACK-to-data samples: the receiver's TSval (first, when
 // the first ACK carrying it was seen) to the first new data segment
 // echoing it, less the segments in skip (indices into f.data).
-func (f *flow) echoes(first map[uint32]time.Duration, skip map[int]bool) []sample {
+func (f *flow) echoes(first map[uint32]time.Duration, skip map[int]int64) []sample {
 	var out []sample
 	done := make(map[uint32]bool)
 	var high int64
@@ -240,7 +240,7 @@ func (f *flow) echoes(first map[uint32]time.Duration, skip map[int]bool) []sampl
 		end := f.off(d.seq) + int64(d.payload)
 		isNew := end > high
 		high = max(high, end)
-		if !isNew || !d.hasTS || d.aflags&analyzer.AnyRetransmission != 0 || skip[i] || done[d.tsecr] {
+		if !isNew || !d.hasTS || d.aflags&analyzer.AnyRetransmission != 0 || skipped(skip, i) || done[d.tsecr] {
 			continue
 		}
 		if ta, ok := first[d.tsecr]; ok && d.t >= ta {
@@ -250,6 +250,8 @@ func (f *flow) echoes(first map[uint32]time.Duration, skip map[int]bool) []sampl
 	}
 	return out
 }
+
+func skipped(skip map[int]int64, i int) bool { _, ok := skip[i]; return ok }
 
 // fewerAhead says the segments ahead of a hole (indices into f.data) hold
 // no more data than the hole: a reordering sends a few ahead of many (one
@@ -266,72 +268,118 @@ func (f *flow) fewerAhead(ahead []int, size int64) bool {
 // overtakers are the data segments (indices into f.data) that arrived
 // above a hole in the sequence space which was filled all within soon,
 // fewer than it held: segments sent ahead of others (a reordering), not
-// after a loss.
-func (f *flow) overtakers(soon time.Duration) map[int]bool {
-	type hole struct {
-		members []int // the segments that arrived above it while it was open
-		open    int   // its pieces still open
-		late    bool
-		t       time.Duration
-		size    int64
-	}
-	type piece struct {
-		start, end int64
-		h          *hole
-	}
-	var pieces []*piece
-	out := map[int]bool{}
+// after a loss. Each maps to the size of the first such hole it overtook.
+func (f *flow) overtakers(soon time.Duration) map[int]int64 {
+	out := map[int]int64{}
+	f.walkHoles(soon, true, holeVisits{closed: func(h *overtaking) {
+		if !h.late && f.fewerAhead(h.above, h.size) {
+			for _, a := range h.above {
+				if _, ok := out[a]; !ok { // ahead of several holes: the first
+					out[a] = h.size
+				}
+			}
+		}
+	}})
+	return out
+}
+
+// overtaking is what opened a hole near the receiver: the segments that
+// arrived above it while it was open (one, or a burst sent ahead
+// together), how many bytes it held, its pieces still open, and whether
+// any piece came late (a loss, not a reordering).
+type overtaking struct {
+	above []int // indices into f.data
+	open  int
+	size  int64
+	late  bool
+}
+
+// hole is an open piece of the sequence space below the highest data
+// seen: since t, opened by by.
+type hole struct {
+	start, end int64
+	t          time.Duration
+	by         *overtaking
+}
+
+// holeVisits are what walkHoles calls: new for a segment above everything
+// before it (once the open holes have counted it), below for one below
+// the highest when no holes are kept, fill for the part of a hole a
+// segment filled (late: soon or more after the hole showed), closed for a
+// hole whose last piece was filled. Any may be nil.
+type holeVisits struct {
+	new    func(di int, d record, s, e int64)
+	below  func(d record, s, e, high int64)
+	fill   func(d record, s, e int64, h *hole, late bool)
+	closed func(h *overtaking)
+}
+
+// walkHoles walks the data in capture order, keeping the holes in the
+// sequence space when open (near the receiver: a segment above the
+// highest leaves one below it), and tells v what each segment did.
+func (f *flow) walkHoles(soon time.Duration, open bool, v holeVisits) {
+	var holes []*hole
 	var high int64
-	for i, d := range f.data {
+	for di, d := range f.data {
 		s := f.off(d.seq)
 		e := s + int64(d.payload)
 		if e <= s {
 			continue
 		}
 		if s >= high {
-			seen := map[*hole]bool{}
-			for _, p := range pieces {
-				if !seen[p.h] {
-					seen[p.h] = true
-					p.h.members = append(p.h.members, i)
+			// It arrived above every open hole: ahead of each (once per
+			// hole, however many pieces it is in).
+			for i, h := range holes {
+				if !slices.ContainsFunc(holes[:i], func(o *hole) bool { return o.by == h.by }) {
+					h.by.above = append(h.by.above, di)
 				}
 			}
-			if s > high {
-				pieces = append(pieces, &piece{high, s, &hole{members: []int{i}, open: 1, t: d.t, size: s - high}})
+			if s > high && open {
+				holes = append(holes, &hole{start: high, end: s, t: d.t, by: &overtaking{above: []int{di}, open: 1, size: s - high}})
+			}
+			if v.new != nil {
+				v.new(di, d, s, e)
 			}
 			high = e
 			continue
 		}
-		for k, p := range pieces {
-			if s < p.start || s >= p.end {
+		if !open {
+			if v.below != nil {
+				v.below(d, s, e, high)
+			}
+			continue
+		}
+		for i, h := range holes {
+			if s < h.start || s >= h.end {
 				continue
 			}
-			h := p.h
-			if d.t-h.t >= soon {
-				h.late = true
+			late := d.t-h.t >= soon
+			if late {
+				h.by.late = true
 			}
+			if v.fill != nil {
+				v.fill(d, s, e, h, late)
+			}
+			// The hole shrinks by what arrived.
 			switch {
-			case s <= p.start && e >= p.end:
-				pieces = append(pieces[:k], pieces[k+1:]...)
-				h.open--
-			case s <= p.start:
-				p.start = e
-			case e >= p.end:
-				p.end = s
+			case s <= h.start && e >= h.end:
+				holes = append(holes[:i], holes[i+1:]...)
+				h.by.open--
+			case s <= h.start:
+				h.start = e
+			case e >= h.end:
+				h.end = s
 			default:
-				pieces = append(pieces, &piece{e, p.end, h})
-				h.open++
-				p.end = s
+				holes = append(holes, &hole{start: e, end: h.end, t: h.t, by: h.by})
+				h.by.open++
+				h.end = s
 			}
-			if h.open == 0 && !h.late && f.fewerAhead(h.members, h.size) {
-				for _, m := range h.members {
-					out[m] = true
-				}
+			if h.by.open == 0 && v.closed != nil {
+				v.closed(h.by)
 			}
 			break
 		}
 	}
-	return out
 }
 
 func minSample(s []sample) time.Duration {
@@ -1072,22 +1120,10 @@ func (f *flow) queueBefore(t time.Duration) (q, age time.Duration) {
 // consecutive lost segments, how many segments were sent, and for each
 // segment that arrived ahead of others (reordered) how many it overtook.
 func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float64) {
-	// overtaking is what opened a hole near the receiver: the segments
-	// that arrived above it while it was open (one, or a burst sent
-	// ahead together), how many segments it held, its pieces still open,
-	// and whether any piece came late (a loss, not a reordering).
-	type overtaking struct {
-		above []int // indices into f.data
-		open  int
-		size  int64
-		late  bool
-	}
-	counted := map[int]bool{} // segments already counted as reordered
 	type span struct {
 		start, end int64
 		t          time.Duration // when the lost send left (or was due)
 		rt         time.Duration // near the sender: when the re-send left
-		by         *overtaking   // near the receiver: the hole's
 	}
 	segs := func(n int64) int { return int((n + int64(f.mss) - 1) / int64(f.mss)) }
 	// The queue a run met: near the sender it shows in the RTT of the
@@ -1110,86 +1146,52 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 		return firstTime[i]
 	}
 	var lost []span
-	var holes []*span
 	resent := 0 // segments sent again (near the sender)
-	var high int64
 	// A hole filled sooner than a round trip after it showed was no loss:
 	// a retransmission comes a round trip after the receiver's word of
 	// the hole at the earliest, segments overtaken (netem's reorder sends
 	// one ahead of its delay line, half a round trip or less) sooner.
 	// Three quarters of the lowest round trip between them.
 	soon := max(f.base*3/4, time.Millisecond)
-	for di, d := range f.data {
-		s := f.off(d.seq)
-		e := s + int64(d.payload)
-		if e <= s {
-			continue
-		}
-		if s >= high {
-			// It arrived above every open hole: ahead of each (once per
-			// hole, however many pieces it is in).
-			for i, h := range holes {
-				if !slices.ContainsFunc(holes[:i], func(o *span) bool { return o.by == h.by }) {
-					h.by.above = append(h.by.above, di)
-				}
-			}
-			if s > high && where != "sender" {
-				holes = append(holes, &span{start: high, end: s, t: d.t, by: &overtaking{above: []int{di}, open: 1, size: s - high}})
-			}
+	counted := map[int]bool{} // segments already counted as reordered
+	f.walkHoles(soon, where != "sender", holeVisits{
+		new: func(_ int, d record, s, e int64) {
 			sent += segs(e - s)
 			firstStart, firstTime = append(firstStart, s), append(firstTime, d.t)
-			high = e
-			continue
-		}
-		if where == "sender" {
+		},
+		// Near the sender: each re-send says the send before it was
+		// lost (a lost retransmission is a loss too, and a further
+		// trial).
+		below: func(d record, s, e, high int64) {
 			if d.aflags&analyzer.SpuriousRetransmission == 0 {
-				// Each re-send says the send before it was lost: a lost
-				// retransmission is a loss too, and a further trial.
 				lost = append(lost, span{start: s, end: min(e, high), t: sentAt(s), rt: d.t})
 				resent += segs(min(e, high) - s)
 			}
-			continue
-		}
+		},
 		// Near the receiver: this fills (part of) a hole.
-		for i, h := range holes {
-			if s < h.start || s >= h.end {
-				continue
-			}
-			if d.t-h.t < soon {
-				sent += segs(min(e, h.end) - s)
-			} else {
+		fill: func(_ record, s, e int64, h *hole, late bool) {
+			if late {
 				lost = append(lost, span{start: s, end: min(e, h.end), t: h.t})
-				h.by.late = true
+			} else {
+				sent += segs(min(e, h.end) - s)
 			}
-			// The hole shrinks by what arrived.
-			switch {
-			case s <= h.start && e >= h.end:
-				holes = append(holes[:i], holes[i+1:]...)
-				h.by.open--
-			case s <= h.start:
-				h.start = e
-			case e >= h.end:
-				h.end = s
-			default:
-				holes = append(holes, &span{start: e, end: h.end, t: h.t, by: h.by})
-				h.by.open++
-				h.end = s
+		},
+		// A hole filled all soon, with less data above it than it held,
+		// was segments overtaken: each segment that arrived above it went
+		// ahead of as many as it held (netem's reorder sends a packet
+		// ahead of its delay line).
+		closed: func(h *overtaking) {
+			if h.late || !f.fewerAhead(h.above, h.size) {
+				return
 			}
-			// A hole filled all soon, with less data above it than it
-			// held, was segments overtaken: each segment that arrived
-			// above it went ahead of as many as it held (netem's reorder
-			// sends a packet ahead of its delay line).
-			if h.by.open == 0 && !h.by.late && f.fewerAhead(h.by.above, h.by.size) {
-				for _, a := range h.by.above {
-					if !counted[a] { // ahead of several holes: once, the first
-						counted[a] = true
-						reordered = append(reordered, float64(h.by.size)/float64(f.mss))
-					}
+			for _, a := range h.above {
+				if !counted[a] { // ahead of several holes: once, the first
+					counted[a] = true
+					reordered = append(reordered, float64(h.size)/float64(f.mss))
 				}
 			}
-			break
-		}
-	}
+		},
+	})
 	if where == "sender" {
 		// A re-send the receiver reports as a duplicate (a D-SACK) was
 		// spurious: the send before it arrived (an RTO or a loss probe
