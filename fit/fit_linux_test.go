@@ -121,7 +121,7 @@ func within(v, want, tol float64) bool { return math.Abs(v-want) <= tol*want }
 // TestFitRecoversTheLab: captures of lab paths with known specs, fitted at
 // both ends: the round trip within 5 %, the rate within 5 % and a token
 // bucket where there is one, the buffer within 25 % when the fit claims
-// it (behind the token bucket with the small buffer: logged), the random loss rate within a wide binomial interval (4.4 standard
+// it, the random loss rate within a wide binomial interval (4.4 standard
 // deviations: a fit outside it once in 100,000 runs), the burstiness
 // class, and the receive buffer from the window at the share this kernel
 // offered (the ratio the run measured).
@@ -162,18 +162,15 @@ func TestFitRecoversTheLab(t *testing.T) {
 					if rate.Known() && (!within(rate.Value, float64(g.rate), 0.05) || d.Bottleneck != "token bucket") {
 						t.Errorf("rate %+v (%s), want %v within 5 %% from a token bucket, or unknown", rate, d.Bottleneck, g.rate)
 					}
-					// The buffer's 25 % target is logged, not asserted: the
-					// claim held in 26 runs of 26, but the grid's same point
-					// (bench fit, 2026-12-03 07:35) claimed 98 KiB for 31 KiB
-					// from the server's side, the data having met 7.8 ms of
-					// queue before its overflows where the buffer holds 2.5
-					// ms (the host's scheduling on top). A run of this
-					// package failed once that day, its output lost: this
-					// bound is the check the grid shows can miss. Fix the
-					// estimate, then assert it again.
-					if b := p["buffer_bytes"]; b.Known() {
-						t.Logf("buffer %.0f B (%+.1f %%, target within 25 %%), rate %.4g", b.Value, (b.Value/float64(g.buffer)-1)*100, rate.Value)
-					} else {
+					// The buffer within 25 % when claimed. A host that
+					// stalled the path makes the overflows meet more than
+					// the queue otherwise held (the grid, 2026-12-03
+					// 07:35: 7.8 ms before them where the buffer holds
+					// 2.5 ms, and 98 KiB claimed for 31 KiB): the fit
+					// then gives a range, not a claim.
+					if b := p["buffer_bytes"]; b.Known() && !within(b.Value, float64(g.buffer), 0.25) {
+						t.Errorf("buffer %+v, want %v within 25 %%", b, g.buffer)
+					} else if !b.Known() {
 						t.Logf("buffer not claimed: %s", b.Unknown)
 					}
 				case g.rate > 0:

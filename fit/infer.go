@@ -1071,6 +1071,21 @@ func (f *flow) bufferSize(tailDrops int, drops []lossRun) Param {
 		s := sorted(vs)
 		q := quantile(s, 0.5)
 		pkt := 2 * float64(f.mss) * f.ipFact
+		// A full buffer holds what the queue held at its top the rest of
+		// the time: overflows that met half as much again as the
+		// queue's 99.5th percentile met something more, a host that
+		// stalled the path (its backlog overflowed the buffer, and the
+		// stall's wait is in the data's delay), or a queue that filled
+		// to the buffer only at the overflows. Which one the capture
+		// cannot tell: the buffer lies between the two. (Not the other
+		// way: a stall's samples lift the percentile, the overflows'
+		// median less.)
+		if top := f.qmax.Seconds(); top > 0 && q > 1.5*top {
+			lo, hi := top*f.rateLo/8+pkt, q*f.rateHi/8+pkt
+			return Param{Value: lo, Low: lo, High: hi, Unknown: fmt.Sprintf(
+				"the queue overflowed at %s (median over %d %s; %s) but held %s at most otherwise (99.5th percentile of %d samples): a stall on the path or a queue that filled only then; the buffer is between %s and %s",
+				ms(time.Duration(q*1e9)), len(s), what, f.qLeg, ms(f.qmax), len(f.queue), units.Size(lo).Human(), units.Size(hi).Human())}
+		}
 		return known(q*f.rate/8+pkt, quantile(s, 0.25)*f.rateLo/8+pkt, quantile(s, 0.75)*f.rateHi/8+pkt, fmt.Sprintf(
 			"the queueing delay the data sent just before the queue overflowed met, %s (median over %d %s; %s, interquartile %s-%s), times the rate, and two packets",
 			ms(time.Duration(q*1e9)), len(s), what, f.qLeg, ms(time.Duration(quantile(s, 0.25)*1e9)), ms(time.Duration(quantile(s, 0.75)*1e9))))

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -265,6 +266,41 @@ func TestLongRunsAtTheLinksRateAreTailDrops(t *testing.T) {
 		f.longRunDrops(runs, "receiver")
 		if runs[0].full != c.want || runs[1].full {
 			t.Errorf("%s: long run a tail drop %v (want %v), single one %v (want false)", c.name, runs[0].full, c.want, runs[1].full)
+		}
+	}
+}
+
+// TestBufferFromOverflows: the buffer is the queue the data met just
+// before each overflow, times the rate, when the queue's top the rest of
+// the time agrees (or lies above it: a stall lifts that percentile);
+// overflows that met far more than the queue otherwise held (a stalled
+// host's backlog) leave the buffer unknown, between the two.
+func TestBufferFromOverflows(t *testing.T) {
+	ms := time.Millisecond
+	const rate = 100e6
+	for _, c := range []struct {
+		name        string
+		qmax, level time.Duration
+		known       bool
+	}{
+		{"agree", 2500 * time.Microsecond, 2600 * time.Microsecond, true},
+		{"a stall lifts the top", 8 * ms, 2600 * time.Microsecond, true},
+		{"overflows met a stall", 2500 * time.Microsecond, 7800 * time.Microsecond, false},
+	} {
+		f := &flow{mss: 1448, ipFact: 1, base: 10 * ms, rate: rate, rateLo: 0.99 * rate, rateHi: 1.01 * rate, qmax: c.qmax, qLeg: "data to ACK"}
+		var drops []lossRun
+		for i := range 5 {
+			drops = append(drops, lossRun{t: time.Duration(100+300*i) * ms, segs: 4, full: true, before: c.level, beforeAge: ms})
+		}
+		p := f.bufferSize(20, drops)
+		want := c.level.Seconds()*rate/8 + 2*1448
+		switch {
+		case p.Known() != c.known:
+			t.Errorf("%s: known %v (%+v), want %v", c.name, p.Known(), p, c.known)
+		case c.known && math.Abs(p.Value/want-1) > 0.01:
+			t.Errorf("%s: buffer %.0f, want %.0f", c.name, p.Value, want)
+		case !c.known && (p.Low > want || p.High < want || !strings.Contains(p.Unknown, "between")):
+			t.Errorf("%s: %+v, want a range up to %.0f", c.name, p, want)
 		}
 	}
 }
