@@ -434,7 +434,7 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 		count(1, rateClaimed, r.RateOK)
 		count(2, bufClaimed, r.BufferOK)
 		count(3, true, r.LossOK)
-		count(4, true, r.BurstOK)
+		count(4, r.LossModel != "unknown", r.BurstOK)
 		count(5, true, r.LimitOK)
 		count(6, r.ReorderClaimed, r.ReorderOK)
 	}

@@ -99,7 +99,8 @@ type Direction struct {
 	// --like` applies (to-client for server to client).
 	Spec string `json:"spec"`
 	// Bottleneck is "token bucket", "fixed link" or "" (none seen);
-	// LossModel "random", "bursty" or "none"; CongestionControl the
+	// LossModel "random", "bursty", "none" or "unknown" (too few losses
+	// to tell, or to tell how they cluster); CongestionControl the
 	// sender's signature ("loss-based (cubic)", "loss-based (reno)",
 	// "model-based (bbr)") or "".
 	Bottleneck        string           `json:"bottleneck"`
@@ -258,7 +259,10 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 				Evidence: fmt.Sprintf("no loss observed apart from the queue's: under %.2g %% at 95 %% (%d segments)", 300/float64(sent), sent)}
 			out.Notes = append(out.Notes, fmt.Sprintf("loss: none observed: under %.2g %% at 95 %% over %d segments", 300/float64(sent), sent))
 		} else if randSegs < 5 {
-			p["loss_percent"] = withSamples(known(pr*100, lo*100, hi*100, fmt.Sprintf(
+			// From nothing: a tail loss probe re-sends a segment that
+			// was not lost.
+			lossModel = "unknown"
+			p["loss_percent"] = withSamples(known(pr*100, 0, hi*100, fmt.Sprintf(
 				"%d of %d segments sent again with no queue to explain it: too few for a loss process (a tail loss probe re-sends one segment that was not lost)", randSegs, sent)), sent)
 			out.Notes = append(out.Notes, fmt.Sprintf("loss: %d isolated re-sends in %d segments: no loss process inferred", randSegs, sent))
 		} else {
@@ -272,7 +276,11 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 			// independent losses give (about runs x p): 4 standard
 			// deviations and two runs above it, so random loss is
 			// called bursty about once in 10,000 fits.
-			if randRuns >= 5 && multi >= 3 && float64(multi) > expect+4*math.Sqrt(expect*(1-pr))+2 {
+			if randRuns < 5 {
+				// Too few runs to tell how they cluster.
+				lossModel = "unknown"
+				out.Notes = append(out.Notes, fmt.Sprintf("loss model: %d segments lost in %d runs: too few runs to tell random loss from bursty", randSegs, randRuns))
+			} else if multi >= 3 && float64(multi) > expect+4*math.Sqrt(expect*(1-pr))+2 {
 				lossModel = "bursty"
 				meanRun := float64(randSegs) / float64(randRuns)
 				r := 1 / meanRun
