@@ -1415,17 +1415,19 @@ func (f *flow) clusteredDrops(runs []lossRun, sent int, queueFor func(time.Durat
 	f.queueTopDrops(runs, queueFor)
 	q := float64(len(runs)) / float64(sent)
 	w := max(2*f.base, 2*time.Millisecond)
-	// Data records seen in (a, b], not segments: with segmentation
-	// offload a record holds many, which makes a window's runs look
-	// denser than q gives. Slow start's overshoot at a small buffer is
-	// told by it (counted in segments, the lab's 31 KiB buffer at 10 ms
-	// was called random in one run of two); random losses within one
-	// offloaded burst of slow start are taken for an overflow by it too
-	// (0.5 % at 50 ms in the grid, from the sender: -2.1 sd).
+	// Segments sent in (a, b], counted from the data records' payloads:
+	// with segmentation offload a record holds many, and counting records
+	// made a window's runs look denser than q gives (random losses within
+	// one offloaded burst of slow start were taken for an overflow: 0.5 %
+	// at 50 ms in the grid, half its losses, -2.1 sd from the sender).
 	segsIn := func(a, b time.Duration) int {
 		lo := sort.Search(len(f.data), func(i int) bool { return f.data[i].t > a })
 		hi := sort.Search(len(f.data), func(i int) bool { return f.data[i].t > b })
-		return hi - lo
+		n := 0
+		for _, d := range f.data[lo:hi] {
+			n += max(1, (d.payload+f.mss-1)/f.mss)
+		}
+		return n
 	}
 	var level []float64
 	for i := range runs {

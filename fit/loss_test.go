@@ -94,6 +94,26 @@ func TestTailDropsAreCongestionLosses(t *testing.T) {
 			t.Errorf("random run %d (%v, queue %v) taken for a tail drop", i, r.t, r.queue)
 		}
 	}
+	// Offloaded: 500 records of 20 segments. Five independent losses in
+	// 40 ms are what 0.5 % gives over its 800 segments (4), not a cluster
+	// (as 5 of its 40 records would be).
+	g := &flow{mss: 1000, base: 10 * ms, theta: ms}
+	for i := range 500 {
+		g.data = append(g.data, record{t: time.Duration(i) * 4 * ms, payload: 20 * 1000, karn: -1, inflight: -1})
+	}
+	var burst []lossRun
+	for i := range 5 {
+		burst = append(burst, lossRun{t: 100*ms + time.Duration(i)*4*ms, segs: 1, queue: -1})
+	}
+	for i := range 45 {
+		burst = append(burst, lossRun{t: time.Duration(200+i*39) * ms, segs: 1, queue: -1})
+	}
+	g.clusteredDrops(burst, 10000, g.queueAt)
+	for i, r := range burst {
+		if r.full {
+			t.Errorf("offloaded: random run %d (%v) taken for a tail drop", i, r.t)
+		}
+	}
 }
 
 // TestSmoothDelayAloneMakesNoTailDrops: a delay that rises and falls
