@@ -71,7 +71,8 @@ type Transfer struct {
 	Bytes       int64  `json:"bytes"`
 	Connections int    `json:"connections"`
 	// RateBps is the data rate measured (unique bytes over the transfer
-	// time), Limit the analyzer's diagnosis of what bound it.
+	// time), Limit the analyzer's diagnosis of what bound it, or the
+	// receive window where the fit finds it bound the flight.
 	RateBps float64 `json:"rate_bps"`
 	Limit   string  `json:"limit"`
 	// RTTP50Ms (the median round trip: data to ACK near the sender, the
@@ -326,6 +327,9 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	}
 	sender, receiver := map[string]string{}, map[string]string{}
 	if limit == analyzer.LimitReceiveWindow || st.WindowLimitedShare >= 0.5 || f.windowBound(rate) {
+		// The window bound the flight: the limit, where the analyzer
+		// (near the receiver, the flight only estimated) said another.
+		limit = analyzer.LimitReceiveWindow
 		buf := predict.BufferFor(units.Size(st.PeerMaxWindowBytes), ratio)
 		note("receive_buffer_bytes", known(float64(buf), float64(predict.BufferFor(units.Size(st.PeerMaxWindowBytes), ratio*1.1)),
 			float64(predict.BufferFor(units.Size(st.PeerMaxWindowBytes), ratio*0.9)),
