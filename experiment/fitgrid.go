@@ -170,21 +170,26 @@ type FitRow struct {
 	// The errors of what the fit claimed (relative, or for the loss in
 	// standard deviations of the binomial), and whether each is within
 	// its tolerance; Unknown lists what it did not claim.
-	RTTErr     float64  `json:"rtt_error"`
-	RateErr    float64  `json:"rate_error"`
-	BufferErr  float64  `json:"buffer_error"`
-	LossSD     float64  `json:"loss_error_sd"`
-	RTTOK      bool     `json:"rtt_ok"`
-	RateOK     bool     `json:"rate_ok"`
-	BufferOK   bool     `json:"buffer_ok"`
-	LossOK     bool     `json:"loss_ok"`
-	BurstOK    bool     `json:"burstiness_ok"`
-	LimitOK    bool     `json:"limit_ok"`
-	Unknown    []string `json:"unknown"`
-	Spec       string   `json:"fitted_spec"`
-	TrueLoss   float64  `json:"true_loss"`
-	LossModel  string   `json:"loss_model"`
-	Bottleneck string   `json:"bottleneck"`
+	RTTErr    float64 `json:"rtt_error"`
+	RateErr   float64 `json:"rate_error"`
+	BufferErr float64 `json:"buffer_error"`
+	LossSD    float64 `json:"loss_error_sd"`
+	RTTOK     bool    `json:"rtt_ok"`
+	RateOK    bool    `json:"rate_ok"`
+	BufferOK  bool    `json:"buffer_ok"`
+	LossOK    bool    `json:"loss_ok"`
+	BurstOK   bool    `json:"burstiness_ok"`
+	LimitOK   bool    `json:"limit_ok"`
+	// BottleneckReached says the point's token bucket limited the
+	// transfer: its queue overflowed (the proxy's counters) or the
+	// transfer ran at 80 % of its rate or more. Where it did not, the
+	// right limit is no rate claimed.
+	BottleneckReached bool     `json:"bottleneck_reached"`
+	Unknown           []string `json:"unknown"`
+	Spec              string   `json:"fitted_spec"`
+	TrueLoss          float64  `json:"true_loss"`
+	LossModel         string   `json:"loss_model"`
+	Bottleneck        string   `json:"bottleneck"`
 	// TrueReorder is the share of the data's packets sent ahead;
 	// Reorder the fit's share (when ReorderClaimed: near the receiver),
 	// ReorderSD its error in standard deviations, ReorderOK within 2.
@@ -286,6 +291,14 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 		row.TrueLoss, lossVar = specLoss(p.Loss)
 		row.TrueReorder, reorderVar = specReorder(p.Reorder)
 	}
+	// The bottleneck was reached when its queue overflowed or the
+	// transfer ran at 80 % of its rate or more; without the proxy's
+	// counters, by the rate alone.
+	if p.Rate > 0 {
+		st := proxyTruth(res)
+		row.BottleneckReached = (st != nil && st.tailDrops > 0) ||
+			(res.Download != nil && float64(res.Download.Transfer) >= 0.8*float64(p.Rate))
+	}
 	if q := pr["loss_percent"]; q.Samples > 0 {
 		sd := math.Sqrt(max(row.TrueLoss, 1e-4)*(1-row.TrueLoss)*lossVar/float64(q.Samples)) * 100
 		row.LossSD = (q.Value - row.TrueLoss*100) / sd
@@ -309,6 +322,12 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 	switch {
 	case p.Rmem > 0:
 		row.LimitOK = f.Sysctls.Client["net.ipv4.tcp_rmem"] != "" && f.Transfer.Limit == analyzer.LimitReceiveWindow
+	case p.Rate > 0 && !row.BottleneckReached:
+		// The token bucket was not what held the transfer back (the
+		// sender's buffer, slow start, the proxy's own forwarding at 1
+		// Gbit/s): the fit is right to claim no rate, or its rate
+		// where a queue held it for a while.
+		row.LimitOK = !pr["rate_bps"].Known() || row.RateOK
 	case p.Rate > 0:
 		row.LimitOK = pr["rate_bps"].Known()
 	default:
@@ -320,18 +339,21 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 // counterTruth is what the proxy's engine did to the data's direction (the
 // one with more packets): the shares of its packets the loss model
 // dropped and netem sent ahead.
-type counterTruth struct{ loss, reorder float64 }
+type counterTruth struct {
+	loss, reorder float64
+	tailDrops     uint64 // the packets its queues dropped full
+}
 
 func proxyTruth(res *Result) *counterTruth {
 	if res.Impairment == nil || res.Impairment.Proxy == nil {
 		return nil
 	}
-	var in, lost, ahead uint64
+	var in, lost, ahead, full uint64
 	for _, dir := range res.Impairment.Proxy.Directions {
 		if dir.Engine.Totals.PacketsIn <= in {
 			continue
 		}
-		in, lost, ahead = dir.Engine.Totals.PacketsIn, dir.Engine.Totals.Drops.Loss, 0
+		in, lost, ahead, full = dir.Engine.Totals.PacketsIn, dir.Engine.Totals.Drops.Loss, 0, dir.Engine.Totals.Drops.Queue
 		for _, cl := range dir.Engine.Classes {
 			for _, st := range cl.Stages {
 				ahead += st.Reordered
@@ -341,7 +363,7 @@ func proxyTruth(res *Result) *counterTruth {
 	if in == 0 {
 		return nil
 	}
-	return &counterTruth{float64(lost) / float64(in), float64(ahead) / float64(in)}
+	return &counterTruth{float64(lost) / float64(in), float64(ahead) / float64(in), full}
 }
 
 // specLoss is the long-run loss of netem's loss argument ("1%", "gemodel
@@ -414,6 +436,7 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 			}
 		}
 	}
+	unreached := 0
 	for _, r := range rows {
 		if r.Err != "" {
 			fmt.Fprintf(tw, "%s\t%s\terror: %s\n", r.Point.Name, r.Side, r.Err)
@@ -427,9 +450,14 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 		if r.ReorderClaimed {
 			reorder = fmt.Sprintf("%.3g%% %.3g%% %+.1fsd", r.TrueReorder*100, r.Reorder*100, r.ReorderSD)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", r.Point.Name, r.Side,
+		limit := fmt.Sprint(r.LimitOK)
+		if r.Point.Rate > 0 && !r.BottleneckReached {
+			limit += "*"
+			unreached++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Point.Name, r.Side,
 			pct(r.RTTOK, r.RTTErr, !strings.Contains(unk, "rtt")), pct(r.RateOK, r.RateErr, rateClaimed),
-			pct(r.BufferOK, r.BufferErr, bufClaimed), loss, reorder, r.LossModel, r.LimitOK, unk, r.Spec)
+			pct(r.BufferOK, r.BufferErr, bufClaimed), loss, reorder, r.LossModel, limit, unk, r.Spec)
 		count(0, !strings.Contains(unk, "rtt"), r.RTTOK)
 		count(1, rateClaimed, r.RateOK)
 		count(2, bufClaimed, r.BufferOK)
@@ -443,6 +471,9 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 	}
 	for i, name := range []string{"rtt within 5 %", "rate within 5 %", "buffer within 25 %", "loss within 2 sd", "burstiness class", "limit", "reorder within 2 sd"} {
 		fmt.Fprintf(w, "%-21s %d of %d claimed\n", name+":", t[i].ok, t[i].claimed)
+	}
+	if unreached > 0 {
+		fmt.Fprintf(w, "limit*: %d captures whose token bucket did not limit the transfer (no overflow, under 80 %% of its rate: the sender's buffer, slow start, the proxy's own forwarding); right there is no rate claimed, or the right one\n", unreached)
 	}
 	from := map[string]bool{}
 	for _, r := range rows {
