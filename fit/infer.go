@@ -46,6 +46,7 @@ type flow struct {
 	qShare    float64 // share of queue samples at theta or more
 	qRho      float64 // their lag-1 autocorrelation
 	qLeg      string
+	qTick     time.Duration // the echo leg's grain: a tick of the receiver's TSval clock (0: the data-to-ACK leg)
 	qmax      time.Duration
 	qp95      time.Duration
 	theta     time.Duration // queue delay that counts as "a queue exists"
@@ -567,6 +568,7 @@ func (f *flow) queueing() {
 	if es > ks {
 		src, m, bySend = f.echo, f.emin, false
 		f.qLeg = "ACK to data (timestamp echoes)"
+		f.qTick = f.tsTick()
 	}
 	// The ACKs of loss recovery: those with SACK blocks and the one after
 	// them (the cumulative ACK jumping over a filled hole). Their
@@ -1080,6 +1082,26 @@ func (f *flow) bufferSize(tailDrops int, drops []lossRun) Param {
 		// cannot tell: the buffer lies between the two. (Not the other
 		// way: a stall's samples lift the percentile, the overflows'
 		// median less.)
+		// An overflow happens at the queue's top: runs that met less
+		// than 0.8 of what the queue held a twentieth of the time were
+		// timed by samples that missed it (the receiver's timestamps
+		// tick once a millisecond; slow start fills a small buffer
+		// between two ticks). The buffer is at least that 95th
+		// percentile.
+		// Timed by the receiver's timestamps, a level is known to a
+		// tick of its clock (Linux: 1 ms): four ticks or more for 25 %.
+		if tick := f.qTick.Seconds(); q < 4*tick {
+			lo, hi := max(q-tick, 0)*f.rateLo/8+pkt, (q+tick)*f.rateHi/8+pkt
+			return Param{Value: q*f.rate/8 + pkt, Low: lo, High: hi, Unknown: fmt.Sprintf(
+				"the data sent before the queue overflowed met %s (median over %d %s; %s), under four ticks of the receiver's timestamp clock (%s each): the buffer is between %s and %s",
+				ms(time.Duration(q*1e9)), len(s), what, f.qLeg, ms(f.qTick), units.Size(lo).Human(), units.Size(hi).Human())}
+		}
+		if p95 := f.qp95.Seconds(); q < 0.8*p95 {
+			lo, hi := p95*f.rateLo/8+pkt, max(f.qmax.Seconds(), p95)*f.rateHi/8+pkt
+			return Param{Value: lo, Low: lo, High: hi, Unknown: fmt.Sprintf(
+				"the data sent before the queue overflowed met %s (median over %d %s; %s), under the %s the queue held a twentieth of the time: the samples missed its top; the buffer is between %s and %s",
+				ms(time.Duration(q*1e9)), len(s), what, f.qLeg, ms(f.qp95), units.Size(lo).Human(), units.Size(hi).Human())}
+		}
 		if top := f.qmax.Seconds(); top > 0 && q > 1.5*top {
 			lo, hi := top*f.rateLo/8+pkt, q*f.rateHi/8+pkt
 			return Param{Value: lo, Low: lo, High: hi, Unknown: fmt.Sprintf(
@@ -1630,4 +1652,24 @@ func binomialTail(n, k int, p float64) float64 {
 		s += math.Exp(lc - a - b + float64(i)*math.Log(p) + float64(n-i)*math.Log(1-p))
 	}
 	return min(1, s)
+}
+
+// tsTick is one tick of the receiver's timestamp clock, from its ACKs'
+// TSvals over the capture's time (Linux: 1 ms); 0 without them.
+func (f *flow) tsTick() time.Duration {
+	var first, last record
+	n := 0
+	for _, a := range f.acks {
+		if a.hasTS {
+			if n == 0 {
+				first = a
+			}
+			last = a
+			n++
+		}
+	}
+	if span := last.tsval - first.tsval; n >= 10 && span > 0 {
+		return (last.t - first.t) / time.Duration(span)
+	}
+	return 0
 }
