@@ -41,7 +41,7 @@ type kernelImpairment struct {
 // guestOffloads is a guest's NIC offloads before the qdiscs went on.
 type guestOffloads struct {
 	vm *vm.VM
-	on map[string]bool
+	on map[string]int
 }
 
 func startKernel(_ context.Context, l *lab.Lab, specs map[string]*spec.Spec) (impairment, error) {
@@ -93,7 +93,7 @@ func (ki *kernelImpairment) Stop() (*ImpairStats, error) {
 			}
 		}
 		for _, before := range ki.offloads {
-			restore := map[string]bool{"tso": before.on["tso"], "gso": before.on["gso"]}
+			restore := map[string]int{"tso": before.on["tso"], "gso": before.on["gso"], "gso_max_segs": before.on["gso_max_segs"]}
 			if _, err := pair.SetOffloads(ctx, before.vm, "eth0", restore); err != nil {
 				errs = append(errs, fmt.Errorf("restore the VM's offloads: %w", err))
 			}

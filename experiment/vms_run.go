@@ -240,11 +240,13 @@ func startVMKernel(ctx context.Context, v *pair.VMs, specs map[string]*spec.Spec
 		if d == ToClient {
 			g, name = v.Server, "server"
 		}
-		// The guest's NIC hands its qdiscs GSO packets of up to 64 KiB,
-		// which netem drops, duplicates and reorders whole, where the
-		// proxy and a router's NIC see wire-size packets: TSO and GSO go
-		// off while the qdiscs run, and back on in Stop.
-		before, oerr := pair.SetOffloads(ctx, g, "eth0", map[string]bool{"tso": false, "gso": false})
+		// The guest's TCP hands its qdiscs GSO packets of up to 64 KiB
+		// (whatever the NIC's gso says: Linux segments them after the
+		// qdiscs), which netem drops, duplicates and reorders whole,
+		// where the proxy and a router's NIC see wire-size packets: TSO
+		// and GSO go off and GSO packets down to one segment while the
+		// qdiscs run, and back in Stop.
+		before, oerr := pair.SetOffloads(ctx, g, "eth0", map[string]int{"tso": 0, "gso": 0, "gso_max_segs": 1})
 		if oerr != nil {
 			return fail(fmt.Errorf("--kernel %s in the %s VM: %w", d, name, oerr))
 		}
@@ -259,7 +261,7 @@ func startVMKernel(ctx context.Context, v *pair.VMs, specs map[string]*spec.Spec
 			return fail(fmt.Errorf("--kernel %s in the %s VM: exit %d: %s", d, name, r.ExitCode, strings.TrimSpace(string(r.Stderr))))
 		}
 		ki.guest[d] = g
-		where = append(where, fmt.Sprintf("%s on the %s VM's eth0, TSO and GSO off (this host's kernel: %v)", d, name, err))
+		where = append(where, fmt.Sprintf("%s on the %s VM's eth0, TSO and GSO off, one segment a packet (this host's kernel: %v)", d, name, err))
 	}
 	ki.where = ", " + strings.Join(where, "; ")
 	return ki, nil

@@ -14,10 +14,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
 	"github.com/wanlab/wanlab/internal/host"
@@ -173,35 +175,62 @@ func GuestSysctl(keys, set []string, stdout io.Writer) error {
 	return json.NewEncoder(stdout).Encode(before)
 }
 
-// guestOffloads are the offloads `wanlab vm offload` reads and sets.
+// guestOffloads are the offloads `wanlab vm offload` reads and sets, on
+// (1) or off (0); gsoMaxSegs, the most segments of one GSO packet, it
+// reads and sets too: TCP builds GSO packets whatever the NIC's gso says
+// (always on since Linux 4.19, segmented after the qdiscs), so only this
+// bounds what a qdisc is handed.
 var guestOffloads = map[string]lab.Offload{"tso": lab.OffloadTSO, "gso": lab.OffloadGSO, "gro": lab.OffloadGRO}
 
-// GuestOffload runs `wanlab vm offload [--set NAME=on|off]... IFACE`: it
-// prints the interface's TSO, GSO and GRO states as JSON ({"tso": true,
-// ...}), then sets the --set ones, as `ethtool -K IFACE NAME off` would.
+const gsoMaxSegs = "gso_max_segs"
+
+// GuestOffload runs `wanlab vm offload [--set NAME=VALUE]... IFACE`: it
+// prints the interface's TSO, GSO and GRO states (1 on, 0 off) and its
+// gso_max_segs as JSON ({"tso": 1, ..., "gso_max_segs": 65535}), then
+// sets the --set ones, as `ethtool -K IFACE NAME off` and `ip link set
+// IFACE gso_max_segs N` would.
 func GuestOffload(iface string, set []string, stdout io.Writer) error {
 	if len(set) > 0 && !inGuest() {
 		return fmt.Errorf("vm offload --set: %w", errNotGuest)
 	}
-	want := map[string]bool{}
+	want := map[string]int{}
 	for _, kv := range set {
 		k, v, ok := strings.Cut(kv, "=")
-		if _, known := guestOffloads[k]; !ok || !known || (v != "on" && v != "off") {
-			return fmt.Errorf("vm offload: %q: want tso, gso or gro =on or =off", kv)
+		_, known := guestOffloads[k]
+		switch {
+		case ok && known && (v == "on" || v == "off"):
+			want[k] = map[string]int{"on": 1, "off": 0}[v]
+		case ok && k == gsoMaxSegs:
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 65535 {
+				return fmt.Errorf("vm offload: %q: want gso_max_segs=1-65535", kv)
+			}
+			want[k] = n
+		default:
+			return fmt.Errorf("vm offload: %q: want tso, gso or gro =on or =off, or gso_max_segs=N", kv)
 		}
-		want[k] = v == "on"
 	}
-	before := map[string]bool{}
+	before := map[string]int{}
 	for name, o := range guestOffloads {
 		on, err := lab.Offloaded(netns.None(), iface, o)
 		if err != nil {
 			return fmt.Errorf("vm offload: %w", err)
 		}
-		before[name] = on
+		before[name] = map[bool]int{true: 1, false: 0}[on]
 	}
+	link, err := netlink.LinkByName(iface)
+	if err != nil {
+		return fmt.Errorf("vm offload: %s: %w", iface, err)
+	}
+	before[gsoMaxSegs] = int(link.Attrs().GSOMaxSegs)
 	for _, k := range slices.Sorted(maps.Keys(want)) {
-		if err := lab.SetOffload(netns.None(), iface, guestOffloads[k], want[k]); err != nil {
-			return fmt.Errorf("vm offload: %w", err)
+		if k == gsoMaxSegs {
+			err = netlink.LinkSetGSOMaxSegs(link, want[k])
+		} else {
+			err = lab.SetOffload(netns.None(), iface, guestOffloads[k], want[k] == 1)
+		}
+		if err != nil {
+			return fmt.Errorf("vm offload %s: %s=%d: %w", iface, k, want[k], err)
 		}
 	}
 	return json.NewEncoder(stdout).Encode(before)

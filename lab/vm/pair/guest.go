@@ -91,20 +91,24 @@ func RestoreSysctls(ctx context.Context, g *vm.VM, before map[string]*string) er
 	return err
 }
 
-// SetOffloads sets offloads of a guest's interface ("tso": false, as
-// `ethtool -K`) and returns their states before, all of them, for
-// SetOffloads again to restore.
-func SetOffloads(ctx context.Context, g *vm.VM, iface string, want map[string]bool) (map[string]bool, error) {
+// SetOffloads sets offloads of a guest's interface ("tso": 0, as
+// `ethtool -K`; "gso_max_segs": 1, as `ip link set`) and returns their
+// states before, all of them, for SetOffloads again to restore.
+func SetOffloads(ctx context.Context, g *vm.VM, iface string, want map[string]int) (map[string]int, error) {
 	argv := []string{"wanlab", "vm", "offload"}
 	for _, k := range slices.Sorted(maps.Keys(want)) {
-		argv = append(argv, "--set", k+"="+map[bool]string{true: "on", false: "off"}[want[k]])
+		v := strconv.Itoa(want[k])
+		if k != gsoMaxSegs {
+			v = map[bool]string{true: "on", false: "off"}[want[k] != 0]
+		}
+		argv = append(argv, "--set", k+"="+v)
 	}
 	argv = append(argv, iface) // flags before the argument
 	out, err := Output(ctx, g, argv...)
 	if err != nil {
 		return nil, err
 	}
-	before := map[string]bool{}
+	before := map[string]int{}
 	if err := json.Unmarshal(out, &before); err != nil {
 		return nil, fmt.Errorf("vm offload: %w", err)
 	}
