@@ -98,6 +98,17 @@ func medianInterval(s []float64) (med, lo, hi float64) {
 	return quantile(s, 0.5), lo, hi
 }
 
+// trimmedMean is the mean of sorted s without its lowest and highest
+// share each.
+func trimmedMean(s []float64, share float64) float64 {
+	k := int(float64(len(s)) * share)
+	var sum float64
+	for _, x := range s[k : len(s)-k] {
+		sum += x
+	}
+	return sum / float64(len(s)-2*k)
+}
+
 func sorted(xs []float64) []float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
