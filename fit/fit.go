@@ -613,16 +613,45 @@ func (f *flow) jitter(where string) Param {
 	if where == "sender" {
 		return unknown(fmt.Sprintf("the RTT varied by %.2f ms, uncorrelated; a random delay would reorder segments, which only a capture near the receiver shows", sd))
 	}
-	_, _, reorders := f.losses(where)
+	_, sent, reorders := f.losses(where)
 	if float64(len(reorders)) < 0.01*float64(len(f.data)) {
 		return unknown(fmt.Sprintf("the RTT varied by %.2f ms, uncorrelated, but only %d segments arrived out of order: not a random delay per packet (which reorders them)", sd, len(reorders)))
 	}
+	j := sd * math.Sqrt(3) // netem's jitter is uniform in +-J: sd = J/sqrt(3)
+	// A delay uniform in +-J sends a segment ahead of the one before it
+	// whenever their delays differ by more than their spacing s: (2J -
+	// s)^2 / (2 (2J)^2) of them, at the least. Far fewer reordered (a
+	// fifth of that, when it is 5 % or more): the segments were sent
+	// ahead by themselves (netem's reorder, a few with no delay at all),
+	// and the spread is theirs, not a delay per packet.
+	if segs, span := f.segmentsSent(); segs > 1 && sent > 0 {
+		w := 2 * j / 1000
+		s := span.Seconds() / float64(segs-1)
+		got := float64(len(reorders)) / float64(sent)
+		if want := (w - s) * (w - s) / (2 * w * w); s < w && want >= 0.05 && got < want/5 {
+			return unknown(fmt.Sprintf("the RTT varied by %.2f ms, uncorrelated, with %.2g %% of the segments reordered: a random delay of +-%.2f ms at their spacing (%s) would reorder %.0f %% or more; the segments were sent ahead by themselves (a reordering, not a delay per packet)",
+				sd, got*100, j, ms(time.Duration(s*1e9)), want*100))
+		}
+	}
 	// A queue that comes and goes was taken for one: not a bottleneck.
 	f.qmax, f.qp95 = 0, 0
-	j := sd * math.Sqrt(3) // netem's jitter is uniform in +-J: sd = J/sqrt(3)
 	n := float64(len(vs))
 	return known(j, j*(1-1.96/math.Sqrt(2*n)), j*(1+1.96/math.Sqrt(2*n)), fmt.Sprintf(
 		"RTT standard deviation %.3f ms over %d samples, uncorrelated from one to the next (%.2f): a random delay uniform in +-%.2f ms", sd, len(vs), rho, j))
+}
+
+// segmentsSent is how many segments the data records hold (from their
+// payloads: an offloaded record holds many) and the time from the first
+// to the last.
+func (f *flow) segmentsSent() (int, time.Duration) {
+	if len(f.data) == 0 || f.mss <= 0 {
+		return 0, 0
+	}
+	n := 0
+	for _, d := range f.data {
+		n += max(1, (d.payload+f.mss-1)/f.mss)
+	}
+	return n, f.data[len(f.data)-1].t - f.data[0].t
 }
 
 // congestionControl reads the sender's reaction to loss: how far the data

@@ -3,6 +3,7 @@ package fit
 import (
 	"cmp"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -331,6 +332,41 @@ func TestBufferFromOverflows(t *testing.T) {
 			// Each range holds the queue's top, the buffer's truth in
 			// these cases.
 			t.Errorf("%s: %+v, want a range about %.0f", c.name, p, top)
+		}
+	}
+}
+
+// TestReorderingIsNoJitter: an RTT spread with no correlation and some
+// segments arriving ahead is a random delay per packet only if the
+// reordering is as common as such a delay makes it at the segments'
+// spacing. 1.2 % reordered 100 us apart, where +-1.5 ms would reorder
+// nearly half, is segments sent ahead (netem's reorder); the same 5 ms
+// apart, where the delay reorders none of its own, stays jitter.
+func TestReorderingIsNoJitter(t *testing.T) {
+	const mss = 1000
+	ms := time.Millisecond
+	for _, c := range []struct {
+		spacing time.Duration
+		jitter  bool
+	}{{100 * time.Microsecond, false}, {5 * ms, true}} {
+		f := &flow{mss: mss, base: 20 * ms, isn: 1}
+		order := make([]int, 1000)
+		for i := range order {
+			order[i] = i
+		}
+		for k := 1; k <= 12; k++ { // segment 80k arrives before the one before it
+			order[80*k-1], order[80*k] = order[80*k], order[80*k-1]
+		}
+		for i, seg := range order {
+			f.data = append(f.data, record{t: time.Duration(i) * c.spacing, seq: uint32(1 + seg*mss), payload: mss, karn: -1, inflight: -1})
+		}
+		rng := rand.New(rand.NewPCG(3, 4))
+		for i := range 200 {
+			f.queue = append(f.queue, sample{t: time.Duration(i) * 5 * c.spacing, v: time.Duration(rng.Float64() * 3 * float64(ms))})
+		}
+		p := f.jitter("receiver")
+		if p.Known() != c.jitter {
+			t.Errorf("spacing %v: jitter %+v, want known %v", c.spacing, p, c.jitter)
 		}
 	}
 }
