@@ -589,6 +589,22 @@ func burstBytes(b Param, r units.Rate, mss int) units.Size {
 // random delay per packet does not), with the reordering a random delay
 // per packet causes.
 func (f *flow) jitter(where string) Param {
+	// Below this the spread is the hosts' own (their reaction times, the
+	// timers' slack), not a delay anyone configured.
+	floor := max(1, f.base.Seconds()*1000*0.05)
+	if where == "receiver" {
+		if p, ok := f.owdJitter(); ok {
+			if p.Value < floor {
+				return withSamples(known(0, 0, floor, fmt.Sprintf("%s: no jitter beyond %.2f ms (the hosts' own spread)", p.Evidence, floor)), p.Samples)
+			}
+			// The reordering the fit counts (a few ahead of many) is a
+			// tenth of what a jitter shuffles: a twentieth at the least.
+			if why := f.reorderedTooLittle(where, p.Value, 20); why != "" {
+				return unknown(fmt.Sprintf("the one-way delays varied by +-%.2f ms, %s", p.Value, why))
+			}
+			return p
+		}
+	}
 	if len(f.queue) < 30 {
 		return unknown(fmt.Sprintf("%d RTT samples: too few to measure jitter", len(f.queue)))
 	}
@@ -598,9 +614,6 @@ func (f *flow) jitter(where string) Param {
 	}
 	_, sd := meanStd(vs)
 	rho := lag1(vs)
-	// Below this the spread is the hosts' own (their reaction times, the
-	// timers' slack), not a delay anyone configured.
-	floor := max(1, f.base.Seconds()*1000*0.05)
 	if sd*math.Sqrt(3) < floor {
 		return known(0, 0, floor, fmt.Sprintf("RTT spread %.3f ms (standard deviation): no jitter beyond %.2f ms", sd, floor))
 	}
@@ -613,31 +626,134 @@ func (f *flow) jitter(where string) Param {
 	if where == "sender" {
 		return unknown(fmt.Sprintf("the RTT varied by %.2f ms, uncorrelated; a random delay would reorder segments, which only a capture near the receiver shows", sd))
 	}
-	_, sent, reorders := f.losses(where)
+	_, _, reorders := f.losses(where)
 	if float64(len(reorders)) < 0.01*float64(len(f.data)) {
 		return unknown(fmt.Sprintf("the RTT varied by %.2f ms, uncorrelated, but only %d segments arrived out of order: not a random delay per packet (which reorders them)", sd, len(reorders)))
 	}
 	j := sd * math.Sqrt(3) // netem's jitter is uniform in +-J: sd = J/sqrt(3)
-	// A delay uniform in +-J sends a segment ahead of the one before it
-	// whenever their delays differ by more than their spacing s: (2J -
-	// s)^2 / (2 (2J)^2) of them, at the least. Far fewer reordered (a
-	// fifth of that, when it is 5 % or more): the segments were sent
-	// ahead by themselves (netem's reorder, a few with no delay at all),
-	// and the spread is theirs, not a delay per packet.
-	if segs, span := f.segmentsSent(); segs > 1 && sent > 0 {
-		w := 2 * j / 1000
-		s := span.Seconds() / float64(segs-1)
-		got := float64(len(reorders)) / float64(sent)
-		if want := (w - s) * (w - s) / (2 * w * w); s < w && want >= 0.05 && got < want/5 {
-			return unknown(fmt.Sprintf("the RTT varied by %.2f ms, uncorrelated, with %.2g %% of the segments reordered: a random delay of +-%.2f ms at their spacing (%s) would reorder %.0f %% or more; the segments were sent ahead by themselves (a reordering, not a delay per packet)",
-				sd, got*100, j, ms(time.Duration(s*1e9)), want*100))
-		}
+	if why := f.reorderedTooLittle(where, j, 5); why != "" {
+		return unknown(fmt.Sprintf("the RTT varied by %.2f ms, uncorrelated, %s", sd, why))
 	}
 	// A queue that comes and goes was taken for one: not a bottleneck.
 	f.qmax, f.qp95 = 0, 0
 	n := float64(len(vs))
 	return known(j, j*(1-1.96/math.Sqrt(2*n)), j*(1+1.96/math.Sqrt(2*n)), fmt.Sprintf(
 		"RTT standard deviation %.3f ms over %d samples, uncorrelated from one to the next (%.2f): a random delay uniform in +-%.2f ms", sd, len(vs), rho, j))
+}
+
+// reorderedTooLittle says why a delay uniform in +-j ms is not what
+// spread the delays, or "": it sends a segment ahead of the one before it
+// whenever their delays differ by more than their spacing s, (2J - s)^2 /
+// (2 (2J)^2) of them at the least, 1 % or more. Fewer reordered (under 1 %,
+// or under a part of that when it is 5 % or more): the segments were sent
+// ahead by themselves (netem's reorder, a few with no delay at all) or
+// none were, and the spread is theirs or the hosts', not a delay per
+// packet.
+func (f *flow) reorderedTooLittle(where string, j, part float64) string {
+	_, sent, reorders := f.losses(where)
+	segs, span := f.segmentsSent()
+	if segs < 2 || sent == 0 {
+		return ""
+	}
+	w := 2 * j / 1000
+	s := span.Seconds() / float64(segs-1)
+	got := float64(len(reorders)) / float64(sent)
+	if want := (w - s) * (w - s) / (2 * w * w); s < w && want >= 0.05 && (got < want/part || got < 0.01) {
+		return fmt.Sprintf("with %.2g %% of the segments reordered: a random delay of +-%.2f ms at their spacing (%s) would reorder %.0f %% or more; not a delay per packet (segments sent ahead by themselves, or the hosts' spread)",
+			got*100, j, ms(time.Duration(s*1e9)), want*100)
+	}
+	return ""
+}
+
+// owdJitter measures a random delay per packet on the data's way from
+// one-way delays, near the receiver, where the round trips a jitter
+// leaves are few (it reorders the segments, whose samples are left out).
+// The first new segment of each tick of the sender's TSval clock left at
+// the tick's start, within a packet time or two when the sender sends
+// three segments a tick or more: its arrival less the tick's time (the
+// clocks' rates matched by a fit over the transfer) is the one-way delay
+// and a constant. Consecutive ticks' delays differ by a per-packet delay
+// twice over and by little of a queue (which moves smoothly); the median
+// absolute difference of two draws uniform in +-J is 0.586 J, and the
+// segments netem sends ahead with no delay (its reorder) are outliers it
+// sheds.
+func (f *flow) owdJitter() (Param, bool) {
+	type tick struct {
+		v    uint32
+		t    time.Duration
+		segs int
+	}
+	var ticks []tick
+	recs := make([]record, 0, len(f.data))
+	for _, d := range f.data {
+		if d.hasTS && d.payload > 0 {
+			recs = append(recs, d)
+		}
+	}
+	if len(recs) < 100 {
+		return Param{}, false
+	}
+	sort.SliceStable(recs, func(i, j int) bool {
+		if recs[i].tsval != recs[j].tsval {
+			return int32(recs[i].tsval-recs[j].tsval) < 0
+		}
+		return f.off(recs[i].seq) < f.off(recs[j].seq)
+	})
+	var high int64 // the data sent in the ticks before: below it, re-sends
+	for i := 0; i < len(recs); {
+		j, first, next := i, -1, high
+		for ; j < len(recs) && recs[j].tsval == recs[i].tsval; j++ {
+			o := f.off(recs[j].seq)
+			if o < high {
+				continue
+			}
+			if first < 0 {
+				first = j
+			}
+			next = max(next, o+int64(recs[j].payload))
+		}
+		if first >= 0 {
+			ticks = append(ticks, tick{recs[first].tsval, recs[first].t, j - i})
+		}
+		high, i = next, j
+	}
+	if len(ticks) < 50 {
+		return Param{}, false
+	}
+	// The sender's clock against the capture's: least squares.
+	var sx, sy, sxx, sxy float64
+	for _, k := range ticks {
+		x, y := float64(k.v-ticks[0].v), k.t.Seconds()
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	n := float64(len(ticks))
+	den := n*sxx - sx*sx
+	if den <= 0 {
+		return Param{}, false
+	}
+	per := (n*sxy - sx*sy) / den // seconds a tick
+	if per <= 0 || per > 0.02 {
+		return Param{}, false
+	}
+	var diffs []float64
+	for i := 1; i < len(ticks); i++ {
+		a, b := ticks[i-1], ticks[i]
+		if b.v-a.v != 1 || a.segs < 3 || b.segs < 3 {
+			continue // the sender paused, or sent too little to leave at a tick's start
+		}
+		diffs = append(diffs, math.Abs(b.t.Seconds()-a.t.Seconds()-per))
+	}
+	if len(diffs) < 30 {
+		return Param{}, false
+	}
+	mad := quantile(sorted(diffs), 0.5)
+	j := mad / 0.586 * 1000 // ms
+	m := float64(len(diffs))
+	// The sends' own spread at a tick's start adds to the differences:
+	// the low end allows for a quarter of a millisecond of it.
+	p := withSamples(known(j, max(j*(1-2.2/math.Sqrt(m))-0.25, 0), j*(1+2.2/math.Sqrt(m)), fmt.Sprintf(
+		"one-way delays of the first segment of %d ticks of the sender's clock (%.3f ms a tick): consecutive ones %.3f ms apart (median), as two draws uniform in +-%.2f ms are", len(diffs), per*1000, mad*1000, j)), len(diffs))
+	return p, true
 }
 
 // segmentsSent is how many segments the data records hold (from their

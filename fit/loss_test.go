@@ -370,3 +370,30 @@ func TestReorderingIsNoJitter(t *testing.T) {
 		}
 	}
 }
+
+// TestJitterFromOneWayDelays: near the receiver, a delay uniform in +-J
+// per packet on the data's way comes out of the first segment of each
+// tick of the sender's timestamp clock, within its interval; without one
+// it is the sends' own spread.
+func TestJitterFromOneWayDelays(t *testing.T) {
+	const mss = 1000
+	ms := time.Millisecond
+	for _, j := range []time.Duration{0, 2 * ms} {
+		rng := rand.New(rand.NewPCG(5, 6))
+		f := &flow{mss: mss, base: 20 * ms, isn: 1}
+		for i := range 5000 {
+			sent := time.Duration(i) * 40 * time.Microsecond // 200 Mbit/s
+			d := 10*ms + time.Duration((rng.Float64()*2-1)*float64(j))
+			f.data = append(f.data, record{t: sent + d, seq: uint32(1 + i*mss), payload: mss, hasTS: true, tsval: uint32(1000 + sent/ms), karn: -1, inflight: -1})
+		}
+		slices.SortStableFunc(f.data, func(a, b record) int { return cmp.Compare(a.t, b.t) })
+		p, ok := f.owdJitter()
+		want := float64(j) / float64(ms)
+		switch {
+		case !ok:
+			t.Errorf("jitter %v: not measured", j)
+		case math.Abs(p.Value-want) > 0.15*want+0.1 || p.Low > want || p.High < want:
+			t.Errorf("jitter %v: %+v, want %.2f ms within its interval", j, p, want)
+		}
+	}
+}
