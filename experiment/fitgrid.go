@@ -31,9 +31,12 @@ type FitPoint struct {
 	// Reorder is netem's reorder argument ("8.24% 25%": the probability
 	// of sending a packet ahead of the delay line and its correlation,
 	// which realize about 1 %), "" none.
-	Reorder string     `json:"reorder,omitempty"`
-	Rmem    units.Size `json:"rmem_bytes"` // the client's tcp_rmem max, 0: default
-	CC      string     `json:"cc"`
+	Reorder string `json:"reorder,omitempty"`
+	// Jitter is netem's jitter on the data's way (uniform in +-Jitter
+	// around half the round trip), 0 none.
+	Jitter time.Duration `json:"jitter_ns,omitempty"`
+	Rmem   units.Size    `json:"rmem_bytes"` // the client's tcp_rmem max, 0: default
+	CC     string        `json:"cc"`
 	// seed is the point's lab seed: its place in the grid (1 first), so
 	// that a point run alone runs as it did in the grid; 0: its place in
 	// the list run.
@@ -44,6 +47,12 @@ type FitPoint struct {
 // half is on the way to the server).
 func (p FitPoint) Spec() string {
 	s := "delay " + units.FormatDuration(p.RTT/2)
+	if p.Jitter > 0 {
+		// A jitter reorders (netem's queue is ordered by departure
+		// time), and its delay line runs over 1,000 packets as the
+		// reordering's does.
+		s += " " + units.FormatDuration(p.Jitter) + " limit 100000"
+	}
 	if p.Loss != "" {
 		s += " loss " + p.Loss
 	}
@@ -78,6 +87,10 @@ func (p FitPoint) size() units.Size {
 	case p.Reorder != "":
 		// Enough for thousands of segments sent ahead at 1 %.
 		return 16 << 20
+	case p.Jitter > 0:
+		// A jitter's reordering makes spurious re-sends and a slow
+		// CUBIC: thousands of ticks of the sender's clock all the same.
+		return 8 << 20
 	case rate == 0:
 		rate = 200e6
 	}
@@ -116,6 +129,11 @@ func FitGrid(quick bool) []FitPoint {
 		// 25 % correlation sends 1 % ahead (wanlab simulate says so).
 		g = append(g, FitPoint{Name: "reorder 8.24% 25% " + units.FormatDuration(rtt), RTT: rtt, Reorder: "8.24% 25%", CC: "cubic"})
 		g = append(g, FitPoint{Name: "rwnd " + units.FormatDuration(rtt), RTT: rtt, Rmem: 1 * units.MiB, CC: "cubic"})
+		if !quick {
+			// Above the fit's floor (1 ms, 5 % of the round trip).
+			j := max(2*time.Millisecond, rtt/10)
+			g = append(g, FitPoint{Name: "jitter " + units.FormatDuration(j) + " " + units.FormatDuration(rtt), RTT: rtt, Jitter: j, CC: "cubic"})
+		}
 	}
 	for i := range g {
 		g[i].seed = int64(i + 1)
@@ -198,6 +216,11 @@ type FitRow struct {
 	ReorderSD      float64 `json:"reorder_error_sd"`
 	ReorderOK      bool    `json:"reorder_ok"`
 	ReorderClaimed bool    `json:"reorder_claimed"`
+	// Jitter is the fit's jitter in ms where it claims one (JitterClaimed),
+	// JitterOK within 25 % of the point's (0 where it has none).
+	Jitter        float64 `json:"jitter_ms"`
+	JitterClaimed bool    `json:"jitter_claimed"`
+	JitterOK      bool    `json:"jitter_ok"`
 	// TruthFrom says where the truth of loss and reordering came from:
 	// TruthCounters (what the proxy's loss model dropped and its netem
 	// sent ahead) or TruthSpec (the spec's long-run shares, with the
@@ -257,7 +280,8 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 	pr := d.Params
 	rel := func(v, want float64) float64 { return v/want - 1 }
 	if q := pr["rtt_ms"]; q.Known() {
-		row.RTTErr = rel(q.Value, p.RTT.Seconds()*1000)
+		// A jitter's lowest round trip is the delays' sum less it.
+		row.RTTErr = rel(q.Value, (p.RTT-p.Jitter).Seconds()*1000)
 		row.RTTOK = math.Abs(row.RTTErr) <= 0.05
 	} else {
 		row.Unknown = append(row.Unknown, "rtt")
@@ -304,7 +328,14 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 		row.LossSD = (q.Value - row.TrueLoss*100) / sd
 		row.LossOK = math.Abs(row.LossSD) <= 2 // the 95 % interval's width
 	}
-	if q := pr["reorder_percent"]; q.Known() && q.Samples > 0 {
+	if q := pr["jitter_ms"]; q.Known() {
+		row.JitterClaimed, row.Jitter = true, q.Value
+		want := float64(p.Jitter) / float64(time.Millisecond)
+		row.JitterOK = (want == 0 && q.Value == 0) || (want > 0 && math.Abs(q.Value/want-1) <= 0.25)
+	}
+	// The proxy counts the segments its netem sent ahead, not the order
+	// a jitter shuffles: no truth of reordering at a jitter's points.
+	if q := pr["reorder_percent"]; q.Known() && q.Samples > 0 && p.Jitter == 0 {
 		row.ReorderClaimed = true
 		row.Reorder = q.Value / 100
 		sd := math.Sqrt(max(row.TrueReorder, 1e-4)*(1-row.TrueReorder)*reorderVar/float64(q.Samples)) * 100
@@ -415,7 +446,7 @@ func specReorder(arg string) (share, varFactor float64) {
 // parameters within tolerance, per parameter.
 func WriteFitGrid(w io.Writer, rows []FitRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "point\tside\trtt\trate\tbuffer\tloss (true, sd)\treorder (true, fit, sd)\tmodel\tlimit\tunknown\tfitted spec")
+	fmt.Fprintln(tw, "point\tside\trtt\trate\tbuffer\tloss (true, sd)\treorder (true, fit, sd)\tjitter (ms, fit)\tmodel\tlimit\tunknown\tfitted spec")
 	pct := func(ok bool, e float64, claimed bool) string {
 		if !claimed {
 			return "-"
@@ -427,7 +458,7 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 		return fmt.Sprintf("%+.1f%% %s", e*100, m)
 	}
 	type tally struct{ ok, claimed int }
-	var t [7]tally
+	var t [8]tally
 	count := func(i int, claimed, ok bool) {
 		if claimed {
 			t[i].claimed++
@@ -450,14 +481,18 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 		if r.ReorderClaimed {
 			reorder = fmt.Sprintf("%.3g%% %.3g%% %+.1fsd", r.TrueReorder*100, r.Reorder*100, r.ReorderSD)
 		}
+		jitter := "-"
+		if r.JitterClaimed {
+			jitter = fmt.Sprintf("%.3g %.3g %s", float64(r.Point.Jitter)/float64(time.Millisecond), r.Jitter, map[bool]string{true: "ok", false: "OFF"}[r.JitterOK])
+		}
 		limit := fmt.Sprint(r.LimitOK)
 		if r.Point.Rate > 0 && !r.BottleneckReached {
 			limit += "*"
 			unreached++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Point.Name, r.Side,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Point.Name, r.Side,
 			pct(r.RTTOK, r.RTTErr, !strings.Contains(unk, "rtt")), pct(r.RateOK, r.RateErr, rateClaimed),
-			pct(r.BufferOK, r.BufferErr, bufClaimed), loss, reorder, r.LossModel, limit, unk, r.Spec)
+			pct(r.BufferOK, r.BufferErr, bufClaimed), loss, reorder, jitter, r.LossModel, limit, unk, r.Spec)
 		count(0, !strings.Contains(unk, "rtt"), r.RTTOK)
 		count(1, rateClaimed, r.RateOK)
 		count(2, bufClaimed, r.BufferOK)
@@ -465,11 +500,12 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 		count(4, r.LossModel != "unknown", r.BurstOK)
 		count(5, true, r.LimitOK)
 		count(6, r.ReorderClaimed, r.ReorderOK)
+		count(7, r.JitterClaimed, r.JitterOK)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for i, name := range []string{"rtt within 5 %", "rate within 5 %", "buffer within 25 %", "loss within 2 sd", "burstiness class", "limit", "reorder within 2 sd"} {
+	for i, name := range []string{"rtt within 5 %", "rate within 5 %", "buffer within 25 %", "loss within 2 sd", "burstiness class", "limit", "reorder within 2 sd", "jitter within 25 %"} {
 		fmt.Fprintf(w, "%-21s %d of %d claimed\n", name+":", t[i].ok, t[i].claimed)
 	}
 	if unreached > 0 {

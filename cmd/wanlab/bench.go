@@ -117,10 +117,11 @@ func init() {
 					"examples:\n   sudo wanlab bench fit --quick\n   sudo wanlab bench fit --out fitgrid\n   sudo wanlab bench fit --kernel --quick",
 				Description: "Runs downloads through the userspace proxy over round trips 10-200 ms, token buckets of\n" +
 					"10 Mbit/s to 1 Gbit/s with buffers of a quarter to four bandwidth-delay products, random and\n" +
-					"bursty loss, reordering and receive-window limited paths (CUBIC), fits the captures at both\n" +
-					"ends with `wanlab fit` and compares: the round trip within 5 %, the rate within 5 %, the buffer\n" +
-					"within 25 % (when the fit claims it), the random loss and the reordering within 2 standard\n" +
-					"deviations of what the proxy did (its counters), the burstiness class and the limit. --quick\n" +
+					"bursty loss, reordering, jitter and receive-window limited paths (CUBIC), fits the captures at\n" +
+					"both ends with `wanlab fit` and compares: the round trip within 5 %, the rate within 5 %, the\n" +
+					"buffer within 25 % (when the fit claims it), the random loss and the reordering within 2\n" +
+					"standard deviations of what the proxy did (its counters), the burstiness class, the limit and\n" +
+					"the jitter within 25 % (none where the point has none). --quick\n" +
 					"runs a corner of the grid. --kernel runs the points with the reference kernel's qdiscs inside\n" +
 					"guest VMs (the engine as experiment --vms picks it); the truth of loss and reordering is then\n" +
 					"the spec's long-run shares, with a correlated process's variance in the deviations.",
