@@ -605,6 +605,15 @@ func (f *flow) jitter(where string) Param {
 			return p
 		}
 	}
+	if where == "sender" {
+		// Segments the receiver got out of order (SACKed holes closed
+		// with nothing sent again): their ACKs wait for the holes, so
+		// the RTT samples left are of the segments a jitter delayed
+		// least, and their spread says nothing of it.
+		if n := f.holesFilledUnsent(); n >= max(5, len(f.data)/100) {
+			return unknown(fmt.Sprintf("%d holes in the receiver's SACKs closed with nothing sent again (reordering), and a random delay shows in the one-way delays near the receiver, not in the round trips near the sender", n))
+		}
+	}
 	if len(f.queue) < 30 {
 		return unknown(fmt.Sprintf("%d RTT samples: too few to measure jitter", len(f.queue)))
 	}
