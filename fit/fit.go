@@ -599,7 +599,8 @@ func (f *flow) jitter(where string) Param {
 			}
 			// The reordering the fit counts (a few ahead of many) is a
 			// tenth of what a jitter shuffles: a twentieth at the least.
-			if why := f.reorderedTooLittle(where, p.Value, 20); why != "" {
+			_, sent, reorders := f.losses(where)
+			if why := f.reorderedTooLittle(p.Value, 20, sent, len(reorders)); why != "" {
 				return unknown(fmt.Sprintf("the one-way delays varied by +-%.2f ms, %s", p.Value, why))
 			}
 			return p
@@ -635,12 +636,12 @@ func (f *flow) jitter(where string) Param {
 	if where == "sender" {
 		return unknown(fmt.Sprintf("the RTT varied by %.2f ms, uncorrelated; a random delay would reorder segments, which only a capture near the receiver shows", sd))
 	}
-	_, _, reorders := f.losses(where)
+	_, sent, reorders := f.losses(where)
 	if float64(len(reorders)) < 0.01*float64(len(f.data)) {
 		return unknown(fmt.Sprintf("the RTT varied by %.2f ms, uncorrelated, but only %d segments arrived out of order: not a random delay per packet (which reorders them)", sd, len(reorders)))
 	}
 	j := sd * math.Sqrt(3) // netem's jitter is uniform in +-J: sd = J/sqrt(3)
-	if why := f.reorderedTooLittle(where, j, 5); why != "" {
+	if why := f.reorderedTooLittle(j, 5, sent, len(reorders)); why != "" {
 		return unknown(fmt.Sprintf("the RTT varied by %.2f ms, uncorrelated, %s", sd, why))
 	}
 	// A queue that comes and goes was taken for one: not a bottleneck.
@@ -658,15 +659,14 @@ func (f *flow) jitter(where string) Param {
 // ahead by themselves (netem's reorder, a few with no delay at all) or
 // none were, and the spread is theirs or the hosts', not a delay per
 // packet.
-func (f *flow) reorderedTooLittle(where string, j, part float64) string {
-	_, sent, reorders := f.losses(where)
+func (f *flow) reorderedTooLittle(j, part float64, sent, reordered int) string {
 	segs, span := f.segmentsSent()
 	if segs < 2 || sent == 0 {
 		return ""
 	}
 	w := 2 * j / 1000
 	s := span.Seconds() / float64(segs-1)
-	got := float64(len(reorders)) / float64(sent)
+	got := float64(reordered) / float64(sent)
 	if want := (w - s) * (w - s) / (2 * w * w); s < w && want >= 0.05 && (got < want/part || got < 0.01) {
 		return fmt.Sprintf("with %.2g %% of the segments reordered: a random delay of +-%.2f ms at their spacing (%s) would reorder %.0f %% or more; not a delay per packet (segments sent ahead by themselves, or the hosts' spread)",
 			got*100, j, ms(time.Duration(s*1e9)), want*100)
@@ -774,10 +774,14 @@ func (f *flow) segmentsSent() (int, time.Duration) {
 	}
 	n := 0
 	for _, d := range f.data {
-		n += max(1, (d.payload+f.mss-1)/f.mss)
+		n += f.segsOf(d)
 	}
 	return n, f.data[len(f.data)-1].t - f.data[0].t
 }
+
+// segsOf is how many segments a data record holds (an offloaded one,
+// many).
+func (f *flow) segsOf(d record) int { return max(1, (d.payload+f.mss-1)/f.mss) }
 
 // congestionControl reads the sender's reaction to loss: how far the data
 // in flight fell across each congestion event, the loss runs within a

@@ -1452,7 +1452,7 @@ func (f *flow) clusteredDrops(runs []lossRun, sent int, queueFor func(time.Durat
 		hi := sort.Search(len(f.data), func(i int) bool { return f.data[i].t > b })
 		n := 0
 		for _, d := range f.data[lo:hi] {
-			n += max(1, (d.payload+f.mss-1)/f.mss)
+			n += f.segsOf(d)
 		}
 		return n
 	}
