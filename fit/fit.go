@@ -8,6 +8,7 @@
 package fit
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -607,6 +608,9 @@ func (f *flow) jitter(where string) Param {
 		}
 	}
 	if where == "sender" {
+		if p, ok := f.coverJitter(floor); ok {
+			return p
+		}
 		// Segments the receiver got out of order (SACKed holes closed
 		// with nothing sent again): their ACKs wait for the holes, so
 		// the RTT samples left are of the segments a jitter delayed
@@ -649,6 +653,56 @@ func (f *flow) jitter(where string) Param {
 	n := float64(len(vs))
 	return known(j, j*(1-1.96/math.Sqrt(2*n)), j*(1+1.96/math.Sqrt(2*n)), fmt.Sprintf(
 		"RTT standard deviation %.3f ms over %d samples, uncorrelated from one to the next (%.2f): a random delay uniform in +-%.2f ms", sd, len(vs), rho, j))
+}
+
+// coverJitter measures a random delay per packet near the sender from
+// the round trip of every wire segment sent once, timed by the first ACK
+// that holds it: a jitter's early segments by their SACKs (the receiver
+// answers data out of order at once), the late ones by the cumulative
+// ACK of the hole they fill (at once too), the rest by the ACK after
+// them. Not ok where the SACKs held under 1 % of the segments first (no
+// reordering: the old ways apply) or fewer than 100 were timed.
+// A delay uniform in +-J spreads them with a standard deviation of
+// J/sqrt(3) and its mean 0.98 J above their 1st percentile, from one to
+// the next independently; a queue moves them together, a reordering's
+// few sent ahead of a delay line stand apart below.
+func (f *flow) coverJitter(floor float64) (Param, bool) {
+	cs := f.covers()
+	nsack := 0
+	for _, c := range cs {
+		if c.sack {
+			nsack++
+		}
+	}
+	if len(cs) < 100 || nsack*100 < len(cs) {
+		return Param{}, false
+	}
+	slices.SortStableFunc(cs, func(a, b cover) int { return cmp.Compare(a.sent, b.sent) })
+	vs := make([]float64, len(cs))
+	for i, c := range cs {
+		vs[i] = (c.at - c.sent).Seconds() * 1000
+	}
+	m, sd := meanStd(vs)
+	rho := lag1(vs)
+	j := sd * math.Sqrt(3)
+	p1 := quantile(sorted(vs), 0.01)
+	spread := fmt.Sprintf("%d segments' round trips, each timed by the first ACK holding it (%d by a SACK block): standard deviation %.3f ms", len(vs), nsack, sd)
+	switch {
+	case j < floor:
+		return withSamples(known(0, 0, floor, spread+fmt.Sprintf(": no jitter beyond %.2f ms", floor)), len(vs)), true
+	case rho >= 0.7:
+		return unknown(fmt.Sprintf("%s, but varying smoothly (lag-1 correlation %.2f): a queue, whose variation hides any jitter", spread, rho)), true
+	case math.Abs((m-p1)/0.98/j-1) > 0.25:
+		return unknown(fmt.Sprintf("%s, the mean %.2f ms above the 1st percentile: not a delay uniform in +-%.2f ms (its mean stands that far above the lowest)", spread, m-p1, j)), true
+	}
+	if why := f.reorderedTooLittle(j, 5, len(cs), nsack); why != "" {
+		return unknown(spread + ", " + why), true
+	}
+	// The queueing the spread was taken for is none: no bottleneck.
+	f.qmax, f.qp95 = 0, 0
+	n := float64(len(vs))
+	return withSamples(known(j, j*(1-1.96/math.Sqrt(2*n)), j*(1+1.96/math.Sqrt(2*n)), fmt.Sprintf(
+		"%s, uncorrelated from one to the next (%.2f), the mean %.2f ms above the 1st percentile: a random delay uniform in +-%.2f ms", spread, rho, m-p1, j)), len(vs)), true
 }
 
 // reorderedTooLittle says why a delay uniform in +-j ms is not what

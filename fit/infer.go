@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -158,6 +159,18 @@ func (f *flow) rtts() {
 		f.echo, f.karn = dropLoneLows(f.echo, grain), dropLoneLows(f.karn, grain)
 		f.kmin, f.emin = minSample(f.karn), minSample(f.echo)
 	}
+	// Near the sender, a jitter's early segments time the round trip
+	// by their SACKs: the lowest of those that join the Karn samples'
+	// minimum through steps of a twentieth of it or less (a jitter spreads
+	// them evenly; a reordering's segments sent ahead of a delay line sit
+	// a delay line below, and a stray sample alone).
+	if f.kmin > 0 {
+		if joined := joinedBelow(f.kmin, f.sackTimed(), f.kmin/20); len(joined) > 0 {
+			f.karn = append(f.karn, joined...)
+			slices.SortStableFunc(f.karn, func(a, b sample) int { return cmp.Compare(a.t, b.t) })
+			f.kmin = minSample(f.karn)
+		}
+	}
 }
 
 // holesFilledUnsent counts the holes the receiver's SACK blocks showed
@@ -213,6 +226,27 @@ func (f *flow) holesFilledUnsent() int {
 		resent = slices.DeleteFunc(resent, func(r hole) bool { return r.hi <= floor })
 	}
 	return n
+}
+
+// joinedBelow are the samples of s below m that a chain of steps of step
+// or less joins to m, walking down from it.
+func joinedBelow(m time.Duration, s []sample, step time.Duration) []sample {
+	var below []sample
+	for _, x := range s {
+		if x.v < m {
+			below = append(below, x)
+		}
+	}
+	slices.SortFunc(below, func(a, b sample) int { return cmp.Compare(b.v, a.v) })
+	low := m
+	for i, x := range below {
+		if low-x.v > step {
+			below = below[:i]
+			break
+		}
+		low = x.v
+	}
+	return below
 }
 
 // dropLoneLows leaves out the samples below both their neighbours by a

@@ -1,0 +1,115 @@
+package fit
+
+import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/analyzer/decode"
+)
+
+// senderCapture builds what a capture next to a sender shows of a bulk
+// transfer whose segments each take delay(i) to the receiver and ackLeg
+// back: the sends at a fixed spacing, and a receiver that answers every
+// arrival at once, with SACK blocks for what it holds above its
+// cumulative ACK (the most recent first, as RFC 2018 orders them). Each
+// ACK that moves the cumulative ACK carries the Karn sample of the
+// highest segment it covers.
+func senderCapture(n, mss int, spacing, ackLeg time.Duration, delay func(i int) time.Duration) *flow {
+	f := &flow{dir: 1, mss: mss, isn: 1, st: &analyzer.Direction{}}
+	type arrival struct {
+		i int
+		t time.Duration
+	}
+	arr := make([]arrival, n)
+	for i := range n {
+		sent := time.Duration(i) * spacing
+		f.data = append(f.data, record{t: sent, seq: uint32(1 + i*mss), payload: mss, karn: -1, inflight: -1})
+		arr[i] = arrival{i, sent + delay(i)}
+	}
+	slices.SortStableFunc(arr, func(a, b arrival) int { return cmp.Compare(a.t, b.t) })
+	got := make([]bool, n)
+	cum := 0 // segments below the cumulative ACK
+	for _, a := range arr {
+		got[a.i] = true
+		karn := time.Duration(-1)
+		if a.i == cum {
+			for cum < n && got[cum] {
+				cum++
+			}
+			karn = a.t + ackLeg - f.data[cum-1].t
+		}
+		ack := record{t: a.t + ackLeg, dir: 0, ack: uint32(1 + cum*mss), flags: decode.FlagACK, karn: karn, inflight: -1}
+		// The block holding this arrival first, then the others above
+		// the cumulative ACK, lowest first.
+		var blocks [][2]int
+		for j := cum; j < n; {
+			if !got[j] {
+				j++
+				continue
+			}
+			k := j
+			for k < n && got[k] {
+				k++
+			}
+			if a.i >= j && a.i < k {
+				blocks = append([][2]int{{j, k}}, blocks...)
+			} else {
+				blocks = append(blocks, [2]int{j, k})
+			}
+			j = k
+		}
+		for _, b := range blocks[:min(len(blocks), 3)] {
+			ack.sack[ack.nsack] = decode.SACKBlock{Left: uint32(1 + b[0]*mss), Right: uint32(1 + b[1]*mss)}
+			ack.nsack++
+		}
+		f.acks = append(f.acks, ack)
+	}
+	return f
+}
+
+// Near the sender a jitter's early segments come back by their SACKs:
+// the round trip is the lowest of those, and their spread (with the late
+// ones' cumulative ACKs) is the jitter. A reordering's few sent ahead of
+// the delay line stand apart below, and neither lower the round trip nor
+// make a jitter.
+func TestSACKTimesTheEarlySegments(t *testing.T) {
+	const n, mss = 6000, 1448
+	ms := time.Millisecond
+	spacing := 50 * time.Microsecond // 230 Mbit/s
+	t.Run("jitter", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(7, 8))
+		f := senderCapture(n, mss, spacing, 10*ms, func(int) time.Duration {
+			return 10*ms + time.Duration((rng.Float64()*2-1)*float64(2*ms))
+		})
+		f.rtts()
+		if want := 18 * ms; f.kmin < want || f.kmin > want+want/50 {
+			t.Errorf("round trip %v, want 18 ms (the delays' sum less the jitter) within 2 %%", f.kmin)
+		}
+		p, ok := f.coverJitter(1)
+		if !ok || !p.Known() || p.Value < 1.7 || p.Value > 2.3 || p.Low > 2 || p.High < 2 {
+			t.Errorf("jitter %+v (measured %v), want 2 ms within 15 %% and its interval", p, ok)
+		}
+	})
+	t.Run("reorder", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(9, 10))
+		f := senderCapture(n, mss, spacing, 10*ms, func(int) time.Duration {
+			if rng.Float64() < 0.01 {
+				return 0 // sent ahead of the delay line
+			}
+			return 10 * ms
+		})
+		f.rtts()
+		// (A cumulative ACK that covers an overtaker too times it a
+		// spacing short: Karn's samples, the same without SACKs.)
+		if f.kmin < 20*ms-2*spacing {
+			t.Errorf("round trip %v, want 20 ms: the segments sent ahead are no round trip", f.kmin)
+		}
+		if p, ok := f.coverJitter(1); ok && p.Known() && p.Value > 0 {
+			t.Errorf("jitter %+v claimed for a reordering", p)
+		}
+	})
+}
