@@ -845,9 +845,13 @@ func (f *flow) bottleneckRate(where string) Param {
 		units.Rate(quantile(s, 0.1)).Human(), units.Rate(quantile(s, 0.9)).Human())), len(rates))
 }
 
-// queueFollowsFlight is the correlation between each Karn sample's RTT
-// and the data in flight when its segment left (near the sender, where
-// the capture knows the flight), and how many samples it is over.
+// queueFollowsFlight is the rank correlation (Spearman's) between each
+// Karn sample's RTT and the data in flight when its segment left (near
+// the sender, where the capture knows the flight), and how many samples
+// it is over. Ranks, not values: slow start's overshoot counts the
+// segments a full buffer dropped as in flight until the sender learns of
+// them (twice the flight at the base RTT), and a few such samples would
+// outweigh a transfer's worth of queue that grew with the flight.
 func (f *flow) queueFollowsFlight() (float64, int) {
 	var xs, ys []float64
 	for _, k := range f.karn {
@@ -862,16 +866,42 @@ func (f *flow) queueFollowsFlight() (float64, int) {
 	if len(xs) < 3 {
 		return 0, len(xs)
 	}
+	return pearson(ranks(xs), ranks(ys)), len(xs)
+}
+
+// ranks are the values' ranks (ties share their mean rank).
+func ranks(v []float64) []float64 {
+	idx := make([]int, len(v))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return v[idx[a]] < v[idx[b]] })
+	r := make([]float64, len(v))
+	for i := 0; i < len(idx); {
+		j := i
+		for j < len(idx) && v[idx[j]] == v[idx[i]] {
+			j++
+		}
+		for k := i; k < j; k++ {
+			r[idx[k]] = float64(i+j-1) / 2
+		}
+		i = j
+	}
+	return r
+}
+
+// pearson is the correlation of xs and ys (0 when either is constant).
+func pearson(xs, ys []float64) float64 {
 	mx, sx := meanStd(xs)
 	my, sy := meanStd(ys)
 	if sx == 0 || sy == 0 {
-		return 0, len(xs)
+		return 0
 	}
 	var c float64
 	for i := range xs {
 		c += (xs[i] - mx) * (ys[i] - my)
 	}
-	return c / float64(len(xs)-1) / (sx * sy), len(xs)
+	return c / float64(len(xs)-1) / (sx * sy)
 }
 
 // rateAtLosses finds a bottleneck from the loss episodes when no queue
@@ -1110,8 +1140,21 @@ func (f *flow) bufferSize(tailDrops int, drops []lossRun) Param {
 		// times is one or two before the lost one (an ACK covers two),
 		// and the lost one met the buffer less at most its own size.
 		s := sorted(vs)
-		q := quantile(s, 0.5)
 		pkt := 2 * float64(f.mss) * f.ipFact
+		// A full buffer is a level the queue reached the rest of the
+		// time too (0.8 of it in 2 % of the samples or more, as the
+		// sawtooth's tops do); an overflow timed above what the queue
+		// otherwise reached met a stalled host's wait, where another's
+		// level is one. Those go; too few left: a range.
+		if kept, gone := f.reachedLevels(s); gone > 0 && len(kept) < 3 {
+			lo, hi := s[0]*f.rateLo/8+pkt, s[len(s)-1]*f.rateHi/8+pkt
+			return Param{Value: lo, Low: lo, High: hi, Unknown: fmt.Sprintf(
+				"the data sent before the queue overflowed met %s-%s (%d %s; %s), and %d of them more than the queue reached otherwise (0.8 of it in 2 %% of the samples): a stall on the path; the buffer is between %s and %s",
+				ms(time.Duration(s[0]*1e9)), ms(time.Duration(s[len(s)-1]*1e9)), len(s), what, f.qLeg, gone, units.Size(lo).Human(), units.Size(hi).Human())}
+		} else if gone > 0 {
+			s = kept
+		}
+		q := quantile(s, 0.5)
 		// A full buffer holds what the queue held at its top the rest of
 		// the time: overflows that met half as much again as the
 		// queue's 99.5th percentile met something more, a host that
@@ -1157,6 +1200,32 @@ func (f *flow) bufferSize(tailDrops int, drops []lossRun) Param {
 	}
 	return known(b, lo, hi, fmt.Sprintf("the largest queueing delay %s (%s, 99.5th percentile of %d samples) times the rate; %d drops at a full queue",
 		ms(f.qmax), f.qLeg, len(f.queue), tailDrops))
+}
+
+// reachedLevels are the overflow levels (seconds, sorted) the queue
+// reached at 0.8 of them or more in 2 % of its samples, and how many went,
+// when one level at least was so reached (else all stay: a queue that
+// filled only at its overflows).
+func (f *flow) reachedLevels(levels []float64) ([]float64, int) {
+	if len(f.queue) == 0 {
+		return levels, 0
+	}
+	qs := make([]float64, len(f.queue))
+	for i, x := range f.queue {
+		qs[i] = x.v.Seconds()
+	}
+	slices.Sort(qs)
+	var kept []float64
+	for _, v := range levels {
+		above := len(qs) - sort.SearchFloat64s(qs, 0.8*v)
+		if float64(above) >= 0.02*float64(len(qs)) {
+			kept = append(kept, v)
+		}
+	}
+	if len(kept) == 0 {
+		return levels, 0
+	}
+	return kept, len(levels) - len(kept)
 }
 
 // lossRun is a run of consecutive segments lost together.

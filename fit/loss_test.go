@@ -307,18 +307,37 @@ func TestBufferFromOverflows(t *testing.T) {
 		qmax, p95, level time.Duration
 		tick             time.Duration
 		known            bool
+		// levels, when set, are the overflows' own (level is then the
+		// truth), over a queue whose sawtooth tops at level 5 % of the
+		// time, and that stalls lifted to 12 ms in 0.5 % of its samples
+		// (qmax is then theirs).
+		levels []time.Duration
 	}{
-		{"agree", 2500 * us, 2000 * us, 2600 * us, 0, true},
-		{"a stall lifts the top", 8 * ms, 2000 * us, 2600 * us, 0, true},
-		{"overflows met a stall", 2500 * us, 2000 * us, 7800 * us, 0, false},
-		{"samples missed the top", 2500 * us, 2000 * us, 1200 * us, 0, false},
-		{"under four ticks", 2500 * us, 2000 * us, 2600 * us, ms, false},
-		{"four ticks", 10 * ms, 9 * ms, 10 * ms, ms, true},
+		{"agree", 2500 * us, 2000 * us, 2600 * us, 0, true, nil},
+		{"a stall lifts the top", 8 * ms, 2000 * us, 2600 * us, 0, true, nil},
+		{"overflows met a stall", 2500 * us, 2000 * us, 7800 * us, 0, false, nil},
+		{"samples missed the top", 2500 * us, 2000 * us, 1200 * us, 0, false, nil},
+		{"under four ticks", 2500 * us, 2000 * us, 2600 * us, ms, false, nil},
+		{"four ticks", 10 * ms, 9 * ms, 10 * ms, ms, true, nil},
+		{"stalls timed most overflows", 13500 * us, 2000 * us, 2600 * us, 0, true, []time.Duration{2600 * us, 2600 * us, 2600 * us, 12 * ms, 12500 * us, 13 * ms, 13500 * us}},
+		{"stalls timed two of three", 12500 * us, 2000 * us, 2400 * us, 0, false, []time.Duration{2400 * us, 12 * ms, 12500 * us}},
 	} {
 		f := &flow{mss: 1448, ipFact: 1, base: 10 * ms, rate: rate, rateLo: 0.99 * rate, rateHi: 1.01 * rate, qmax: c.qmax, qp95: c.p95, qTick: c.tick, qLeg: "data to ACK"}
 		var drops []lossRun
-		for i := range 5 {
-			drops = append(drops, lossRun{t: time.Duration(100+300*i) * ms, segs: 4, full: true, before: c.level, beforeAge: ms})
+		levels := c.levels
+		if levels == nil {
+			levels = []time.Duration{c.level, c.level, c.level, c.level, c.level}
+		} else {
+			for i := range 1000 {
+				q := time.Duration(i%20) * c.level / 19
+				if i%200 == 7 {
+					q = 12 * ms
+				}
+				f.queue = append(f.queue, sample{time.Duration(i) * ms, q})
+			}
+		}
+		for i, l := range levels {
+			drops = append(drops, lossRun{t: time.Duration(100+300*i) * ms, segs: 4, full: true, before: l, beforeAge: ms})
 		}
 		p := f.bufferSize(20, drops)
 		want := c.level.Seconds()*rate/8 + 2*1448

@@ -57,6 +57,15 @@ func TestRateNeedsABottlenecksEvidence(t *testing.T) {
 		stallGap = append(stallGap, time.Duration(n)*tick)
 	}
 	stalls := func(i int) time.Duration { return stallGap[i] }
+	// Slow start's overshoot: the segments a full buffer dropped count as
+	// in flight until the sender learns of them, ten times the flight
+	// over the first 5 % of the samples.
+	overshoot := func(i int, q time.Duration) int64 {
+		if i < 250 {
+			return 10 * bdpFlight(i, q)
+		}
+		return bdpFlight(i, q)
+	}
 
 	for _, c := range []struct {
 		name   string
@@ -67,6 +76,7 @@ func TestRateNeedsABottlenecksEvidence(t *testing.T) {
 	}{
 		{"a bottleneck near the sender", synthFlow(steady, bdpFlight), "sender", true, ""},
 		{"a bottleneck near the receiver", synthFlow(steady, other), "receiver", true, ""},
+		{"a bottleneck after slow start's overshoot", synthFlow(steady, overshoot), "sender", true, ""},
 		{"stalled ACKs", synthFlow(stalls, bdpFlight), "sender", false, "no one rate"},
 		{"stalled ACKs near the receiver", synthFlow(stalls, other), "receiver", false, "no one rate"},
 		{"the RTT apart from the flight", synthFlow(steady, other), "sender", false, "not with the data in flight"},
