@@ -662,10 +662,12 @@ func (f *flow) jitter(where string) Param {
 // ACK of the hole they fill (at once too), the rest by the ACK after
 // them. Not ok where the SACKs held under 1 % of the segments first (no
 // reordering: the old ways apply) or fewer than 100 were timed.
-// A delay uniform in +-J spreads them with a standard deviation of
-// J/sqrt(3) and its mean 0.98 J above their 1st percentile, from one to
-// the next independently; a queue moves them together, a reordering's
-// few sent ahead of a delay line stand apart below.
+// A delay uniform in +-J spreads them over 2J: their interquartile range
+// is J and their 5th to 95th percentiles 1.8 J apart, from one to the
+// next independently (a queue moves them together). Quantiles, not the
+// standard deviation, which a few delayed ACKs or a loss's recovery
+// lift (2.61 for 2 ms at 10 ms); a reordering's few sent ahead of a
+// delay line, and a loss's recovery, spread the tails and not the middle.
 func (f *flow) coverJitter(floor float64) (Param, bool) {
 	cs := f.covers()
 	nsack := 0
@@ -682,27 +684,30 @@ func (f *flow) coverJitter(floor float64) (Param, bool) {
 	for i, c := range cs {
 		vs[i] = (c.at - c.sent).Seconds() * 1000
 	}
-	m, sd := meanStd(vs)
 	rho := lag1(vs)
-	j := sd * math.Sqrt(3)
-	p1 := quantile(sorted(vs), 0.01)
-	spread := fmt.Sprintf("%d segments' round trips, each timed by the first ACK holding it (%d by a SACK block): standard deviation %.3f ms", len(vs), nsack, sd)
+	s := sorted(vs)
+	j := quantile(s, 0.75) - quantile(s, 0.25)
+	wide := (quantile(s, 0.95) - quantile(s, 0.05)) / 1.8
+	spread := fmt.Sprintf("%d segments' round trips, each timed by the first ACK holding it (%d by a SACK block): interquartile range %.3f ms, 5th-95th percentiles %.3f ms apart", len(vs), nsack, j, wide*1.8)
 	switch {
-	case j < floor:
+	case j < floor && wide < floor:
 		return withSamples(known(0, 0, floor, spread+fmt.Sprintf(": no jitter beyond %.2f ms", floor)), len(vs)), true
 	case rho >= 0.7:
 		return unknown(fmt.Sprintf("%s, but varying smoothly (lag-1 correlation %.2f): a queue, whose variation hides any jitter", spread, rho)), true
-	case math.Abs((m-p1)/0.98/j-1) > 0.25:
-		return unknown(fmt.Sprintf("%s, the mean %.2f ms above the 1st percentile: not a delay uniform in +-%.2f ms (its mean stands that far above the lowest)", spread, m-p1, j)), true
+	case j <= 0 || math.Abs(wide/j-1) > 0.25:
+		return unknown(fmt.Sprintf("%s: not a delay uniform in +-J (its 5th-95th percentiles are 1.8 times its interquartile range apart)", spread)), true
 	}
 	if why := f.reorderedTooLittle(j, 5, len(cs), nsack); why != "" {
 		return unknown(spread + ", " + why), true
 	}
 	// The queueing the spread was taken for is none: no bottleneck.
 	f.qmax, f.qp95 = 0, 0
-	n := float64(len(vs))
-	return withSamples(known(j, j*(1-1.96/math.Sqrt(2*n)), j*(1+1.96/math.Sqrt(2*n)), fmt.Sprintf(
-		"%s, uncorrelated from one to the next (%.2f), the mean %.2f ms above the 1st percentile: a random delay uniform in +-%.2f ms", spread, rho, m-p1, j)), len(vs)), true
+	// The interquartile range of n uniform draws over 2J: standard
+	// deviation J/sqrt(n); the neighbours' delays are not quite
+	// independent, so twice that.
+	e := 2 * 1.96 / math.Sqrt(float64(len(vs)))
+	return withSamples(known(j, j*(1-e), j*(1+e), fmt.Sprintf(
+		"%s, uncorrelated from one to the next (%.2f): a random delay uniform in +-%.2f ms", spread, rho, j)), len(vs)), true
 }
 
 // reorderedTooLittle says why a delay uniform in +-j ms is not what
