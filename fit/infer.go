@@ -1444,7 +1444,13 @@ func (f *flow) longRunDrops(runs []lossRun, where string) {
 			if runs[i].full || runs[i].segs < 3 || len(del) == 0 || t-w < del[0].t {
 				continue
 			}
-			if got := float64(at(del, t, &j)-at(del, t-w, &j)) * 8 * f.ipFact / w.Seconds(); got >= 0.9*f.rate {
+			// Busy just before, or just after: a burst sent into a
+			// small buffer after a pause (slow start's second round,
+			// a recovery's end) overflows it with nothing delivered
+			// before, and the link then sends at its rate.
+			before := float64(at(del, t, &j)-at(del, t-w, &j)) * 8 * f.ipFact / w.Seconds()
+			after := float64(at(del, t+w, &j)-at(del, t, &j)) * 8 * f.ipFact / w.Seconds()
+			if max(before, after) >= 0.9*f.rate {
 				runs[i].full = true
 			}
 		}

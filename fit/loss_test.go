@@ -277,11 +277,24 @@ func TestLongRunsAtTheLinksRateAreTailDrops(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		until time.Duration // ACKs at the rate until then
+		from  time.Duration // and none from 900 ms until then
 		want  bool
-	}{{"at the rate", 2 * time.Second, true}, {"after an idle", 900 * ms, false}} {
+	}{
+		{"at the rate", 2 * time.Second, 0, true},
+		{"after an idle", 900 * ms, 0, false},
+		// A burst after a pause overflows a small buffer with nothing
+		// delivered before it; the link then runs at its rate.
+		{"a burst after a pause", 2 * time.Second, time.Second, true},
+	} {
 		f := &flow{mss: 1000, ipFact: 1, base: 50 * ms, theta: 5 * ms, rate: 10e6, isn: 1}
+		n := 0
 		for i := 0; time.Duration(i)*800*time.Microsecond < c.until; i++ {
-			f.acks = append(f.acks, record{t: time.Duration(i) * 800 * time.Microsecond, ack: uint32(1 + i*1000), flags: decode.FlagACK, karn: -1})
+			at := time.Duration(i) * 800 * time.Microsecond
+			if at >= 900*ms && at < c.from {
+				continue
+			}
+			n++
+			f.acks = append(f.acks, record{t: at, ack: uint32(1 + n*1000), flags: decode.FlagACK, karn: -1})
 		}
 		runs := []lossRun{{t: time.Second, segs: 5, before: -1, beforeAge: -1}, {t: time.Second + 10*ms, segs: 1, before: -1, beforeAge: -1}}
 		f.longRunDrops(runs, "receiver")
