@@ -812,7 +812,7 @@ func (f *flow) owdJitter() (Param, bool) {
 		diffs = append(diffs, math.Abs(b.t.Seconds()-a.t.Seconds()-per))
 	}
 	if len(diffs) < 30 {
-		return Param{}, false
+		return f.owdSpread(recs, per, ticks[0].v)
 	}
 	mad := quantile(sorted(diffs), 0.5)
 	j := mad / 0.586 * 1000 // ms
@@ -822,6 +822,41 @@ func (f *flow) owdJitter() (Param, bool) {
 	p := withSamples(known(j, max(j*(1-2.2/math.Sqrt(m))-0.25, 0), j*(1+2.2/math.Sqrt(m)), fmt.Sprintf(
 		"one-way delays of the first segment of %d ticks of the sender's clock (%.3f ms a tick): consecutive ones %.3f ms apart (median), as two draws uniform in +-%.2f ms are", len(diffs), per*1000, mad*1000, j)), len(diffs))
 	return p, true
+}
+
+// owdSpread measures a jitter from every new segment's one-way delay
+// (its arrival less its TSval's time, recs sorted by TSval), where too few
+// ticks start with a segment for owdJitter's differences (a long round
+// trip's slow sends): each is the delay and when in its tick the segment
+// left, a tick's spread at most. A delay uniform in +-J spreads them over
+// 2J (interquartile range J, 5th-95th percentiles 1.8 J apart),
+// independently from one to the next; claimed where J is four ticks or
+// more (the tick then adds under 25 %).
+func (f *flow) owdSpread(recs []record, per float64, v0 uint32) (Param, bool) {
+	var vs []float64
+	var high int64
+	for _, r := range recs {
+		o := f.off(r.seq)
+		if o < high {
+			continue // sent again
+		}
+		high = max(high, o+int64(r.payload))
+		vs = append(vs, (r.t.Seconds()-per*float64(r.tsval-v0))*1000)
+	}
+	if len(vs) < 100 {
+		return Param{}, false
+	}
+	rho := lag1(vs)
+	s := sorted(vs)
+	j := quantile(s, 0.75) - quantile(s, 0.25)
+	wide := (quantile(s, 0.95) - quantile(s, 0.05)) / 1.8
+	tick := per * 1000
+	if rho >= 0.7 || j < 4*tick || math.Abs(wide/j-1) > 0.25 {
+		return Param{}, false
+	}
+	e := 2 * 1.96 / math.Sqrt(float64(len(vs)))
+	return withSamples(known(j, max(j*(1-e)-tick, 0), j*(1+e), fmt.Sprintf(
+		"one-way delays of %d segments by the sender's clock (%.3f ms a tick): interquartile range %.2f ms, 5th-95th percentiles %.2f ms apart, uncorrelated from one to the next (%.2f): a delay uniform in +-%.2f ms", len(vs), tick, j, wide*1.8, rho, j)), len(vs)), true
 }
 
 // segmentsSent is how many segments the data records hold (from their

@@ -429,3 +429,39 @@ func TestJitterFromOneWayDelays(t *testing.T) {
 		}
 	}
 }
+
+// TestJitterFromEverySegmentsDelay: a sender too slow for three segments a
+// tick of its clock (one every 2 ms) leaves owdJitter no differences; a
+// delay uniform in +-20 ms comes out of every segment's one-way delay,
+// and a queue's smooth rise does not.
+func TestJitterFromEverySegmentsDelay(t *testing.T) {
+	const mss = 1000
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name string
+		d    func(i int, rng *rand.Rand) time.Duration
+		want float64 // 0: none claimed
+	}{
+		{"jitter", func(_ int, rng *rand.Rand) time.Duration {
+			return 100*ms + time.Duration((rng.Float64()*2-1)*float64(20*ms))
+		}, 20},
+		{"a queue", func(i int, _ *rand.Rand) time.Duration {
+			return 100*ms + time.Duration(i%500)*100*time.Microsecond
+		}, 0},
+	} {
+		rng := rand.New(rand.NewPCG(11, 12))
+		f := &flow{mss: mss, base: 200 * ms, isn: 1}
+		for i := range 3000 {
+			sent := time.Duration(i) * 2 * ms
+			f.data = append(f.data, record{t: sent + c.d(i, rng), seq: uint32(1 + i*mss), payload: mss, hasTS: true, tsval: uint32(1000 + sent/ms), karn: -1, inflight: -1})
+		}
+		slices.SortStableFunc(f.data, func(a, b record) int { return cmp.Compare(a.t, b.t) })
+		p, ok := f.owdJitter()
+		switch {
+		case c.want == 0 && ok:
+			t.Errorf("%s: jitter %+v claimed", c.name, p)
+		case c.want > 0 && (!ok || math.Abs(p.Value-c.want) > 0.1*c.want || p.Low > c.want || p.High < c.want):
+			t.Errorf("%s: jitter %+v (measured %v), want %.0f ms within 10 %% and its interval", c.name, p, ok, c.want)
+		}
+	}
+}
