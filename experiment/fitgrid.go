@@ -196,8 +196,12 @@ type FitRow struct {
 	RateOK    bool    `json:"rate_ok"`
 	BufferOK  bool    `json:"buffer_ok"`
 	LossOK    bool    `json:"loss_ok"`
-	BurstOK   bool    `json:"burstiness_ok"`
-	LimitOK   bool    `json:"limit_ok"`
+	// LossClaimed says the fit claimed a loss rate (with the segments it
+	// is over); withheld (a few long runs: overflows or a bursty channel)
+	// it is neither right nor wrong.
+	LossClaimed bool `json:"loss_claimed"`
+	BurstOK     bool `json:"burstiness_ok"`
+	LimitOK     bool `json:"limit_ok"`
 	// BottleneckReached says the point's token bucket limited the
 	// transfer: its queue overflowed (the proxy's counters) or the
 	// transfer ran at 80 % of its rate or more. Where it did not, the
@@ -324,6 +328,7 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 			(res.Download != nil && float64(res.Download.Transfer) >= 0.8*float64(p.Rate))
 	}
 	if q := pr["loss_percent"]; q.Samples > 0 {
+		row.LossClaimed = true
 		sd := math.Sqrt(max(row.TrueLoss, 1e-4)*(1-row.TrueLoss)*lossVar/float64(q.Samples)) * 100
 		row.LossSD = (q.Value - row.TrueLoss*100) / sd
 		row.LossOK = math.Abs(row.LossSD) <= 2 // the 95 % interval's width
@@ -477,6 +482,9 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 		rateClaimed := !strings.Contains(unk, "rate") && r.Point.Rate > 0
 		bufClaimed := !strings.Contains(unk, "buffer")
 		loss := fmt.Sprintf("%.3g%% %+.1fsd", r.TrueLoss*100, r.LossSD)
+		if !r.LossClaimed {
+			loss = fmt.Sprintf("%.3g%% -", r.TrueLoss*100)
+		}
 		reorder := "-"
 		if r.ReorderClaimed {
 			reorder = fmt.Sprintf("%.3g%% %.3g%% %+.1fsd", r.TrueReorder*100, r.Reorder*100, r.ReorderSD)
@@ -496,7 +504,7 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 		count(0, !strings.Contains(unk, "rtt"), r.RTTOK)
 		count(1, rateClaimed, r.RateOK)
 		count(2, bufClaimed, r.BufferOK)
-		count(3, true, r.LossOK)
+		count(3, r.LossClaimed, r.LossOK)
 		count(4, r.LossModel != "unknown", r.BurstOK)
 		count(5, true, r.LimitOK)
 		count(6, r.ReorderClaimed, r.ReorderOK)

@@ -235,6 +235,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		note("burst_bytes", burst)
 	}
 	var randSegs, randRuns, congSegs, multi int
+	shortest := 0
 	var drops []lossRun
 	for _, r := range runs {
 		if r.full {
@@ -246,6 +247,9 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		randRuns++
 		if r.segs >= 2 {
 			multi++
+		}
+		if shortest == 0 || r.segs < shortest {
+			shortest = r.segs
 		}
 	}
 	note("buffer_bytes", f.bufferSize(congSegs, drops))
@@ -267,6 +271,16 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 			p["loss_percent"] = withSamples(known(pr*100, 0, hi*100, fmt.Sprintf(
 				"%d of %d segments sent again with no queue to explain it: too few for a loss process (a tail loss probe re-sends one segment that was not lost)", randSegs, sent)), sent)
 			out.Notes = append(out.Notes, fmt.Sprintf("loss: %d isolated re-sends in %d segments: no loss process inferred", randSegs, sent))
+		} else if randRuns < 5 && shortest >= 5 {
+			// A few runs, each of five segments or more: independent
+			// losses make one such seldom (p^4 of the runs), an
+			// overflow or a bursty channel always; too few runs to
+			// tell which.
+			lossModel = "unknown"
+			p["loss_percent"] = Param{Value: pr * 100, Low: 0, High: hi * 100, Unknown: fmt.Sprintf(
+				"%d of %d segments lost in %d runs of %d or more each, with no queue seen full: independent losses seldom make such runs; a buffer's overflows (tail drops the queue's samples missed) or a bursty channel, too few runs to tell which: the path's own loss is between 0 and %.3g %%",
+				randSegs, sent, randRuns, shortest, hi*100)}
+			out.Notes = append(out.Notes, fmt.Sprintf("loss: %d segments in %d long runs: overflows or a bursty channel, not told apart", randSegs, randRuns))
 		} else {
 			p["loss_percent"] = known(pr*100, lo*100, hi*100, fmt.Sprintf("%d of %d segments lost with the bottleneck queue not full, in %d runs (%s)",
 				randSegs, sent, randRuns, map[bool]string{true: "sent again by the sender", false: "holes the receiver saw filled by retransmissions"}[where == "sender"]))
