@@ -255,59 +255,12 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	note("buffer_bytes", f.bufferSize(congSegs, drops))
 	p["congestion_losses"] = known(float64(congSegs), float64(congSegs), float64(congSegs),
 		"segments lost at a full bottleneck queue (tail drops, not counted as random loss): runs that met the queue at the overflows' level, runs clustered as independent losses seldom are (several within two round trips), and the runs within two round trips of those")
-	lossModel := "none"
-	var lossSpec string
-	if sent > 0 {
-		lo, hi := wilson(randSegs, sent)
-		pr := float64(randSegs) / float64(sent)
-		if randSegs == 0 {
-			p["loss_percent"] = Param{Value: 0, High: 300 / float64(sent), Samples: sent,
-				Evidence: fmt.Sprintf("no loss observed apart from the queue's: under %.2g %% at 95 %% (%d segments)", 300/float64(sent), sent)}
-			out.Notes = append(out.Notes, fmt.Sprintf("loss: none observed: under %.2g %% at 95 %% over %d segments", 300/float64(sent), sent))
-		} else if randSegs < 5 {
-			// From nothing: a tail loss probe re-sends a segment that
-			// was not lost.
-			lossModel = "unknown"
-			p["loss_percent"] = withSamples(known(pr*100, 0, hi*100, fmt.Sprintf(
-				"%d of %d segments sent again with no queue to explain it: too few for a loss process (a tail loss probe re-sends one segment that was not lost)", randSegs, sent)), sent)
-			out.Notes = append(out.Notes, fmt.Sprintf("loss: %d isolated re-sends in %d segments: no loss process inferred", randSegs, sent))
-		} else if randRuns < 5 && shortest >= 5 {
-			// A few runs, each of five segments or more: independent
-			// losses make one such seldom (p^4 of the runs), an
-			// overflow or a bursty channel always; too few runs to
-			// tell which.
-			lossModel = "unknown"
-			p["loss_percent"] = Param{Value: pr * 100, Low: 0, High: hi * 100, Unknown: fmt.Sprintf(
-				"%d of %d segments lost in %d runs of %d or more each, with no queue seen full: independent losses seldom make such runs; a buffer's overflows (tail drops the queue's samples missed) or a bursty channel, too few runs to tell which: the path's own loss is between 0 and %.3g %%",
-				randSegs, sent, randRuns, shortest, hi*100)}
-			out.Notes = append(out.Notes, fmt.Sprintf("loss: %d segments in %d long runs: overflows or a bursty channel, not told apart", randSegs, randRuns))
-		} else {
-			p["loss_percent"] = known(pr*100, lo*100, hi*100, fmt.Sprintf("%d of %d segments lost with the bottleneck queue not full, in %d runs (%s)",
-				randSegs, sent, randRuns, map[bool]string{true: "sent again by the sender", false: "holes the receiver saw filled by retransmissions"}[where == "sender"]))
-			p["loss_percent"] = withSamples(p["loss_percent"], sent)
-			lossModel = "random"
-			lossSpec = "loss " + pct(pr*100)
-			expect := float64(randRuns) * pr
-			// Bursty when far more runs hold two or more segments than
-			// independent losses give (about runs x p): 4 standard
-			// deviations and two runs above it, so random loss is
-			// called bursty about once in 10,000 fits.
-			if randRuns < 5 {
-				// Too few runs to tell how they cluster.
-				lossModel = "unknown"
-				out.Notes = append(out.Notes, fmt.Sprintf("loss model: %d segments lost in %d runs: too few runs to tell random loss from bursty", randSegs, randRuns))
-			} else if multi >= 3 && float64(multi) > expect+4*math.Sqrt(expect*(1-pr))+2 {
-				lossModel = "bursty"
-				meanRun := float64(randSegs) / float64(randRuns)
-				r := 1 / meanRun
-				gp := pr * r / (1 - pr)
-				p["gemodel_p_percent"] = known(gp*100, gp*100*lo/pr, gp*100*hi/pr, fmt.Sprintf("Gilbert-Elliott fit: p = loss x r / (1 - loss)"))
-				p["gemodel_r_percent"] = known(r*100, r*100*0.8, min(100, r*100*1.25), fmt.Sprintf(
-					"mean loss run %.2f segments (%d of %d runs longer than one; independent losses would give about %.1f)", meanRun, multi, randRuns, expect))
-				lossSpec = "loss gemodel " + pct(gp*100) + " " + pct(r*100)
-			}
-		}
+	lp := lossFit(lossCounts{segs: randSegs, runs: randRuns, multi: multi, shortest: shortest, sent: sent}, where)
+	lossModel, lossSpec := lp.model, lp.spec
+	for k, v := range lp.params {
+		p[k] = v
 	}
+	out.Notes = append(out.Notes, lp.notes...)
 	reorderSpec := ""
 	if where == "sender" {
 		note("reorder_percent", unknown("reordering shows at the receiver; this capture was taken near the sender"))
@@ -546,6 +499,82 @@ func bottleneckKind(rate Param, kind string) string {
 		return ""
 	}
 	return kind
+}
+
+// lossCounts are the loss runs a fit did not take for tail drops: their
+// segments and number, those of two segments or more, the shortest, and
+// the segments sent.
+type lossCounts struct {
+	segs, runs, multi, shortest, sent int
+}
+
+// lossResult is the loss process a fit infers: the params (loss_percent,
+// the Gilbert model's), the class, the netem stage and the notes.
+type lossResult struct {
+	params map[string]Param
+	model  string // none, random, bursty, unknown
+	spec   string
+	notes  []string
+}
+
+// lossFit infers the loss process from the runs left once the tail drops
+// are out.
+func lossFit(c lossCounts, where string) lossResult {
+	lp := lossResult{params: map[string]Param{}, model: "none"}
+	randSegs, randRuns, multi, shortest, sent := c.segs, c.runs, c.multi, c.shortest, c.sent
+	if sent <= 0 {
+		return lp
+	}
+	lo, hi := wilson(randSegs, sent)
+	pr := float64(randSegs) / float64(sent)
+	if randSegs == 0 {
+		lp.params["loss_percent"] = Param{Value: 0, High: 300 / float64(sent), Samples: sent,
+			Evidence: fmt.Sprintf("no loss observed apart from the queue's: under %.2g %% at 95 %% (%d segments)", 300/float64(sent), sent)}
+		lp.notes = append(lp.notes, fmt.Sprintf("loss: none observed: under %.2g %% at 95 %% over %d segments", 300/float64(sent), sent))
+	} else if randSegs < 5 {
+		// From nothing: a tail loss probe re-sends a segment that
+		// was not lost.
+		lp.model = "unknown"
+		lp.params["loss_percent"] = withSamples(known(pr*100, 0, hi*100, fmt.Sprintf(
+			"%d of %d segments sent again with no queue to explain it: too few for a loss process (a tail loss probe re-sends one segment that was not lost)", randSegs, sent)), sent)
+		lp.notes = append(lp.notes, fmt.Sprintf("loss: %d isolated re-sends in %d segments: no loss process inferred", randSegs, sent))
+	} else if randRuns < 5 && shortest >= 5 {
+		// A few runs, each of five segments or more: independent
+		// losses make one such seldom (p^4 of the runs), an
+		// overflow or a bursty channel always; too few runs to
+		// tell which.
+		lp.model = "unknown"
+		lp.params["loss_percent"] = Param{Value: pr * 100, Low: 0, High: hi * 100, Unknown: fmt.Sprintf(
+			"%d of %d segments lost in %d runs of %d or more each, with no queue seen full: independent losses seldom make such runs; a buffer's overflows (tail drops the queue's samples missed) or a bursty channel, too few runs to tell which: the path's own loss is between 0 and %.3g %%",
+			randSegs, sent, randRuns, shortest, hi*100)}
+		lp.notes = append(lp.notes, fmt.Sprintf("loss: %d segments in %d long runs: overflows or a bursty channel, not told apart", randSegs, randRuns))
+	} else {
+		lp.params["loss_percent"] = known(pr*100, lo*100, hi*100, fmt.Sprintf("%d of %d segments lost with the bottleneck queue not full, in %d runs (%s)",
+			randSegs, sent, randRuns, map[bool]string{true: "sent again by the sender", false: "holes the receiver saw filled by retransmissions"}[where == "sender"]))
+		lp.params["loss_percent"] = withSamples(lp.params["loss_percent"], sent)
+		lp.model = "random"
+		lp.spec = "loss " + pct(pr*100)
+		expect := float64(randRuns) * pr
+		// Bursty when far more runs hold two or more segments than
+		// independent losses give (about runs x p): 4 standard
+		// deviations and two runs above it, so random loss is
+		// called bursty about once in 10,000 fits.
+		if randRuns < 5 {
+			// Too few runs to tell how they cluster.
+			lp.model = "unknown"
+			lp.notes = append(lp.notes, fmt.Sprintf("loss model: %d segments lost in %d runs: too few runs to tell random loss from bursty", randSegs, randRuns))
+		} else if multi >= 3 && float64(multi) > expect+4*math.Sqrt(expect*(1-pr))+2 {
+			lp.model = "bursty"
+			meanRun := float64(randSegs) / float64(randRuns)
+			r := 1 / meanRun
+			gp := pr * r / (1 - pr)
+			lp.params["gemodel_p_percent"] = known(gp*100, gp*100*lo/pr, gp*100*hi/pr, fmt.Sprintf("Gilbert-Elliott fit: p = loss x r / (1 - loss)"))
+			lp.params["gemodel_r_percent"] = known(r*100, r*100*0.8, min(100, r*100*1.25), fmt.Sprintf(
+				"mean loss run %.2f segments (%d of %d runs longer than one; independent losses would give about %.1f)", meanRun, multi, randRuns, expect))
+			lp.spec = "loss gemodel " + pct(gp*100) + " " + pct(r*100)
+		}
+	}
+	return lp
 }
 
 // netemStage writes the netem stage of a direction, or "" when it has

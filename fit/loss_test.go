@@ -465,3 +465,36 @@ func TestJitterFromEverySegmentsDelay(t *testing.T) {
 		}
 	}
 }
+
+// TestLossFitFromRuns: the loss process from the runs left once the tail
+// drops are out. A few long runs are no loss rate: a range, the model
+// unknown, no loss stage.
+func TestLossFitFromRuns(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		counts  lossCounts
+		model   string
+		claimed bool
+		spec    string
+	}{
+		{"none", lossCounts{sent: 10000}, "none", true, ""},
+		{"a loss probe", lossCounts{segs: 2, runs: 2, shortest: 1, sent: 10000}, "unknown", true, ""},
+		{"random", lossCounts{segs: 50, runs: 49, multi: 1, shortest: 1, sent: 10000}, "random", true, "loss 0.5%"},
+		{"bursty", lossCounts{segs: 200, runs: 60, multi: 40, shortest: 1, sent: 10000}, "bursty", true, "loss gemodel "},
+		{"few runs", lossCounts{segs: 8, runs: 4, multi: 2, shortest: 1, sent: 10000}, "unknown", true, "loss 0.08%"},
+		{"few long runs", lossCounts{segs: 73, runs: 3, multi: 3, shortest: 20, sent: 46000}, "unknown", false, ""},
+	} {
+		lp := lossFit(c.counts, "receiver")
+		p := lp.params["loss_percent"]
+		switch {
+		case lp.model != c.model:
+			t.Errorf("%s: model %q, want %q", c.name, lp.model, c.model)
+		case p.Known() != c.claimed || (p.Samples > 0) != c.claimed:
+			t.Errorf("%s: loss %+v, want claimed %v", c.name, p, c.claimed)
+		case !strings.HasPrefix(lp.spec, c.spec) || (c.spec == "" && lp.spec != ""):
+			t.Errorf("%s: spec %q, want %q", c.name, lp.spec, c.spec)
+		case !c.claimed && (p.Low != 0 || p.High <= p.Value || !strings.Contains(p.Unknown, "too few runs to tell")):
+			t.Errorf("%s: %+v, want a range from 0 and why", c.name, p)
+		}
+	}
+}
