@@ -107,8 +107,19 @@ func (f *flow) off(seq uint32) int64 { return int64(int32(seq - f.isn)) }
 // receiver and back) and the receiver's TSval to the first new data that
 // echoes it (capture point to the sender and back).
 func (f *flow) rtts() {
+	// A cumulative ACK that fills a hole covers the segments above it
+	// the receiver had SACKed, and Karn's sample times the highest of
+	// them: one sent ahead of the hole's own (a reordering), its sample
+	// short by how much later it left, up to a delay line. Not those.
+	sacked := map[int64]bool{}
+	covers := f.covers()
+	for _, c := range covers {
+		if c.sack {
+			sacked[c.end] = true
+		}
+	}
 	for _, a := range f.acks {
-		if a.karn >= 0 {
+		if a.karn >= 0 && !sacked[f.off(a.ack)] {
 			f.karn = append(f.karn, sample{a.t, a.karn})
 		}
 	}
@@ -165,7 +176,7 @@ func (f *flow) rtts() {
 	// them evenly; a reordering's segments sent ahead of a delay line sit
 	// a delay line below, and a stray sample alone).
 	if f.kmin > 0 {
-		if joined := joinedBelow(f.kmin, f.sackTimed(), f.kmin/20); len(joined) > 0 {
+		if joined := joinedBelow(f.kmin, sackSamples(covers), f.kmin/20); len(joined) > 0 {
 			f.karn = append(f.karn, joined...)
 			slices.SortStableFunc(f.karn, func(a, b sample) int { return cmp.Compare(a.t, b.t) })
 			f.kmin = minSample(f.karn)

@@ -73,7 +73,7 @@ func (f *flow) covers() []cover {
 		cum := f.off(a.ack)
 		for i := find(0); i < len(segs) && segs[i].hi <= cum; i = find(i) {
 			if s := segs[i]; s.t < a.t {
-				out = append(out, cover{s.t, a.t, false})
+				out = append(out, cover{s.t, a.t, s.hi, false})
 			}
 			next[i] = i + 1
 		}
@@ -86,7 +86,7 @@ func (f *flow) covers() []cover {
 			i := sort.Search(len(segs), func(k int) bool { return segs[k].hi > l })
 			for i = find(i); i < len(segs) && segs[i].hi <= r; i = find(i) {
 				if s := segs[i]; s.lo >= l && s.t < a.t {
-					out = append(out, cover{s.t, a.t, true})
+					out = append(out, cover{s.t, a.t, s.hi, true})
 				}
 				next[i] = i + 1
 			}
@@ -99,14 +99,15 @@ func (f *flow) covers() []cover {
 // came, by a SACK block or the cumulative ACK.
 type cover struct {
 	sent, at time.Duration
+	end      int64 // the segment's end, as an offset
 	sack     bool
 }
 
-// sackTimed are the covers by a SACK block as samples (at the ACK's
-// time), sorted by it.
-func (f *flow) sackTimed() []sample {
+// sackSamples are the covers by a SACK block as samples (at the ACK's
+// time), in the ACKs' order.
+func sackSamples(cs []cover) []sample {
 	var out []sample
-	for _, c := range f.covers() {
+	for _, c := range cs {
 		if c.sack {
 			out = append(out, sample{c.at, c.at - c.sent})
 		}
