@@ -712,7 +712,7 @@ func (f *flow) jitter(where string) Param {
 // lift (2.61 for 2 ms at 10 ms); a reordering's few sent ahead of a
 // delay line, and a loss's recovery, spread the tails and not the middle.
 func (f *flow) coverJitter(floor float64) (Param, bool) {
-	cs := f.covers()
+	cs := slices.Clone(f.covs)
 	nsack := 0
 	for _, c := range cs {
 		if c.sack {

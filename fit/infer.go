@@ -31,6 +31,9 @@ type flow struct {
 	ipFact float64 // IP bytes per payload byte of full segments
 
 	karn, echo []sample
+	// covs times each wire segment sent once by the first ACK that
+	// holds it (covers), in the ACKs' order.
+	covs       []cover
 	kmin, emin time.Duration
 	// reacted says reactionPlacement has run; reactWhere and reactWhy
 	// are its answer.
@@ -112,8 +115,8 @@ func (f *flow) rtts() {
 	// them: one sent ahead of the hole's own (a reordering), its sample
 	// short by how much later it left, up to a delay line. Not those.
 	sacked := map[int64]bool{}
-	covers := f.covers()
-	for _, c := range covers {
+	f.covs = f.covers()
+	for _, c := range f.covs {
 		if c.sack {
 			sacked[c.end] = true
 		}
@@ -176,7 +179,7 @@ func (f *flow) rtts() {
 	// them evenly; a reordering's segments sent ahead of a delay line sit
 	// a delay line below, and a stray sample alone).
 	if f.kmin > 0 {
-		if joined := joinedBelow(f.kmin, sackSamples(covers), f.kmin/20); len(joined) > 0 {
+		if joined := joinedBelow(f.kmin, sackSamples(f.covs), f.kmin/20); len(joined) > 0 {
 			f.karn = append(f.karn, joined...)
 			slices.SortStableFunc(f.karn, func(a, b sample) int { return cmp.Compare(a.t, b.t) })
 			f.kmin = minSample(f.karn)

@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"time"
@@ -41,7 +42,7 @@ func (f *flow) covers() []cover {
 		return nil
 	}
 	// Leave out what was sent again (its SACK may be the re-send's).
-	slices.SortFunc(resent, func(a, b [2]int64) int { return int(a[0] - b[0]) })
+	slices.SortFunc(resent, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
 	reach := make([]int64, len(resent)+1) // reach[j]: the furthest end of resent[:j]
 	for j, r := range resent {
 		reach[j+1] = max(reach[j], r[1])
