@@ -883,41 +883,6 @@ func (f *flow) queueFollowsFlight() (float64, int) {
 	return pearson(ranks(xs), ranks(ys)), len(xs)
 }
 
-// ranks are the values' ranks (ties share their mean rank).
-func ranks(v []float64) []float64 {
-	idx := make([]int, len(v))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return v[idx[a]] < v[idx[b]] })
-	r := make([]float64, len(v))
-	for i := 0; i < len(idx); {
-		j := i
-		for j < len(idx) && v[idx[j]] == v[idx[i]] {
-			j++
-		}
-		for k := i; k < j; k++ {
-			r[idx[k]] = float64(i+j-1) / 2
-		}
-		i = j
-	}
-	return r
-}
-
-// pearson is the correlation of xs and ys (0 when either is constant).
-func pearson(xs, ys []float64) float64 {
-	mx, sx := meanStd(xs)
-	my, sy := meanStd(ys)
-	if sx == 0 || sy == 0 {
-		return 0
-	}
-	var c float64
-	for i := range xs {
-		c += (xs[i] - mx) * (ys[i] - my)
-	}
-	return c / float64(len(xs)-1) / (sx * sy)
-}
-
 // rateAtLosses finds a bottleneck from the loss episodes when no queue
 // showed one (a buffer of a fraction of the bandwidth-delay product holds
 // too little delay to see): an overflow happens with the link full, so the

@@ -3,6 +3,7 @@ package fit
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +113,17 @@ func TestRateFromACKsOfTwo(t *testing.T) {
 	f.acks = acks
 	if p := f.bottleneckRate("receiver"); !p.Known() || math.Abs(p.Value/R-1) > 0.01 {
 		t.Errorf("rate %+v, want %v within 1 %%", p, R)
+	}
+}
+
+// TestRanks: ties share their mean rank, and a monotone relation has a
+// rank correlation of 1 however far its values lie.
+func TestRanks(t *testing.T) {
+	if got, want := ranks([]float64{3, 1, 3, 2}), []float64{2.5, 0, 2.5, 1}; !slices.Equal(got, want) {
+		t.Errorf("ranks %v, want %v", got, want)
+	}
+	xs, ys := []float64{1, 2, 3, 4, 1000}, []float64{10, 11, 12, 13, 14}
+	if r := pearson(ranks(xs), ranks(ys)); math.Abs(r-1) > 1e-12 {
+		t.Errorf("rank correlation %v, want 1", r)
 	}
 }

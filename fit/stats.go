@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"cmp"
 	"encoding/json"
 	"math"
 	"slices"
@@ -144,4 +145,39 @@ func wilson(k, n int) (lo, hi float64) {
 	c := p + z*z/(2*nf)
 	w := z * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf))
 	return max(0, (c-w)/d), min(1, (c+w)/d)
+}
+
+// ranks are the values' ranks (ties share their mean rank).
+func ranks(v []float64) []float64 {
+	idx := make([]int, len(v))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(v[a], v[b]) })
+	r := make([]float64, len(v))
+	for i := 0; i < len(idx); {
+		j := i
+		for j < len(idx) && v[idx[j]] == v[idx[i]] {
+			j++
+		}
+		for k := i; k < j; k++ {
+			r[idx[k]] = float64(i+j-1) / 2
+		}
+		i = j
+	}
+	return r
+}
+
+// pearson is the correlation of xs and ys (0 when either is constant).
+func pearson(xs, ys []float64) float64 {
+	mx, sx := meanStd(xs)
+	my, sy := meanStd(ys)
+	if sx == 0 || sy == 0 {
+		return 0
+	}
+	var c float64
+	for i := range xs {
+		c += (xs[i] - mx) * (ys[i] - my)
+	}
+	return c / float64(len(xs)-1) / (sx * sy)
 }
