@@ -2,6 +2,7 @@ package fit
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -24,16 +25,25 @@ func (f *flow) covers() []cover {
 	var segs []seg
 	var resent [][2]int64 // what was sent again: below the highest sent before it
 	var high int64
+	// An offloaded record's wire segments each (a jitter delays them
+	// apart), up to twice the records a fit holds; beyond, per record.
+	step := int64(f.mss)
+	if n, _ := f.segmentsSent(); n > 2*maxRecords {
+		step = math.MaxInt64
+	}
 	for _, d := range f.data {
 		lo := f.off(d.seq)
 		hi := lo + int64(d.payload)
 		if lo < high || d.aflags&analyzer.AnyRetransmission != 0 {
 			resent = append(resent, [2]int64{lo, hi})
 		} else {
-			// An offloaded record's wire segments each: a jitter
-			// delays them apart.
-			for p := lo; p < hi; p += int64(f.mss) {
-				segs = append(segs, seg{p, min(p+int64(f.mss), hi), d.t})
+			for p := lo; p < hi; {
+				next := hi
+				if hi-p > step {
+					next = p + step
+				}
+				segs = append(segs, seg{p, next, d.t})
+				p = next
 			}
 		}
 		high = max(high, hi)

@@ -113,3 +113,23 @@ func TestSACKTimesTheEarlySegments(t *testing.T) {
 		}
 	})
 }
+
+// TestCoversPerRecordBeyondTheBound: a capture of more wire segments than
+// twice the records a fit holds is timed per record, not per segment.
+func TestCoversPerRecordBeyondTheBound(t *testing.T) {
+	const mss = 100 // small, that the sequence space holds it
+	f := &flow{mss: mss, isn: 1}
+	big := (2*maxRecords/1000 + 1) * mss // a thousand records of this make more segments than the bound
+	for i := range 1000 {
+		f.data = append(f.data, record{t: time.Duration(i) * time.Millisecond, seq: uint32(1 + i*big), payload: big, karn: -1, inflight: -1})
+	}
+	f.acks = append(f.acks, record{t: 2 * time.Second, ack: uint32(1 + 1000*big), flags: decode.FlagACK, karn: -1})
+	if n := len(f.covers()); n != 1000 {
+		t.Errorf("%d covers, want one per record (1000)", n)
+	}
+	f.data = f.data[:10] // 10 records: each one's segments
+	f.acks[0].ack = uint32(1 + 10*big)
+	if n := len(f.covers()); n != 10*big/mss {
+		t.Errorf("%d covers, want one per segment (%d)", n, 10*big/mss)
+	}
+}
