@@ -658,7 +658,7 @@ func (f *flow) jitter(where string) Param {
 		// with nothing sent again): their ACKs wait for the holes, so
 		// the RTT samples left are of the segments a jitter delayed
 		// least, and their spread says nothing of it.
-		if n := f.holesFilledUnsent(); n >= max(5, len(f.data)/100) {
+		if n := f.unsentHoles; n >= max(5, len(f.data)/100) {
 			return unknown(fmt.Sprintf("%d holes in the receiver's SACKs closed with nothing sent again (reordering), and a random delay shows in the one-way delays near the receiver, not in the round trips near the sender", n))
 		}
 	}

@@ -58,6 +58,11 @@ type flow struct {
 	rateLo    float64
 	rateHi    float64
 	rateWhy   string
+	// walked is the capture's losses as walked, before they are classed
+	// (walkLosses; nil: not yet).
+	walked *walked
+	// unsentHoles is holesFilledUnsent, counted once by rtts.
+	unsentHoles int
 }
 
 func newFlow(recs []record, c *analyzer.Connection, dir int) *flow {
@@ -147,7 +152,8 @@ func (f *flow) rtts() {
 	// A few holes of a loss recovery close so too (a hole's retransmission
 	// before the capture saw its SACK): 1 % of the segments or more is a
 	// reordering path (the grid's 1 % shows 30 %, tail drops 0.2-0.5 %).
-	reordered := f.holesFilledUnsent() >= max(5, len(f.data)/100)
+	f.unsentHoles = f.holesFilledUnsent()
+	reordered := f.unsentHoles >= max(5, len(f.data)/100)
 	if f.kmin >= 0 && f.emin >= 0 {
 		if ahead := f.overtakers(2 * (f.kmin + f.emin)); len(ahead) > 0 {
 			reordered = true
@@ -1236,28 +1242,35 @@ func (f *flow) queueBefore(t time.Duration) (q, age time.Duration) {
 	return f.queueSent[i].v, t - f.queueSent[i].t
 }
 
-// losses finds the path's losses: near the sender the sequence space it
-// sent again (spurious retransmissions, of data already acknowledged, left
-// out), near the receiver the holes in the sequence space that data filled
-// three quarters of a round trip or more later (a hole filled sooner was a
-// reordering: a retransmission takes at least a round trip). It returns the runs of
-// consecutive lost segments, how many segments were sent, and for each
-// segment that arrived ahead of others (reordered) how many it overtook.
-func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float64) {
-	type span struct {
-		start, end int64
-		t          time.Duration // when the lost send left (or was due)
-		rt         time.Duration // near the sender: when the re-send left
+// lostSpan is a lost send: its sequence range, when it left (or was due)
+// and, near the sender, when its re-send left.
+type lostSpan struct {
+	start, end int64
+	t          time.Duration
+	rt         time.Duration
+}
+
+// walked is the capture's losses before any is classed: the lost sends
+// in sequence order, the segments sent, and for each segment that
+// arrived ahead of others how many it overtook. None of it depends on
+// the bottleneck's rate: the jitter asks for it before the rate is
+// measured, the loss fit after; the walk is made once.
+type walked struct {
+	where     string
+	lost      []lostSpan
+	sent      int
+	reordered []float64
+}
+
+// walkLosses walks the capture's holes and re-sends once (per capture
+// point) for losses.
+func (f *flow) walkLosses(where string) *walked {
+	if f.walked != nil && f.walked.where == where {
+		return f.walked
 	}
 	segs := func(n int64) int { return int((n + int64(f.mss) - 1) / int64(f.mss)) }
-	// The queue a run met: near the sender it shows in the RTT of the
-	// ACKs a round trip later.
-	queueFor := func(t time.Duration) time.Duration {
-		if where == "sender" {
-			t += f.base
-		}
-		return f.queueNear(t)
-	}
+	var sent int
+	var reordered []float64
 	// First transmissions in sequence order (they are sent in it), to find
 	// when the segment holding a re-sent byte first left.
 	var firstStart []int64
@@ -1269,7 +1282,7 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 		}
 		return firstTime[i]
 	}
-	var lost []span
+	var lost []lostSpan
 	resent := 0 // segments sent again (near the sender)
 	// A hole filled sooner than a round trip after it showed was no loss:
 	// a retransmission comes a round trip after the receiver's word of
@@ -1288,14 +1301,14 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 		// trial).
 		below: func(d record, s, e, high int64) {
 			if d.aflags&analyzer.SpuriousRetransmission == 0 {
-				lost = append(lost, span{start: s, end: min(e, high), t: sentAt(s), rt: d.t})
+				lost = append(lost, lostSpan{start: s, end: min(e, high), t: sentAt(s), rt: d.t})
 				resent += segs(min(e, high) - s)
 			}
 		},
 		// Near the receiver: this fills (part of) a hole.
 		fill: func(_ record, s, e int64, h *hole, late bool) {
 			if late {
-				lost = append(lost, span{start: s, end: min(e, h.end), t: h.t})
+				lost = append(lost, lostSpan{start: s, end: min(e, h.end), t: h.t})
 			} else {
 				sent += segs(min(e, h.end) - s)
 			}
@@ -1344,6 +1357,29 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 	if where == "sender" {
 		sent += resent
 	}
+	f.walked = &walked{where: where, lost: lost, sent: sent, reordered: reordered}
+	return f.walked
+}
+
+// losses finds the path's losses: near the sender the sequence space it
+// sent again (spurious retransmissions, of data already acknowledged, left
+// out), near the receiver the holes in the sequence space that data filled
+// three quarters of a round trip or more later (a hole filled sooner was a
+// reordering: a retransmission takes at least a round trip). It returns the runs of
+// consecutive lost segments, how many segments were sent, and for each
+// segment that arrived ahead of others (reordered) how many it overtook.
+func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float64) {
+	w := f.walkLosses(where)
+	lost, sent := w.lost, w.sent
+	segs := func(n int64) int { return int((n + int64(f.mss) - 1) / int64(f.mss)) }
+	// The queue a run met: near the sender it shows in the RTT of the
+	// ACKs a round trip later.
+	queueFor := func(t time.Duration) time.Duration {
+		if where == "sender" {
+			t += f.base
+		}
+		return f.queueNear(t)
+	}
 	for i := 0; i < len(lost); {
 		j := i + 1
 		end := lost[i].end
@@ -1389,7 +1425,7 @@ func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float
 			}
 		}
 	}
-	return runs, sent, reordered
+	return runs, sent, w.reordered
 }
 
 // longRunDrops marks the long loss runs (three segments or more) that a
