@@ -534,9 +534,12 @@ func lossFit(c lossCounts, where string) lossResult {
 	} else if randSegs < 5 {
 		// From nothing: a tail loss probe re-sends a segment that
 		// was not lost.
+		// Not a rate either: a path with no loss of its own (a few
+		// tail drops the queue's samples missed, a probe) shows as
+		// many. The range from 0, as said.
 		lp.model = "unknown"
-		lp.params["loss_percent"] = withSamples(known(pr*100, 0, hi*100, fmt.Sprintf(
-			"%d of %d segments sent again with no queue to explain it: too few for a loss process (a tail loss probe re-sends one segment that was not lost)", randSegs, sent)), sent)
+		lp.params["loss_percent"] = Param{Value: pr * 100, Low: 0, High: hi * 100, Unknown: fmt.Sprintf(
+			"%d of %d segments sent again with no queue to explain it: too few for a loss process (a tail loss probe re-sends one segment that was not lost, a tail drop the queue's samples missed is one too): the path's own loss is between 0 and %.3g %%", randSegs, sent, hi*100)}
 		lp.notes = append(lp.notes, fmt.Sprintf("loss: %d isolated re-sends in %d segments: no loss process inferred", randSegs, sent))
 	} else if randRuns < 5 && shortest >= 5 {
 		// A few runs, each of five segments or more: independent

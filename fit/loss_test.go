@@ -476,13 +476,14 @@ func TestLossFitFromRuns(t *testing.T) {
 		model   string
 		claimed bool
 		spec    string
+		why     string // for one not claimed
 	}{
-		{"none", lossCounts{sent: 10000}, "none", true, ""},
-		{"a loss probe", lossCounts{segs: 2, runs: 2, shortest: 1, sent: 10000}, "unknown", true, ""},
-		{"random", lossCounts{segs: 50, runs: 49, multi: 1, shortest: 1, sent: 10000}, "random", true, "loss 0.5%"},
-		{"bursty", lossCounts{segs: 200, runs: 60, multi: 40, shortest: 1, sent: 10000}, "bursty", true, "loss gemodel "},
-		{"few runs", lossCounts{segs: 8, runs: 4, multi: 2, shortest: 1, sent: 10000}, "unknown", true, "loss 0.08%"},
-		{"few long runs", lossCounts{segs: 73, runs: 3, multi: 3, shortest: 20, sent: 46000}, "unknown", false, ""},
+		{"none", lossCounts{sent: 10000}, "none", true, "", ""},
+		{"a loss probe", lossCounts{segs: 2, runs: 2, shortest: 1, sent: 10000}, "unknown", false, "", "too few for a loss process"},
+		{"random", lossCounts{segs: 50, runs: 49, multi: 1, shortest: 1, sent: 10000}, "random", true, "loss 0.5%", ""},
+		{"bursty", lossCounts{segs: 200, runs: 60, multi: 40, shortest: 1, sent: 10000}, "bursty", true, "loss gemodel ", ""},
+		{"few runs", lossCounts{segs: 8, runs: 4, multi: 2, shortest: 1, sent: 10000}, "unknown", true, "loss 0.08%", ""},
+		{"few long runs", lossCounts{segs: 73, runs: 3, multi: 3, shortest: 20, sent: 46000}, "unknown", false, "", "too few runs to tell"},
 	} {
 		lp := lossFit(c.counts, "receiver")
 		p := lp.params["loss_percent"]
@@ -493,7 +494,7 @@ func TestLossFitFromRuns(t *testing.T) {
 			t.Errorf("%s: loss %+v, want claimed %v", c.name, p, c.claimed)
 		case !strings.HasPrefix(lp.spec, c.spec) || (c.spec == "" && lp.spec != ""):
 			t.Errorf("%s: spec %q, want %q", c.name, lp.spec, c.spec)
-		case !c.claimed && (p.Low != 0 || p.High <= p.Value || !strings.Contains(p.Unknown, "too few runs to tell")):
+		case !c.claimed && (p.Low != 0 || p.High <= p.Value || !strings.Contains(p.Unknown, c.why)):
 			t.Errorf("%s: %+v, want a range from 0 and why", c.name, p)
 		}
 	}
