@@ -81,6 +81,7 @@ func TestRateNeedsABottlenecksEvidence(t *testing.T) {
 		{"stalled ACKs", synthFlow(stalls, bdpFlight), "sender", false, "no one rate"},
 		{"stalled ACKs near the receiver", synthFlow(stalls, other), "receiver", false, "no one rate"},
 		{"the RTT apart from the flight", synthFlow(steady, other), "sender", false, "not with the data in flight"},
+		{"a queue too short to pin the rate", shortQueue(rng), "receiver", false, "more than 5 % either way"},
 	} {
 		p := c.f.bottleneckRate(c.where)
 		switch {
@@ -92,6 +93,29 @@ func TestRateNeedsABottlenecksEvidence(t *testing.T) {
 			t.Errorf("%s: %q, want %q and an \"at least\"", c.name, p.Unknown, c.reason)
 		}
 	}
+}
+
+// shortQueue is a queue that held for 200 ms of the 2 s, 20 intervals of
+// the rate's measure, with the ACKs' rate drawn anew every 10 ms within
+// 20 % of R: their middle half within 15 % and an ACK's grain, and their
+// mean R, but the median's 95 % interval 10 % either way (the grid's 18
+// intervals at 1 Gbit/s and 10 ms gave 929 Mbit/s so, 846-1002).
+func shortQueue(rng *rand.Rand) *flow {
+	const R = 20e6
+	tick := time.Duration(1000 * 8 / R * 1e9)
+	var mult []float64
+	f := synthFlow(func(i int) time.Duration {
+		for len(mult) <= i/25 {
+			mult = append(mult, 0.8+0.4*rng.Float64())
+		}
+		return time.Duration(float64(tick) / mult[i/25])
+	}, func(_ int, q time.Duration) int64 { return int64((20*time.Millisecond + q).Seconds() * R / 8) })
+	for i, q := range f.queue {
+		if q.t < 500*time.Millisecond || q.t > 700*time.Millisecond {
+			f.queue[i].v = 0
+		}
+	}
+	return f
 }
 
 // TestRateFromACKsOfTwo: with an ACK every two segments an interval of
