@@ -368,6 +368,38 @@ func TestBufferFromOverflows(t *testing.T) {
 	}
 }
 
+// TestBufferFromTheQueuesTop: with fewer than three overflows timed, the
+// buffer is the queue's top times the rate where the queue held near it
+// (its 95th percentile within a quarter of its 99.5th); a top far above
+// what it held a twentieth of the time is a stall's wait (12.4 ms where
+// a quarter of the bandwidth-delay product holds 2.5 ms at 100 Mbit/s,
+// and the queue 1.5 ms), and the buffer a range.
+func TestBufferFromTheQueuesTop(t *testing.T) {
+	us := time.Microsecond
+	const rate = 100e6
+	for _, c := range []struct {
+		name      string
+		qmax, p95 time.Duration
+		known     bool
+	}{
+		{"the queue held at its top", 2500 * us, 2200 * us, true},
+		{"a stall's top", 12400 * us, 1500 * us, false},
+	} {
+		f := &flow{mss: 1448, ipFact: 1, base: 10 * time.Millisecond, rate: rate, rateLo: 0.99 * rate, rateHi: 1.01 * rate, qmax: c.qmax, qp95: c.p95, qLeg: "data to ACK"}
+		drops := []lossRun{{t: time.Second, segs: 20, full: true, before: -1, beforeAge: -1}}
+		p := f.bufferSize(20, drops)
+		top := c.qmax.Seconds() * rate / 8
+		switch {
+		case p.Known() != c.known:
+			t.Errorf("%s: known %v (%+v), want %v", c.name, p.Known(), p, c.known)
+		case c.known && math.Abs(p.Value/top-1) > 0.01:
+			t.Errorf("%s: buffer %.0f, want %.0f", c.name, p.Value, top)
+		case !c.known && (p.Low > c.p95.Seconds()*rate/8 || p.High < top || !strings.Contains(p.Unknown, "between")):
+			t.Errorf("%s: %+v, want a range from the 95th percentile to the top", c.name, p)
+		}
+	}
+}
+
 // TestReorderingIsNoJitter: an RTT spread with no correlation and some
 // segments arriving ahead is a random delay per packet only if the
 // reordering is as common as such a delay makes it at the segments'
