@@ -212,6 +212,16 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	f.queueing()
 	jitter := f.jitter(where)
 	rate := f.bottleneckRate(where)
+	if !rate.Known() && !(jitter.Known() && jitter.Value > 0) {
+		// No queue held long enough, or steadily enough, to clock the
+		// ACKs by: the packets' spacing may still show the bottleneck.
+		if d, why := f.dispersionRate(where); d.Known() {
+			rate = d
+			f.rate, f.rateLo, f.rateHi = d.Value, d.Low, d.High
+		} else if why != "" {
+			rate.Unknown += "; " + why
+		}
+	}
 	note("rate_bps", rate)
 	runs, sent, reorders := f.losses(where)
 	if r, ok := f.rateAtLosses(runs); ok {
