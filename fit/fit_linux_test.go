@@ -200,18 +200,24 @@ func TestFitRecoversTheLab(t *testing.T) {
 					if want := map[bool]string{true: "bursty", false: "random"}[g.bursty]; d.LossModel != want {
 						t.Errorf("loss model %q, want %q", d.LossModel, want)
 					}
-				} else if g.tailDrops {
+				} else if g.tailDrops && d.LossModel == "random" {
 					// The drops are the queue's, but how many of them the
 					// fit tells apart depends on the run: a loaded host's
-					// spread hides the queue before some, and HyStart may
-					// leave slow start without the overshoot's cluster of
-					// drops (TestTailDropsAreCongestionLosses holds the
-					// rule). Logged, not asserted.
+					// spread hides the queue before some (single drops at
+					// the sawtooth's tops: 8 segments in 7 runs were
+					// called 0.031 % random in a grid run of the same
+					// path), and HyStart may leave slow start without the
+					// overshoot's cluster of drops
+					// (TestTailDropsAreCongestionLosses holds the rule).
+					// A few such, logged; a bursty process, or more than
+					// 0.3 %, it is not (below).
 					t.Logf("loss model %q, random %.3g %% (%v segments), congestion losses %v", d.LossModel, loss.Value, loss.Samples, p["congestion_losses"].Value)
-				} else if d.LossModel == "bursty" || loss.Value > 0.3 {
+				}
+				if g.loss == 0 && (d.LossModel == "bursty" || (loss.Known() && loss.Value > 0.3)) {
 					// A few tail drops whose queue the samples around them
 					// missed may be called random (a loaded host delays
-					// them); a random loss it is not.
+					// them); a random loss it is not. (Unknown: a range
+					// from 0, no claim.)
 					t.Errorf("loss model %q, %+v on a path without random loss", d.LossModel, loss)
 				}
 				if g.rmem > 0 {
