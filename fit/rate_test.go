@@ -82,6 +82,15 @@ func TestRateNeedsABottlenecksEvidence(t *testing.T) {
 		{"stalled ACKs near the receiver", synthFlow(stalls, other), "receiver", false, "no one rate"},
 		{"the RTT apart from the flight", synthFlow(steady, other), "sender", false, "not with the data in flight"},
 		{"a queue too short to pin the rate", shortQueue(rng), "receiver", false, "more than 5 % either way"},
+		// A host stalled 12 ms every 200 segments, the link idle and
+		// the RTT's samples high all along: a quarter of the intervals
+		// deliver less, the least a fraction of the rate.
+		{"stalls with the link idle", synthFlow(func(i int) time.Duration {
+			if i%200 == 199 {
+				return 12 * time.Millisecond
+			}
+			return tick
+		}, bdpFlight), "receiver", false, "while the link idled"},
 	} {
 		p := c.f.bottleneckRate(c.where)
 		switch {
