@@ -303,6 +303,10 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	} else if c.Diagnosis != nil {
 		limit = c.Diagnosis.Limit
 	}
+	limit, why := fitLimit(limit, where, lossModel, rate, st.DataRateBps)
+	if why != "" {
+		out.Notes = append(out.Notes, why)
+	}
 	sender, receiver := map[string]string{}, map[string]string{}
 	if limit == analyzer.LimitReceiveWindow || st.WindowLimitedShare >= 0.5 || f.windowBound(rate) {
 		// The window bound the flight: the limit, where the analyzer
@@ -324,7 +328,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	// more, with no loss, no queue and the window far away, is a send
 	// buffer that holds one size goal: a congestion window would have
 	// grown (the analyzer, seeing no other cause, may name it).
-	oneSkb := (limit == analyzer.LimitCongestion || limit == "") && !rate.Known() && len(runs) == 0 && st.MaxInFlightBytes > 0 && st.MaxInFlightBytes <= goal*5/4 &&
+	oneSkb := where == "sender" && (limit == analyzer.LimitCongestion || limit == "") && !rate.Known() && len(runs) == 0 && st.MaxInFlightBytes > 0 && st.MaxInFlightBytes <= goal*5/4 &&
 		st.PeerMaxWindowBytes > 2*st.MaxInFlightBytes && f.base > 0 && st.TransferMs >= 20*f.base.Seconds()*1000
 	if limit == analyzer.LimitSendBuffer || oneSkb {
 		limit = analyzer.LimitSendBuffer
@@ -440,6 +444,29 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		out.Transfer.RTTP50Ms = st.RTTP50Ms + st.EchoRTTP50Ms
 	}
 	out.Transfer.RateDecilesBps = f.deciles()
+}
+
+// fitLimit is the analyzer's limit (what held the transfer back) less
+// what it could not know from where the capture was taken. Away from
+// the sender the data in flight is its estimate (near the receiver the
+// data beyond the receiver's own ACKs, a segment or two), which reads as
+// a send buffer holding the flight back (and --like would then pin the
+// reproduction's sender to one skb); and a bottleneck's tail drops are
+// losses to it, which the fit tells apart (lossModel "none": no loss of
+// the path's own). A bottleneck's rate held (the transfer at 80 % of it
+// or more) is the limit then; else none is named, and why says so.
+func fitLimit(limit, where, lossModel string, rate Param, transferBps float64) (string, string) {
+	if !(limit == analyzer.LimitSendBuffer && where != "sender") && !(limit == analyzer.LimitLoss && lossModel == "none") {
+		return limit, ""
+	}
+	if rate.Known() && transferBps >= 0.8*rate.Value {
+		return analyzer.LimitBandwidth, ""
+	}
+	why := "the data in flight is known near the sender only"
+	if limit == analyzer.LimitLoss {
+		why = "its losses were a full queue's, and no bottleneck's rate is known"
+	}
+	return "", fmt.Sprintf("limit: the analyzer's %q is not taken (%s); the transfer ran at %s", limit, why, units.Rate(transferBps).Human())
 }
 
 // windowBound says the receive window bound the transfer wherever the

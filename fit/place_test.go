@@ -116,3 +116,30 @@ func TestHolesFilledUnsent(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitFromWhereItWasTaken: the analyzer's send buffer away from the
+// sender (its flight there an estimate) and its loss where every loss was
+// a full queue's are not taken: the bottleneck's rate where the transfer
+// ran near it, else no limit named.
+func TestLimitFromWhereItWasTaken(t *testing.T) {
+	rate := known(100e6, 99e6, 101e6, "")
+	for _, c := range []struct {
+		limit, where, model string
+		rate                Param
+		bps                 float64
+		want                string
+	}{
+		{analyzer.LimitSendBuffer, "sender", "none", rate, 50e6, analyzer.LimitSendBuffer},
+		{analyzer.LimitSendBuffer, "receiver", "none", rate, 85e6, analyzer.LimitBandwidth},
+		{analyzer.LimitSendBuffer, "receiver", "none", unknown("no queue"), 85e6, ""},
+		{analyzer.LimitSendBuffer, "middle", "none", rate, 50e6, ""},
+		{analyzer.LimitLoss, "receiver", "none", rate, 95e6, analyzer.LimitBandwidth},
+		{analyzer.LimitLoss, "sender", "random", rate, 95e6, analyzer.LimitLoss},
+		{analyzer.LimitReceiveWindow, "receiver", "none", rate, 10e6, analyzer.LimitReceiveWindow},
+	} {
+		got, why := fitLimit(c.limit, c.where, c.model, c.rate, c.bps)
+		if got != c.want || (got == "" && why == "") {
+			t.Errorf("%s from the %s (%s loss, rate known %v, %.0f bit/s): %q (%s), want %q", c.limit, c.where, c.model, c.rate.Known(), c.bps, got, why, c.want)
+		}
+	}
+}
