@@ -22,7 +22,7 @@ func sawtooth(betas []float64) (*flow, []lossRun) {
 	}
 	for rt := 0; rt < 40*(len(betas)+1); rt++ {
 		if b, ok := lossAt[rt]; ok {
-			runs = append(runs, lossRun{t: t, segs: 1, queue: -1})
+			runs = append(runs, lossRun{t: t, segs: 1, queue: -1, full: true}) // a bottleneck's drops
 			// The sender learns a round trip later: its flight holds
 			// until then, then falls.
 			for i := 0; i < 20; i++ {
@@ -47,14 +47,21 @@ func TestCongestionControlSignature(t *testing.T) {
 	for _, c := range []struct {
 		betas []float64
 		want  string
+		own   bool // the last run a loss of the path's own, not a full queue's
 	}{
-		{[]float64{0.3, 0.5, 0.5, 0.5}, "loss-based (reno)"},
-		{[]float64{0.3, 0.7, 0.7, 0.7}, "loss-based (cubic)"},
-		{[]float64{0.3, 1, 1, 1}, "model-based (bbr)"},
-		{[]float64{0.7, 0.5, 0.7, 0.95, 1}, ""},
-		{[]float64{0.5, 0.7}, ""}, // one event after slow start's: not seen
+		{[]float64{0.3, 0.5, 0.5, 0.5}, "loss-based (reno)", false},
+		{[]float64{0.3, 0.7, 0.7, 0.7}, "loss-based (cubic)", false},
+		{[]float64{0.3, 1, 1, 1}, "model-based (bbr)", false},
+		{[]float64{0.7, 0.5, 0.7, 0.95, 1}, "", false},
+		{[]float64{0.5, 0.7}, "", false}, // one event after slow start's: not seen
+		// A random loss among them: its reaction comes at whatever window
+		// the sender had, and none is read.
+		{[]float64{0.3, 0.7, 0.7, 0.7, 0.5}, "", true},
 	} {
 		f, runs := sawtooth(c.betas)
+		if c.own {
+			runs[len(runs)-1].full = false
+		}
 		got, why := f.congestionControl(runs)
 		if got != c.want || why == "" {
 			t.Errorf("betas %v: %q (%s), want %q", c.betas, got, why, c.want)

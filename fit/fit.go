@@ -960,6 +960,17 @@ func (f *flow) segmentsSent() (int, time.Duration) {
 // many).
 func (f *flow) segsOf(d record) int { return max(1, (d.payload+f.mss-1)/f.mss) }
 
+// countFull is how many of runs met a full queue.
+func countFull(runs []lossRun) int {
+	n := 0
+	for _, r := range runs {
+		if r.full {
+			n++
+		}
+	}
+	return n
+}
+
 // congestionControl reads the sender's reaction to loss: how far the data
 // in flight fell across each congestion event, the loss runs within a
 // round trip of one another (one event: one reduction). The flight before
@@ -973,6 +984,13 @@ func (f *flow) segsOf(d record) int { return max(1, (d.payload+f.mss-1)/f.mss) }
 func (f *flow) congestionControl(runs []lossRun) (string, string) {
 	if len(runs) < 2 {
 		return "", "fewer than two loss events: the sender's reaction to loss is not seen"
+	}
+	// A reaction is read at a bottleneck's drops: a random loss's comes
+	// at whatever window the sender had, often in a run of them or with
+	// a timeout (the grid's CUBIC read as Reno at 0.5 % and as BBR
+	// behind a bursty channel).
+	if own := len(runs) - countFull(runs); own > 0 {
+		return "", fmt.Sprintf("%d of the %d loss runs were the path's own (not a full queue's): the sender's reaction to loss is read at a bottleneck's drops alone", own, len(runs))
 	}
 	rttAt := func(t time.Duration, r lossRun) time.Duration {
 		if q := f.queueAt(t); q > 0 {
