@@ -96,18 +96,22 @@ func (f *flow) pairRates(where string) dispersion {
 
 // dispersionRate is the bottleneck's rate from the pairs' spacing: the
 // band of +-3 % holding the most pairs, when it holds a quarter of them
-// or more and the path carried half its rate or more at its best; the rate is the median of the band's pairs. Otherwise it is
-// unknown, and why says why.
-func (f *flow) dispersionRate(where string) (Param, string) {
-	d := f.pairRates(where)
-	if len(d.rates) < dispersionPairs {
-		return unknown("dispersion"), fmt.Sprintf("%d pairs of %s: too few for a dispersion", len(d.rates), d.what)
+// or more and the path carried half its rate or more at its best; the
+// rate is the median of the band's pairs. Otherwise it is unknown, and
+// says why.
+func (f *flow) dispersionRate(where string) Param {
+	if where != "receiver" && where != "sender" {
+		return unknown("captured between the ends: whether the packets' spacing is from before the bottleneck or after it is not known")
 	}
+	d := f.pairRates(where)
 	ls := make([]float64, 0, len(d.rates))
 	for _, r := range d.rates {
 		if r > 0 && !math.IsInf(r, 0) {
 			ls = append(ls, math.Log(r))
 		}
+	}
+	if len(ls) < dispersionPairs {
+		return unknown(fmt.Sprintf("%d pairs of %s: too few for a dispersion", len(ls), d.what))
 	}
 	slices.Sort(ls)
 	w := 2 * math.Log1p(dispersionWindow)
@@ -131,13 +135,13 @@ func (f *flow) dispersionRate(where string) (Param, string) {
 	head := fmt.Sprintf("%d pairs of %s: %.0f %% of them within %.0f %% of %s", len(ls), d.what, share*100, dispersionWindow*100, units.Rate(rate).Human())
 	switch {
 	case share < dispersionShare:
-		return unknown("dispersion"), head + fmt.Sprintf(": no one spacing (a bottleneck spaces %.0f %% or more so)", dispersionShare*100)
+		return unknown(head + fmt.Sprintf(": no one spacing (a bottleneck spaces %.0f %% or more so)", dispersionShare*100))
 	case rate > dispersionOverPeak*peak:
-		return unknown("dispersion"), head + fmt.Sprintf(", but the path carried at most %s over a few round trips, under half of it: the hosts' spacing, or a link the transfer never came near filling", units.Rate(peak).Human())
+		return unknown(head + fmt.Sprintf(", but the path carried at most %s over a few round trips, under half of it: the hosts' spacing, or a link the transfer never came near filling", units.Rate(peak).Human()))
 	}
 	// The band's median by order statistics, widened by 1 % for the
 	// header model, as the ACK clock's.
 	lo, hi = min(lo, rate*0.99), max(hi, rate*1.01)
 	return withSamples(known(rate, lo, hi, head+fmt.Sprintf(
-		" (packet-pair dispersion: a bottleneck sends a flight's packets a packet time apart at its rate, however short its queue); the path carried up to %s over a few round trips", units.Rate(peak).Human())), best), ""
+		" (packet-pair dispersion: a bottleneck sends a flight's packets a packet time apart at its rate, however short its queue); the path carried up to %s over a few round trips", units.Rate(peak).Human())), best)
 }

@@ -215,11 +215,11 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	if !rate.Known() && !(jitter.Known() && jitter.Value > 0) {
 		// No queue held long enough, or steadily enough, to clock the
 		// ACKs by: the packets' spacing may still show the bottleneck.
-		if d, why := f.dispersionRate(where); d.Known() {
+		if d := f.dispersionRate(where); d.Known() {
 			rate = d
 			f.rate, f.rateLo, f.rateHi = d.Value, d.Low, d.High
-		} else if why != "" {
-			rate.Unknown += "; " + why
+		} else {
+			rate.Unknown += "; " + d.Unknown
 		}
 	}
 	note("rate_bps", rate)
