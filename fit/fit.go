@@ -303,7 +303,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	} else if c.Diagnosis != nil {
 		limit = c.Diagnosis.Limit
 	}
-	limit, why := fitLimit(limit, where, lossModel, rate, st.DataRateBps)
+	limit, why := fitLimit(limit, where, lossModel, rate, st.DataRateBps, len(runs), f.base, float64(st.PeerMaxWindowBytes))
 	if why != "" {
 		out.Notes = append(out.Notes, why)
 	}
@@ -333,13 +333,27 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	if limit == analyzer.LimitSendBuffer || oneSkb {
 		limit = analyzer.LimitSendBuffer
 		fl := st.P50InFlightBytes
-		wmem := fl
+		lo, hi := float64(fl)*0.9, float64(st.MaxInFlightBytes)
 		ev := fmt.Sprintf("median data in flight %s with the window and the path far from full: the sender's buffer held it back", units.Size(fl).Human())
+		if where != "sender" {
+			// Away from the sender the flight is the data delivered
+			// per round trip: the rate of the transfer's last eight
+			// tenths (slow start's first two lower the mean) times it.
+			r := st.DataRateBps
+			if d := f.deciles(); len(d) == 10 {
+				r = quantile(sorted(d[2:]), 0.5)
+			}
+			fl = int64(r / 8 * f.base.Seconds())
+			lo, hi = float64(fl)*0.9, float64(fl)*1.1
+			ev = fmt.Sprintf("data delivered per round trip %s (%s, the median of the transfer's last eight tenths, times %s) with the window and the path far from full, and no loss: the sender's buffer held it back",
+				units.Size(fl).Human(), units.Rate(r).Human(), ms(f.base))
+		}
+		wmem := fl
 		if fl <= goal*5/4 {
 			wmem = 4096
 			ev += fmt.Sprintf("; one size goal (%s) in flight is what any tcp_wmem max up to it gives", units.Size(goal).Human())
 		}
-		note("send_window_bytes", known(float64(fl), float64(st.P50InFlightBytes)*0.9, float64(st.MaxInFlightBytes), ev))
+		note("send_window_bytes", known(float64(fl), lo, hi, ev))
 		sender["net.ipv4.tcp_wmem"] = fmt.Sprintf("4096 %d %d", min(16384, wmem), wmem)
 	}
 	p["mss_bytes"] = known(float64(f.mss), float64(f.mss), float64(f.mss), "the smaller MSS option of the SYNs, or the largest segment")
@@ -451,18 +465,24 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 // the sender the data in flight is its estimate (near the receiver the
 // data beyond the receiver's own ACKs, a segment or two), which reads as
 // a send buffer holding the flight back (and --like would then pin the
-// reproduction's sender to one skb); and a bottleneck's tail drops are
-// losses to it, which the fit tells apart (lossModel "none": no loss of
-// the path's own). A bottleneck's rate held (the transfer at 80 % of it
-// or more) is the limit then; else none is named, and why says so.
-func fitLimit(limit, where, lossModel string, rate Param, transferBps float64) (string, string) {
-	if !(limit == analyzer.LimitSendBuffer && where != "sender") && !(limit == analyzer.LimitLoss && lossModel == "none") {
+// reproduction's sender to one skb): it stands only where nothing else
+// could have, with no bottleneck's rate, no loss, and the data delivered
+// per round trip (the transfer's rate times it) half the receiver's
+// window or less. A bottleneck's tail drops are losses to the analyzer,
+// which the fit tells apart (lossModel "none": no loss of the path's
+// own). Where the analyzer's limit is not taken, a bottleneck's rate
+// held (the transfer at 80 % of it or more) is the limit; else none is
+// named, and why says so.
+func fitLimit(limit, where, lossModel string, rate Param, transferBps float64, lossRuns int, rtt time.Duration, window float64) (string, string) {
+	sendBuffer := limit == analyzer.LimitSendBuffer && where != "sender" &&
+		(rate.Known() || lossRuns > 0 || transferBps/8*rtt.Seconds() > window/2)
+	if !sendBuffer && !(limit == analyzer.LimitLoss && lossModel == "none") {
 		return limit, ""
 	}
 	if rate.Known() && transferBps >= 0.8*rate.Value {
 		return analyzer.LimitBandwidth, ""
 	}
-	why := "the data in flight is known near the sender only"
+	why := "the data in flight is known near the sender only, and this path had a bottleneck, losses or half a window per round trip"
 	if limit == analyzer.LimitLoss {
 		why = "its losses were a full queue's, and no bottleneck's rate is known"
 	}

@@ -34,6 +34,9 @@ type gridPoint struct {
 	loss     float64    // random loss rate
 	bursty   bool
 	rmem     units.Size // the client's tcp_rmem max when the window is the limit
+	// wmem pins the server's tcp_wmem ("4096 4096 4096": one skb a round
+	// trip), the send-buffer scenario's path.
+	wmem string
 	// tailDrops: the buffer is too small for a queue that shows through
 	// the hosts' spread (a quarter of the bandwidth-delay product, 2.5 ms):
 	// the rate may stay unknown, and its drops are congestion losses.
@@ -70,6 +73,11 @@ var grid = []gridPoint{
 	// 0.054 % 12.8 %, 67 standard deviations off the true nil).
 	{name: "small-buffer", toClient: "delay 5ms | tbf rate 100mbit burst 32kb limit 31kb", toServer: "delay 5ms",
 		rtt: 10 * time.Millisecond, rate: 100 * units.Mbit, buffer: 31 * units.KiB, tailDrops: true, size: 16 * units.MiB},
+	// The send-buffer scenario (seed000): a sender pinned to one skb a
+	// round trip, which the fit must name from either end (near the
+	// receiver the analyzer's flight is an estimate; what the receiver
+	// gets per round trip is not) with the server's tcp_wmem.
+	{name: "send-buffer", toServer: "delay 100ms", rtt: 100 * time.Millisecond, wmem: "4096 4096 4096", size: 2 * units.MiB},
 	{name: "random-loss", toClient: "delay 5ms loss 1%", toServer: "delay 5ms", rtt: 10 * time.Millisecond, loss: 0.01, size: 8 * units.MiB},
 	{name: "bursty-loss", toClient: "delay 5ms loss gemodel 1% 25%", toServer: "delay 5ms", rtt: 10 * time.Millisecond,
 		loss: 0.01 / (0.01 + 0.25), bursty: true, size: 8 * units.MiB},
@@ -107,6 +115,9 @@ func runGrid(t *testing.T) map[string]gridRun {
 			cfg.Client.CC, cfg.Server.CC = "cubic", "cubic"
 			if g.rmem > 0 {
 				cfg.ClientSysctls = map[string]string{"net.ipv4.tcp_rmem": "4096 131072 " + strconv.FormatInt(int64(g.rmem), 10)}
+			}
+			if g.wmem != "" {
+				cfg.ServerSysctls = map[string]string{"net.ipv4.tcp_wmem": g.wmem}
 			}
 			res, err := experiment.Run(context.Background(), cfg)
 			gridRuns[g.name] = gridRun{res, err}
@@ -219,6 +230,11 @@ func TestFitRecoversTheLab(t *testing.T) {
 					// them); a random loss it is not. (Unknown: a range
 					// from 0, no claim.)
 					t.Errorf("loss model %q, %+v on a path without random loss", d.LossModel, loss)
+				}
+				if g.wmem != "" {
+					if got := f.Sysctls.Server["net.ipv4.tcp_wmem"]; got != g.wmem || f.Transfer.Limit != "send-buffer" {
+						t.Errorf("server tcp_wmem %q, limit %q: want %q, send-buffer", got, f.Transfer.Limit, g.wmem)
+					}
 				}
 				if g.rmem > 0 {
 					buf := p["receive_buffer_bytes"]

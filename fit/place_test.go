@@ -118,28 +118,38 @@ func TestHolesFilledUnsent(t *testing.T) {
 }
 
 // TestLimitFromWhereItWasTaken: the analyzer's send buffer away from the
-// sender (its flight there an estimate) and its loss where every loss was
-// a full queue's are not taken: the bottleneck's rate where the transfer
-// ran near it, else no limit named.
+// sender (its flight there an estimate) stands only where nothing else
+// could have held the transfer (no bottleneck, no loss, under half a
+// window per round trip: a sender pinned to one skb, seen from the
+// client); its loss where every loss was a full queue's goes. In their
+// place the bottleneck's rate where the transfer ran near it, else no
+// limit named.
 func TestLimitFromWhereItWasTaken(t *testing.T) {
 	rate := known(100e6, 99e6, 101e6, "")
+	none := unknown("no queue")
+	ms := time.Millisecond
 	for _, c := range []struct {
 		limit, where, model string
 		rate                Param
 		bps                 float64
+		runs                int
 		want                string
 	}{
-		{analyzer.LimitSendBuffer, "sender", "none", rate, 50e6, analyzer.LimitSendBuffer},
-		{analyzer.LimitSendBuffer, "receiver", "none", rate, 85e6, analyzer.LimitBandwidth},
-		{analyzer.LimitSendBuffer, "receiver", "none", unknown("no queue"), 85e6, ""},
-		{analyzer.LimitSendBuffer, "middle", "none", rate, 50e6, ""},
-		{analyzer.LimitLoss, "receiver", "none", rate, 95e6, analyzer.LimitBandwidth},
-		{analyzer.LimitLoss, "sender", "random", rate, 95e6, analyzer.LimitLoss},
-		{analyzer.LimitReceiveWindow, "receiver", "none", rate, 10e6, analyzer.LimitReceiveWindow},
+		{analyzer.LimitSendBuffer, "sender", "none", rate, 50e6, 3, analyzer.LimitSendBuffer},
+		{analyzer.LimitSendBuffer, "receiver", "none", rate, 85e6, 0, analyzer.LimitBandwidth},
+		{analyzer.LimitSendBuffer, "receiver", "none", none, 85e6, 3, ""},
+		{analyzer.LimitSendBuffer, "middle", "none", rate, 50e6, 0, ""},
+		{analyzer.LimitSendBuffer, "receiver", "none", none, 4e6, 0, analyzer.LimitSendBuffer},
+		{analyzer.LimitSendBuffer, "receiver", "none", none, 200e6, 0, ""},
+		{analyzer.LimitLoss, "receiver", "none", rate, 95e6, 5, analyzer.LimitBandwidth},
+		{analyzer.LimitLoss, "sender", "random", rate, 95e6, 5, analyzer.LimitLoss},
+		{analyzer.LimitReceiveWindow, "receiver", "none", rate, 10e6, 0, analyzer.LimitReceiveWindow},
 	} {
-		got, why := fitLimit(c.limit, c.where, c.model, c.rate, c.bps)
+		// A 100 ms round trip and a 2 MiB window: half of it per round
+		// trip is 84 Mbit/s.
+		got, why := fitLimit(c.limit, c.where, c.model, c.rate, c.bps, c.runs, 100*ms, 2<<20)
 		if got != c.want || (got == "" && why == "") {
-			t.Errorf("%s from the %s (%s loss, rate known %v, %.0f bit/s): %q (%s), want %q", c.limit, c.where, c.model, c.rate.Known(), c.bps, got, why, c.want)
+			t.Errorf("%s from the %s (%s loss in %d runs, rate known %v, %.0f bit/s): %q (%s), want %q", c.limit, c.where, c.model, c.runs, c.rate.Known(), c.bps, got, why, c.want)
 		}
 	}
 }
