@@ -1130,11 +1130,13 @@ func (f *flow) bufferSize(tailDrops int, drops []lossRun) Param {
 	}
 	// Too few overflows: the drop runs, those with a sample of data
 	// sent a quarter of a round trip or less before them, else all.
+	stale := false
 	for _, age := range []time.Duration{fresh, math.MaxInt64} {
 		if len(vs) >= 3 {
 			break
 		}
 		vs, what = vs[:0], "drop runs"
+		stale = age > fresh
 		for _, r := range drops {
 			if r.before >= 0 && r.beforeAge <= age {
 				vs = append(vs, r.before.Seconds())
@@ -1178,6 +1180,18 @@ func (f *flow) bufferSize(tailDrops int, drops []lossRun) Param {
 		// percentile.
 		// Timed by the receiver's timestamps, a level is known to a
 		// tick of its clock (Linux: 1 ms): four ticks or more for 25 %.
+		// Timed only by samples of data sent more than a quarter of a
+		// round trip before the drops: a queue filling (slow start's
+		// overshoot fills it within a round trip) rose since, and the
+		// level is what the buffer holds at the least (near the
+		// receiver, 105 ms sampled 99 ms before the drops, where the
+		// sender's side saw 201 ms).
+		if stale {
+			lo := q*f.rateLo/8 + pkt
+			return Param{Value: lo, Low: lo, Unknown: fmt.Sprintf(
+				"the data sent before the queue overflowed met %s (median over %d %s; %s), but the samples were of data sent more than %s before the drops, and a filling queue rose since: the buffer is at least %s",
+				ms(time.Duration(q*1e9)), len(s), what, f.qLeg, ms(fresh), units.Size(lo).Human())}
+		}
 		if tick := f.qTick.Seconds(); q < 4*tick {
 			lo, hi := max(q-tick, 0)*f.rateLo/8+pkt, (q+tick)*f.rateHi/8+pkt
 			return Param{Value: q*f.rate/8 + pkt, Low: lo, High: hi, Unknown: fmt.Sprintf(

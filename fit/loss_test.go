@@ -400,6 +400,31 @@ func TestBufferFromTheQueuesTop(t *testing.T) {
 	}
 }
 
+// TestBufferFromStaleSamples: overflow levels timed only by data sent
+// more than a quarter of a round trip before the drops (near the
+// receiver the echoes thin out in slow start) are what the buffer holds
+// at the least: a filling queue rose since (105 ms sampled 99 ms before
+// the drops at 200 ms, where the sender's side saw 201 ms).
+func TestBufferFromStaleSamples(t *testing.T) {
+	ms := time.Millisecond
+	const rate = 100e6
+	for _, age := range []time.Duration{10 * ms, 99 * ms} {
+		f := &flow{mss: 1448, ipFact: 1, base: 200 * ms, rate: rate, rateLo: 0.99 * rate, rateHi: 1.01 * rate, qmax: 119 * ms, qp95: 100 * ms, qLeg: "ACK to data"}
+		var drops []lossRun
+		for i := range 8 {
+			drops = append(drops, lossRun{t: 5*time.Second + time.Duration(i)*100*time.Microsecond, segs: 40, full: true, before: 105 * ms, beforeAge: age})
+		}
+		p := f.bufferSize(400, drops)
+		least := 0.105*0.99*rate/8 + 2*1448
+		switch fresh := age <= f.base/4; {
+		case fresh && !p.Known():
+			t.Errorf("sampled %v before: %+v, want a buffer claimed", age, p)
+		case !fresh && (p.Known() || math.Abs(p.Low/least-1) > 0.01 || !strings.Contains(p.Unknown, "at least")):
+			t.Errorf("sampled %v before: %+v, want at least %.0f", age, p, least)
+		}
+	}
+}
+
 // TestReorderingIsNoJitter: an RTT spread with no correlation and some
 // segments arriving ahead is a random delay per packet only if the
 // reordering is as common as such a delay makes it at the segments'
