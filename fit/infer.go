@@ -63,6 +63,9 @@ type flow struct {
 	walked *walked
 	// unsentHoles is holesFilledUnsent, counted once by rtts.
 	unsentHoles int
+	// del is delivered's answer for the first delAcks ACKs.
+	del     []sample
+	delAcks int
 }
 
 func newFlow(recs []record, c *analyzer.Connection, dir int) *flow {
@@ -738,7 +741,17 @@ func absDur(d time.Duration) time.Duration {
 
 // delivered is the data the receiver has, by its ACKs: the cumulative ACK
 // plus what its SACK blocks hold above it, in payload bytes, over time.
+// Walked once per flow (the rate's measures, the burst's, the losses'
+// and the deciles' all read it); again only if the ACKs changed.
 func (f *flow) delivered() []sample {
+	if f.del != nil && f.delAcks == len(f.acks) {
+		return f.del
+	}
+	f.del, f.delAcks = f.walkDelivered(), len(f.acks)
+	return f.del
+}
+
+func (f *flow) walkDelivered() []sample {
 	out := make([]sample, 0, len(f.acks))
 	var last int64 = -1
 	for _, a := range f.acks {
