@@ -324,12 +324,8 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 			st.WindowLimitedShare*100, units.Size(st.PeerMaxWindowBytes).Human(), ratio)))
 	}
 	goal := int64(tuner.SizeGoal(units.Size(f.mss)))
-	// A flight that never grew past one skb for twenty round trips or
-	// more, with no loss, no queue and the window far away, is a send
-	// buffer that holds one size goal: a congestion window would have
-	// grown (the analyzer, seeing no other cause, may name it).
-	oneSkb := where == "sender" && (limit == analyzer.LimitCongestion || limit == "") && !rate.Known() && len(runs) == 0 && st.MaxInFlightBytes > 0 && st.MaxInFlightBytes <= goal*5/4 &&
-		st.PeerMaxWindowBytes > 2*st.MaxInFlightBytes && f.base > 0 && st.TransferMs >= 20*f.base.Seconds()*1000
+	oneSkb := where == "sender" && (limit == analyzer.LimitCongestion || limit == "") && !rate.Known() && len(runs) == 0 &&
+		holdsOneSkb(st, goal, f.base)
 	if limit == analyzer.LimitSendBuffer || oneSkb {
 		limit = analyzer.LimitSendBuffer
 		fl := st.P50InFlightBytes
@@ -458,6 +454,20 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		out.Transfer.RTTP50Ms = st.RTTP50Ms + st.EchoRTTP50Ms
 	}
 	out.Transfer.RateDecilesBps = f.deciles()
+}
+
+// holdsOneSkb says a sender's flight never grew past one skb (a size
+// goal) for twenty round trips or more with the window far away (two
+// thirds of it at most, and the flight never near it: a receiver's
+// window that autotuning grows with what it gets stays small behind a
+// sender that sends little, 83 KiB over a 44 KiB flight once): with no
+// loss and no queue either, a send buffer that holds one size goal, as
+// a congestion window would have grown (the analyzer, seeing no other
+// cause, may name it).
+func holdsOneSkb(st *analyzer.Direction, goal int64, rtt time.Duration) bool {
+	return st.MaxInFlightBytes > 0 && st.MaxInFlightBytes <= goal*5/4 &&
+		2*st.PeerMaxWindowBytes > 3*st.MaxInFlightBytes && st.WindowLimitedShare < 0.05 &&
+		rtt > 0 && st.TransferMs >= 20*rtt.Seconds()*1000
 }
 
 // fitLimit is the analyzer's limit (what held the transfer back) less

@@ -153,3 +153,29 @@ func TestLimitFromWhereItWasTaken(t *testing.T) {
 		}
 	}
 }
+
+// TestOneSkbSendBuffer: a flight held at one skb for many round trips,
+// the window far from it, is a send buffer's (the send-buffer scenario
+// once: 44 KiB at most under an 83 KiB window autotuning kept small);
+// one at the window, or for a few round trips only, is not.
+func TestOneSkbSendBuffer(t *testing.T) {
+	const goal = 65160
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name                string
+		maxFlight, window   int64
+		windowShare, lasted float64
+		want                bool
+	}{
+		{"one skb under a small window", 44850, 84992, 0, 6540, true},
+		{"one skb under a large one", 44850, 1 << 20, 0, 6540, true},
+		{"at the window", 44850, 46000, 0.6, 6540, false},
+		{"a few round trips", 44850, 1 << 20, 0, 900, false},
+		{"past one skb", 200000, 1 << 20, 0, 6540, false},
+	} {
+		st := &analyzer.Direction{DirectionStats: analyzer.DirectionStats{MaxInFlightBytes: c.maxFlight, PeerMaxWindowBytes: c.window, WindowLimitedShare: c.windowShare, TransferMs: c.lasted}}
+		if got := holdsOneSkb(st, goal, 100*ms); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
