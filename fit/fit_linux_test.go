@@ -91,7 +91,19 @@ type gridRun struct {
 var (
 	gridOnce sync.Once
 	gridRuns map[string]gridRun
+	// gridDir holds the lab runs' outputs (their captures, 26 MB a
+	// grid), removed when the tests end unless WANLAB_KEEP_CAPTURES
+	// asked to keep them.
+	gridDir string
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if gridDir != "" && os.Getenv("WANLAB_KEEP_CAPTURES") == "" {
+		os.RemoveAll(gridDir)
+	}
+	os.Exit(code)
+}
 
 // runGrid runs every grid point once per test binary, through the proxy,
 // with CUBIC (loss-based: it fills the buffer the fit sizes).
@@ -106,6 +118,7 @@ func runGrid(t *testing.T) map[string]gridRun {
 		if err != nil {
 			t.Fatal(err)
 		}
+		gridDir = dir
 		if os.Getenv("WANLAB_KEEP_CAPTURES") != "" {
 			t.Logf("the lab runs are kept in %s", dir)
 		}
