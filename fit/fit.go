@@ -303,7 +303,8 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	} else if c.Diagnosis != nil {
 		limit = c.Diagnosis.Limit
 	}
-	limit, why := fitLimit(limit, where, lossModel, rate, st.DataRateBps, len(runs), f.base, float64(st.PeerMaxWindowBytes))
+	perRTT, steadyBps := f.perRoundTrip(st.DataRateBps)
+	limit, why := fitLimit(limit, where, lossModel, rate, st.DataRateBps, len(runs), perRTT, float64(st.PeerMaxWindowBytes))
 	if why != "" {
 		out.Notes = append(out.Notes, why)
 	}
@@ -333,16 +334,11 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		ev := fmt.Sprintf("median data in flight %s with the window and the path far from full: the sender's buffer held it back", units.Size(fl).Human())
 		if where != "sender" {
 			// Away from the sender the flight is the data delivered
-			// per round trip: the rate of the transfer's last eight
-			// tenths (slow start's first two lower the mean) times it.
-			r := st.DataRateBps
-			if d := f.deciles(); len(d) == 10 {
-				r = quantile(sorted(d[2:]), 0.5)
-			}
-			fl = int64(r / 8 * f.base.Seconds())
+			// per round trip.
+			fl = int64(perRTT)
 			lo, hi = float64(fl)*0.9, float64(fl)*1.1
 			ev = fmt.Sprintf("data delivered per round trip %s (%s, the median of the transfer's last eight tenths, times %s) with the window and the path far from full, and no loss: the sender's buffer held it back",
-				units.Size(fl).Human(), units.Rate(r).Human(), ms(f.base))
+				units.Size(fl).Human(), units.Rate(steadyBps).Human(), ms(f.base))
 		}
 		wmem := fl
 		if fl <= goal*5/4 {
@@ -470,6 +466,18 @@ func holdsOneSkb(st *analyzer.Direction, goal int64, rtt time.Duration) bool {
 		rtt > 0 && st.TransferMs >= 20*rtt.Seconds()*1000
 }
 
+// perRoundTrip is the data delivered per round trip (bytes) at the rate
+// of the transfer's last eight tenths (their median: slow start's first
+// two lower the mean), and that rate; the transfer's mean rate where the
+// deciles are not known.
+func (f *flow) perRoundTrip(meanBps float64) (bytes, bps float64) {
+	bps = meanBps
+	if d := f.deciles(); len(d) == 10 {
+		bps = quantile(sorted(d[2:]), 0.5)
+	}
+	return bps / 8 * f.base.Seconds(), bps
+}
+
 // fitLimit is the analyzer's limit (what held the transfer back) less
 // what it could not know from where the capture was taken. Away from
 // the sender the data in flight is its estimate (near the receiver the
@@ -477,15 +485,14 @@ func holdsOneSkb(st *analyzer.Direction, goal int64, rtt time.Duration) bool {
 // a send buffer holding the flight back (and --like would then pin the
 // reproduction's sender to one skb): it stands only where nothing else
 // could have, with no bottleneck's rate, no loss, and the data delivered
-// per round trip (the transfer's rate times it) half the receiver's
-// window or less. A bottleneck's tail drops are losses to the analyzer,
+// per round trip (perRTT, bytes) half the receiver's window or less. A bottleneck's tail drops are losses to the analyzer,
 // which the fit tells apart (lossModel "none": no loss of the path's
 // own). Where the analyzer's limit is not taken, a bottleneck's rate
 // held (the transfer at 80 % of it or more) is the limit; else none is
 // named, and why says so.
-func fitLimit(limit, where, lossModel string, rate Param, transferBps float64, lossRuns int, rtt time.Duration, window float64) (string, string) {
+func fitLimit(limit, where, lossModel string, rate Param, transferBps float64, lossRuns int, perRTT, window float64) (string, string) {
 	sendBuffer := limit == analyzer.LimitSendBuffer && where != "sender" &&
-		(rate.Known() || lossRuns > 0 || transferBps/8*rtt.Seconds() > window/2)
+		(rate.Known() || lossRuns > 0 || perRTT > window/2)
 	if !sendBuffer && !(limit == analyzer.LimitLoss && lossModel == "none") {
 		return limit, ""
 	}
@@ -599,11 +606,10 @@ func lossFit(c lossCounts, where string) lossResult {
 			Evidence: fmt.Sprintf("no loss observed apart from the queue's: under %.2g %% at 95 %% (%d segments)", 300/float64(sent), sent)}
 		lp.notes = append(lp.notes, fmt.Sprintf("loss: none observed: under %.2g %% at 95 %% over %d segments", 300/float64(sent), sent))
 	} else if randSegs < 5 {
-		// From nothing: a tail loss probe re-sends a segment that
-		// was not lost.
-		// Not a rate either: a path with no loss of its own (a few
-		// tail drops the queue's samples missed, a probe) shows as
-		// many. The range from 0, as said.
+		// Too few for a process, and no rate either: a path with no
+		// loss of its own shows as many (a tail loss probe re-sends a
+		// segment that was not lost; a tail drop the queue's samples
+		// missed). A range from 0.
 		lp.model = "unknown"
 		lp.params["loss_percent"] = Param{Value: pr * 100, Low: 0, High: hi * 100, Unknown: fmt.Sprintf(
 			"%d of %d segments sent again with no queue to explain it: too few for a loss process (a tail loss probe re-sends one segment that was not lost, a tail drop the queue's samples missed is one too): the path's own loss is between 0 and %.3g %%", randSegs, sent, hi*100)}
@@ -989,6 +995,9 @@ func (f *flow) segmentsSent() (int, time.Duration) {
 // segsOf is how many segments a data record holds (an offloaded one,
 // many).
 func (f *flow) segsOf(d record) int { return max(1, (d.payload+f.mss-1)/f.mss) }
+
+// segsIn is how many segments n bytes of sequence space hold.
+func (f *flow) segsIn(n int64) int { return int((n + int64(f.mss) - 1) / int64(f.mss)) }
 
 // countFull is how many of runs met a full queue.
 func countFull(runs []lossRun) int {

@@ -1176,6 +1176,18 @@ func (f *flow) bufferSize(tailDrops int, drops []lossRun) Param {
 			s = kept
 		}
 		q := quantile(s, 0.5)
+		// Timed only by samples of data sent more than a quarter of a
+		// round trip before the drops: a queue filling (slow start's
+		// overshoot fills it within a round trip) rose since, and the
+		// level is what the buffer holds at the least (near the
+		// receiver, 105 ms sampled 99 ms before the drops, where the
+		// sender's side saw 201 ms).
+		if stale {
+			lo := q*f.rateLo/8 + pkt
+			return Param{Value: lo, Low: lo, Unknown: fmt.Sprintf(
+				"the data sent before the queue overflowed met %s (median over %d %s; %s), but the samples were of data sent more than %s before the drops, and a filling queue rose since: the buffer is at least %s",
+				ms(time.Duration(q*1e9)), len(s), what, f.qLeg, ms(fresh), units.Size(lo).Human())}
+		}
 		// A full buffer holds what the queue held at its top the rest of
 		// the time: overflows that met half as much again as the
 		// queue's 99.5th percentile met something more, a host that
@@ -1193,18 +1205,6 @@ func (f *flow) bufferSize(tailDrops int, drops []lossRun) Param {
 		// percentile.
 		// Timed by the receiver's timestamps, a level is known to a
 		// tick of its clock (Linux: 1 ms): four ticks or more for 25 %.
-		// Timed only by samples of data sent more than a quarter of a
-		// round trip before the drops: a queue filling (slow start's
-		// overshoot fills it within a round trip) rose since, and the
-		// level is what the buffer holds at the least (near the
-		// receiver, 105 ms sampled 99 ms before the drops, where the
-		// sender's side saw 201 ms).
-		if stale {
-			lo := q*f.rateLo/8 + pkt
-			return Param{Value: lo, Low: lo, Unknown: fmt.Sprintf(
-				"the data sent before the queue overflowed met %s (median over %d %s; %s), but the samples were of data sent more than %s before the drops, and a filling queue rose since: the buffer is at least %s",
-				ms(time.Duration(q*1e9)), len(s), what, f.qLeg, ms(fresh), units.Size(lo).Human())}
-		}
 		if tick := f.qTick.Seconds(); q < 4*tick {
 			lo, hi := max(q-tick, 0)*f.rateLo/8+pkt, (q+tick)*f.rateHi/8+pkt
 			return Param{Value: q*f.rate/8 + pkt, Low: lo, High: hi, Unknown: fmt.Sprintf(
@@ -1328,7 +1328,7 @@ func (f *flow) walkLosses(where string) *walked {
 	if f.walked != nil && f.walked.where == where {
 		return f.walked
 	}
-	segs := func(n int64) int { return int((n + int64(f.mss) - 1) / int64(f.mss)) }
+	segs := f.segsIn
 	var sent int
 	var reordered []float64
 	// First transmissions in sequence order (they are sent in it), to find
@@ -1431,7 +1431,7 @@ func (f *flow) walkLosses(where string) *walked {
 func (f *flow) losses(where string) (runs []lossRun, sent int, reordered []float64) {
 	w := f.walkLosses(where)
 	lost, sent := w.lost, w.sent
-	segs := func(n int64) int { return int((n + int64(f.mss) - 1) / int64(f.mss)) }
+	segs := f.segsIn
 	// The queue a run met: near the sender it shows in the RTT of the
 	// ACKs a round trip later.
 	queueFor := func(t time.Duration) time.Duration {

@@ -147,7 +147,7 @@ func TestLimitFromWhereItWasTaken(t *testing.T) {
 	} {
 		// A 100 ms round trip and a 2 MiB window: half of it per round
 		// trip is 84 Mbit/s.
-		got, why := fitLimit(c.limit, c.where, c.model, c.rate, c.bps, c.runs, 100*ms, 2<<20)
+		got, why := fitLimit(c.limit, c.where, c.model, c.rate, c.bps, c.runs, c.bps/8*(100*ms).Seconds(), 2<<20)
 		if got != c.want || (got == "" && why == "") {
 			t.Errorf("%s from the %s (%s loss in %d runs, rate known %v, %.0f bit/s): %q (%s), want %q", c.limit, c.where, c.model, c.runs, c.rate.Known(), c.bps, got, why, c.want)
 		}
