@@ -308,7 +308,11 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection, wr Window
 			adv("predicted: a %s buffer gives a %s window, which allows up to %s at this RTT, if the path has the capacity (the next limit is then congestion or bandwidth)", asz(float64(buf)), asz(float64(buf)*wr.Ratio), amb(p))
 		}
 
-	case windowKnown && peerWin > 0 && flight > 0 && flight <= sndbufShare*peerWin && lossP < lossMinRate && maxFlight <= 1.5*flight+2*mss:
+	// Near the receiver the flight is only the rate over a round trip: a
+	// send buffer cannot be told there from a congestion window that
+	// losses held down, so it is named only where nothing was lost.
+	case windowKnown && peerWin > 0 && flight > 0 && flight <= sndbufShare*peerWin && lossP < lossMinRate && maxFlight <= 1.5*flight+2*mss &&
+		(d.CapturedNear != "receiver" || d.ResentPackets+d.GapFills == 0):
 		dg.Limit = LimitSendBuffer
 		ev("bytes in flight stayed near %s (median; max %s), only %.0f %% of the %s window %s offered, without loss",
 			asz(flight), asz(maxFlight), af(100*flight/peerWin), asz(peerWin), receiver)
@@ -335,6 +339,10 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection, wr Window
 		} else {
 			ev("flight reached %s (median %s) below the receiver's %s window, without a queue building or significant loss: the sender's congestion window (slow start, growth) set the pace",
 				asz(maxFlight), asz(flight), asz(peerWin))
+		}
+		if d.CapturedNear == "receiver" && peerWin > 0 && flight <= sndbufShare*peerWin && d.ResentPackets+d.GapFills > 0 {
+			ev("the sender's buffer could hold the flight the same way, but near the receiver the flight is only estimated, and %d segments were sent again: a congestion window that losses held down explains it too (capture near the sender to tell them apart)",
+				ai(d.ResentPackets+d.GapFills))
 		}
 		adv("for short transfers a larger initial window helps (`ip route change <route> initcwnd 20` on %s); long transfers grow out of this limit", sender)
 		if rttMin > 0 && peerWin > 0 {

@@ -1,6 +1,7 @@
 package analyzer
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,33 @@ func TestDiagnosisAtBothEnds(t *testing.T) {
 			if dg := c.Diagnosis; dg == nil || dg.Limit != sc.want {
 				t.Errorf("%s, captured at the sender %v: diagnosis %+v", sc.want, at, dg)
 			}
+		}
+	}
+}
+
+// TestSendBufferNeedsNoLossNearTheReceiver: near the receiver the flight
+// is the rate over a round trip, which a congestion window held down by
+// losses gives as well as a send buffer; with segments lost the verdict
+// there is not the send buffer, while next to the sender, where the
+// flight is seen flat, it still is.
+func TestSendBufferNeedsNoLossNearTheReceiver(t *testing.T) {
+	cfg := synth.Config{Bytes: 4 << 20, Flight: 8 * 1448, OneWay: 5 * time.Millisecond, Drop: map[int]bool{700: true, 2100: true}}
+	for _, at := range []bool{false, true} {
+		cfg.AtSender = at
+		c, _ := analyzeSynth(t, cfg)
+		d := c.Directions[1]
+		if d.GapFills+d.ResentPackets == 0 || d.LossRate >= lossMinRate {
+			t.Fatalf("at the sender %v: %d gap fills, %d re-sent, loss rate %.4f: want a few segments lost, under %.1f %%", at, d.GapFills, d.ResentPackets, d.LossRate, lossMinRate*100)
+		}
+		dg := c.Diagnosis
+		if dg == nil {
+			t.Fatalf("at the sender %v: no diagnosis", at)
+		}
+		if at && dg.Limit != LimitSendBuffer {
+			t.Errorf("at the sender: limit %q, want %q (the flight is seen flat): %v", dg.Limit, LimitSendBuffer, dg.Evidence)
+		}
+		if !at && (dg.Limit == LimitSendBuffer || !strings.Contains(strings.Join(dg.Evidence, " "), "sent again: a congestion window")) {
+			t.Errorf("near the receiver: limit %q, evidence %v: want no send buffer, and why", dg.Limit, dg.Evidence)
 		}
 	}
 }

@@ -369,6 +369,10 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 	default:
 		row.LimitOK = !pr["rate_bps"].Known()
 	}
+	if f.Transfer.Limit == analyzer.LimitBandwidth && !pr["rate_bps"].Known() {
+		// A bandwidth limit names a bottleneck: its rate with it.
+		row.LimitOK = false
+	}
 	return row
 }
 

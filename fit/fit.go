@@ -304,7 +304,10 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		limit = c.Diagnosis.Limit
 	}
 	perRTT, steadyBps := f.perRoundTrip(st.DataRateBps)
-	limit, why := fitLimit(limit, where, lossModel, rate, st.DataRateBps, len(runs), perRTT, float64(st.PeerMaxWindowBytes))
+	baseMs := float64(f.base) / float64(time.Millisecond)
+	limit, why := fitLimit(limitEvidence{limit: limit, where: where, lossModel: lossModel, rate: rate, transferBps: st.DataRateBps,
+		lossRuns: len(runs), perRTT: perRTT, window: float64(st.PeerMaxWindowBytes),
+		queued: st.EchoRTTSamples >= 10 && st.EchoRTTP50Ms-1 >= 1.5*baseMs+2})
 	if why != "" {
 		out.Notes = append(out.Notes, why)
 	}
@@ -478,6 +481,19 @@ func (f *flow) perRoundTrip(meanBps float64) (bytes, bps float64) {
 	return bps / 8 * f.base.Seconds(), bps
 }
 
+// limitEvidence is what fitLimit weighs the analyzer's limit against.
+type limitEvidence struct {
+	limit, where, lossModel string
+	rate                    Param   // the bottleneck's rate, if the fit found it
+	transferBps             float64 // the transfer's mean rate
+	lossRuns                int     // loss runs not taken for tail drops
+	perRTT, window          float64 // data delivered per round trip; the receiver's largest window (bytes)
+	// queued says the round trip rose as a queue's does while data
+	// flowed (the receiver's timestamps echoed at 1.5 times the base
+	// and 2 ms more, at the median: the analyzer's own test).
+	queued bool
+}
+
 // fitLimit is the analyzer's limit (what held the transfer back) less
 // what it could not know from where the capture was taken. Away from
 // the sender the data in flight is its estimate (near the receiver the
@@ -485,25 +501,46 @@ func (f *flow) perRoundTrip(meanBps float64) (bytes, bps float64) {
 // a send buffer holding the flight back (and --like would then pin the
 // reproduction's sender to one skb): it stands only where nothing else
 // could have, with no bottleneck's rate, no loss, and the data delivered
-// per round trip (perRTT, bytes) half the receiver's window or less. A bottleneck's tail drops are losses to the analyzer,
-// which the fit tells apart (lossModel "none": no loss of the path's
-// own). Where the analyzer's limit is not taken, a bottleneck's rate
-// held (the transfer at 80 % of it or more) is the limit; else none is
-// named, and why says so.
-func fitLimit(limit, where, lossModel string, rate Param, transferBps float64, lossRuns int, perRTT, window float64) (string, string) {
-	sendBuffer := limit == analyzer.LimitSendBuffer && where != "sender" &&
-		(rate.Known() || lossRuns > 0 || perRTT > window/2)
-	if !sendBuffer && !(limit == analyzer.LimitLoss && lossModel == "none") {
-		return limit, ""
+// per round trip half the receiver's window or less. A bottleneck's tail
+// drops are losses to the analyzer, which the fit tells apart (lossModel
+// "none": no loss of the path's own). Away from the sender its
+// bandwidth without a queue's rise rests on how evenly the data arrived,
+// which a flight spread over the round trip gives too: it stands only
+// with a bottleneck's rate found. Where a bottleneck's rate is known and
+// the transfer ran at 80 % of it or more, that rate is the limit, not
+// the congestion window (which the bottleneck then held) nor a limit
+// not taken; else no limit is named, and why says so.
+func fitLimit(e limitEvidence) (string, string) {
+	atRate := e.rate.Known() && e.transferBps >= 0.8*e.rate.Value
+	var why string
+	switch e.limit {
+	case analyzer.LimitSendBuffer:
+		if e.where == "sender" || !(e.rate.Known() || e.lossRuns > 0 || e.perRTT > e.window/2) {
+			return e.limit, ""
+		}
+		why = "the data in flight is known near the sender only, and this path had a bottleneck, losses or half a window per round trip"
+	case analyzer.LimitLoss:
+		if e.lossModel != "none" {
+			return e.limit, ""
+		}
+		why = "its losses were a full queue's, and no bottleneck's rate is known"
+	case analyzer.LimitBandwidth:
+		if e.rate.Known() || e.where == "sender" || e.queued {
+			return e.limit, ""
+		}
+		why = "away from the sender it rests on how evenly the data arrived, the round trip did not rise as a queue's does, and no bottleneck's rate was found"
+	case analyzer.LimitCongestion:
+		if atRate {
+			return analyzer.LimitBandwidth, ""
+		}
+		return e.limit, ""
+	default:
+		return e.limit, ""
 	}
-	if rate.Known() && transferBps >= 0.8*rate.Value {
+	if atRate {
 		return analyzer.LimitBandwidth, ""
 	}
-	why := "the data in flight is known near the sender only, and this path had a bottleneck, losses or half a window per round trip"
-	if limit == analyzer.LimitLoss {
-		why = "its losses were a full queue's, and no bottleneck's rate is known"
-	}
-	return "", fmt.Sprintf("limit: the analyzer's %q is not taken (%s); the transfer ran at %s", limit, why, units.Rate(transferBps).Human())
+	return "", fmt.Sprintf("limit: the analyzer's %q is not taken (%s); the transfer ran at %s", e.limit, why, units.Rate(e.transferBps).Human())
 }
 
 // windowBound says the receive window bound the transfer wherever the

@@ -121,9 +121,11 @@ func TestHolesFilledUnsent(t *testing.T) {
 // sender (its flight there an estimate) stands only where nothing else
 // could have held the transfer (no bottleneck, no loss, under half a
 // window per round trip: a sender pinned to one skb, seen from the
-// client); its loss where every loss was a full queue's goes. In their
-// place the bottleneck's rate where the transfer ran near it, else no
-// limit named.
+// client); its loss where every loss was a full queue's goes, and so
+// does its bandwidth seen from the receiver with no rate found and no
+// queue's rise in the round trip. In their place, and in the congestion
+// window's, the bottleneck's rate where the transfer ran near it, else
+// no limit named.
 func TestLimitFromWhereItWasTaken(t *testing.T) {
 	rate := known(100e6, 99e6, 101e6, "")
 	none := unknown("no queue")
@@ -133,21 +135,32 @@ func TestLimitFromWhereItWasTaken(t *testing.T) {
 		rate                Param
 		bps                 float64
 		runs                int
+		queued              bool
 		want                string
 	}{
-		{analyzer.LimitSendBuffer, "sender", "none", rate, 50e6, 3, analyzer.LimitSendBuffer},
-		{analyzer.LimitSendBuffer, "receiver", "none", rate, 85e6, 0, analyzer.LimitBandwidth},
-		{analyzer.LimitSendBuffer, "receiver", "none", none, 85e6, 3, ""},
-		{analyzer.LimitSendBuffer, "middle", "none", rate, 50e6, 0, ""},
-		{analyzer.LimitSendBuffer, "receiver", "none", none, 4e6, 0, analyzer.LimitSendBuffer},
-		{analyzer.LimitSendBuffer, "receiver", "none", none, 200e6, 0, ""},
-		{analyzer.LimitLoss, "receiver", "none", rate, 95e6, 5, analyzer.LimitBandwidth},
-		{analyzer.LimitLoss, "sender", "random", rate, 95e6, 5, analyzer.LimitLoss},
-		{analyzer.LimitReceiveWindow, "receiver", "none", rate, 10e6, 0, analyzer.LimitReceiveWindow},
+		{analyzer.LimitSendBuffer, "sender", "none", rate, 50e6, 3, false, analyzer.LimitSendBuffer},
+		{analyzer.LimitSendBuffer, "receiver", "none", rate, 85e6, 0, false, analyzer.LimitBandwidth},
+		{analyzer.LimitSendBuffer, "receiver", "none", none, 85e6, 3, false, ""},
+		{analyzer.LimitSendBuffer, "middle", "none", rate, 50e6, 0, false, ""},
+		{analyzer.LimitSendBuffer, "receiver", "none", none, 4e6, 0, false, analyzer.LimitSendBuffer},
+		{analyzer.LimitSendBuffer, "receiver", "none", none, 200e6, 0, false, ""},
+		{analyzer.LimitLoss, "receiver", "none", rate, 95e6, 5, false, analyzer.LimitBandwidth},
+		{analyzer.LimitLoss, "sender", "random", rate, 95e6, 5, false, analyzer.LimitLoss},
+		{analyzer.LimitReceiveWindow, "receiver", "none", rate, 10e6, 0, false, analyzer.LimitReceiveWindow},
+		// The congestion window where a bottleneck's rate held: the rate.
+		{analyzer.LimitCongestion, "sender", "none", rate, 93e6, 2, false, analyzer.LimitBandwidth},
+		{analyzer.LimitCongestion, "receiver", "none", rate, 54e6, 9, false, analyzer.LimitCongestion},
+		{analyzer.LimitCongestion, "sender", "random", none, 54e6, 9, false, analyzer.LimitCongestion},
+		// Bandwidth seen from the receiver: with a rate, or a queue's rise.
+		{analyzer.LimitBandwidth, "receiver", "none", none, 27e6, 0, false, ""},
+		{analyzer.LimitBandwidth, "receiver", "none", none, 27e6, 0, true, analyzer.LimitBandwidth},
+		{analyzer.LimitBandwidth, "receiver", "none", rate, 95e6, 0, false, analyzer.LimitBandwidth},
+		{analyzer.LimitBandwidth, "sender", "none", none, 27e6, 0, false, analyzer.LimitBandwidth},
 	} {
 		// A 100 ms round trip and a 2 MiB window: half of it per round
 		// trip is 84 Mbit/s.
-		got, why := fitLimit(c.limit, c.where, c.model, c.rate, c.bps, c.runs, c.bps/8*(100*ms).Seconds(), 2<<20)
+		got, why := fitLimit(limitEvidence{limit: c.limit, where: c.where, lossModel: c.model, rate: c.rate, transferBps: c.bps, lossRuns: c.runs,
+			perRTT: c.bps / 8 * (100 * ms).Seconds(), window: 2 << 20, queued: c.queued})
 		if got != c.want || (got == "" && why == "") {
 			t.Errorf("%s from the %s (%s loss in %d runs, rate known %v, %.0f bit/s): %q (%s), want %q", c.limit, c.where, c.model, c.runs, c.rate.Known(), c.bps, got, why, c.want)
 		}
