@@ -25,6 +25,19 @@ const (
 	// the sender); a path without one, set by the hosts and the veth
 	// at several Gbit/s, 1-8 % per 2 % band.
 	dispersionShare = 0.25
+	// dispersionAgreeShare is the share that does where the band's
+	// rate agrees with what the path carried at its best (from a
+	// quarter below it, a bucket's burst, to dispersionOverPeak above):
+	// a queue a quarter of the bandwidth-delay product long empties
+	// often, and the pairs it spaced were a fifth of them behind the
+	// sender in the lab (100 Mbit/s, 10 and 50 ms), where a path
+	// without one had up to a fifth in a band too, at least five times
+	// above or below its best delivery.
+	dispersionAgreeShare = 0.15
+	// dispersionUnderPeak is how far below the path's best delivery an
+	// agreeing band's rate may be: a bottleneck passes no more than its
+	// rate but a token bucket's burst.
+	dispersionUnderPeak = 1.25
 	// dispersionPairs is the fewest pairs to look at.
 	dispersionPairs = 200
 	// dispersionOverPeak bounds the band's rate by the path's best
@@ -96,9 +109,10 @@ func (f *flow) pairRates(where string) dispersion {
 
 // dispersionRate is the bottleneck's rate from the pairs' spacing: the
 // band of +-3 % holding the most pairs, when it holds a quarter of them
-// or more and the path carried half its rate or more at its best; the
-// rate is the median of the band's pairs. Otherwise it is unknown, and
-// says why.
+// or more and the path carried half its rate or more at its best, or
+// 15 % of them and the path's best was also at most a quarter above it;
+// the rate is the median of the band's pairs. Otherwise it is unknown,
+// and says why.
 func (f *flow) dispersionRate(where string) Param {
 	if where != "receiver" && where != "sender" {
 		return unknown("captured between the ends: whether the packets' spacing is from before the bottleneck or after it is not known")
@@ -134,10 +148,13 @@ func (f *flow) dispersionRate(where string) Param {
 	peak := f.peakRate(f.delivered())
 	head := fmt.Sprintf("%d pairs of %s: %.0f %% of them within %.0f %% of %s", len(ls), d.what, share*100, dispersionWindow*100, units.Rate(rate).Human())
 	switch {
-	case share < dispersionShare:
+	case share < dispersionAgreeShare:
 		return unknown(head + fmt.Sprintf(": no one spacing (a bottleneck spaces %.0f %% or more so)", dispersionShare*100))
 	case rate > dispersionOverPeak*peak:
 		return unknown(head + fmt.Sprintf(", but the path carried at most %s over a few round trips, under half of it: the hosts' spacing, or a link the transfer never came near filling", units.Rate(peak).Human()))
+	case share < dispersionShare && rate*dispersionUnderPeak < peak:
+		return unknown(head + fmt.Sprintf(": no one spacing (a bottleneck spaces %.0f %% or more so, or %.0f %% at the rate the path carried at its best), and the path carried up to %s over a few round trips, more than a bottleneck at this rate passes",
+			dispersionShare*100, dispersionAgreeShare*100, units.Rate(peak).Human()))
 	}
 	// The band's median by order statistics, widened by 1 % for the
 	// header model, as the ACK clock's.

@@ -33,7 +33,9 @@ func trains(n int, spaced func(i int) time.Duration) *flow {
 // each round trip (no queue would show: a buffer far smaller than the
 // path), give its rate; spacings drawn anew per segment (the hosts',
 // no bottleneck) give none, nor one the path never came near carrying
-// (a segment train at 20 Mbit/s in flights that fill a tenth of it).
+// (a segment train at 20 Mbit/s in flights that fill a tenth of it). A
+// band of a fifth of the pairs gives the rate where the path's best
+// delivery agrees with it, none where the path carried more.
 func TestRateFromDispersion(t *testing.T) {
 	const R = 20e6
 	pkt := time.Duration(1000 * 8 / R * 1e9)
@@ -48,6 +50,22 @@ func TestRateFromDispersion(t *testing.T) {
 		{"a bottleneck's spacing", trains(40, jittered), true, ""},
 		{"the hosts' spacing", trains(40, func(int) time.Duration { return time.Duration(rng.Int64N(int64(2 * pkt))) }), false, "no one spacing"},
 		{"a spacing the path never carried", trains(5, jittered), false, "the hosts' spacing"},
+		// A fifth of the pairs a bottleneck's (a short queue that empties
+		// often), at the rate the path carried at its best.
+		{"a fifth at the rate carried", trains(40, func(i int) time.Duration {
+			if i%5 == 0 {
+				return jittered(i)
+			}
+			return pkt/5 + time.Duration(rng.Int64N(int64(8*pkt/5)))
+		}), true, ""},
+		// A fifth spaced at a third of the rate, in flights the path
+		// carried at 16 Mbit/s: no bottleneck passes more than its rate.
+		{"a fifth under the rate carried", trains(40, func(i int) time.Duration {
+			if i%5 == 0 {
+				return 3 * jittered(i)
+			}
+			return pkt/5 + time.Duration(rng.Int64N(int64(4*pkt/5)))
+		}), false, "more than a bottleneck at this rate passes"},
 	} {
 		p := c.f.dispersionRate("receiver")
 		why := p.Unknown
