@@ -234,6 +234,10 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 			runs[i].full = true
 		}
 	}
+	line := f.delayLineDrops(runs, where, f.base/2)
+	if line.limit.Known() || line.limit.Unknown != "" && strings.Contains(line.limit.Unknown, "long loss runs") {
+		note("delay_limit_packets", line.limit)
+	}
 	firstLoss := time.Duration(0)
 	for _, r := range runs {
 		if firstLoss == 0 || r.t < firstLoss {
@@ -250,7 +254,9 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	for _, r := range runs {
 		if r.full {
 			congSegs += r.segs
-			drops = append(drops, r)
+			if !r.line {
+				drops = append(drops, r)
+			}
 			continue
 		}
 		randSegs += r.segs
@@ -264,7 +270,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	}
 	note("buffer_bytes", f.bufferSize(congSegs, drops))
 	p["congestion_losses"] = known(float64(congSegs), float64(congSegs), float64(congSegs),
-		"segments lost at a full bottleneck queue (tail drops, not counted as random loss): runs that met the queue at the overflows' level, runs clustered as independent losses seldom are (several within two round trips), and the runs within two round trips of those")
+		"segments lost at a full bottleneck queue (tail drops, not counted as random loss): runs that met the queue at the overflows' level, runs clustered as independent losses seldom are (several within two round trips), the runs within two round trips of those, and a delay line's overflows (delay_limit_packets)")
 	lp := lossFit(lossCounts{segs: randSegs, runs: randRuns, multi: multi, shortest: shortest, sent: sent}, where)
 	lossModel, lossSpec := lp.model, lp.spec
 	for k, v := range lp.params {
@@ -401,9 +407,16 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		// the tbf's limit is the buffer.
 		pkt := float64(f.mss) * f.ipFact
 		need := int(math.Ceil((oneWay.Seconds()*rate.Value/8 + p["buffer_bytes"].Value*1.5) / pkt * 1.2))
-		if need > 1000 {
-			dataSpec += fmt.Sprintf(" limit %d", need)
+		switch {
+		case line.limit.Known():
+			dataSpec += fmt.Sprintf(" limit %d", line.spec)
+		case max(need, line.spec) > lineDefault:
+			dataSpec += fmt.Sprintf(" limit %d", max(need, line.spec))
 		}
+	} else if line.spec > 0 && oneWay > 0 {
+		// The delay line's limit where it overflowed; room where it came
+		// near netem's default without.
+		dataSpec += fmt.Sprintf(" limit %d", line.spec)
 	}
 	if rate.Known() {
 		r := roundRate(rate.Value)

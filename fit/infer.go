@@ -1284,6 +1284,9 @@ type lossRun struct {
 	before time.Duration
 	// beforeAge is how long before the run that data was sent.
 	beforeAge time.Duration
+	// line says the run was a delay line's overflow (full too): no
+	// bottleneck queue's, so it does not size the buffer.
+	line bool
 }
 
 // queueBefore is the queue that the data sent last before t met (within

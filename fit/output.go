@@ -20,7 +20,7 @@ func WriteJSON(w io.Writer, r *Result) error {
 }
 
 // paramOrder is the order the text shows parameters in.
-var paramOrder = []string{"rtt_ms", "rate_bps", "burst_bytes", "buffer_bytes", "congestion_losses", "loss_percent",
+var paramOrder = []string{"rtt_ms", "rate_bps", "burst_bytes", "buffer_bytes", "delay_limit_packets", "congestion_losses", "loss_percent",
 	"gemodel_p_percent", "gemodel_r_percent", "reorder_percent", "reorder_depth_packets", "jitter_ms",
 	"receive_window_bytes", "receive_buffer_bytes", "send_window_bytes", "mss_bytes", "window_scale"}
 
