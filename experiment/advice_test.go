@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/fit"
 	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/tuner"
 )
@@ -142,5 +143,30 @@ func TestOneNumberPerChange(t *testing.T) {
 	if !strings.HasSuffix(planned, fmt.Sprint(buf)) || math.Abs(float64(tu.After)-dg.PredictedBps) > 0.01*dg.PredictedBps {
 		t.Errorf("analyzer: tcp_rmem max %d, %.4g bit/s; tuner: tcp_rmem %q, %.4g bit/s; want one buffer and one rate\n%s\n%s",
 			buf, dg.PredictedBps, planned, float64(tu.After), strings.Join(dg.Advice, "\n"), strings.Join(tu.Notes, "\n"))
+	}
+}
+
+// TestLikeRunsTheCapturesCongestionControl: the reproduction's hosts run
+// the congestion control the fit read (its sender sysctl), else Linux's
+// default, not this machine's; the command line's wins.
+func TestLikeRunsTheCapturesCongestionControl(t *testing.T) {
+	f := &fit.Result{File: "x.pcap", Transfer: fit.Transfer{Direction: "download", Bytes: 1 << 20},
+		Directions: []fit.Direction{{Data: true, Spec: "delay 10ms"}, {Spec: "delay 10ms"}}}
+	for _, c := range []struct {
+		read, flag, want string
+	}{{"", "", "cubic"}, {"bbr", "", "bbr"}, {"bbr", "reno", "reno"}} {
+		f.Sysctls = fit.Sysctls{Client: map[string]string{}, Server: map[string]string{}}
+		if c.read != "" {
+			f.Sysctls.Server["net.ipv4.tcp_congestion_control"] = c.read
+		}
+		base := Config{}
+		base.Server.CC = c.flag
+		cfg, err := LikeConfig(f, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Server.CC != c.want {
+			t.Errorf("read %q, --cc %q: the server runs %q, want %q", c.read, c.flag, cfg.Server.CC, c.want)
+		}
 	}
 }

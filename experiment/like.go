@@ -86,6 +86,20 @@ func LikeConfig(f *fit.Result, base Config) (Config, error) {
 	}
 	cfg.ClientSysctls = mergeSysctls(base.ClientSysctls, f.Sysctls.Client)
 	cfg.ServerSysctls = mergeSysctls(base.ServerSysctls, f.Sysctls.Server)
+	// The congestion control the fit read from the capture; where it read
+	// none, Linux's default (cubic), not this machine's (which may be
+	// bbr: another sender than the original's, most likely).
+	for _, h := range []struct {
+		cc      *string
+		sysctls map[string]string
+	}{{&cfg.Client.CC, cfg.ClientSysctls}, {&cfg.Server.CC, cfg.ServerSysctls}} {
+		if *h.cc == "" {
+			*h.cc = likeCC
+			if v := h.sysctls["net.ipv4.tcp_congestion_control"]; v != "" {
+				*h.cc = v
+			}
+		}
+	}
 	switch rr := f.RequestResponse; {
 	case rr != nil:
 		// The same requests over as many connections, answers of the
@@ -103,6 +117,10 @@ func LikeConfig(f *fit.Result, base Config) (Config, error) {
 	}
 	return cfg, cfg.CheckSysctls()
 }
+
+// likeCC is the congestion control a reproduction's hosts run where the
+// capture does not show the original's: Linux's default.
+const likeCC = "cubic"
 
 // labHeaderBytes is what the lab's server sends before a response's body
 // (its status line and headers): a response of the original's size is a
@@ -162,9 +180,9 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, tri
 	}
 	// The receive buffer: the original's window over this kernel's share,
 	// which the first run measured (TCP_INFO) when its window bound it.
-	if calibrated, ok := calibrate(res.Fit, cfg, res.Run); ok {
+	if calibrated, ratio, ok := calibrate(res.Fit, cfg, res.Run); ok {
 		res.Calibration = fmt.Sprintf("the client's tcp_rmem max set from the original's window %s over the share %.2f this kernel offered as window on the first run (it was %s at the assumed %.2f)",
-			units.Size(res.Fit.Transfer.WindowMax).Human(), LearnedRatio(res.Run), cfg.ClientSysctls["net.ipv4.tcp_rmem"], predict.ScalingRatio)
+			units.Size(res.Fit.Transfer.WindowMax).Human(), ratio, cfg.ClientSysctls["net.ipv4.tcp_rmem"], predict.ScalingRatio)
 		cfg = calibrated
 		logf("like: %s", res.Calibration)
 		if res.Run, err = run("reproduction-calibrated", cfg); err != nil {
@@ -229,24 +247,25 @@ func describeSpecs(cfg Config) string {
 			parts = append(parts, fmt.Sprintf("%s %s=%q", side.name, k, side.kv[k]))
 		}
 	}
+	if cfg.Server.CC != "" {
+		parts = append(parts, "congestion control "+cfg.Server.CC)
+	}
 	return strings.Join(parts, "; ")
 }
 
 // calibrate returns the config with the client's receive buffer set from
 // the original's window and the share of the buffer the first run's
 // client offered as window, when the first run was receive-window limited
-// and its window missed the original's by more than 5 %.
-func calibrate(f *fit.Result, cfg Config, run *Result) (Config, bool) {
+// (or its client's buffer grew to the cap set: its largest window is then
+// the share of the cap) and its window missed the original's by more than
+// 5 %.
+func calibrate(f *fit.Result, cfg Config, run *Result) (Config, float64, bool) {
 	if _, set := f.Sysctls.Client["net.ipv4.tcp_rmem"]; !set {
-		return cfg, false
-	}
-	ratio := LearnedRatio(run)
-	if ratio <= 0 || f.Transfer.WindowMax <= 0 {
-		return cfg, false
+		return cfg, 0, false
 	}
 	cr := run.Captures[SideServer]
-	if cr == nil || len(cr.Connections) == 0 {
-		return cfg, false
+	if cr == nil || len(cr.Connections) == 0 || f.Transfer.WindowMax <= 0 {
+		return cfg, 0, false
 	}
 	var w int64
 	for _, c := range cr.Connections {
@@ -255,14 +274,28 @@ func calibrate(f *fit.Result, cfg Config, run *Result) (Config, bool) {
 		}
 	}
 	if w > 0 && math.Abs(float64(w)/float64(f.Transfer.WindowMax)-1) <= 0.05 {
-		return cfg, false
+		return cfg, 0, false
+	}
+	ratio := LearnedRatio(run)
+	if d := run.Download; ratio <= 0 && d != nil && w > 0 {
+		// Not window-limited for long, but the client's buffer grew to
+		// the cap set: its largest window is this kernel's share of it.
+		var lo, def, top int64
+		if n, _ := fmt.Sscan(cfg.ClientSysctls["net.ipv4.tcp_rmem"], &lo, &def, &top); n == 3 && top > 0 && int64(d.ClientEffective.RcvBuf) >= top {
+			if r := float64(w) / float64(top); r >= 0.2 && r <= 1 {
+				ratio = r
+			}
+		}
+	}
+	if ratio <= 0 {
+		return cfg, 0, false
 	}
 	buf := predict.BufferFor(units.Size(f.Transfer.WindowMax), ratio)
 	maxB := (int64(buf) + 4095) / 4096 * 4096
 	out := cfg
 	out.ClientSysctls = mergeSysctls(nil, cfg.ClientSysctls)
 	out.ClientSysctls["net.ipv4.tcp_rmem"] = fmt.Sprintf("4096 %d %d", min(131072, maxB), maxB)
-	return out, true
+	return out, ratio, true
 }
 
 // refit fits the lab's capture taken where the original was.

@@ -318,15 +318,27 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		out.Notes = append(out.Notes, why)
 	}
 	sender, receiver := map[string]string{}, map[string]string{}
-	if limit == analyzer.LimitReceiveWindow || st.WindowLimitedShare >= 0.5 || f.windowBound(rate) {
-		// The window bound the flight: the limit, where the analyzer
-		// (near the receiver, the flight only estimated) said another.
-		limit = analyzer.LimitReceiveWindow
+	bound := limit == analyzer.LimitReceiveWindow || st.WindowLimitedShare >= 0.5 || f.windowBound(rate)
+	// Near the sender a flight that reached the largest window met the
+	// window's cap at its peak, however seldom: a reproduction with a
+	// larger one lets the flight grow further (into a delay line's
+	// limit, a buffer's) than the original's did.
+	capped := where == "sender" && st.PeerMaxWindowBytes > 0 && float64(st.MaxInFlightBytes) >= windowCapShare*float64(st.PeerMaxWindowBytes)
+	if bound || capped {
+		why := "the window bound the flight"
+		if bound {
+			// The window bound the flight: the limit, where the analyzer
+			// (near the receiver, the flight only estimated) said another.
+			limit = analyzer.LimitReceiveWindow
+		} else {
+			why = fmt.Sprintf("the flight reached the largest window at its peak (%s of %s), though within 10 %% of the window on %.0f %% of data segments only: the window's cap",
+				units.Size(st.MaxInFlightBytes).Human(), units.Size(st.PeerMaxWindowBytes).Human(), st.WindowLimitedShare*100)
+		}
 		buf := predict.BufferFor(units.Size(st.PeerMaxWindowBytes), ratio)
 		note("receive_buffer_bytes", known(float64(buf), float64(predict.BufferFor(units.Size(st.PeerMaxWindowBytes), ratio*1.1)),
 			float64(predict.BufferFor(units.Size(st.PeerMaxWindowBytes), ratio*0.9)),
-			fmt.Sprintf("the window bound the flight: window / %.2f (the share of the buffer %s offers as window; pass --window-ratio if the receiver's kernel differs)",
-				ratio, ratioSource(ratio))))
+			fmt.Sprintf("%s: window / %.2f (the share of the buffer %s offers as window; pass --window-ratio if the receiver's kernel differs)",
+				why, ratio, ratioSource(ratio))))
 		max := (int64(buf) + 4095) / 4096 * 4096
 		receiver["net.ipv4.tcp_rmem"] = fmt.Sprintf("4096 %d %d", min(131072, max), max)
 	} else {
@@ -493,6 +505,10 @@ func (f *flow) perRoundTrip(meanBps float64) (bytes, bps float64) {
 	}
 	return bps / 8 * f.base.Seconds(), bps
 }
+
+// windowCapShare is how near the largest window the flight must come,
+// near the sender, for the window's cap to be the buffer's.
+const windowCapShare = 0.9
 
 // limitEvidence is what fitLimit weighs the analyzer's limit against.
 type limitEvidence struct {
