@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -36,7 +37,11 @@ type FitPoint struct {
 	// around half the round trip), 0 none.
 	Jitter time.Duration `json:"jitter_ns,omitempty"`
 	Rmem   units.Size    `json:"rmem_bytes"` // the client's tcp_rmem max, 0: default
-	CC     string        `json:"cc"`
+	// Line is netem's limit on the data's delay line (packets) where the
+	// point is a flight outgrowing it, with no bottleneck; 0: not set
+	// (netem's 1000, or out of the way where the spec says so).
+	Line int    `json:"line_limit,omitempty"`
+	CC   string `json:"cc"`
 	// seed is the point's lab seed: its place in the grid (1 first), so
 	// that a point run alone runs as it did in the grid; 0: its place in
 	// the list run.
@@ -53,6 +58,9 @@ func (p FitPoint) Spec() string {
 		// reordering's does.
 		s += " " + units.FormatDuration(p.Jitter) + " limit 100000"
 	}
+	if p.Line > 0 {
+		s += fmt.Sprintf(" limit %d", p.Line)
+	}
 	if p.Loss != "" {
 		s += " loss " + p.Loss
 	}
@@ -68,6 +76,19 @@ func (p FitPoint) Spec() string {
 		s += fmt.Sprintf(" limit 100000 | tbf rate %s burst %s limit %s", p.Rate, burst, p.Buffer)
 	}
 	return s
+}
+
+// lineLimit is netem's limit on the point's data direction (packets).
+func (p FitPoint) lineLimit() int {
+	f := strings.Fields(p.Spec())
+	for i := 0; i+1 < len(f) && f[i] != "|"; i++ {
+		if f[i] == "limit" {
+			if n, err := strconv.Atoi(f[i+1]); err == nil {
+				return n
+			}
+		}
+	}
+	return 1000 // netem's default
 }
 
 // size is enough data for 40 round trips at the point's rate (the window's
@@ -129,6 +150,11 @@ func FitGrid(quick bool) []FitPoint {
 		// 25 % correlation sends 1 % ahead (wanlab simulate says so).
 		g = append(g, FitPoint{Name: "reorder 8.24% 25% " + units.FormatDuration(rtt), RTT: rtt, Reorder: "8.24% 25%", CC: "cubic"})
 		g = append(g, FitPoint{Name: "rwnd " + units.FormatDuration(rtt), RTT: rtt, Rmem: 1 * units.MiB, CC: "cubic"})
+		if !quick && rtt >= 50*time.Millisecond {
+			// netem's default limit, which CUBIC's flight outgrows at
+			// 50 ms and more: drops with no queue.
+			g = append(g, FitPoint{Name: "line 1000 " + units.FormatDuration(rtt), RTT: rtt, Line: 1000, CC: "cubic"})
+		}
 		if !quick {
 			// Above the fit's floor (1 ms, 5 % of the round trip).
 			j := max(2*time.Millisecond, rtt/10)
@@ -225,6 +251,12 @@ type FitRow struct {
 	Jitter        float64 `json:"jitter_ms"`
 	JitterClaimed bool    `json:"jitter_claimed"`
 	JitterOK      bool    `json:"jitter_ok"`
+	// LineLimit is the fit's delay_limit_packets where it claims one
+	// (LineClaimed), LineOK within 10 % of the data's netem limit, and
+	// only where the proxy's queues dropped.
+	LineLimit   float64 `json:"line_limit"`
+	LineClaimed bool    `json:"line_claimed"`
+	LineOK      bool    `json:"line_ok"`
 	// TruthFrom says where the truth of loss and reordering came from:
 	// TruthCounters (what the proxy's loss model dropped and its netem
 	// sent ahead) or TruthSpec (the spec's long-run shares, with the
@@ -332,6 +364,11 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 		sd := math.Sqrt(max(row.TrueLoss, 1e-4)*(1-row.TrueLoss)*lossVar/float64(q.Samples)) * 100
 		row.LossSD = (q.Value - row.TrueLoss*100) / sd
 		row.LossOK = math.Abs(row.LossSD) <= 2 // the 95 % interval's width
+	}
+	if q, ok := pr["delay_limit_packets"]; ok && q.Known() {
+		row.LineClaimed, row.LineLimit = true, q.Value
+		st := proxyTruth(res)
+		row.LineOK = math.Abs(q.Value/float64(p.lineLimit())-1) <= 0.1 && (st == nil || st.tailDrops > 0)
 	}
 	if q := pr["jitter_ms"]; q.Known() {
 		row.JitterClaimed, row.Jitter = true, q.Value
@@ -467,7 +504,7 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 		return fmt.Sprintf("%+.1f%% %s", e*100, m)
 	}
 	type tally struct{ ok, claimed int }
-	var t [8]tally
+	var t [9]tally
 	count := func(i int, claimed, ok bool) {
 		if claimed {
 			t[i].claimed++
@@ -513,11 +550,12 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 		count(5, true, r.LimitOK)
 		count(6, r.ReorderClaimed, r.ReorderOK)
 		count(7, r.JitterClaimed, r.JitterOK)
+		count(8, r.LineClaimed, r.LineOK)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for i, name := range []string{"rtt within 5 %", "rate within 5 %", "buffer within 25 %", "loss within 2 sd", "burstiness class", "limit", "reorder within 2 sd", "jitter within 25 %"} {
+	for i, name := range []string{"rtt within 5 %", "rate within 5 %", "buffer within 25 %", "loss within 2 sd", "burstiness class", "limit", "reorder within 2 sd", "jitter within 25 %", "line limit within 10 %"} {
 		fmt.Fprintf(w, "%-21s %d of %d claimed\n", name+":", t[i].ok, t[i].claimed)
 	}
 	if unreached > 0 {

@@ -127,20 +127,43 @@ func (f *flow) delayLineDrops(runs []lossRun, where string, d time.Duration) del
 		out.limit = unknown("no one-way delay, or captured between the ends: the delay line's contents are not known")
 		return out
 	}
-	var idx []int
-	var counts []float64
+	// An overflow's episode: the flight's tail, then what the recovery
+	// sent into the line still full (near the receiver the second hole
+	// shows after a few arrivals, a round trip later). Runs not taken
+	// for a bottleneck's, each within two round trips of the one
+	// before; the episode's level is its runs' highest count (the first may be
+	// short: a flight's tail a segment or two past the limit), and one of
+	// them at least is long.
+	type episode struct {
+		runs  []int
+		level float64
+		long  bool
+	}
+	var eps []episode
 	for i, r := range runs {
-		if r.full || r.segs < lineMinSegs || r.before >= f.theta && f.theta > 0 {
+		if r.full {
 			continue
 		}
-		idx = append(idx, i)
-		counts = append(counts, float64(f.lineCount(f.lineTime(r.t, where), d)))
+		if n := len(eps); n == 0 || r.t-runs[eps[n-1].runs[len(eps[n-1].runs)-1]].t > 2*f.base {
+			eps = append(eps, episode{})
+		}
+		e := &eps[len(eps)-1]
+		e.runs = append(e.runs, i)
+		if r.before < f.theta || f.theta <= 0 {
+			e.long = e.long || r.segs >= lineMinSegs
+			e.level = max(e.level, float64(f.lineCount(f.lineTime(r.t, where), d)))
+		}
+	}
+	eps = slices.DeleteFunc(eps, func(e episode) bool { return !e.long })
+	counts := make([]float64, len(eps))
+	for k, e := range eps {
+		counts[k] = e.level
 	}
 	levels := f.lineLevels(d, where)
 	most, usual := levels[len(levels)-1], quantile(levels, 0.5)
 	var agree []int
 	med := 0.0
-	if len(idx) >= 2 {
+	if len(eps) >= 2 {
 		med = quantile(sorted(counts), 0.5)
 		for k, c := range counts {
 			if math.Abs(c-med) <= lineAgree*med {
@@ -148,32 +171,35 @@ func (f *flow) delayLineDrops(runs []lossRun, where string, d time.Duration) del
 			}
 		}
 	}
-	if len(agree) < 2 || 3*len(agree) < 2*len(idx) || most > (1+lineAgree)*med || usual > lineUsual*med {
+	if len(agree) < 2 || 3*len(agree) < 2*len(eps) || most > (1+lineAgree)*med || usual > lineUsual*med {
 		out.limit = unknown(fmt.Sprintf("no overflow of the delay line (%s): at most %.0f segments passed within it", ms(d), most))
 		if most >= lineDefault*9/10 {
 			out.spec = int(math.Ceil(most * lineRoom))
 		}
-		if len(idx) >= 2 {
-			out.limit = unknown(fmt.Sprintf("%d long loss runs with no queue before them, the delay line (%s) holding %.0f-%.0f segments at their first (%d within %.0f %% of the median, %.0f), at most %.0f, usually %.0f: no limit it overflowed (two thirds of the runs at one level, its most and more than its usual level by a quarter)",
-				len(idx), ms(d), slices.Min(counts), slices.Max(counts), len(agree), lineAgree*100, med, most, usual))
+		if len(eps) >= 2 {
+			out.limit = unknown(fmt.Sprintf("%d loss episodes with long runs and no queue before them, the delay line (%s) holding %.0f-%.0f segments at their first (%d within %.0f %% of the median, %.0f), at most %.0f, usually %.0f: no limit it overflowed (two thirds of the episodes at one level, its most and more than its usual level by a quarter)",
+				len(eps), ms(d), slices.Min(counts), slices.Max(counts), len(agree), lineAgree*100, med, most, usual))
 		}
 		return out
 	}
 	lo, hi := math.Inf(1), 0.0
 	segs := 0
 	for _, k := range agree {
-		r := &runs[idx[k]]
-		r.full, r.line = true, true
+		for _, i := range eps[k].runs {
+			r := &runs[i]
+			r.full, r.line = true, true
+			segs += r.segs
+		}
 		lo, hi = math.Min(lo, counts[k]), math.Max(hi, counts[k])
-		segs += r.segs
 	}
 	n := int(math.Round(med))
 	out.spec = n
 	// The capture's clock against the line's: segments pass the capture
 	// point a little before or after they enter or leave the line.
+	atLo, atHi := lo, hi
 	lo, hi = math.Min(lo, med*(1-lineClock)), math.Max(hi, med*(1+lineClock))
 	out.limit = withSamples(known(float64(n), lo, hi, fmt.Sprintf(
-		"%d runs of %d segments lost in all, each when the %s delay line held %.0f-%.0f segments (the segments that passed the capture point within %s before it), its most (%.0f) and more than it usually held (%.0f), with no queue before them: the line's limit overflowed (netem's limit, %d packets by default); tail drops, not random loss",
-		len(agree), segs, ms(d), slices.Min(counts), slices.Max(counts), ms(d), most, usual, lineDefault)), len(agree))
+		"%d loss episodes (runs within two round trips of each other) of %d segments in all, each when the %s delay line held %.0f-%.0f segments at its highest (the segments that passed the capture point within %s before it), its most (%.0f) and more than it usually held (%.0f), with no queue before them: the line's limit overflowed (netem's limit, %d packets by default); tail drops, not random loss",
+		len(agree), segs, ms(d), atLo, atHi, ms(d), most, usual, lineDefault)), len(agree))
 	return out
 }

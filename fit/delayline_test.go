@@ -37,15 +37,16 @@ func lineFlow(flights, lost []int, gap time.Duration) (*flow, []lossRun) {
 // without overflowing gets room in the spec.
 func TestDelayLineOverflows(t *testing.T) {
 	const d = 25 * time.Millisecond
-	saw := []int{600, 800, 1000, 1200, 840, 1040, 1240, 870, 1070, 1270}
+	// CUBIC's sawtooth: three overflows, four round trips apart.
+	saw := []int{600, 800, 1000, 1200, 700, 800, 900, 1100, 770, 870, 970, 1070, 750}
 	over := make([]int, len(saw))
 	for k, n := range saw {
 		over[k] = max(n-1000, 0)
 	}
 	f, runs := lineFlow(saw, over, 20*time.Microsecond)
 	line := f.delayLineDrops(runs, "receiver", d)
-	if !line.limit.Known() || line.limit.Value != 1000 || line.spec != 1000 || line.limit.Samples != 4 {
-		t.Fatalf("overflows at 1,000: %+v, spec limit %d; want 1000 from 4 runs", line.limit, line.spec)
+	if !line.limit.Known() || line.limit.Value != 1000 || line.spec != 1000 || line.limit.Samples != 3 {
+		t.Fatalf("overflows at 1,000: %+v, spec limit %d; want 1000 from 3 episodes", line.limit, line.spec)
 	}
 	for _, r := range runs {
 		if !r.full || !r.line {
@@ -54,9 +55,10 @@ func TestDelayLineOverflows(t *testing.T) {
 	}
 
 	// A window-limited flight of 800 a round, spread over it: 400 in the
-	// line all along; a bursty channel takes 4 segments three times.
-	steady := []int{800, 800, 800, 800, 800, 800}
-	burst := []int{0, 4, 0, 4, 0, 4}
+	// line all along; a bursty channel takes 4 segments three times, three
+	// round trips apart.
+	steady := []int{800, 800, 800, 800, 800, 800, 800, 800, 800}
+	burst := []int{0, 4, 0, 0, 4, 0, 0, 4, 0}
 	f, runs = lineFlow(steady, burst, f.base/800)
 	if line := f.delayLineDrops(runs, "receiver", d); line.limit.Known() || line.spec != 0 || !strings.Contains(line.limit.Unknown, "no limit it overflowed") {
 		t.Errorf("bursty loss at a window's level: %+v, spec limit %d; want none", line.limit, line.spec)

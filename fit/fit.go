@@ -235,7 +235,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		}
 	}
 	line := f.delayLineDrops(runs, where, f.base/2)
-	if line.limit.Known() || line.limit.Unknown != "" && strings.Contains(line.limit.Unknown, "long loss runs") {
+	if line.limit.Known() || line.limit.Unknown != "" && strings.Contains(line.limit.Unknown, "loss episodes with long runs") {
 		note("delay_limit_packets", line.limit)
 	}
 	firstLoss := time.Duration(0)
