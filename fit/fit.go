@@ -310,10 +310,21 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		limit = c.Diagnosis.Limit
 	}
 	perRTT, steadyBps := f.perRoundTrip(st.DataRateBps)
+	// The round trip rose as a queue's does while data flowed (the
+	// analyzer's own test): its median at 1.5 times the base and 2 ms
+	// more, from data to ACK near the sender, from the receiver's
+	// timestamps echoed elsewhere (less their tick).
 	baseMs := float64(f.base) / float64(time.Millisecond)
+	medMs := st.RTTP50Ms
+	if where != "sender" {
+		medMs = 0
+		if st.EchoRTTSamples >= 10 {
+			medMs = st.EchoRTTP50Ms - 1
+		}
+	}
 	limit, why := fitLimit(limitEvidence{limit: limit, where: where, lossModel: lossModel, rate: rate, transferBps: st.DataRateBps,
 		lossRuns: len(runs), perRTT: perRTT, window: float64(st.PeerMaxWindowBytes),
-		queued: st.EchoRTTSamples >= 10 && st.EchoRTTP50Ms-1 >= 1.5*baseMs+2})
+		queued: baseMs > 0 && medMs >= 1.5*baseMs+2})
 	if why != "" {
 		out.Notes = append(out.Notes, why)
 	}
@@ -532,10 +543,10 @@ type limitEvidence struct {
 // could have, with no bottleneck's rate, no loss, and the data delivered
 // per round trip half the receiver's window or less. A bottleneck's tail
 // drops are losses to the analyzer, which the fit tells apart (lossModel
-// "none": no loss of the path's own). Away from the sender its
-// bandwidth without a queue's rise rests on how evenly the data arrived,
-// which a flight spread over the round trip gives too: it stands only
-// with a bottleneck's rate found. Where a bottleneck's rate is known and
+// "none": no loss of the path's own). Its bandwidth without a queue's
+// rise rests on how evenly the data flowed, which a flight spread over
+// the round trip gives too: it stands only with a bottleneck's rate
+// found. Where a bottleneck's rate is known and
 // the transfer ran at 80 % of it or more, that rate is the limit, not
 // the congestion window (which the bottleneck then held) nor a limit
 // not taken; else no limit is named, and why says so.
@@ -554,10 +565,10 @@ func fitLimit(e limitEvidence) (string, string) {
 		}
 		why = "its losses were a full queue's, and no bottleneck's rate is known"
 	case analyzer.LimitBandwidth:
-		if e.rate.Known() || e.where == "sender" || e.queued {
+		if e.rate.Known() || e.queued {
 			return e.limit, ""
 		}
-		why = "away from the sender it rests on how evenly the data arrived, the round trip did not rise as a queue's does, and no bottleneck's rate was found"
+		why = "without a queue's rise in the round trip it rests on how evenly the data flowed, which a flight spread over the round trip gives too, and no bottleneck's rate was found"
 	case analyzer.LimitCongestion:
 		if atRate {
 			return analyzer.LimitBandwidth, ""
@@ -714,10 +725,23 @@ func lossFit(c lossCounts, where string) lossResult {
 			lp.params["gemodel_r_percent"] = known(r*100, r*100*0.8, min(100, r*100*1.25), fmt.Sprintf(
 				"mean loss run %.2f segments (%d of %d runs longer than one; independent losses would give about %.1f)", meanRun, multi, randRuns, expect))
 			lp.spec = "loss gemodel " + pct(gp*100) + " " + pct(r*100)
+		} else if chance := binomialTail(randRuns, multi, pr); chance < lossMultiChance {
+			// More runs of two or more than independent losses give (a
+			// chance under 1e-3: a random fit is so called once in 1,000),
+			// too few to call bursty: a bursty channel seen over a few
+			// runs, or tail drops the queue's samples missed. The rate
+			// stands, the process is not told.
+			lp.model = "unknown"
+			lp.notes = append(lp.notes, fmt.Sprintf("loss model: %d of %d runs held two segments or more where independent losses give about %.2g (a chance of %.1g): too many for random loss, too few to call it bursty",
+				multi, randRuns, expect, chance))
 		}
 	}
 	return lp
 }
+
+// lossMultiChance is the chance below which a fit's runs of two or more
+// segments are too many for independent losses.
+const lossMultiChance = 1e-3
 
 // netemStage writes the netem stage of a direction, or "" when it has
 // nothing to do.

@@ -525,7 +525,8 @@ func TestJitterFromEverySegmentsDelay(t *testing.T) {
 
 // TestLossFitFromRuns: the loss process from the runs left once the tail
 // drops are out. A few long runs are no loss rate: a range, the model
-// unknown, no loss stage.
+// unknown, no loss stage. More runs of two than independent losses give,
+// too few to call bursty, are a rate with no model.
 func TestLossFitFromRuns(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -541,6 +542,9 @@ func TestLossFitFromRuns(t *testing.T) {
 		{"bursty", lossCounts{segs: 200, runs: 60, multi: 40, shortest: 1, sent: 10000}, "bursty", true, "loss gemodel ", ""},
 		{"few runs", lossCounts{segs: 8, runs: 4, multi: 2, shortest: 1, sent: 10000}, "unknown", true, "loss 0.08%", ""},
 		{"few long runs", lossCounts{segs: 73, runs: 3, multi: 3, shortest: 20, sent: 46000}, "unknown", false, "", "too few runs to tell"},
+		// A Gilbert channel at 200 ms seen over five runs (3 of them of
+		// two or more, where independent losses give 0.06): no process.
+		{"between random and bursty", lossCounts{segs: 12, runs: 5, multi: 3, shortest: 1, sent: 931}, "unknown", true, "loss 1.29%", ""},
 	} {
 		lp := lossFit(c.counts, "receiver")
 		p := lp.params["loss_percent"]

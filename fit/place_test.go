@@ -122,8 +122,8 @@ func TestHolesFilledUnsent(t *testing.T) {
 // could have held the transfer (no bottleneck, no loss, under half a
 // window per round trip: a sender pinned to one skb, seen from the
 // client); its loss where every loss was a full queue's goes, and so
-// does its bandwidth seen from the receiver with no rate found and no
-// queue's rise in the round trip. In their place, and in the congestion
+// does its bandwidth with no rate found and no queue's rise in the round
+// trip. In their place, and in the congestion
 // window's, the bottleneck's rate where the transfer ran near it, else
 // no limit named.
 func TestLimitFromWhereItWasTaken(t *testing.T) {
@@ -151,11 +151,12 @@ func TestLimitFromWhereItWasTaken(t *testing.T) {
 		{analyzer.LimitCongestion, "sender", "none", rate, 93e6, 2, false, analyzer.LimitBandwidth},
 		{analyzer.LimitCongestion, "receiver", "none", rate, 54e6, 9, false, analyzer.LimitCongestion},
 		{analyzer.LimitCongestion, "sender", "random", none, 54e6, 9, false, analyzer.LimitCongestion},
-		// Bandwidth seen from the receiver: with a rate, or a queue's rise.
+		// Bandwidth: with a rate, or a queue's rise.
 		{analyzer.LimitBandwidth, "receiver", "none", none, 27e6, 0, false, ""},
 		{analyzer.LimitBandwidth, "receiver", "none", none, 27e6, 0, true, analyzer.LimitBandwidth},
 		{analyzer.LimitBandwidth, "receiver", "none", rate, 95e6, 0, false, analyzer.LimitBandwidth},
-		{analyzer.LimitBandwidth, "sender", "none", none, 27e6, 0, false, analyzer.LimitBandwidth},
+		{analyzer.LimitBandwidth, "sender", "none", none, 27e6, 0, false, ""},
+		{analyzer.LimitBandwidth, "sender", "none", none, 27e6, 0, true, analyzer.LimitBandwidth},
 	} {
 		// A 100 ms round trip and a 2 MiB window: half of it per round
 		// trip is 84 Mbit/s.
