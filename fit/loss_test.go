@@ -325,15 +325,23 @@ func TestBufferFromOverflows(t *testing.T) {
 		// time, and that stalls lifted to 12 ms in 0.5 % of its samples
 		// (qmax is then theirs).
 		levels []time.Duration
+		// stalls is how often the stalls lift the queue (one sample in
+		// stalls; 0: 200).
+		stalls int
 	}{
-		{"agree", 2500 * us, 2000 * us, 2600 * us, 0, true, nil},
-		{"a stall lifts the top", 8 * ms, 2000 * us, 2600 * us, 0, true, nil},
-		{"overflows met a stall", 2500 * us, 2000 * us, 7800 * us, 0, false, nil},
-		{"samples missed the top", 2500 * us, 2000 * us, 1200 * us, 0, false, nil},
-		{"under four ticks", 2500 * us, 2000 * us, 2600 * us, ms, false, nil},
-		{"four ticks", 10 * ms, 9 * ms, 10 * ms, ms, true, nil},
-		{"stalls timed most overflows", 13500 * us, 2000 * us, 2600 * us, 0, true, []time.Duration{2600 * us, 2600 * us, 2600 * us, 12 * ms, 12500 * us, 13 * ms, 13500 * us}},
-		{"stalls timed two of three", 12500 * us, 2000 * us, 2400 * us, 0, false, []time.Duration{2400 * us, 12 * ms, 12500 * us}},
+		{"agree", 2500 * us, 2000 * us, 2600 * us, 0, true, nil, 0},
+		{"a stall lifts the top", 8 * ms, 2000 * us, 2600 * us, 0, true, nil, 0},
+		{"overflows met a stall", 2500 * us, 2000 * us, 7800 * us, 0, false, nil, 0},
+		{"samples missed the top", 2500 * us, 2000 * us, 1200 * us, 0, false, nil, 0},
+		{"under four ticks", 2500 * us, 2000 * us, 2600 * us, ms, false, nil, 0},
+		{"four ticks", 10 * ms, 9 * ms, 10 * ms, ms, true, nil, 0},
+		{"stalls timed most overflows", 13500 * us, 2000 * us, 2600 * us, 0, true, []time.Duration{2600 * us, 2600 * us, 2600 * us, 12 * ms, 12500 * us, 13 * ms, 13500 * us}, 0},
+		{"stalls timed two of three", 12500 * us, 2000 * us, 2400 * us, 0, false, []time.Duration{2400 * us, 12 * ms, 12500 * us}, 0},
+		// A busy core: the stalls lift one sample in twenty, so their
+		// level is one the queue reached too; the three overflows' levels
+		// lie five times apart (the lab, 2026-12-04: 137 KiB claimed for
+		// 31 KiB).
+		{"stalls often, levels apart", 12500 * us, 2000 * us, 2400 * us, 0, false, []time.Duration{2400 * us, 12 * ms, 12500 * us}, 20},
 	} {
 		f := &flow{mss: 1448, ipFact: 1, base: 10 * ms, rate: rate, rateLo: 0.99 * rate, rateHi: 1.01 * rate, qmax: c.qmax, qp95: c.p95, qTick: c.tick, qLeg: "data to ACK"}
 		var drops []lossRun
@@ -341,9 +349,13 @@ func TestBufferFromOverflows(t *testing.T) {
 		if levels == nil {
 			levels = []time.Duration{c.level, c.level, c.level, c.level, c.level}
 		} else {
+			every := c.stalls
+			if every == 0 {
+				every = 200
+			}
 			for i := range 1000 {
 				q := time.Duration(i%20) * c.level / 19
-				if i%200 == 7 {
+				if i%every == 7 {
 					q = 12 * ms
 				}
 				f.queue = append(f.queue, sample{time.Duration(i) * ms, q})
