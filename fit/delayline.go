@@ -102,23 +102,25 @@ func (f *flow) lostSend(r record) bool {
 
 // delayLine is what the capture says of the data's delay line of d
 // (the spec's one-way delay): the limit its overflows showed (a Param,
-// unknown where none did) and the limit a spec should give it (0:
-// netem's default will do).
+// unknown where none did), the limit a spec should give it (0: netem's
+// default will do), and how many loss episodes could have been its
+// overflows (two or more: the limit is a finding either way).
 type delayLine struct {
-	limit Param
-	spec  int
+	limit    Param
+	spec     int
+	episodes int
 }
 
-// delayLineDrops marks the long runs not taken for a bottleneck's tail
-// drops, with no queue before them, that came when the line held the
-// same number of segments (within 10 % of their median; two runs or
-// more, and two thirds of such runs), that number its ceiling (the most
-// it held, 10 % more at most) and not its usual level (its median at
-// 80 % of it or less: the flight grew into the limit and fell back, as
-// a congestion window does at overflows, where a window-limited flight
-// that a bursty channel hits holds its level all along): the line's
-// overflows. They are tail drops (full, line); the limit is their
-// median count. Where none overflowed, a line that held 90 % of
+// delayLineDrops marks the runs of the loss episodes (runs not taken
+// for a bottleneck's tail drops, with no queue before them, one at least
+// long) that came when the line held the same number of segments (within
+// 10 % of their median; two episodes or more, and two thirds of them),
+// that number its ceiling (the most it held, 10 % more at most) and not
+// its usual level (its median at 80 % of it or less: the flight grew
+// into the limit and fell back, as a congestion window does at
+// overflows, where a window-limited flight that a bursty channel hits
+// holds its level all along): the line's overflows. They are tail drops
+// (full, line); the limit is their median count. Where none overflowed, a line that held 90 % of
 // netem's default or more needs room in a reproduction: half as much
 // again as it held.
 func (f *flow) delayLineDrops(runs []lossRun, where string, d time.Duration) delayLine {
@@ -155,6 +157,7 @@ func (f *flow) delayLineDrops(runs []lossRun, where string, d time.Duration) del
 		}
 	}
 	eps = slices.DeleteFunc(eps, func(e episode) bool { return !e.long })
+	out.episodes = len(eps)
 	counts := make([]float64, len(eps))
 	for k, e := range eps {
 		counts[k] = e.level

@@ -235,7 +235,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		}
 	}
 	line := f.delayLineDrops(runs, where, f.base/2)
-	if line.limit.Known() || line.limit.Unknown != "" && strings.Contains(line.limit.Unknown, "loss episodes with long runs") {
+	if line.limit.Known() || line.episodes >= 2 {
 		note("delay_limit_packets", line.limit)
 	}
 	firstLoss := time.Duration(0)
@@ -529,8 +529,8 @@ type limitEvidence struct {
 	lossRuns                int     // loss runs not taken for tail drops
 	perRTT, window          float64 // data delivered per round trip; the receiver's largest window (bytes)
 	// queued says the round trip rose as a queue's does while data
-	// flowed (the receiver's timestamps echoed at 1.5 times the base
-	// and 2 ms more, at the median: the analyzer's own test).
+	// flowed (its median at 1.5 times the base and 2 ms more: the
+	// analyzer's own test).
 	queued bool
 }
 
@@ -546,10 +546,10 @@ type limitEvidence struct {
 // "none": no loss of the path's own). Its bandwidth without a queue's
 // rise rests on how evenly the data flowed, which a flight spread over
 // the round trip gives too: it stands only with a bottleneck's rate
-// found. Where a bottleneck's rate is known and
-// the transfer ran at 80 % of it or more, that rate is the limit, not
-// the congestion window (which the bottleneck then held) nor a limit
-// not taken; else no limit is named, and why says so.
+// found. Where a bottleneck's rate is known and the transfer ran at 80 %
+// of it or more, that rate is the limit, not the congestion window
+// (which the bottleneck then held) nor a limit not taken; else no limit
+// is named, and why says so.
 func fitLimit(e limitEvidence) (string, string) {
 	atRate := e.rate.Known() && e.transferBps >= 0.8*e.rate.Value
 	var why string
