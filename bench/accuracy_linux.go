@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/binom"
 	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/lab/vm"
@@ -161,7 +162,7 @@ func Accuracy(ctx context.Context, cfg Config) (*Report, error) {
 					return nil, err
 				}
 				seen := int(q.Packets) + int(q.Drops)
-				lo, hi := wilson(int(q.Drops), seen, z999)
+				lo, hi := binom.Wilson(int(q.Drops), seen, z999)
 				want := 100 * engine.StationaryLoss(c.netem.Loss)
 				m := measured(label(c.text), pname, "loss at the VM's netem", "%", want, 100*float64(q.Drops)/float64(max(seen, 1))).
 					withInterval(100*lo, 100*hi).withTarget("in 99.9 % CI", want >= 100*lo && want <= 100*hi)
@@ -307,7 +308,7 @@ func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult, run 
 			// model's loss counts both.
 			want = 100 * model.Loss
 		}
-		lo, hi := wilson(st.Sent-st.Received, st.Sent, z999)
+		lo, hi := binom.Wilson(st.Sent-st.Received, st.Sent, z999)
 		m := measured(lbl, path, "loss", "%", want, lossPct).withInterval(100*lo, 100*hi)
 		if c.tbf == nil {
 			m = m.withTarget("in 99.9 % CI", want >= 100*lo && want <= 100*hi)
@@ -317,7 +318,7 @@ func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult, run 
 			out = append(out, measured(lbl, path, "loss burst length", "pkts", geMeanBurst(c.netem.Loss, 2000000, 7), st.MeanLossRun))
 		}
 	} else if c.tbf == nil {
-		lo, hi := wilson(st.Sent-st.Received, st.Sent, z999)
+		lo, hi := binom.Wilson(st.Sent-st.Received, st.Sent, z999)
 		want := 0.0
 		m := measured(lbl, path, "loss", "%", want, lossPct)
 		if c.netem != nil && c.netem.Corrupt > 0 {
@@ -330,7 +331,7 @@ func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult, run 
 		out = append(out, m.withInterval(100*lo, 100*hi).withTarget("in 99.9 % CI", want >= 100*lo && want <= 100*hi))
 	}
 	if c.netem != nil && c.netem.Duplicate > 0 && st.Received > 0 {
-		lo, hi := wilson(st.Duplicates, st.Received, z999)
+		lo, hi := binom.Wilson(st.Duplicates, st.Received, z999)
 		want := float64(c.netem.Duplicate)
 		m := measured(lbl, path, "duplicated", "%", want, 100*float64(st.Duplicates)/float64(st.Received))
 		if c.netem.DuplicateCorr > 0 {

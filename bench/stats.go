@@ -2,7 +2,6 @@ package bench
 
 import (
 	"cmp"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -13,20 +12,6 @@ import (
 
 // z999 is the two-sided 99.9 % normal quantile.
 const z999 = 3.2905267314919255
-
-// wilson returns the Wilson score interval of k successes in n trials at
-// confidence z (probabilities in [0, 1]).
-func wilson(k, n int, z float64) (lo, hi float64) {
-	if n == 0 {
-		return 0, 1
-	}
-	p := float64(k) / float64(n)
-	nf := float64(n)
-	den := 1 + z*z/nf
-	centre := (p + z*z/(2*nf)) / den
-	half := z * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf)) / den
-	return math.Max(0, centre-half), math.Min(1, centre+half)
-}
 
 // quantile returns the q-quantile (0..1) of sorted values, interpolating
 // linearly between neighbours; 0 for no values.

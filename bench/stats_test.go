@@ -9,20 +9,6 @@ import (
 	"github.com/wanlab/wanlab/tc/spec"
 )
 
-func TestWilson(t *testing.T) {
-	// 10 of 1000 at 99.9 %: the interval holds 1 % and excludes 0.2 % and 3 %.
-	lo, hi := wilson(10, 1000, z999)
-	if !(lo < 0.01 && hi > 0.01) || lo < 0.002 || hi > 0.03 {
-		t.Errorf("wilson(10, 1000) = [%.4f, %.4f]", lo, hi)
-	}
-	if lo, hi := wilson(0, 100, z999); lo != 0 || hi <= 0 || hi > 0.2 {
-		t.Errorf("wilson(0, 100) = [%g, %g]", lo, hi)
-	}
-	if lo, hi := wilson(0, 0, z999); lo != 0 || hi != 1 {
-		t.Errorf("wilson(0, 0) = [%g, %g], want [0, 1]", lo, hi)
-	}
-}
-
 func TestQuantile(t *testing.T) {
 	v := []float64{1, 2, 3, 4, 5}
 	for _, c := range []struct{ q, want float64 }{{0, 1}, {.5, 3}, {1, 5}, {.99, 4.96}} {

@@ -170,3 +170,18 @@ func TestLikeRunsTheCapturesCongestionControl(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareNoRetransmissions: a reproduction that re-sent nothing,
+// like an original that re-sent nothing, is within the original's
+// interval (its low end is 0, not a rounding's 5e-18 above it).
+func TestCompareNoRetransmissions(t *testing.T) {
+	for _, n := range []int{7, 8, 1000, 4455, 74211} {
+		o := &fit.Result{Transfer: fit.Transfer{DataPkts: n, RateBps: 1e8, RTTP50Ms: 35}}
+		r := &fit.Result{Transfer: fit.Transfer{DataPkts: n + 17, RateBps: 1e8, RTTP50Ms: 35}}
+		for _, s := range compare(o, r) {
+			if s.Measure == "retransmission_rate" && !s.Within {
+				t.Errorf("%d packets, none re-sent at either: %+v", n, s)
+			}
+		}
+	}
+}

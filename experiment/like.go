@@ -14,6 +14,7 @@ import (
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/analyzer/report"
 	"github.com/wanlab/wanlab/fit"
+	"github.com/wanlab/wanlab/internal/binom"
 	"github.com/wanlab/wanlab/predict"
 	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/units"
@@ -339,7 +340,7 @@ func compare(orig, rep *fit.Result) []Similarity {
 	}
 	num("rate_bps", o.RateBps, r.RateBps, 0.10)
 	num("rtt_p50_ms", o.RTTP50Ms, r.RTTP50Ms, 0.05)
-	lo, hi := wilsonInterval(o.ResentPkts, o.DataPkts)
+	lo, hi := binom.Wilson(o.ResentPkts, o.DataPkts, binom.Z95)
 	rr := 0.0
 	if r.DataPkts > 0 {
 		rr = float64(r.ResentPkts) / float64(r.DataPkts)
@@ -406,19 +407,6 @@ func compareRR(orig, rep *fit.Result) []Similarity {
 	out = append(out, Similarity{Measure: "diagnosis", OriginalText: orig.Transfer.Limit, ReproducedText: rep.Transfer.Limit,
 		Figure: same, Within: same == 1, Tolerance: "the same limit"})
 	return out
-}
-
-// wilsonInterval is the 95 % Wilson interval of k in n.
-func wilsonInterval(k, n int) (lo, hi float64) {
-	if n == 0 {
-		return 0, 1
-	}
-	const z = 1.96
-	p, nf := float64(k)/float64(n), float64(n)
-	d := 1 + z*z/nf
-	c := p + z*z/(2*nf)
-	w := z * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf))
-	return max(0, (c-w)/d), min(1, (c+w)/d)
 }
 
 // parseTries reads --try values: KEY=VALUE goes to the end the key acts

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/wanlab/wanlab/analyzer"
+	"github.com/wanlab/wanlab/internal/binom"
 	"github.com/wanlab/wanlab/predict"
 	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/units"
@@ -282,7 +283,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		note("reorder_percent", unknown("reordering shows at the receiver; this capture was taken near the sender"))
 	} else if sent > 0 {
 		k := len(reorders)
-		lo, hi := wilson(k, sent)
+		lo, hi := binom.Wilson(k, sent, binom.Z95)
 		if k == 0 {
 			p["reorder_percent"] = withSamples(known(0, 0, 300/float64(sent), fmt.Sprintf("no segment arrived out of order: under %.2g %% at 95 %%", 300/float64(sent))), sent)
 		} else {
@@ -676,7 +677,7 @@ func lossFit(c lossCounts, where string) lossResult {
 	if sent <= 0 {
 		return lp
 	}
-	lo, hi := wilson(randSegs, sent)
+	lo, hi := binom.Wilson(randSegs, sent, binom.Z95)
 	pr := float64(randSegs) / float64(sent)
 	if randSegs == 0 {
 		lp.params["loss_percent"] = Param{Value: 0, High: 300 / float64(sent), Samples: sent,

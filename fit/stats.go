@@ -133,20 +133,6 @@ func meanStd(xs []float64) (mean, std float64) {
 	return mean, math.Sqrt(std / float64(len(xs)-1))
 }
 
-// wilson is the 95 % Wilson score interval of k successes in n trials.
-func wilson(k, n int) (lo, hi float64) {
-	if n == 0 {
-		return 0, 1
-	}
-	const z = 1.96
-	p := float64(k) / float64(n)
-	nf := float64(n)
-	d := 1 + z*z/nf
-	c := p + z*z/(2*nf)
-	w := z * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf))
-	return max(0, (c-w)/d), min(1, (c+w)/d)
-}
-
 // ranks are the values' ranks (ties share their mean rank).
 func ranks(v []float64) []float64 {
 	idx := make([]int, len(v))
