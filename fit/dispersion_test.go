@@ -50,6 +50,12 @@ func TestRateFromDispersion(t *testing.T) {
 		{"a bottleneck's spacing", trains(40, jittered), true, ""},
 		{"the hosts' spacing", trains(40, func(int) time.Duration { return time.Duration(rng.Int64N(int64(2 * pkt))) }), false, "no one spacing"},
 		{"a spacing the path never carried", trains(5, jittered), false, "the hosts' spacing"},
+		// Flights that fill 40 % of each round trip: the path carried 8
+		// Mbit/s at its best, under half the band's rate, which nearly
+		// every pair holds (a short buffer's drops kept the window
+		// down); a fifth of it is no bottleneck's.
+		{"a strong band the path carried 40 % of", trains(20, jittered), true, ""},
+		{"a strong band the path carried 20 % of", trains(10, jittered), false, "under 1/3 of it"},
 		// A fifth of the pairs a bottleneck's (a short queue that empties
 		// often), at the rate the path carried at its best.
 		{"a fifth at the rate carried", trains(40, func(i int) time.Duration {

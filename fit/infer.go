@@ -1116,6 +1116,18 @@ func (f *flow) bufferSize(tailDrops int, drops []lossRun) Param {
 	if f.rate <= 0 {
 		return unknown("no bottleneck rate: the buffer cannot be sized")
 	}
+	// A queue at the bottleneck drains at its rate: where the path never
+	// carried half of it (a rate from the packets' spacing alone), the
+	// delays the data met were not that queue's alone (a host that could
+	// not keep up held them too: 12 ms before the drops behind 1 Gbit/s
+	// and a 2.4 ms buffer, the path at 481 Mbit/s at its best).
+	if del := f.delivered(); len(del) > 0 {
+		if peak := f.peakRate(del); peak > 0 && peak < f.rate/2 {
+			return unknown(fmt.Sprintf("the path carried at most %s over a few round trips, under half the bottleneck's %s: the queueing delays were not its queue's alone, and the buffer cannot be sized from them",
+				units.Rate(peak).Human(), units.Rate(f.rate).Human()))
+		}
+	}
+
 	b := f.qmax.Seconds() * f.rate / 8
 	lo := f.qp95.Seconds() * f.rateLo / 8
 	hi := f.qmax.Seconds() * f.rateHi / 8 * 1.1

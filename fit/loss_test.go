@@ -572,3 +572,32 @@ func TestLossFitFromRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestBufferNeedsTheRateCarried: overflows that met 12 ms behind a 100
+// Mbit/s bottleneck size its buffer where the path carried its rate, and
+// not where it carried a quarter of it at best (a rate from the packets'
+// spacing alone: the delays were a slower host's too).
+func TestBufferNeedsTheRateCarried(t *testing.T) {
+	ms := time.Millisecond
+	const rate = 100e6
+	for _, c := range []struct {
+		name    string
+		carried float64 // bits/s
+		known   bool
+	}{{"at the rate", rate, true}, {"at a quarter of it", rate / 4, false}} {
+		f := &flow{mss: 1448, ipFact: 1, base: 10 * ms, isn: 1, rate: rate, rateLo: 0.99 * rate, rateHi: 1.01 * rate,
+			qmax: 12 * ms, qp95: 11 * ms, qLeg: "data to ACK"}
+		per := int64(c.carried / 8 / 1000) // bytes a millisecond
+		for i := range int64(500) {
+			f.acks = append(f.acks, record{t: time.Duration(i) * ms, ack: uint32(1 + (i+1)*per), flags: decode.FlagACK, karn: -1})
+		}
+		var drops []lossRun
+		for i := range 5 {
+			drops = append(drops, lossRun{t: time.Duration(50+90*i) * ms, segs: 4, full: true, before: 12 * ms, beforeAge: ms})
+		}
+		p := f.bufferSize(20, drops)
+		if p.Known() != c.known || (!c.known && !strings.Contains(p.Unknown, "under half the bottleneck's")) {
+			t.Errorf("%s: %+v, want known %v", c.name, p, c.known)
+		}
+	}
+}
