@@ -30,6 +30,11 @@ const (
 	lineUsual = 0.8
 	// lineClock is the least half-width of the limit's interval.
 	lineClock = 0.03
+	// lineEpisodeGap is the most half round trips between one run of an
+	// overflow's episode and the next: the recovery's hole shows a round
+	// trip after the flight's tail (at 200 ms CUBIC overflowed again two
+	// round trips after the recovery's hole).
+	lineEpisodeGap = 3
 	// lineRoom is the limit a spec gives a line that never overflowed,
 	// over the most it held, where that came near netem's default.
 	lineRoom = 1.5
@@ -132,8 +137,8 @@ func (f *flow) delayLineDrops(runs []lossRun, where string, d time.Duration) del
 	// An overflow's episode: the flight's tail, then what the recovery
 	// sent into the line still full (near the receiver the second hole
 	// shows after a few arrivals, a round trip later). Runs not taken
-	// for a bottleneck's, each within two round trips of the one
-	// before; the episode's level is its runs' highest count (the first may be
+	// for a bottleneck's, each within one and a half round trips of the
+	// one before; the episode's level is its runs' highest count (the first may be
 	// short: a flight's tail a segment or two past the limit), and one of
 	// them at least is long.
 	type episode struct {
@@ -146,7 +151,7 @@ func (f *flow) delayLineDrops(runs []lossRun, where string, d time.Duration) del
 		if r.full {
 			continue
 		}
-		if n := len(eps); n == 0 || r.t-runs[eps[n-1].runs[len(eps[n-1].runs)-1]].t > 2*f.base {
+		if n := len(eps); n == 0 || r.t-runs[eps[n-1].runs[len(eps[n-1].runs)-1]].t > lineEpisodeGap*f.base/2 {
 			eps = append(eps, episode{})
 		}
 		e := &eps[len(eps)-1]
@@ -202,7 +207,7 @@ func (f *flow) delayLineDrops(runs []lossRun, where string, d time.Duration) del
 	atLo, atHi := lo, hi
 	lo, hi = math.Min(lo, med*(1-lineClock)), math.Max(hi, med*(1+lineClock))
 	out.limit = withSamples(known(float64(n), lo, hi, fmt.Sprintf(
-		"%d loss episodes (runs within two round trips of each other) of %d segments in all, each when the %s delay line held %.0f-%.0f segments at its highest (the segments that passed the capture point within %s before it), its most (%.0f) and more than it usually held (%.0f), with no queue before them: the line's limit overflowed (netem's limit, %d packets by default); tail drops, not random loss",
+		"%d loss episodes (runs within one and a half round trips of each other) of %d segments in all, each when the %s delay line held %.0f-%.0f segments at its highest (the segments that passed the capture point within %s before it), its most (%.0f) and more than it usually held (%.0f), with no queue before them: the line's limit overflowed (netem's limit, %d packets by default); tail drops, not random loss",
 		len(agree), segs, ms(d), atLo, atHi, ms(d), most, usual, lineDefault)), len(agree))
 	return out
 }

@@ -54,6 +54,16 @@ func TestDelayLineOverflows(t *testing.T) {
 		}
 	}
 
+	// At a long round trip the recovery's round loses its tail too, a
+	// round after the overflow, and the sawtooth overflows again two
+	// rounds later: three episodes of two runs, not one chain.
+	long := []int{600, 800, 1000, 1200, 900, 700, 1100, 800, 700, 1150, 800, 700}
+	longLost := []int{0, 0, 0, 200, 100, 0, 100, 50, 0, 150, 40, 0}
+	f, runs = lineFlow(long, longLost, 20*time.Microsecond)
+	if line := f.delayLineDrops(runs, "receiver", d); !line.limit.Known() || line.limit.Value != 1000 || line.limit.Samples != 3 {
+		t.Errorf("overflows two rounds after each recovery: %+v; want 1000 from 3 episodes", line.limit)
+	}
+
 	// A window-limited flight of 800 a round, spread over it: 400 in the
 	// line all along; a bursty channel takes 4 segments three times, three
 	// round trips apart.
