@@ -297,6 +297,10 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		}
 	}
 	note("jitter_ms", jitter)
+	if jitter.Known() {
+		rtt = jitteredMin(rtt, jitter.Value, f.baseSamples())
+		note("rtt_ms", rtt)
+	}
 
 	// The endpoints.
 	rx := c.Directions[1-f.dir]

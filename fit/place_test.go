@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"math"
 	"sort"
 	"testing"
 	"time"
@@ -190,6 +191,24 @@ func TestOneSkbSendBuffer(t *testing.T) {
 		st := &analyzer.Direction{DirectionStats: analyzer.DirectionStats{MaxInFlightBytes: c.maxFlight, PeerMaxWindowBytes: c.window, WindowLimitedShare: c.windowShare, TransferMs: c.lasted}}
 		if got := holdsOneSkb(st, goal, 100*ms); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestJitteredMinimum: the lowest of a few jittered round trips lies
+// above the delays' sum by up to 2j (1 - 0.05^(1/n)): the interval of a
+// base from 8 echoes with 2 ms of jitter reaches 1.3 ms below it, one
+// from 93 echoes 0.13 ms, one without jitter stays as it was.
+func TestJitteredMinimum(t *testing.T) {
+	base := known(8.87, 8.82, 8.87, "lowest")
+	for _, c := range []struct {
+		j      float64
+		n      int
+		wantLo float64
+	}{{2.09, 8, 8.87 - 1.30}, {2.09, 93, 8.87 - 0.13}, {0, 8, 8.82}, {2.09, 1, 8.87 - 3.97}} {
+		got := jitteredMin(base, c.j, c.n)
+		if math.Abs(got.Low-c.wantLo) > 0.01 || got.Value != base.Value || got.High != base.High {
+			t.Errorf("jitter %.2f ms over %d samples: %+v, want the low end %.2f", c.j, c.n, got, c.wantLo)
 		}
 	}
 }
