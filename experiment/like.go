@@ -281,9 +281,8 @@ func calibrate(f *fit.Result, cfg Config, run *Result) (Config, float64, bool) {
 	if d := run.Download; ratio <= 0 && d != nil && w > 0 {
 		// Not window-limited for long, but the client's buffer grew to
 		// the cap set: its largest window is this kernel's share of it.
-		var lo, def, top int64
-		if n, _ := fmt.Sscan(cfg.ClientSysctls["net.ipv4.tcp_rmem"], &lo, &def, &top); n == 3 && top > 0 && int64(d.ClientEffective.RcvBuf) >= top {
-			if r := float64(w) / float64(top); r >= 0.2 && r <= 1 {
+		if t, err := tuner.ParseTriple(cfg.ClientSysctls["net.ipv4.tcp_rmem"]); err == nil && t.Max > 0 && int64(d.ClientEffective.RcvBuf) >= t.Max {
+			if r := float64(w) / float64(t.Max); r >= 0.2 && r <= 1 {
 				ratio = r
 			}
 		}

@@ -315,10 +315,13 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		limit = c.Diagnosis.Limit
 	}
 	perRTT, steadyBps := f.perRoundTrip(st.DataRateBps)
-	// The round trip rose as a queue's does while data flowed (the
-	// analyzer's own test): its median at 1.5 times the base and 2 ms
+	// The round trip rose as a queue's does while data flowed: the
+	// analyzer's own test (its median at 1.5 times the base and 2 ms
 	// more, from data to ACK near the sender, from the receiver's
-	// timestamps echoed elsewhere (less their tick).
+	// timestamps echoed elsewhere, less their tick), against the fit's
+	// base, not the analyzer's (near the receiver its handshake, which
+	// called a reordered path's recovery waits a queue and its limit
+	// bandwidth).
 	baseMs := float64(f.base) / float64(time.Millisecond)
 	medMs := st.RTTP50Ms
 	if where != "sender" {
