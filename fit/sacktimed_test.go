@@ -133,3 +133,103 @@ func TestCoversPerRecordBeyondTheBound(t *testing.T) {
 		t.Errorf("%d covers, want one per segment (%d)", n, 10*big/mss)
 	}
 }
+
+// receiverCapture builds what a capture next to a receiver shows of a
+// bulk transfer sent every spacing, each segment taking delay(i) to the
+// receiver and ackLeg back: a receiver that ACKs every arrival at once
+// (TSval ticking each millisecond, SACK blocks above its cumulative
+// ACK), and a sender whose segments echo the newest TSval it had.
+func receiverCapture(n, mss int, spacing, ackLeg time.Duration, delay func(i int) time.Duration) *flow {
+	f := &flow{dir: 1, mss: mss, isn: 1, st: &analyzer.Direction{}}
+	type arrival struct {
+		i int
+		t time.Duration
+	}
+	arr := make([]arrival, n)
+	for i := range n {
+		arr[i] = arrival{i, time.Duration(i)*spacing + delay(i)}
+	}
+	slices.SortStableFunc(arr, func(a, b arrival) int { return cmp.Compare(a.t, b.t) })
+	tsval := func(t time.Duration) uint32 { return uint32(1000 + t/time.Millisecond) }
+	got := make([]bool, n)
+	cum := 0
+	for _, a := range arr {
+		sent := time.Duration(a.i) * spacing
+		// The newest TSval at the sender: of the latest arrival an
+		// ackLeg or more before the send.
+		var echo uint32
+		for _, b := range arr {
+			if b.t+ackLeg > sent {
+				break
+			}
+			echo = tsval(b.t)
+		}
+		f.data = append(f.data, record{t: a.t, seq: uint32(1 + a.i*mss), payload: mss, hasTS: echo != 0, tsval: uint32(sent / time.Millisecond), tsecr: echo, karn: -1, inflight: -1})
+		got[a.i] = true
+		karn := time.Duration(-1)
+		if a.i == cum {
+			for cum < n && got[cum] {
+				cum++
+			}
+			karn = 10 * time.Microsecond
+		}
+		ack := record{t: a.t + 10*time.Microsecond, dir: 0, ack: uint32(1 + cum*mss), flags: decode.FlagACK, hasTS: true, tsval: tsval(a.t), karn: karn, inflight: -1}
+		for j := cum; j < n && ack.nsack < 3; {
+			if !got[j] {
+				j++
+				continue
+			}
+			k := j
+			for k < n && got[k] {
+				k++
+			}
+			ack.sack[ack.nsack] = decode.SACKBlock{Left: uint32(1 + j*mss), Right: uint32(1 + k*mss)}
+			ack.nsack++
+			j = k
+		}
+		f.acks = append(f.acks, ack)
+	}
+	return f
+}
+
+// Near the receiver a jitter reorders the data, and the echoes of the
+// segments that overtook others are its lowest delays, not a delay line
+// skipped: the ACK-to-data leg is their minimum. A reordering's segments
+// sent ahead of the delay line stay out of it.
+func TestEchoesOfAJittersEarlySegments(t *testing.T) {
+	const n, mss = 3000, 1448
+	ms := time.Millisecond
+	spacing := 100 * time.Microsecond // 116 Mbit/s
+	t.Run("jitter", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(13, 14))
+		f := receiverCapture(n, mss, spacing, 5*ms, func(int) time.Duration {
+			return 5*ms + time.Duration((rng.Float64()*2-1)*float64(2*ms))
+		})
+		first := map[uint32]time.Duration{}
+		for _, a := range f.acks {
+			if _, ok := first[a.tsval]; !ok {
+				first[a.tsval] = a.t
+			}
+		}
+		all := f.echoes(first, nil)
+		f.rtts()
+		// 5 ms back, 3 ms at the least forth: the lowest of all echoes,
+		// of a segment that overtook others.
+		if least := minSample(all); f.emin != least || least < 8*ms || least > 8*ms+8*ms/50 {
+			t.Errorf("ACK-to-data leg %v of %d echoes, want the least of all %d, %v, near 8 ms (the delays' sum less the jitter)", f.emin, len(f.echo), len(all), least)
+		}
+	})
+	t.Run("reorder", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(15, 16))
+		f := receiverCapture(n, mss, spacing, 5*ms, func(int) time.Duration {
+			if rng.Float64() < 0.02 {
+				return 0 // sent ahead of the delay line
+			}
+			return 5 * ms
+		})
+		f.rtts()
+		if f.emin < 10*ms-ms {
+			t.Errorf("ACK-to-data leg %v, want 10 ms less a tick: the segments sent ahead are no round trip", f.emin)
+		}
+	})
+}
