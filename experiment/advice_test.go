@@ -185,3 +185,32 @@ func TestCompareNoRetransmissions(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareByLossEpisodes: the re-sends of one loss episode are one
+// draw. seed002's original re-sent 26 of 5908 packets in a slow start's
+// overshoot; its reproductions 42 of 6280 and 33 of 6010 (one and two
+// episodes) are the same path, where the segments' interval (0.30-0.64
+// %) called the first off. A fivefold overshoot (241 of 6678) stays off,
+// and so do random losses (each its own episode) outside the segments'
+// interval.
+func TestCompareByLossEpisodes(t *testing.T) {
+	for _, c := range []struct {
+		o, oEp, on, r, rn int
+		within            bool
+	}{
+		{26, 1, 5908, 42, 6280, true},
+		{26, 1, 5908, 33, 6010, true},
+		{26, 1, 5908, 241, 6678, false},
+		{234, 195, 6685, 253, 6690, true},
+		{234, 195, 6685, 330, 6690, false},
+		{234, 234, 6685, 300, 6690, false}, // 4.48 % against 3.09-3.97 %
+	} {
+		o := &fit.Result{Transfer: fit.Transfer{DataPkts: c.on, ResentPkts: c.o, LossEpisodes: c.oEp, RateBps: 1e8, RTTP50Ms: 100}}
+		r := &fit.Result{Transfer: fit.Transfer{DataPkts: c.rn, ResentPkts: c.r, RateBps: 1e8, RTTP50Ms: 100}}
+		for _, s := range compare(o, r) {
+			if s.Measure == "retransmission_rate" && s.Within != c.within {
+				t.Errorf("%d of %d re-sent in %d episodes against %d of %d: %+v, want within %v", c.o, c.on, c.oEp, c.r, c.rn, s, c.within)
+			}
+		}
+	}
+}

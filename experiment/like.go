@@ -340,6 +340,17 @@ func compare(orig, rep *fit.Result) []Similarity {
 	num("rate_bps", o.RateBps, r.RateBps, 0.10)
 	num("rtt_p50_ms", o.RTTP50Ms, r.RTTP50Ms, 0.05)
 	lo, hi := binom.Wilson(o.ResentPkts, o.DataPkts, binom.Z95)
+	tol := fmt.Sprintf("in the original's 95 %% interval %.3g-%.3g %%", lo*100, hi*100)
+	if e := o.LossEpisodes; e > 0 && o.ResentPkts > e {
+		// Segments lost together (a slow start's overshoot, a full
+		// queue's tail) are one draw, not many: the interval is the
+		// episodes', each of the original's mean size (a design effect of
+		// that size). Random losses are each an episode, and keep the
+		// segments' interval.
+		m := float64(o.ResentPkts) / float64(e)
+		lo, hi = binom.Wilson(e, max(e, int(math.Round(float64(o.DataPkts)/m))), binom.Z95)
+		tol = fmt.Sprintf("in the original's 95 %% interval %.3g-%.3g %% (%d loss episodes of %.3g re-sent packets each: those lost together are no independent draws)", lo*100, hi*100, e, m)
+	}
 	rr := 0.0
 	if r.DataPkts > 0 {
 		rr = float64(r.ResentPkts) / float64(r.DataPkts)
@@ -349,7 +360,7 @@ func compare(orig, rep *fit.Result) []Similarity {
 		orr = float64(o.ResentPkts) / float64(o.DataPkts)
 	}
 	out = append(out, Similarity{Measure: "retransmission_rate", Original: orr, Reproduced: rr, Figure: ratio(orr, rr),
-		Within: rr >= lo && rr <= hi, Tolerance: fmt.Sprintf("in the original's 95 %% interval %.3g-%.3g %%", lo*100, hi*100)})
+		Within: rr >= lo && rr <= hi, Tolerance: tol})
 	if o.Limit == analyzer.LimitReceiveWindow {
 		num("window_max_bytes", float64(o.WindowMax), float64(r.WindowMax), 0.10)
 	} else {

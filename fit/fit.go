@@ -85,6 +85,11 @@ type Transfer struct {
 	WindowMax  int64   `json:"window_max_bytes"`
 	DataPkts   int     `json:"data_packets"`
 	ResentPkts int     `json:"resent_packets"`
+	// LossEpisodes is how many times the path lost data: runs of lost
+	// segments within two round trips of one another count once (a slow
+	// start's overshoot drops hundreds together). A reproduction's
+	// retransmission rate is compared by episodes, not segments.
+	LossEpisodes int `json:"loss_episodes"`
 	// RateDecilesBps is the data rate in each tenth of the transfer time
 	// (from the first byte acknowledged to the last), the rate over time a
 	// reproduction is compared on.
@@ -486,7 +491,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	}
 	out.Transfer = Transfer{Direction: map[int]string{0: "upload", 1: "download"}[f.dir], Bytes: st.UniqueBytes, Connections: 1,
 		RateBps: st.DataRateBps, Limit: limit, RTTP50Ms: st.RTTP50Ms, LossRate: st.LossRate, WindowMax: st.PeerMaxWindowBytes,
-		DataPkts: st.DataPackets, ResentPkts: st.ResentPackets + st.GapFills}
+		DataPkts: st.DataPackets, ResentPkts: st.ResentPackets + st.GapFills, LossEpisodes: len(episodesOf(f, runs))}
 	// The median round trip as the capture point sees it: data to ACK
 	// near the sender, the receiver's timestamps echoed near the
 	// receiver, both legs in the middle.
