@@ -160,3 +160,34 @@ func TestRanks(t *testing.T) {
 		t.Errorf("rank correlation %v, want 1", r)
 	}
 }
+
+// TestRateThroughAHostsWakeups: at 1 Gbit/s a millisecond of a host's
+// scheduling is a tenth of a 10 ms interval's ACKs. ACKs the capture's
+// host takes in at wakeups up to 4 ms apart (2 ms on average) still show
+// one rate, and it is claimed; wakeups up to 8 ms apart, a stall's, show
+// no one rate.
+func TestRateThroughAHostsWakeups(t *testing.T) {
+	const R = 1e9
+	tick := time.Duration(1000 * 8 / R * 1e9)
+	for _, c := range []struct {
+		hold  float64 // ms: the wakeups' spacing is uniform below it
+		claim bool
+	}{{4, true}, {8, false}} {
+		rng := rand.New(rand.NewPCG(3, 4))
+		f := synthFlow(func(int) time.Duration { return tick }, func(_ int, q time.Duration) int64 { return int64((20*time.Millisecond + q).Seconds() * R / 8) })
+		wake := time.Duration(0)
+		for i := range f.acks {
+			for wake < f.acks[i].t {
+				wake += time.Duration(rng.Float64() * c.hold * float64(time.Millisecond))
+			}
+			f.acks[i].t = wake
+		}
+		p := f.bottleneckRate("receiver")
+		switch {
+		case c.claim && (!p.Known() || math.Abs(p.Value/R-1) > 0.03):
+			t.Errorf("wakeups up to %.0f ms apart: rate %+v, want %v within 3 %%", c.hold, p, R)
+		case !c.claim && (p.Known() || !strings.Contains(p.Unknown, "no one rate")):
+			t.Errorf("wakeups up to %.0f ms apart: rate %+v, want \"no one rate\"", c.hold, p)
+		}
+	}
+}
