@@ -232,12 +232,19 @@ type FitRow struct {
 	// transfer: its queue overflowed (the proxy's counters) or the
 	// transfer ran at 80 % of its rate or more. Where it did not, the
 	// right limit is no rate claimed.
-	BottleneckReached bool     `json:"bottleneck_reached"`
-	Unknown           []string `json:"unknown"`
-	Spec              string   `json:"fitted_spec"`
-	TrueLoss          float64  `json:"true_loss"`
-	LossModel         string   `json:"loss_model"`
-	Bottleneck        string   `json:"bottleneck"`
+	BottleneckReached bool `json:"bottleneck_reached"`
+	// WindowHeld says the bucket overflowed but the transfer ran under
+	// 80 % of its rate: after the overflow (slow start's, mostly) the
+	// congestion window held it below the path's bandwidth-delay product
+	// (CUBIC's 0.7 of a window that a quarter BDP of buffer left under
+	// it). Right there is the rate, or a congestion-window limit claiming
+	// none.
+	WindowHeld bool     `json:"window_held"`
+	Unknown    []string `json:"unknown"`
+	Spec       string   `json:"fitted_spec"`
+	TrueLoss   float64  `json:"true_loss"`
+	LossModel  string   `json:"loss_model"`
+	Bottleneck string   `json:"bottleneck"`
 	// TrueReorder is the share of the data's packets sent ahead;
 	// Reorder the fit's share (when ReorderClaimed: near the receiver),
 	// ReorderSD its error in standard deviations, ReorderOK within 2.
@@ -356,8 +363,9 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 	// counters, by the rate alone.
 	if p.Rate > 0 {
 		st := proxyTruth(res)
-		row.BottleneckReached = (st != nil && st.tailDrops > 0) ||
-			(res.Download != nil && float64(res.Download.Transfer) >= 0.8*float64(p.Rate))
+		fast := res.Download != nil && float64(res.Download.Transfer) >= 0.8*float64(p.Rate)
+		row.BottleneckReached = (st != nil && st.tailDrops > 0) || fast
+		row.WindowHeld = row.BottleneckReached && !fast && res.Download != nil
 	}
 	if q := pr["loss_percent"]; q.Samples > 0 {
 		row.LossClaimed = true
@@ -401,6 +409,9 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 		// Gbit/s): the fit is right to claim no rate, or its rate
 		// where a queue held it for a while.
 		row.LimitOK = !pr["rate_bps"].Known() || row.RateOK
+	case p.Rate > 0 && row.WindowHeld:
+		row.LimitOK = (pr["rate_bps"].Known() && row.RateOK) ||
+			(!pr["rate_bps"].Known() && f.Transfer.Limit == analyzer.LimitCongestion)
 	case p.Rate > 0:
 		row.LimitOK = pr["rate_bps"].Known()
 	default:
@@ -513,7 +524,7 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 			}
 		}
 	}
-	unreached := 0
+	unreached, held := 0, 0
 	for _, r := range rows {
 		if r.Err != "" {
 			fmt.Fprintf(tw, "%s\t%s\terror: %s\n", r.Point.Name, r.Side, r.Err)
@@ -539,6 +550,10 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 			limit += "*"
 			unreached++
 		}
+		if r.WindowHeld {
+			limit += "+"
+			held++
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Point.Name, r.Side,
 			pct(r.RTTOK, r.RTTErr, !strings.Contains(unk, "rtt")), pct(r.RateOK, r.RateErr, rateClaimed),
 			pct(r.BufferOK, r.BufferErr, bufClaimed), loss, reorder, jitter, r.LossModel, limit, unk, r.Spec)
@@ -560,6 +575,9 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 	}
 	if unreached > 0 {
 		fmt.Fprintf(w, "limit*: %d captures whose token bucket did not limit the transfer (no overflow, under 80 %% of its rate: the sender's buffer, slow start, the proxy's own forwarding); right there is no rate claimed, or the right one\n", unreached)
+	}
+	if held > 0 {
+		fmt.Fprintf(w, "limit+: %d captures whose token bucket overflowed but whose transfer ran under 80 %% of its rate (the congestion window held it after the overflow); right there is the right rate, or a congestion-window limit claiming none\n", held)
 	}
 	from := map[string]bool{}
 	for _, r := range rows {
