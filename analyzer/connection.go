@@ -329,7 +329,7 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 		fwd.lastRetrans = t
 	}
 	if p.HasTimestamp {
-		fwd.timestampSent(&rev.rttSampler, p, &sg, fl)
+		fwd.timestampSent(&rev.rttSampler, p, &sg, fl, span.end, c.hsRTT)
 	}
 	ackAdvanced := fs.received(&sg, fl)
 	fwd.windowAdvertised(&sg)
@@ -530,6 +530,7 @@ func (d *dirAnalysis) ackArrived(a *Analyzer, p *decode.Packet, sg *segment, fl 
 	}
 	var s ackResult
 	kind := d.acked(relAck, t, &s)
+	d.echoAcked(relAck)
 	if s.matched {
 		// As Wireshark times it: by the frames' own capture times, so a
 		// capture whose timestamps step back a few microseconds (two

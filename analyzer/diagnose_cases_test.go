@@ -122,3 +122,42 @@ func TestDiagnoseDuplicateCapture(t *testing.T) {
 		t.Errorf("doubled capture: limit %s\n%s", d2.Diagnosis.Limit, evidence(d2))
 	}
 }
+
+// TestEchoesAboveAReorderingsHoles: next to the receiver, a segment
+// netem's reorder sent ahead of its 25 ms delay line echoes a round trip
+// 25 ms short; those (and the segments sent ahead after them, above the
+// same hole) are no round trip, and no queue of 25 ms built. Above a
+// loss's hole the echoes are the path's, and a jitter's early segments
+// echo its lowest delays.
+func TestEchoesAboveAReorderingsHoles(t *testing.T) {
+	ahead := map[int]bool{}
+	for i := 100; i < 12000; i += 37 {
+		ahead[i] = true
+		if i%5 == 0 {
+			ahead[i+1] = true // a correlated one sent ahead after it
+		}
+	}
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name     string
+		cfg      synth.Config
+		min, max float64 // ms: the echo minimum's range
+	}{
+		{"sent ahead", synth.Config{Bytes: 16 << 20, Window: 4 << 20, Flight: 70 * 1448, OneWay: 25 * ms, Rate: 4e6, SentAhead: ahead}, 49.9, 51},
+		{"losses", synth.Config{Bytes: 16 << 20, Window: 4 << 20, Flight: 70 * 1448, OneWay: 25 * ms, Rate: 4e6, LossRate: 0.01}, 49.9, 51},
+		{"jitter", synth.Config{Bytes: 4 << 20, Window: 4 << 20, Flight: 60 * 1448, OneWay: 5 * ms, Rate: 12.5e6, Jitter: 4 * ms}, 9.9, 10.3},
+	} {
+		path, _ := writeSynth(t, c.cfg)
+		res, err := AnalyzeFile(path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := res.Connections[0].Directions[1]
+		if d.EchoRTTMinMs < c.min || d.EchoRTTMinMs > c.max || d.EchoRTTSamples < 100 {
+			t.Errorf("%s: echo RTT min %.2f ms of %d samples, want %.1f-%.1f ms", c.name, d.EchoRTTMinMs, d.EchoRTTSamples, c.min, c.max)
+		}
+		if d.Diagnosis.Limit == LimitBandwidth {
+			t.Errorf("%s: limit bandwidth with no bottleneck\n%s", c.name, evidence(d))
+		}
+	}
+}

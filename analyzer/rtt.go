@@ -20,6 +20,22 @@ type rttSampler struct {
 	echoSeen    bool
 	lastEcho    uint32
 	lastRetrans int64 // time of the latest retransmission
+
+	// Echo samples of data that arrived above a hole wait until the hole
+	// closes (the receiver's cumulative ACK reaches holeTop): a loss's
+	// hole closes by a re-send a round trip on, and they are kept; one a
+	// reordering left closes by the segments overtaken, arriving out of
+	// order, and they go. netem's reorder sends a segment ahead of its
+	// delay line, and its echo (and those of the segments sent ahead
+	// after it, above the same hole) is a delay line short: at 50 ms the
+	// grid's reordering path showed 25.1 ms so, and a queue of 25 ms that
+	// was not there.
+	holeOpen  bool
+	holeTop   int64 // relative sequence: the highest end seen above a hole
+	reordered bool  // a segment arrived out of order while the hole was open
+	npend     int
+	pend      [8]uint64 // µs
+	clearMin  uint64    // µs: the lowest echo taken outside a hole (0: none yet)
 }
 
 // ackKind says what the ACK of a matched segment gives the sampler.
@@ -70,15 +86,64 @@ func (r *rttSampler) timestampEchoed(tsecr uint32, t int64) (int64, bool) {
 // and takes an echo RTT sample, the receiver's view (Linux's
 // tcp_rcv_rtt_measure_ts): new data that echoes a TSval of the peer's
 // first comes one round trip after the peer sent that value.
-func (r *rttSampler) timestampSent(peer *rttSampler, p *decode.Packet, sg *segment, fl PacketFlags) {
+func (r *rttSampler) timestampSent(peer *rttSampler, p *decode.Packet, sg *segment, fl PacketFlags, end int64, hsRTT int64) {
 	r.ts.sent(p.TSVal, sg.t)
+	if sg.len > 0 && fl&LostSegment != 0 {
+		r.holeOpen, r.holeTop = true, max(r.holeTop, end)
+	}
+	if r.holeOpen && fl&OutOfOrder != 0 {
+		r.reordered = true
+	}
 	if sg.len > 0 && fl&(AnyRetransmission|OutOfOrder) == 0 && sg.flags&fACK != 0 &&
 		(!r.echoSeen || p.TSEcr != r.lastEcho) {
 		r.echoSeen, r.lastEcho = true, p.TSEcr
 		if sent, ok := peer.ts.lookup(p.TSEcr); ok {
-			r.echortt.add(uint64((sg.t - sent) / 1000))
+			us := uint64((sg.t - sent) / 1000)
+			// The round trip so far: the lowest echo outside a hole, or
+			// the handshake (a jitter can reorder nearly every window,
+			// leaving no echo outside a hole for long). Not the lowest
+			// of all: those taken above a hole would walk it down.
+			ref := uint64(max(0, hsRTT/1000))
+			if r.clearMin > 0 && (ref == 0 || r.clearMin < ref) {
+				ref = r.clearMin
+			}
+			switch {
+			case !r.holeOpen:
+				if r.clearMin == 0 || us < r.clearMin {
+					r.clearMin = us
+				}
+				r.echortt.add(us)
+			case ref == 0 || 4*us >= 3*ref:
+				// Within a quarter of the round trip so far (or none
+				// known yet, as before any of this): a jitter reorders too, and its early segments'
+				// echoes are its lowest delays (a delay line's overtaker
+				// is short by the data's one-way delay, half the round
+				// trip where the delay is split evenly).
+				r.echortt.add(us)
+			case r.npend < len(r.pend):
+				r.pend[r.npend] = us
+				r.npend++
+			}
 		}
 	}
+}
+
+// echoAcked closes the hole the echo samples wait on once the receiver's
+// cumulative ACK (relative sequence) reaches its top: they count unless
+// a segment arrived out of order meanwhile.
+func (r *rttSampler) echoAcked(relAck int64) {
+	if !r.holeOpen || relAck < r.holeTop {
+		return
+	}
+	if !r.reordered {
+		for _, us := range r.pend[:r.npend] {
+			if r.clearMin == 0 || us < r.clearMin {
+				r.clearMin = us
+			}
+			r.echortt.add(us)
+		}
+	}
+	r.holeOpen, r.reordered, r.npend = false, false, 0
 }
 
 // tsRing remembers when each TSval was first sent, for timestamp RTT

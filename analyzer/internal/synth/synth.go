@@ -18,23 +18,26 @@ import (
 // Config describes the transfer. The server sends Bytes to the client; the
 // capture is taken at the client (receiver). Zero fields take defaults.
 type Config struct {
-	Bytes        int64         // data the server sends (default 1 MB)
-	MSS          int           // default 1448 (payload per segment)
-	OneWay       time.Duration // one-way delay each direction (default 10 ms)
-	Rate         float64       // bottleneck, bytes/s (default 12.5e6 = 100 Mbit/s)
-	Window       int           // receiver window in bytes (default 1 MB); scale 7 is used
-	Flight       int           // sender's cap on bytes in flight (default: no cap beyond Window)
-	DelayedAck   bool          // ACK every second segment, or after 40 ms
-	Drop         map[int]bool  // segment numbers (0-based) lost on their first transmission
-	Reorder      map[int]bool  // segment numbers that arrive after their successor
-	Snaplen      int           // default 96
-	Start        time.Time     // capture start (default 2026-01-01)
-	NoTimestamps bool          // omit the TCP timestamp option
-	ReadRate     float64       // receiving application's read rate, bytes/s (0: instant)
-	Backwards    bool          // write one frame with a timestamp earlier than its predecessor
-	ClientISN    uint32        // client's initial sequence number (default 1000)
-	AtSender     bool          // capture next to the sender (server) instead of the receiver
-	Reno         bool          // sender runs Reno congestion control (else only Window/Flight bound it)
+	Bytes      int64         // data the server sends (default 1 MB)
+	MSS        int           // default 1448 (payload per segment)
+	OneWay     time.Duration // one-way delay each direction (default 10 ms)
+	Rate       float64       // bottleneck, bytes/s (default 12.5e6 = 100 Mbit/s)
+	Window     int           // receiver window in bytes (default 1 MB); scale 7 is used
+	Flight     int           // sender's cap on bytes in flight (default: no cap beyond Window)
+	DelayedAck bool          // ACK every second segment, or after 40 ms
+	Drop       map[int]bool  // segment numbers (0-based) lost on their first transmission
+	Reorder    map[int]bool  // segment numbers that arrive after their successor
+	// SentAhead are segment numbers sent without the data's one-way delay
+	// (netem's reorder: ahead of its delay line), arriving OneWay early.
+	SentAhead    map[int]bool
+	Snaplen      int       // default 96
+	Start        time.Time // capture start (default 2026-01-01)
+	NoTimestamps bool      // omit the TCP timestamp option
+	ReadRate     float64   // receiving application's read rate, bytes/s (0: instant)
+	Backwards    bool      // write one frame with a timestamp earlier than its predecessor
+	ClientISN    uint32    // client's initial sequence number (default 1000)
+	AtSender     bool      // capture next to the sender (server) instead of the receiver
+	Reno         bool      // sender runs Reno congestion control (else only Window/Flight bound it)
 	// CaptureFrom starts the capture this long after the SYN (a capture
 	// started mid-stream: no handshake).
 	CaptureFrom time.Duration
@@ -310,6 +313,10 @@ func (s *sim) transmitN(t time.Duration, seq int64, n int, rtx bool) {
 	}
 	if first && seq%int64(s.cfg.MSS) == 0 && s.cfg.Reorder[segNo] {
 		arr += tx + 5*time.Microsecond // just after its successor
+		s.truth.ReorderedArrive++
+	}
+	if first && seq%int64(s.cfg.MSS) == 0 && s.cfg.SentAhead[segNo] {
+		arr -= s.cfg.OneWay
 		s.truth.ReorderedArrive++
 	}
 	s.push(event{t: arr, kind: evArrive, seq: seq, n: n, rtx: rtx, tv: tv, te: s.serverRecent})
