@@ -161,3 +161,21 @@ func TestEchoesAboveAReorderingsHoles(t *testing.T) {
 		}
 	}
 }
+
+// TestReorderingIsNoSendBuffer: next to the sender, a flight held flat
+// with nothing lost is a send buffer, unless the receiver SACKed more
+// than its losses explain: data above holes no re-send filled (a
+// reordering, whose spurious recoveries hold a congestion window flat as
+// well; the grid's reordering path at 50 ms, 1684 SACKs with none
+// re-sent).
+func TestReorderingIsNoSendBuffer(t *testing.T) {
+	c, _ := analyzeSynth(t, synth.Config{Bytes: 16 << 20, Window: 4 << 20, Flight: 70 * 1448, OneWay: 25 * time.Millisecond, Rate: 4e6, AtSender: true})
+	d, peer := c.Directions[1], c.Directions[0]
+	for _, sacks := range []int{0, 35, 1684} {
+		peer.SACKPackets = sacks
+		dg := diagnoseDirection("server->client", d, peer, c, DefaultWindowRatio)
+		if want := sacks < 70; (dg.Limit == LimitSendBuffer) != want {
+			t.Errorf("%d SACKs, none re-sent: limit %s, want send-buffer %v\n%s", sacks, dg.Limit, want, strings.Join(dg.Evidence, "\n"))
+		}
+	}
+}
