@@ -214,3 +214,28 @@ func TestCompareByLossEpisodes(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressAgreement: the rate over time compares the transfers'
+// progress, within what the original's own tenths allow. seed 000's
+// tenths (a round trip's data apart) and seed 004's (a random loss's
+// variance) from two runs of one path agree; a stall of two tenths, a
+// slower ramp and half the rate over the second half do not.
+func TestProgressAgreement(t *testing.T) {
+	flat := []float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
+	for _, c := range []struct {
+		name string
+		o, r []float64
+		ok   bool
+	}{
+		{"seed000", []float64{1.15, 3.0, 3.03, 5.79, 5.79, 4.35, 5.79, 4.35, 5.79, 4.41}, []float64{1.11, 3.05, 5.63, 4.22, 5.63, 5.63, 4.22, 5.63, 5.63, 4.22}, true},
+		{"seed004", []float64{72.95, 43.76, 41.24, 42.88, 48.72, 52.68, 58.45, 47.31, 47.93, 37.48}, []float64{57.29, 42.96, 54.91, 58.1, 33.04, 40.4, 37.38, 53.2, 52.52, 49.26}, true},
+		{"a stall", []float64{1, 1, 1, 1, 0, 0, 1, 1, 1, 1}, flat, false},
+		{"a slower ramp", []float64{0.1, 0.4, 1, 1, 1, 1, 1, 1, 1, 1}, flat, false},
+		{"half the rate later", flat, []float64{1, 1, 1, 1, 1, 0.5, 0.5, 0.5, 0.5, 0.5}, false},
+	} {
+		got, tol := progressAgreement(c.o, c.r), progressTolerance(c.o)
+		if (1-got <= tol) != c.ok {
+			t.Errorf("%s: agreement %.3f, the gap allowed %.3f: want within %v", c.name, got, tol, c.ok)
+		}
+	}
+}
