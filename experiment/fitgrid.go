@@ -235,10 +235,11 @@ type FitRow struct {
 	BottleneckReached bool `json:"bottleneck_reached"`
 	// WindowHeld says the bucket overflowed but the transfer ran under
 	// 80 % of its rate: after the overflow (slow start's, mostly) the
-	// congestion window held it below the path's bandwidth-delay product
+	// sender's window held it below the path's bandwidth-delay product
 	// (CUBIC's 0.7 of a window that a quarter BDP of buffer left under
-	// it). Right there is the rate, or a congestion-window limit claiming
-	// none.
+	// it, or a send buffer smaller than the BDP). Right there is the
+	// rate, or a congestion-window limit claiming none, or a send-buffer
+	// one whose flight filled most of the sender's buffer.
 	WindowHeld bool     `json:"window_held"`
 	Unknown    []string `json:"unknown"`
 	Spec       string   `json:"fitted_spec"`
@@ -410,8 +411,18 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 		// where a queue held it for a while.
 		row.LimitOK = !pr["rate_bps"].Known() || row.RateOK
 	case p.Rate > 0 && row.WindowHeld:
+		// The sender's window held it: the congestion window, or the
+		// send buffer where the flight filled most of it (behind 1 Gbit/s
+		// at 50 ms the default 4 MiB buffer holds half the BDP: flights
+		// flat at 3.1-3.4 MB).
+		sndbuf := 0.0
+		if res.Download != nil && res.Download.ServerEffective != nil {
+			sndbuf = float64(res.Download.ServerEffective.SndBuf)
+		}
+		heldBySndbuf := f.Transfer.Limit == analyzer.LimitSendBuffer && pr["send_window_bytes"].Known() &&
+			sndbuf > 0 && pr["send_window_bytes"].Value >= 0.6*sndbuf
 		row.LimitOK = (pr["rate_bps"].Known() && row.RateOK) ||
-			(!pr["rate_bps"].Known() && f.Transfer.Limit == analyzer.LimitCongestion)
+			(!pr["rate_bps"].Known() && (f.Transfer.Limit == analyzer.LimitCongestion || heldBySndbuf))
 	case p.Rate > 0:
 		row.LimitOK = pr["rate_bps"].Known()
 	default:
@@ -577,7 +588,7 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 		fmt.Fprintf(w, "limit*: %d captures whose token bucket did not limit the transfer (no overflow, under 80 %% of its rate: the sender's buffer, slow start, the proxy's own forwarding); right there is no rate claimed, or the right one\n", unreached)
 	}
 	if held > 0 {
-		fmt.Fprintf(w, "limit+: %d captures whose token bucket overflowed but whose transfer ran under 80 %% of its rate (the congestion window held it after the overflow); right there is the right rate, or a congestion-window limit claiming none\n", held)
+		fmt.Fprintf(w, "limit+: %d captures whose token bucket overflowed but whose transfer ran under 80 %% of its rate (the sender's window held it after the overflow); right there is the right rate, or a congestion-window limit claiming none, or a send-buffer one whose flight filled 60 %% of the sender's buffer or more\n", held)
 	}
 	from := map[string]bool{}
 	for _, r := range rows {
