@@ -239,3 +239,26 @@ func TestProgressAgreement(t *testing.T) {
 		}
 	}
 }
+
+// TestSideBySide: the verdict over --runs is the majority's, and the run
+// beside the original the median by rate of those that agree with it.
+func TestSideBySide(t *testing.T) {
+	for _, c := range []struct {
+		oks     []bool
+		rates   []float64
+		verdict bool
+		idx     int
+	}{
+		{[]bool{true}, []float64{5}, true, 0},
+		{[]bool{false}, []float64{5}, false, 0},
+		{[]bool{false, true, true}, []float64{43.4, 44.1, 43}, true, 2},
+		{[]bool{true, false, false}, []float64{43.4, 44.1, 43}, false, 2},
+		{[]bool{true, false}, []float64{1, 2}, false, 1},
+		{[]bool{true, true, true, false, true}, []float64{5, 1, 3, 9, 4}, true, 2},
+	} {
+		v, i := sideBySide(c.oks, c.rates)
+		if v != c.verdict || i != c.idx {
+			t.Errorf("%v %v: %v, run %d; want %v, run %d", c.oks, c.rates, v, i, c.verdict, c.idx)
+		}
+	}
+}

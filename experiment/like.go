@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,16 +34,39 @@ type LikeResult struct {
 	// Calibration says how the receive buffer was set: the window the
 	// original's receiver advertised over the share of its buffer this
 	// kernel offers, measured on a first run when it differed.
-	Calibration string        `json:"calibration,omitempty"`
-	Run         *Result       `json:"run"`
-	Refit       *fit.Result   `json:"refit"`
-	Similarity  []Similarity  `json:"similarity"`
-	Reproduced  bool          `json:"reproduced"`
-	Tries       []Try         `json:"tries,omitempty"`
-	Elapsed     time.Duration `json:"elapsed_ns"`
-	Out         string        `json:"out"`
-	Report      string        `json:"report"`
-	JSON        string        `json:"json"`
+	Calibration string       `json:"calibration,omitempty"`
+	Run         *Result      `json:"run"`
+	Refit       *fit.Result  `json:"refit"`
+	Similarity  []Similarity `json:"similarity"`
+	Reproduced  bool         `json:"reproduced"`
+	// Runs are the reproduction's runs (LikeOptions.Runs; one by
+	// default). Reproduced says more than half of them were; Run, Refit
+	// and Similarity are the median by rate of those that agree with it.
+	Runs           []LikeRun     `json:"runs"`
+	ReproducedRuns int           `json:"reproduced_runs"`
+	Tries          []Try         `json:"tries,omitempty"`
+	Elapsed        time.Duration `json:"elapsed_ns"`
+	Out            string        `json:"out"`
+	Report         string        `json:"report"`
+	JSON           string        `json:"json"`
+}
+
+// LikeRun is one run of the reproduction: its directory, what it
+// carried and how it compared.
+type LikeRun struct {
+	Out        string       `json:"out"`
+	RateBps    float64      `json:"rate_bps"`
+	Resent     float64      `json:"retransmission_rate"`
+	Similarity []Similarity `json:"similarity"`
+	Reproduced bool         `json:"reproduced"`
+}
+
+// LikeOptions are what --like runs besides the lab: Tries (KEY=VALUE, or
+// client:KEY=VALUE / server:KEY=VALUE), each a run on the reproduced
+// path, and Runs, how many times the reproduction runs (0 or 1: once).
+type LikeOptions struct {
+	Tries []string
+	Runs  int
 }
 
 // Similarity is one measure of the original against the reproduction.
@@ -140,19 +164,21 @@ func mergeSysctls(a, b map[string]string) map[string]string {
 	return out
 }
 
-// Like fits the capture, runs the lab that reproduces it, compares the
-// two and runs each --try (KEY=VALUE, or client:KEY=VALUE /
-// server:KEY=VALUE) on the reproduced path.
-func Like(ctx context.Context, capture string, base Config, opt fit.Options, tries []string) (*LikeResult, error) {
+// Like fits the capture, runs the lab that reproduces it (lo.Runs times),
+// compares the two and runs each of lo.Tries on the reproduced path.
+func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo LikeOptions) (*LikeResult, error) {
 	start := time.Now()
 	log := base.Log
 	if log == nil {
 		log = io.Discard
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(log, format+"\n", args...) }
-	changes, err := parseTries(tries)
+	changes, err := parseTries(lo.Tries)
 	if err != nil {
 		return nil, err
+	}
+	if lo.Runs < 0 || lo.Runs > maxLikeRuns {
+		return nil, fmt.Errorf("--runs %d: want 1 to %d", lo.Runs, maxLikeRuns)
 	}
 	out, err := outDir(base.Out, start, base.Force)
 	if err != nil {
@@ -191,14 +217,43 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, tri
 			return nil, err
 		}
 	}
-	if res.Refit, err = refit(res.Run, res.Side, opt); err != nil {
-		return nil, err
+	type done struct {
+		run   *Result
+		refit *fit.Result
+		sim   []Similarity
+		ok    bool
 	}
-	res.Similarity = compare(res.Fit, res.Refit)
-	res.Reproduced = true
-	for _, s := range res.Similarity {
-		res.Reproduced = res.Reproduced && s.Within
+	var runs []done
+	for i := range max(1, lo.Runs) {
+		r := res.Run
+		if i > 0 {
+			if r, err = run(fmt.Sprintf("reproduction-%d", i+1), cfg); err != nil {
+				return nil, err
+			}
+		}
+		rf, err := refit(r, res.Side, opt)
+		if err != nil {
+			return nil, err
+		}
+		d := done{run: r, refit: rf, sim: compare(res.Fit, rf), ok: true}
+		for _, s := range d.sim {
+			d.ok = d.ok && s.Within
+		}
+		if d.ok {
+			res.ReproducedRuns++
+		}
+		res.Runs = append(res.Runs, LikeRun{Out: r.Out, RateBps: rf.Transfer.RateBps, Resent: resentShare(rf), Similarity: d.sim, Reproduced: d.ok})
+		runs = append(runs, d)
 	}
+	// Side by side: of the runs that agree with the verdict, the median by
+	// rate (of an even number, the lower).
+	oks, rates := make([]bool, len(runs)), make([]float64, len(runs))
+	for i, d := range runs {
+		oks[i], rates[i] = d.ok, d.refit.Transfer.RateBps
+	}
+	var mid int
+	res.Reproduced, mid = sideBySide(oks, rates)
+	res.Run, res.Refit, res.Similarity = runs[mid].run, runs[mid].refit, runs[mid].sim
 	for i, ch := range changes {
 		tcfg := cfg
 		tcfg.ClientSysctls = mergeSysctls(nil, cfg.ClientSysctls)
@@ -226,6 +281,39 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, tri
 	}
 	res.Elapsed = time.Since(start)
 	return res, writeLike(res)
+}
+
+// sideBySide is the verdict over runs that each reproduced or not (more
+// than half did) and the run to show beside the original: of those that
+// agree with the verdict, the median by rate (of an even number, the
+// lower).
+func sideBySide(oks []bool, rates []float64) (bool, int) {
+	n := 0
+	for _, ok := range oks {
+		if ok {
+			n++
+		}
+	}
+	verdict := 2*n > len(oks)
+	var idx []int
+	for i, ok := range oks {
+		if ok == verdict {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(rates[a], rates[b]) })
+	return verdict, idx[(len(idx)-1)/2]
+}
+
+// maxLikeRuns bounds --runs: each is a whole transfer.
+const maxLikeRuns = 20
+
+// resentShare is the share of a fit's data packets sent again.
+func resentShare(f *fit.Result) float64 {
+	if f.Transfer.DataPkts == 0 {
+		return 0
+	}
+	return float64(f.Transfer.ResentPkts) / float64(f.Transfer.DataPkts)
 }
 
 // describeSpecs is one line of what a run applies.
@@ -589,7 +677,7 @@ func writeLike(res *LikeResult) error {
 // by side (every graph of each), headed by the fit and the similarity.
 func WriteLikeReport(w io.Writer, res *LikeResult) error {
 	page := report.Page{Title: "wanlab experiment --like " + filepath.Base(res.Capture),
-		Intro: fmt.Sprintf("The original capture fitted, the lab it describes run, the %s capture of the reproduction beside it. Reproduced: %v.", res.Side, res.Reproduced)}
+		Intro: fmt.Sprintf("The original capture fitted, the lab it describes run, the %s capture of the reproduction beside it. Reproduced: %v (in %d of %d runs; beside the original, the median by rate of those that agree).", res.Side, res.Reproduced, res.ReproducedRuns, len(res.Runs))}
 	orig, err := analyzer.AnalyzeFile(res.Capture, analyzer.Options{})
 	if err != nil {
 		return err
@@ -652,6 +740,13 @@ func WriteLikeSummary(w io.Writer, res *LikeResult) error {
 		fmt.Fprintf(&b, "  %s\n", res.Calibration)
 	}
 	fmt.Fprintf(&b, "reproduction (%s capture beside the original): %s\n", res.Side, map[bool]string{true: "reproduced", false: "NOT reproduced"}[res.Reproduced])
+	if len(res.Runs) > 1 {
+		fmt.Fprintf(&b, "  reproduced in %d of %d runs; beside the original, the median by rate of those that agree (%s):", res.ReproducedRuns, len(res.Runs), filepath.Base(res.Run.Out))
+		for _, r := range res.Runs {
+			fmt.Fprintf(&b, " %s %s %.3g %%%s", filepath.Base(r.Out), units.Rate(r.RateBps).Human(), r.Resent*100, map[bool]string{true: "", false: " (off)"}[r.Reproduced])
+		}
+		b.WriteString("\n")
+	}
 	for _, s := range res.Similarity {
 		mark := "ok"
 		if !s.Within {

@@ -33,7 +33,7 @@ func TestLikeReproducesAShapedDownload(t *testing.T) {
 	}
 	capture := res.Captures[SideServer].Path
 	lr, err := Like(context.Background(), capture, Config{Out: filepath.Join(dir, "like"), Seed: 2}, fit.Options{},
-		[]string{"net.ipv4.tcp_rmem=4096 131072 8388608"})
+		LikeOptions{Tries: []string{"net.ipv4.tcp_rmem=4096 131072 8388608"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func givenRate(t *testing.T, cfg Config) units.Rate {
 // the client's delayed ACK) is fitted as request/response and reproduced
 // with the same requests, connections and diagnosis, and a latency near
 // the original's (the delayed-ACK timer sets it: 25 % here, the report's
-// own tolerance is 10 %).
+// own tolerance is 10 %). It runs the reproduction twice (--runs 2).
 func TestLikeReproducesRequestResponse(t *testing.T) {
 	testenv.RequireRoot(t)
 	dir := t.TempDir()
@@ -135,9 +135,14 @@ func TestLikeReproducesRequestResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lr, err := Like(context.Background(), res.Captures[SideClient].Path, Config{Out: filepath.Join(dir, "like")}, fit.Options{}, nil)
+	lr, err := Like(context.Background(), res.Captures[SideClient].Path, Config{Out: filepath.Join(dir, "like")}, fit.Options{}, LikeOptions{Runs: 2})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Two runs, each compared; the one beside the original among them.
+	if len(lr.Runs) != 2 || lr.Runs[0].Out == lr.Runs[1].Out || (lr.Run.Out != lr.Runs[0].Out && lr.Run.Out != lr.Runs[1].Out) ||
+		lr.Reproduced != (lr.ReproducedRuns == 2) {
+		t.Fatalf("runs %+v (%d reproduced, verdict %v), shown %s", lr.Runs, lr.ReproducedRuns, lr.Reproduced, lr.Run.Out)
 	}
 	rr := lr.Fit.RequestResponse
 	if rr == nil || rr.Requests != orig.Requests || rr.Connections != orig.Concurrency {

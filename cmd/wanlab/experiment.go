@@ -98,6 +98,7 @@ func init() {
 			&cli.StringFlag{Name: "like", Usage: "reproduce the transfer of `CAPTURE`: fit it (wanlab fit), run the lab the fit describes, compare the two"},
 			&cli.StringSliceFlag{Name: "try", Usage: "with --like, run the fix `[client:|server:]KEY=VALUE` on the reproduced path (repeatable: one run each)"},
 			&cli.StringFlag{Name: "flow", Usage: "with --like, the capture's connection to reproduce (default: the one with the most data)"},
+			&cli.IntFlag{Name: "runs", Usage: "with --like, run the reproduction `N` times (1-20): each compared, the median by rate shown beside the original, reproduced when more than half are", Value: 1},
 		},
 		Action: runExperiment,
 		Subcommands: []*cli.Command{{
@@ -155,6 +156,8 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 		cfg = experiment.Config{}
 	} else if cc.IsSet("try") {
 		return cfg, errors.New("--try needs --like CAPTURE")
+	} else if cc.IsSet("runs") {
+		return cfg, errors.New("--runs needs --like CAPTURE")
 	}
 	if cc.IsSet("impair") || cc.IsSet("delay") || cc.IsSet("loss") || cc.IsSet("rate") {
 		cfg.Impair = nil
@@ -345,7 +348,7 @@ func runExperiment(cc *cli.Context) error {
 			}
 			return usageError(fmt.Errorf("experiment: --like: %w", err))
 		}
-		lr, err := experiment.Like(ctx, capture, cfg, fit.Options{Flow: cc.String("flow")}, cc.StringSlice("try"))
+		lr, err := experiment.Like(ctx, capture, cfg, fit.Options{Flow: cc.String("flow")}, experiment.LikeOptions{Tries: cc.StringSlice("try"), Runs: cc.Int("runs")})
 		if err != nil {
 			if errors.Is(err, fit.ErrNoConnection) {
 				return usageError(fmt.Errorf("experiment: --like: %w", err))
