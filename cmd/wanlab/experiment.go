@@ -159,6 +159,9 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 	} else if cc.IsSet("runs") {
 		return cfg, errors.New("--runs needs --like CAPTURE")
 	}
+	if n := cc.Int("runs"); n < 1 || n > 20 {
+		return cfg, fmt.Errorf("--runs %d: want 1 to 20 runs of the reproduction", n)
+	}
 	if cc.IsSet("impair") || cc.IsSet("delay") || cc.IsSet("loss") || cc.IsSet("rate") {
 		cfg.Impair = nil
 		cfg.Name = "custom"

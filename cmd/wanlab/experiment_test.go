@@ -65,6 +65,8 @@ func TestExperimentUsageErrors(t *testing.T) {
 		{[]string{"--requests", "-1"}, `--requests -1`},
 		{[]string{"stray"}, `unexpected argument "stray"`},
 		{[]string{"--timeout", "soon"}, `--timeout "soon"`},
+		{[]string{"--runs", "2"}, `--runs needs --like CAPTURE`},
+		{[]string{"--like", "x.pcap", "--runs", "0"}, `--runs 0: want 1 to 20`},
 	} {
 		_, stderr, code := experimentCmd(t, nil, c.args...)
 		if code != exitUsage || !strings.Contains(stderr, c.want) {
