@@ -740,6 +740,9 @@ func WriteLikeSummary(w io.Writer, res *LikeResult) error {
 		fmt.Fprintf(&b, "  %s\n", res.Calibration)
 	}
 	fmt.Fprintf(&b, "reproduction (%s capture beside the original): %s\n", res.Side, map[bool]string{true: "reproduced", false: "NOT reproduced"}[res.Reproduced])
+	if len(res.Runs) == 1 && !res.Reproduced {
+		b.WriteString("  (one run: a transfer's slow start and losses vary from run to run; --runs 3 shows the lab's spread)\n")
+	}
 	if len(res.Runs) > 1 {
 		fmt.Fprintf(&b, "  reproduced in %d of %d runs; beside the original, the median by rate of those that agree (%s):", res.ReproducedRuns, len(res.Runs), filepath.Base(res.Run.Out))
 		for _, r := range res.Runs {
