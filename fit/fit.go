@@ -255,7 +255,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		note("burst_bytes", burst)
 	}
 	var randSegs, randRuns, congSegs, multi int
-	shortest := 0
+	longest := 0
 	var drops []lossRun
 	for _, r := range runs {
 		if r.full {
@@ -270,14 +270,12 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		if r.segs >= 2 {
 			multi++
 		}
-		if shortest == 0 || r.segs < shortest {
-			shortest = r.segs
-		}
+		longest = max(longest, r.segs)
 	}
 	note("buffer_bytes", f.bufferSize(congSegs, drops))
 	p["congestion_losses"] = known(float64(congSegs), float64(congSegs), float64(congSegs),
 		"segments lost at a full bottleneck queue (tail drops, not counted as random loss): runs that met the queue at the overflows' level, runs clustered as independent losses seldom are (several within two round trips), the runs within two round trips of those, and a delay line's overflows (delay_limit_packets)")
-	lp := lossFit(lossCounts{segs: randSegs, runs: randRuns, multi: multi, shortest: shortest, sent: sent}, where)
+	lp := lossFit(lossCounts{segs: randSegs, runs: randRuns, multi: multi, longest: longest, sent: sent}, where)
 	lossModel, lossSpec := lp.model, lp.spec
 	for k, v := range lp.params {
 		p[k] = v
@@ -666,10 +664,10 @@ func bottleneckKind(rate Param, kind string) string {
 }
 
 // lossCounts are the loss runs a fit did not take for tail drops: their
-// segments and number, those of two segments or more, the shortest, and
+// segments and number, those of two segments or more, the longest run, and
 // the segments sent.
 type lossCounts struct {
-	segs, runs, multi, shortest, sent int
+	segs, runs, multi, longest, sent int
 }
 
 // lossResult is the loss process a fit infers: the params (loss_percent,
@@ -685,7 +683,7 @@ type lossResult struct {
 // are out.
 func lossFit(c lossCounts, where string) lossResult {
 	lp := lossResult{params: map[string]Param{}, model: "none"}
-	randSegs, randRuns, multi, shortest, sent := c.segs, c.runs, c.multi, c.shortest, c.sent
+	randSegs, randRuns, multi, longest, sent := c.segs, c.runs, c.multi, c.longest, c.sent
 	if sent <= 0 {
 		return lp
 	}
@@ -704,15 +702,17 @@ func lossFit(c lossCounts, where string) lossResult {
 		lp.params["loss_percent"] = Param{Value: pr * 100, Low: 0, High: hi * 100, Unknown: fmt.Sprintf(
 			"%d of %d segments sent again with no queue to explain it: too few for a loss process (a tail loss probe re-sends one segment that was not lost, a tail drop the queue's samples missed is one too): the path's own loss is between 0 and %.3g %%", randSegs, sent, hi*100)}
 		lp.notes = append(lp.notes, fmt.Sprintf("loss: %d isolated re-sends in %d segments: no loss process inferred", randSegs, sent))
-	} else if randRuns < 5 && shortest >= 5 {
-		// A few runs, each of five segments or more: independent
+	} else if randRuns < 5 && longest >= 5 {
+		// A few runs, one of five segments or more: independent
 		// losses make one such seldom (p^4 of the runs), an
 		// overflow or a bursty channel always; too few runs to
-		// tell which.
+		// tell which (the grid's delay line at 200 ms: 130 segments
+		// in 2 runs beside its 3 overflows, read as 0.28 % of random
+		// loss).
 		lp.model = "unknown"
 		lp.params["loss_percent"] = Param{Value: pr * 100, Low: 0, High: hi * 100, Unknown: fmt.Sprintf(
-			"%d of %d segments lost in %d runs of %d or more each, with no queue seen full: independent losses seldom make such runs; a buffer's overflows (tail drops the queue's samples missed) or a bursty channel, too few runs to tell which: the path's own loss is between 0 and %.3g %%",
-			randSegs, sent, randRuns, shortest, hi*100)}
+			"%d of %d segments lost in %d runs, the longest %d, with no queue seen full: independent losses seldom make such a run; a buffer's overflows (tail drops the queue's samples missed) or a bursty channel, too few runs to tell which: the path's own loss is between 0 and %.3g %%",
+			randSegs, sent, randRuns, longest, hi*100)}
 		lp.notes = append(lp.notes, fmt.Sprintf("loss: %d segments in %d long runs: overflows or a bursty channel, not told apart", randSegs, randRuns))
 	} else {
 		lp.params["loss_percent"] = known(pr*100, lo*100, hi*100, fmt.Sprintf("%d of %d segments lost with the bottleneck queue not full, in %d runs (%s)",

@@ -549,14 +549,17 @@ func TestLossFitFromRuns(t *testing.T) {
 		why     string // for one not claimed
 	}{
 		{"none", lossCounts{sent: 10000}, "none", true, "", ""},
-		{"a loss probe", lossCounts{segs: 2, runs: 2, shortest: 1, sent: 10000}, "unknown", false, "", "too few for a loss process"},
-		{"random", lossCounts{segs: 50, runs: 49, multi: 1, shortest: 1, sent: 10000}, "random", true, "loss 0.5%", ""},
-		{"bursty", lossCounts{segs: 200, runs: 60, multi: 40, shortest: 1, sent: 10000}, "bursty", true, "loss gemodel ", ""},
-		{"few runs", lossCounts{segs: 8, runs: 4, multi: 2, shortest: 1, sent: 10000}, "unknown", true, "loss 0.08%", ""},
-		{"few long runs", lossCounts{segs: 73, runs: 3, multi: 3, shortest: 20, sent: 46000}, "unknown", false, "", "too few runs to tell"},
+		{"a loss probe", lossCounts{segs: 2, runs: 2, longest: 1, sent: 10000}, "unknown", false, "", "too few for a loss process"},
+		{"random", lossCounts{segs: 50, runs: 49, multi: 1, longest: 2, sent: 10000}, "random", true, "loss 0.5%", ""},
+		{"bursty", lossCounts{segs: 200, runs: 60, multi: 40, longest: 9, sent: 10000}, "bursty", true, "loss gemodel ", ""},
+		{"few runs", lossCounts{segs: 8, runs: 4, multi: 2, longest: 3, sent: 10000}, "unknown", true, "loss 0.08%", ""},
+		{"few long runs", lossCounts{segs: 73, runs: 3, multi: 3, longest: 33, sent: 46000}, "unknown", false, "", "too few runs to tell"},
+		// One long run beside a single loss: no random loss rate either
+		// (the grid's delay line at 200 ms, 130 segments in 2 runs).
+		{"a long run and a loss", lossCounts{segs: 130, runs: 2, multi: 1, longest: 129, sent: 46445}, "unknown", false, "", "the longest 129"},
 		// A Gilbert channel at 200 ms seen over five runs (3 of them of
 		// two or more, where independent losses give 0.06): no process.
-		{"between random and bursty", lossCounts{segs: 12, runs: 5, multi: 3, shortest: 1, sent: 931}, "unknown", true, "loss 1.29%", ""},
+		{"between random and bursty", lossCounts{segs: 12, runs: 5, multi: 3, longest: 4, sent: 931}, "unknown", true, "loss 1.29%", ""},
 	} {
 		lp := lossFit(c.counts, "receiver")
 		p := lp.params["loss_percent"]
