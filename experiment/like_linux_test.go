@@ -125,7 +125,7 @@ func givenRate(t *testing.T, cfg Config) units.Rate {
 // the client's delayed ACK) is fitted as request/response and reproduced
 // with the same requests, connections and diagnosis, and a latency near
 // the original's (the delayed-ACK timer sets it: 25 % here, the report's
-// own tolerance is 10 %). It runs the reproduction twice (--runs 2).
+// own tolerance is 10 %). It runs the reproduction three times (--runs 3).
 func TestLikeReproducesRequestResponse(t *testing.T) {
 	testenv.RequireRoot(t)
 	dir := t.TempDir()
@@ -135,13 +135,26 @@ func TestLikeReproducesRequestResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lr, err := Like(context.Background(), res.Captures[SideClient].Path, Config{Out: filepath.Join(dir, "like")}, fit.Options{}, LikeOptions{Runs: 2})
+	lr, err := Like(context.Background(), res.Captures[SideClient].Path, Config{Out: filepath.Join(dir, "like")}, fit.Options{}, LikeOptions{Runs: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two runs, each compared; the one beside the original among them.
-	if len(lr.Runs) != 2 || lr.Runs[0].Out == lr.Runs[1].Out || (lr.Run.Out != lr.Runs[0].Out && lr.Run.Out != lr.Runs[1].Out) ||
-		lr.Reproduced != (lr.ReproducedRuns == 2) {
+	// Three runs, each compared, the verdict the majority's, and the one
+	// beside the original among them. (The latency below is the shown
+	// run's: of the majority, so a run the loaded host slowed does not
+	// decide it alone.)
+	outs := map[string]bool{}
+	for _, r := range lr.Runs {
+		outs[r.Out] = true
+	}
+	for _, r := range lr.Runs {
+		for _, s := range r.Similarity {
+			if strings.HasPrefix(s.Measure, "latency") {
+				t.Logf("%s: %s %.1f against %.1f ms (within %v)", filepath.Base(r.Out), s.Measure, s.Reproduced, s.Original, s.Within)
+			}
+		}
+	}
+	if len(lr.Runs) != 3 || len(outs) != 3 || !outs[lr.Run.Out] || lr.Reproduced != (lr.ReproducedRuns >= 2) {
 		t.Fatalf("runs %+v (%d reproduced, verdict %v), shown %s", lr.Runs, lr.ReproducedRuns, lr.Reproduced, lr.Run.Out)
 	}
 	rr := lr.Fit.RequestResponse
