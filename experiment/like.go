@@ -709,6 +709,21 @@ func WriteLikeReport(w io.Writer, res *LikeResult) error {
 		}
 	}
 	tables := []report.Table{fitTable, sim}
+	if len(res.Runs) > 1 {
+		runs := report.Table{Title: fmt.Sprintf("runs (reproduced in %d of %d; beside the original: %s)", res.ReproducedRuns, len(res.Runs), filepath.Base(res.Run.Out)),
+			Header: []string{"run", "rate", "re-sent", "reproduced", "off"}}
+		for _, r := range res.Runs {
+			var off []string
+			for _, s := range r.Similarity {
+				if !s.Within {
+					off = append(off, s.Measure)
+				}
+			}
+			runs.Rows = append(runs.Rows, []string{filepath.Base(r.Out), units.Rate(r.RateBps).Human(), fmt.Sprintf("%.3g %%", r.Resent*100),
+				fmt.Sprint(r.Reproduced), strings.Join(off, ", ")})
+		}
+		tables = append(tables, runs)
+	}
 	for i, t := range res.Tries {
 		tables = append(tables, report.KV(fmt.Sprintf("try %d", i+1), "change", fmt.Sprint(t.Change),
 			"before", units.Rate(t.BeforeBps).Human(), "after", units.Rate(t.AfterBps).Human(),

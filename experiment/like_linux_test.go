@@ -157,6 +157,9 @@ func TestLikeReproducesRequestResponse(t *testing.T) {
 	if len(lr.Runs) != 3 || len(outs) != 3 || !outs[lr.Run.Out] || lr.Reproduced != (lr.ReproducedRuns >= 2) {
 		t.Fatalf("runs %+v (%d reproduced, verdict %v), shown %s", lr.Runs, lr.ReproducedRuns, lr.Reproduced, lr.Run.Out)
 	}
+	if html, err := os.ReadFile(lr.Report); err != nil || !strings.Contains(string(html), fmt.Sprintf("runs (reproduced in %d of 3", lr.ReproducedRuns)) {
+		t.Errorf("the report %s has no table of the runs (%v)", lr.Report, err)
+	}
 	rr := lr.Fit.RequestResponse
 	if rr == nil || rr.Requests != orig.Requests || rr.Connections != orig.Concurrency {
 		t.Fatalf("fit: %+v, want %d requests over %d connections", rr, orig.Requests, orig.Concurrency)
