@@ -45,27 +45,14 @@ func senderCapture(n, mss int, spacing, ackLeg time.Duration, delay func(i int) 
 		ack := record{t: a.t + ackLeg, dir: 0, ack: uint32(1 + cum*mss), flags: decode.FlagACK, karn: karn, inflight: -1}
 		// The block holding this arrival first, then the others above
 		// the cumulative ACK, lowest first.
-		var blocks [][2]int
-		for j := cum; j < n; {
-			if !got[j] {
-				j++
-				continue
+		blocks := heldAbove(got, cum)
+		for i, b := range blocks {
+			if a.i >= b[0] && a.i < b[1] {
+				blocks = append(append([][2]int{b}, blocks[:i]...), blocks[i+1:]...)
+				break
 			}
-			k := j
-			for k < n && got[k] {
-				k++
-			}
-			if a.i >= j && a.i < k {
-				blocks = append([][2]int{{j, k}}, blocks...)
-			} else {
-				blocks = append(blocks, [2]int{j, k})
-			}
-			j = k
 		}
-		for _, b := range blocks[:min(len(blocks), 3)] {
-			ack.sack[ack.nsack] = decode.SACKBlock{Left: uint32(1 + b[0]*mss), Right: uint32(1 + b[1]*mss)}
-			ack.nsack++
-		}
+		sackThree(&ack, blocks, mss)
 		f.acks = append(f.acks, ack)
 	}
 	return f
@@ -134,6 +121,33 @@ func TestCoversPerRecordBeyondTheBound(t *testing.T) {
 	}
 }
 
+// heldAbove are the runs of segments the receiver holds above its
+// cumulative ACK (segment indices, end exclusive), lowest first.
+func heldAbove(got []bool, cum int) [][2]int {
+	var out [][2]int
+	for j := cum; j < len(got); {
+		if !got[j] {
+			j++
+			continue
+		}
+		k := j
+		for k < len(got) && got[k] {
+			k++
+		}
+		out = append(out, [2]int{j, k})
+		j = k
+	}
+	return out
+}
+
+// sackThree puts the first three of blocks in an ACK, as SACK blocks.
+func sackThree(ack *record, blocks [][2]int, mss int) {
+	for _, b := range blocks[:min(len(blocks), 3)] {
+		ack.sack[ack.nsack] = decode.SACKBlock{Left: uint32(1 + b[0]*mss), Right: uint32(1 + b[1]*mss)}
+		ack.nsack++
+	}
+}
+
 // receiverCapture builds what a capture next to a receiver shows of a
 // bulk transfer sent every spacing, each segment taking delay(i) to the
 // receiver and ackLeg back: a receiver that ACKs every arrival at once
@@ -174,19 +188,7 @@ func receiverCapture(n, mss int, spacing, ackLeg time.Duration, delay func(i int
 			karn = 10 * time.Microsecond
 		}
 		ack := record{t: a.t + 10*time.Microsecond, dir: 0, ack: uint32(1 + cum*mss), flags: decode.FlagACK, hasTS: true, tsval: tsval(a.t), karn: karn, inflight: -1}
-		for j := cum; j < n && ack.nsack < 3; {
-			if !got[j] {
-				j++
-				continue
-			}
-			k := j
-			for k < n && got[k] {
-				k++
-			}
-			ack.sack[ack.nsack] = decode.SACKBlock{Left: uint32(1 + j*mss), Right: uint32(1 + k*mss)}
-			ack.nsack++
-			j = k
-		}
+		sackThree(&ack, heldAbove(got, cum), mss)
 		f.acks = append(f.acks, ack)
 	}
 	return f
