@@ -109,16 +109,13 @@ func (r *rttSampler) timestampSent(peer *rttSampler, p *decode.Packet, sg *segme
 			}
 			switch {
 			case !r.holeOpen:
-				if r.clearMin == 0 || us < r.clearMin {
-					r.clearMin = us
-				}
-				r.echortt.add(us)
+				r.addClear(us)
 			case ref == 0 || 4*us >= 3*ref:
 				// Within a quarter of the round trip so far (or none
-				// known yet, as before any of this): a jitter reorders too, and its early segments'
-				// echoes are its lowest delays (a delay line's overtaker
-				// is short by the data's one-way delay, half the round
-				// trip where the delay is split evenly).
+				// known yet): a jitter reorders too, and its early
+				// segments' echoes are its lowest delays (a delay line's
+				// overtaker is short by the data's one-way delay, half
+				// the round trip where the delay is split evenly).
 				r.echortt.add(us)
 			case r.npend < len(r.pend):
 				r.pend[r.npend] = us
@@ -137,13 +134,18 @@ func (r *rttSampler) echoAcked(relAck int64) {
 	}
 	if !r.reordered {
 		for _, us := range r.pend[:r.npend] {
-			if r.clearMin == 0 || us < r.clearMin {
-				r.clearMin = us
-			}
-			r.echortt.add(us)
+			r.addClear(us)
 		}
 	}
 	r.holeOpen, r.reordered, r.npend = false, false, 0
+}
+
+// addClear takes an echo sample that no overtaking can have shortened.
+func (r *rttSampler) addClear(us uint64) {
+	if r.clearMin == 0 || us < r.clearMin {
+		r.clearMin = us
+	}
+	r.echortt.add(us)
 }
 
 // tsRing remembers when each TSval was first sent, for timestamp RTT
