@@ -220,8 +220,6 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo 
 	type done struct {
 		run   *Result
 		refit *fit.Result
-		sim   []Similarity
-		ok    bool
 	}
 	var runs []done
 	for i := range max(1, lo.Runs) {
@@ -235,25 +233,25 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo 
 		if err != nil {
 			return nil, err
 		}
-		d := done{run: r, refit: rf, sim: compare(res.Fit, rf), ok: true}
-		for _, s := range d.sim {
-			d.ok = d.ok && s.Within
+		lr := LikeRun{Out: r.Out, RateBps: rf.Transfer.RateBps, Resent: resentShare(rf), Similarity: compare(res.Fit, rf), Reproduced: true}
+		for _, s := range lr.Similarity {
+			lr.Reproduced = lr.Reproduced && s.Within
 		}
-		if d.ok {
+		if lr.Reproduced {
 			res.ReproducedRuns++
 		}
-		res.Runs = append(res.Runs, LikeRun{Out: r.Out, RateBps: rf.Transfer.RateBps, Resent: resentShare(rf), Similarity: d.sim, Reproduced: d.ok})
-		runs = append(runs, d)
+		res.Runs = append(res.Runs, lr)
+		runs = append(runs, done{r, rf})
 	}
 	// Side by side: of the runs that agree with the verdict, the median by
 	// rate (of an even number, the lower).
 	oks, rates := make([]bool, len(runs)), make([]float64, len(runs))
-	for i, d := range runs {
-		oks[i], rates[i] = d.ok, d.refit.Transfer.RateBps
+	for i, lr := range res.Runs {
+		oks[i], rates[i] = lr.Reproduced, lr.RateBps
 	}
 	var mid int
 	res.Reproduced, mid = sideBySide(oks, rates)
-	res.Run, res.Refit, res.Similarity = runs[mid].run, runs[mid].refit, runs[mid].sim
+	res.Run, res.Refit, res.Similarity = runs[mid].run, runs[mid].refit, res.Runs[mid].Similarity
 	for i, ch := range changes {
 		tcfg := cfg
 		tcfg.ClientSysctls = mergeSysctls(nil, cfg.ClientSysctls)
@@ -440,14 +438,7 @@ func compare(orig, rep *fit.Result) []Similarity {
 		lo, hi = binom.Wilson(e, max(e, int(math.Round(float64(o.DataPkts)/m))), binom.Z95)
 		tol = fmt.Sprintf("in the original's 95 %% interval %.3g-%.3g %% (%d loss episodes of %.3g re-sent packets each: those lost together are no independent draws)", lo*100, hi*100, e, m)
 	}
-	rr := 0.0
-	if r.DataPkts > 0 {
-		rr = float64(r.ResentPkts) / float64(r.DataPkts)
-	}
-	orr := 0.0
-	if o.DataPkts > 0 {
-		orr = float64(o.ResentPkts) / float64(o.DataPkts)
-	}
+	orr, rr := resentShare(orig), resentShare(rep)
 	out = append(out, Similarity{Measure: "retransmission_rate", Original: orr, Reproduced: rr, Figure: ratio(orr, rr),
 		Within: rr >= lo && rr <= hi, Tolerance: tol})
 	if o.Limit == analyzer.LimitReceiveWindow {
