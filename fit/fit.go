@@ -738,7 +738,7 @@ func lossFit(c lossCounts, where string) lossResult {
 			lp.params["gemodel_r_percent"] = known(r*100, r*100*0.8, min(100, r*100*1.25), fmt.Sprintf(
 				"mean loss run %.2f segments (%d of %d runs longer than one; independent losses would give about %.1f)", meanRun, multi, randRuns, expect))
 			lp.spec = "loss gemodel " + pct(gp*100) + " " + pct(r*100)
-		} else if chance := binomialTail(randRuns, multi, pr); chance < lossMultiChance {
+		} else if chance := binom.Tail(randRuns, multi, pr); chance < lossMultiChance {
 			// More runs of two or more than independent losses give (a
 			// chance under 1e-3: a random fit is so called once in 1,000),
 			// too few to call bursty: a bursty channel seen over a few

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/analyzer/decode"
+	"github.com/wanlab/wanlab/internal/binom"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -1728,7 +1729,7 @@ func (f *flow) clusteredDrops(runs []lossRun, sent int, queueFor func(time.Durat
 			continue
 		}
 		m := max(segsIn(runs[i].t, runs[i].t+w), k)
-		if binomialTail(m, k, q)*float64(len(runs)) >= 1e-3 {
+		if binom.Tail(m, k, q)*float64(len(runs)) >= 1e-3 {
 			continue
 		}
 		for x := i; x < j; x++ {
@@ -1779,7 +1780,7 @@ func (f *flow) queueTopDrops(runs []lossRun, queueFor func(time.Duration) time.D
 				}
 			}
 		}
-		if n >= 3 && binomialTail(n, k, share) < 0.5e-3 {
+		if n >= 3 && binom.Tail(n, k, share) < 0.5e-3 {
 			top = level
 			break
 		}
@@ -1854,7 +1855,7 @@ func (f *flow) queueFollowedBy(qs, seg []float64) float64 {
 			}
 		}
 		p0 := float64(len(seg)-sort.SearchFloat64s(seg, l)) / float64(len(seg))
-		if binomialTail(len(qs), k, max(p0, 1e-3))*float64(len(tried)) < 0.01 {
+		if binom.Tail(len(qs), k, max(p0, 1e-3))*float64(len(tried)) < 0.01 {
 			return l
 		}
 	}
@@ -1903,21 +1904,6 @@ func episodesOf(f *flow, runs []lossRun) []episode {
 		out = append(out, episode{first: i, n: 1, t: r.t, segs: r.segs})
 	}
 	return out
-}
-
-// binomialTail is the chance of k or more successes in n trials of p.
-func binomialTail(n, k int, p float64) float64 {
-	if k <= 0 {
-		return 1
-	}
-	s := 0.0
-	for i := k; i <= n; i++ {
-		lc, _ := math.Lgamma(float64(n + 1))
-		a, _ := math.Lgamma(float64(i + 1))
-		b, _ := math.Lgamma(float64(n - i + 1))
-		s += math.Exp(lc - a - b + float64(i)*math.Log(p) + float64(n-i)*math.Log(1-p))
-	}
-	return min(1, s)
 }
 
 // tsTick is one tick of the receiver's timestamp clock, from its ACKs'

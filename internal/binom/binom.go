@@ -1,5 +1,5 @@
-// Package binom is the binomial proportion's confidence interval that the
-// fit, the bench and the reproductions share.
+// Package binom is the binomial proportion's confidence interval and
+// tail that the fit, the bench and the reproductions share.
 package binom
 
 import "math"
@@ -28,4 +28,27 @@ func Wilson(k, n int, z float64) (lo, hi float64) {
 		hi = 1
 	}
 	return lo, hi
+}
+
+// Tail is the chance of k or more successes in n trials of p: 1 for k of
+// 0 or less, 0 for k above n, and exact at p of 0 and 1 (where the terms'
+// logarithms would be infinite).
+func Tail(n, k int, p float64) float64 {
+	switch {
+	case k <= 0:
+		return 1
+	case k > n || p <= 0:
+		return 0
+	case p >= 1:
+		return 1
+	}
+	lc, _ := math.Lgamma(float64(n + 1))
+	lp, lq := math.Log(p), math.Log1p(-p)
+	s := 0.0
+	for i := k; i <= n; i++ {
+		a, _ := math.Lgamma(float64(i + 1))
+		b, _ := math.Lgamma(float64(n - i + 1))
+		s += math.Exp(lc - a - b + float64(i)*lp + float64(n-i)*lq)
+	}
+	return min(1, s)
 }

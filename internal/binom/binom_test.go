@@ -24,3 +24,25 @@ func TestWilson(t *testing.T) {
 		t.Errorf("no trials: [%g, %g], want [0, 1]", lo, hi)
 	}
 }
+
+// TestTail: the binomial tail against sums done by hand, and its ends.
+func TestTail(t *testing.T) {
+	for _, c := range []struct {
+		n, k int
+		p    float64
+		want float64
+	}{
+		{10, 0, 0.3, 1},
+		{10, 11, 0.3, 0},
+		{5, 0, 0, 1},
+		{5, 1, 0, 0},
+		{5, 5, 1, 1},
+		{3, 2, 0.5, 0.5},           // (3 + 1) / 8
+		{4, 3, 0.1, 0.0037},        // 4·0.001·0.9 + 0.0001
+		{10, 1, 0.1, 0.6513215599}, // 1 - 0.9^10
+	} {
+		if got := Tail(c.n, c.k, c.p); math.IsNaN(got) || math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("Tail(%d, %d, %g) = %v, want %v", c.n, c.k, c.p, got, c.want)
+		}
+	}
+}
