@@ -177,8 +177,8 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo 
 	if err != nil {
 		return nil, err
 	}
-	if lo.Runs < 0 || lo.Runs > maxLikeRuns {
-		return nil, fmt.Errorf("--runs %d: want 1 to %d", lo.Runs, maxLikeRuns)
+	if lo.Runs < 0 || lo.Runs > MaxLikeRuns {
+		return nil, fmt.Errorf("--runs %d: want 1 to %d", lo.Runs, MaxLikeRuns)
 	}
 	out, err := outDir(base.Out, start, base.Force)
 	if err != nil {
@@ -303,8 +303,8 @@ func sideBySide(oks []bool, rates []float64) (bool, int) {
 	return verdict, idx[(len(idx)-1)/2]
 }
 
-// maxLikeRuns bounds --runs: each is a whole transfer.
-const maxLikeRuns = 20
+// MaxLikeRuns bounds LikeOptions.Runs (--runs): each is a whole transfer.
+const MaxLikeRuns = 20
 
 // resentShare is the share of a fit's data packets sent again.
 func resentShare(f *fit.Result) float64 {

@@ -98,7 +98,7 @@ func init() {
 			&cli.StringFlag{Name: "like", Usage: "reproduce the transfer of `CAPTURE`: fit it (wanlab fit), run the lab the fit describes, compare the two"},
 			&cli.StringSliceFlag{Name: "try", Usage: "with --like, run the fix `[client:|server:]KEY=VALUE` on the reproduced path (repeatable: one run each)"},
 			&cli.StringFlag{Name: "flow", Usage: "with --like, the capture's connection to reproduce (default: the one with the most data)"},
-			&cli.IntFlag{Name: "runs", Usage: "with --like, run the reproduction `N` times (1-20): each compared, the median by rate shown beside the original, reproduced when more than half are", Value: 1},
+			&cli.IntFlag{Name: "runs", Usage: fmt.Sprintf("with --like, run the reproduction `N` times (1 to %d): each compared, the median by rate of those that agree shown beside the original, reproduced when more than half are", experiment.MaxLikeRuns), Value: 1},
 		},
 		Action: runExperiment,
 		Subcommands: []*cli.Command{{
@@ -159,8 +159,8 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 	} else if cc.IsSet("runs") {
 		return cfg, errors.New("--runs needs --like CAPTURE")
 	}
-	if n := cc.Int("runs"); n < 1 || n > 20 {
-		return cfg, fmt.Errorf("--runs %d: want 1 to 20 runs of the reproduction", n)
+	if n := cc.Int("runs"); n < 1 || n > experiment.MaxLikeRuns {
+		return cfg, fmt.Errorf("--runs %d: want 1 to %d runs of the reproduction", n, experiment.MaxLikeRuns)
 	}
 	if cc.IsSet("impair") || cc.IsSet("delay") || cc.IsSet("loss") || cc.IsSet("rate") {
 		cfg.Impair = nil
