@@ -20,32 +20,19 @@ import (
 // highest segment it covers.
 func senderCapture(n, mss int, spacing, ackLeg time.Duration, delay func(i int) time.Duration) *flow {
 	f := &flow{dir: 1, mss: mss, isn: 1, st: &analyzer.Direction{}}
-	type arrival struct {
-		i int
-		t time.Duration
-	}
-	arr := make([]arrival, n)
 	for i := range n {
-		sent := time.Duration(i) * spacing
-		f.data = append(f.data, record{t: sent, seq: uint32(1 + i*mss), payload: mss, karn: -1, inflight: -1})
-		arr[i] = arrival{i, sent + delay(i)}
+		f.data = append(f.data, record{t: time.Duration(i) * spacing, seq: uint32(1 + i*mss), payload: mss, karn: -1, inflight: -1})
 	}
-	slices.SortStableFunc(arr, func(a, b arrival) int { return cmp.Compare(a.t, b.t) })
-	got := make([]bool, n)
-	cum := 0 // segments below the cumulative ACK
-	for _, a := range arr {
-		got[a.i] = true
+	rcv := receiverOf(n)
+	for _, a := range arrivals(n, spacing, delay) {
 		karn := time.Duration(-1)
-		if a.i == cum {
-			for cum < n && got[cum] {
-				cum++
-			}
-			karn = a.t + ackLeg - f.data[cum-1].t
+		if rcv.arrive(a.i) {
+			karn = a.t + ackLeg - f.data[rcv.cum-1].t
 		}
-		ack := record{t: a.t + ackLeg, dir: 0, ack: uint32(1 + cum*mss), flags: decode.FlagACK, karn: karn, inflight: -1}
+		ack := record{t: a.t + ackLeg, dir: 0, ack: uint32(1 + rcv.cum*mss), flags: decode.FlagACK, karn: karn, inflight: -1}
 		// The block holding this arrival first, then the others above
 		// the cumulative ACK, lowest first.
-		blocks := heldAbove(got, cum)
+		blocks := rcv.heldAbove()
 		for i, b := range blocks {
 			if a.i >= b[0] && a.i < b[1] {
 				blocks = append(append([][2]int{b}, blocks[:i]...), blocks[i+1:]...)
@@ -121,17 +108,55 @@ func TestCoversPerRecordBeyondTheBound(t *testing.T) {
 	}
 }
 
-// heldAbove are the runs of segments the receiver holds above its
-// cumulative ACK (segment indices, end exclusive), lowest first.
-func heldAbove(got []bool, cum int) [][2]int {
+// arrival is segment i reaching the receiver at t.
+type arrival struct {
+	i int
+	t time.Duration
+}
+
+// arrivals are n segments sent every spacing, each taking delay(i), in
+// the order they arrive.
+func arrivals(n int, spacing time.Duration, delay func(i int) time.Duration) []arrival {
+	arr := make([]arrival, n)
+	for i := range n {
+		arr[i] = arrival{i, time.Duration(i)*spacing + delay(i)}
+	}
+	slices.SortStableFunc(arr, func(a, b arrival) int { return cmp.Compare(a.t, b.t) })
+	return arr
+}
+
+// synthReceiver is what a receiver holds: the segments arrived, and how
+// many lie below its cumulative ACK.
+type synthReceiver struct {
+	got []bool
+	cum int
+}
+
+func receiverOf(n int) *synthReceiver { return &synthReceiver{got: make([]bool, n)} }
+
+// arrive takes segment i and says whether it moved the cumulative ACK.
+func (r *synthReceiver) arrive(i int) bool {
+	r.got[i] = true
+	if i != r.cum {
+		return false
+	}
+	for r.cum < len(r.got) && r.got[r.cum] {
+		r.cum++
+	}
+	return true
+}
+
+// heldAbove are the runs of segments held above the cumulative ACK
+// (segment indices, end exclusive), lowest first.
+func (r *synthReceiver) heldAbove() [][2]int {
 	var out [][2]int
-	for j := cum; j < len(got); {
-		if !got[j] {
+	for j := r.cum; j < len(r.got); {
+		if !r.got[j] {
 			j++
 			continue
 		}
 		k := j
-		for k < len(got) && got[k] {
+		for k < len(r.got) && r.got[k] {
 			k++
 		}
 		out = append(out, [2]int{j, k})
@@ -155,18 +180,9 @@ func sackThree(ack *record, blocks [][2]int, mss int) {
 // ACK), and a sender whose segments echo the newest TSval it had.
 func receiverCapture(n, mss int, spacing, ackLeg time.Duration, delay func(i int) time.Duration) *flow {
 	f := &flow{dir: 1, mss: mss, isn: 1, st: &analyzer.Direction{}}
-	type arrival struct {
-		i int
-		t time.Duration
-	}
-	arr := make([]arrival, n)
-	for i := range n {
-		arr[i] = arrival{i, time.Duration(i)*spacing + delay(i)}
-	}
-	slices.SortStableFunc(arr, func(a, b arrival) int { return cmp.Compare(a.t, b.t) })
+	arr := arrivals(n, spacing, delay)
 	tsval := func(t time.Duration) uint32 { return uint32(1000 + t/time.Millisecond) }
-	got := make([]bool, n)
-	cum := 0
+	rcv := receiverOf(n)
 	for _, a := range arr {
 		sent := time.Duration(a.i) * spacing
 		// The newest TSval at the sender: of the latest arrival an
@@ -179,16 +195,12 @@ func receiverCapture(n, mss int, spacing, ackLeg time.Duration, delay func(i int
 			echo = tsval(b.t)
 		}
 		f.data = append(f.data, record{t: a.t, seq: uint32(1 + a.i*mss), payload: mss, hasTS: echo != 0, tsval: uint32(sent / time.Millisecond), tsecr: echo, karn: -1, inflight: -1})
-		got[a.i] = true
 		karn := time.Duration(-1)
-		if a.i == cum {
-			for cum < n && got[cum] {
-				cum++
-			}
+		if rcv.arrive(a.i) {
 			karn = 10 * time.Microsecond
 		}
-		ack := record{t: a.t + 10*time.Microsecond, dir: 0, ack: uint32(1 + cum*mss), flags: decode.FlagACK, hasTS: true, tsval: tsval(a.t), karn: karn, inflight: -1}
-		sackThree(&ack, heldAbove(got, cum), mss)
+		ack := record{t: a.t + 10*time.Microsecond, dir: 0, ack: uint32(1 + rcv.cum*mss), flags: decode.FlagACK, hasTS: true, tsval: tsval(a.t), karn: karn, inflight: -1}
+		sackThree(&ack, rcv.heldAbove(), mss)
 		f.acks = append(f.acks, ack)
 	}
 	return f
