@@ -228,6 +228,11 @@ type FitRow struct {
 	LossClaimed bool `json:"loss_claimed"`
 	BurstOK     bool `json:"burstiness_ok"`
 	LimitOK     bool `json:"limit_ok"`
+	// LimitClaimed says the fit named a limit or claimed a bottleneck's
+	// rate; a fit that named neither (its evidence at odds: a queue that
+	// held and overflowed, with no rate measured) is neither right nor
+	// wrong.
+	LimitClaimed bool `json:"limit_claimed"`
 	// BottleneckReached says the point's token bucket limited the
 	// transfer: its queue overflowed (the proxy's counters) or the
 	// transfer ran at 80 % of its rate or more. Where it did not, the
@@ -432,6 +437,7 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 		// A bandwidth limit names a bottleneck: its rate with it.
 		row.LimitOK = false
 	}
+	row.LimitClaimed = f.Transfer.Limit != "" || pr["rate_bps"].Known()
 	return row
 }
 
@@ -557,6 +563,9 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 			jitter = fmt.Sprintf("%.3g %.3g %s", float64(r.Point.Jitter)/float64(time.Millisecond), r.Jitter, map[bool]string{true: "ok", false: "OFF"}[r.JitterOK])
 		}
 		limit := fmt.Sprint(r.LimitOK)
+		if !r.LimitClaimed {
+			limit = "-"
+		}
 		if r.Point.Rate > 0 && !r.BottleneckReached {
 			limit += "*"
 			unreached++
@@ -573,7 +582,7 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 		count(2, bufClaimed, r.BufferOK)
 		count(3, r.LossClaimed, r.LossOK)
 		count(4, r.LossModel != "unknown", r.BurstOK)
-		count(5, true, r.LimitOK)
+		count(5, r.LimitClaimed, r.LimitOK)
 		count(6, r.ReorderClaimed, r.ReorderOK)
 		count(7, r.JitterClaimed, r.JitterOK)
 		count(8, r.LineClaimed, r.LineOK)

@@ -3,6 +3,7 @@ package fit
 import (
 	"math"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,6 +166,28 @@ func TestLimitFromWhereItWasTaken(t *testing.T) {
 			perRTT: c.bps / 8 * (100 * ms).Seconds(), window: 2 << 20, queued: c.queued})
 		if got != c.want || (got == "" && why == "") {
 			t.Errorf("%s from the %s (%s loss in %d runs, rate known %v, %.0f bit/s): %q (%s), want %q", c.limit, c.where, c.model, c.runs, c.rate.Known(), c.bps, got, why, c.want)
+		}
+	}
+	// The congestion window where a bottleneck's queue held in most of
+	// the samples and overflowed, its rate unknown: no limit named (the
+	// bottleneck held it). A queue in a few samples after slow start's
+	// overflow, or one that never overflowed, leaves the window.
+	for _, c := range []struct {
+		rate  Param
+		held  float64
+		drops int
+		want  string
+	}{
+		{none, 0.85, 40, ""},
+		{none, 0.5, 1, ""},
+		{none, 0.2, 40, analyzer.LimitCongestion},
+		{none, 0.85, 0, analyzer.LimitCongestion},
+		{rate, 0.85, 40, analyzer.LimitCongestion}, // a rate far above the transfer's: the window
+	} {
+		got, why := fitLimit(limitEvidence{limit: analyzer.LimitCongestion, where: "sender", lossModel: "none", rate: c.rate, transferBps: 54e6,
+			lossRuns: c.drops, queueHeld: c.held, tailDrops: c.drops})
+		if got != c.want || (got == "" && !strings.Contains(why, "overflowed")) {
+			t.Errorf("congestion-window, a queue in %.0f %% of the samples, %d tail drops, rate known %v: %q (%s), want %q", c.held*100, c.drops, c.rate.Known(), got, why, c.want)
 		}
 	}
 }
