@@ -63,3 +63,38 @@ func TestFitGridHasReordering(t *testing.T) {
 		}
 	}
 }
+
+// TestFitGridBucketQueued: the share of a token bucket's packets that
+// waited over a millisecond comes from its stage's sojourn histogram
+// (the netem stage's delay is no queue), -1 without a bucket; the table
+// counts a row naming neither a limit nor a rate as not claimed.
+func TestFitGridBucketQueued(t *testing.T) {
+	var h engine.Histogram
+	h.Counts[0] = 60 // up to 10 µs: tokens were there
+	h.Counts[7] = 25 // 1-2.5 ms
+	h.Counts[9] = 15 // 5-10 ms
+	var line engine.Histogram
+	line.Counts[9] = 100 // the delay line's 5 ms
+	classes := []engine.ClassSnapshot{{Stages: []engine.StageSnapshot{
+		{Kind: "netem", Counters: engine.Counters{Sojourn: line}},
+		{Kind: "tbf", Counters: engine.Counters{Sojourn: h}},
+	}}}
+	if q := bucketQueued(classes); math.Abs(q-0.4) > 1e-9 {
+		t.Errorf("bucket queued %v, want 0.4", q)
+	}
+	if q := bucketQueued(classes[:0]); q != -1 {
+		t.Errorf("no bucket: %v, want -1", q)
+	}
+	p := FitGrid(true)[0]
+	rows := []FitRow{
+		{Point: p, Side: SideServer, RTTOK: true, LimitOK: false, LimitClaimed: false, BottleneckReached: true, Unknown: []string{"rate", "buffer"}},
+		{Point: p, Side: SideClient, RTTOK: true, RateOK: true, LimitOK: true, LimitClaimed: true, BottleneckReached: true},
+	}
+	var b strings.Builder
+	if err := WriteFitGrid(&b, rows); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "limit:                1 of 1 claimed") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}
