@@ -240,8 +240,8 @@ type FitRow struct {
 	BottleneckReached bool `json:"bottleneck_reached"`
 	// WindowHeld says the bucket overflowed but the transfer ran under
 	// 80 % of its rate, or its queue was empty for half its packets or
-	// more (the proxy's sojourn histogram): after the overflow (slow start's, mostly) the
-	// sender's window held it below the path's bandwidth-delay product
+	// more (the proxy's sojourn histogram): after the overflow (slow
+	// start's, mostly) the sender's window held it below the path's bandwidth-delay product
 	// (CUBIC's 0.7 of a window that a quarter BDP of buffer left under
 	// it, or a send buffer smaller than the BDP). Right there is the
 	// rate, or a congestion-window limit claiming none, or a send-buffer
@@ -376,7 +376,8 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 		// packets: the window held the flight under what keeps the link
 		// busy however near the rate the transfer ran (behind 1 Gbit/s at
 		// 10 ms with a BDP's buffer, at 0.86 of the rate with 35 % of
-		// the packets queued, where other runs queued 80-95 %).
+		// the packets queued, where five of seven other runs queued
+		// 80-95 %).
 		idle := st != nil && st.tailDrops > 0 && st.bucketQueued >= 0 && st.bucketQueued < 0.5
 		row.WindowHeld = row.BottleneckReached && res.Download != nil && (!fast || idle)
 	}

@@ -535,10 +535,10 @@ func (f *flow) perRoundTrip(meanBps float64) (bytes, bps float64) {
 const busyQueueShare = 0.5
 
 // queueHeld is the share of the RTT samples that met a queue at the
-// bottleneck, where the queue moved as one does (smoothly: lag-1
-// correlation 0.6 or more, the rate's own test); else 0.
+// bottleneck, where the queue moved as one does (smoothQueue, the rate's
+// own test); else 0.
 func (f *flow) queueHeld() float64 {
-	if f.qmax < f.theta || f.qRho < 0.6 {
+	if f.qmax < f.theta || f.qRho < smoothQueue {
 		return 0
 	}
 	return f.qShare

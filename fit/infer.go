@@ -715,6 +715,10 @@ func (f *flow) queueing() {
 	f.qRho = lag1(vs)
 }
 
+// smoothQueue is the lag-1 autocorrelation at which the RTT's rise moves
+// as a queue's does (filling and draining), not as the hosts' spread.
+const smoothQueue = 0.6
+
 // lag1 is the lag-1 autocorrelation of xs: near 1 for a queue, which
 // fills and drains smoothly; near 0 for a delay drawn anew per packet.
 func lag1(xs []float64) float64 {
@@ -829,7 +833,7 @@ func (f *flow) bottleneckRate(where string) Param {
 	if len(del) < 10 || f.base <= 0 {
 		return unknown("too few ACKs to measure a delivery rate")
 	}
-	if f.qmax < f.theta || f.qShare < 0.2 || f.qRho < 0.6 {
+	if f.qmax < f.theta || f.qShare < 0.2 || f.qRho < smoothQueue {
 		peak := f.peakRate(del)
 		if f.qmax >= f.theta && f.qShare >= 0.2 {
 			f.rateWhy = fmt.Sprintf("the RTT rose %s and more in %.0f %% of the samples but not smoothly (lag-1 correlation %.2f): the hosts' spread (delayed ACKs, loss recovery), not a queue; the path carries at least %s",
@@ -1614,7 +1618,7 @@ func (f *flow) longRunDrops(runs []lossRun, where string) {
 	// A queue too rough to call smooth (lag-1 under 0.6: a small buffer's
 	// few milliseconds within the hosts' spread) needs longer runs.
 	minSegs := 3
-	if f.qRho < 0.6 {
+	if f.qRho < smoothQueue {
 		minSegs = 5
 	}
 	vs := make([]float64, len(f.queue))
