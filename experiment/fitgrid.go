@@ -241,9 +241,10 @@ type FitRow struct {
 	// WindowHeld says the bucket overflowed but the transfer ran under
 	// 80 % of its rate, or its queue was empty for half its packets or
 	// more (the proxy's sojourn histogram): after the overflow (slow
-	// start's, mostly) the sender's window held it below the path's bandwidth-delay product
-	// (CUBIC's 0.7 of a window that a quarter BDP of buffer left under
-	// it, or a send buffer smaller than the BDP). Right there is the
+	// start's, mostly) the sender's window held it below the path's
+	// bandwidth-delay product (CUBIC's 0.7 of a window that a quarter
+	// BDP of buffer left under it, or a send buffer smaller than the
+	// BDP). Right there is the
 	// rate, or a congestion-window limit claiming none, or a send-buffer
 	// one whose flight filled most of the sender's buffer.
 	WindowHeld bool     `json:"window_held"`
