@@ -14,6 +14,7 @@ import (
 
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/fit"
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/predict"
 	"github.com/wanlab/wanlab/tc/engine"
 	"github.com/wanlab/wanlab/units"
@@ -308,6 +309,68 @@ func RunFitGrid(ctx context.Context, points []FitPoint, out string, log io.Write
 		}
 	}
 	return rows, nil
+}
+
+// RefitFitGrid fits the captures of kept grid runs again with this code,
+// against the same truth: each dir is a `bench fit --out` directory, its
+// rows.json naming the points in their order and NN/result.json each
+// point's run (its captures beside it, wherever the directory moved).
+// A point whose run cannot be read is a row with its error.
+func RefitFitGrid(dirs []string) ([]FitRow, error) {
+	var rows []FitRow
+	for _, dir := range dirs {
+		name := filepath.Join(dir, "rows.json")
+		b, err := hostfile.ReadInput(name, hostfile.MaxInput)
+		if err != nil {
+			return nil, err
+		}
+		var kept []FitRow
+		if err := json.Unmarshal(b, &kept); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		var points []FitPoint
+		seen := map[string]bool{}
+		for _, r := range kept {
+			if !seen[r.Point.Name] {
+				seen[r.Point.Name] = true
+				points = append(points, r.Point)
+			}
+		}
+		for i, p := range points {
+			run := filepath.Join(dir, fmt.Sprintf("%02d", i+1))
+			res, err := readRun(filepath.Join(run, "result.json"))
+			if err != nil {
+				rows = append(rows, FitRow{Point: p, Err: err.Error()})
+				continue
+			}
+			for _, c := range res.Captures {
+				if c != nil {
+					c.Path = filepath.Join(run, filepath.Base(c.Path))
+				}
+			}
+			for _, side := range []string{SideServer, SideClient} {
+				if res.Captures[side] == nil {
+					rows = append(rows, FitRow{Point: p, Side: side, Err: fmt.Sprintf("%s: no %s capture", run, side)})
+					continue
+				}
+				rows = append(rows, fitRow(p, side, res))
+			}
+		}
+	}
+	return rows, nil
+}
+
+// readRun reads a run's result.json.
+func readRun(name string) (*Result, error) {
+	b, err := hostfile.ReadInput(name, hostfile.MaxInput)
+	if err != nil {
+		return nil, err
+	}
+	var res Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &res, nil
 }
 
 func fitRow(p FitPoint, side string, res *Result) FitRow {

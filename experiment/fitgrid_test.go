@@ -1,7 +1,10 @@
 package experiment
 
 import (
+	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -96,5 +99,50 @@ func TestFitGridBucketQueued(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "limit:                1 of 1 claimed") {
 		t.Errorf("table:\n%s", b.String())
+	}
+}
+
+// TestRefitFitGrid: a kept run refits from its own directory, wherever it
+// moved (result.json's capture paths are where the run wrote them), one
+// row per side; a point whose run is gone is a row naming its file, and
+// a directory without rows.json is an error naming it.
+func TestRefitFitGrid(t *testing.T) {
+	dir := t.TempDir()
+	pts := FitGrid(true)[:2]
+	kept := []FitRow{{Point: pts[0], Side: SideServer}, {Point: pts[0], Side: SideClient}, {Point: pts[1], Err: "lab failed"}}
+	b, _ := json.Marshal(kept)
+	if err := os.WriteFile(filepath.Join(dir, "rows.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := filepath.Join(dir, "01")
+	capture, err := os.ReadFile("../analyzer/testdata/loss.pcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(run, 0o755)
+	res := Result{Captures: map[string]*CaptureResult{}}
+	for _, side := range []string{SideServer, SideClient} {
+		os.WriteFile(filepath.Join(run, side+".pcap"), capture, 0o644)
+		res.Captures[side] = &CaptureResult{Path: "/where/it/ran/01/" + side + ".pcap"}
+	}
+	b, _ = json.Marshal(res)
+	os.WriteFile(filepath.Join(run, "result.json"), b, 0o644)
+	rows, err := RefitFitGrid([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3: %+v", len(rows), rows)
+	}
+	for _, r := range rows[:2] {
+		if r.Err != "" || r.Point.Name != pts[0].Name || r.Spec == "" {
+			t.Errorf("%s %s: err %q, spec %q", r.Point.Name, r.Side, r.Err, r.Spec)
+		}
+	}
+	if rows[2].Point.Name != pts[1].Name || !strings.Contains(rows[2].Err, filepath.Join(dir, "02", "result.json")) {
+		t.Errorf("the missing run: %+v", rows[2])
+	}
+	if _, err := RefitFitGrid([]string{t.TempDir()}); err == nil || !strings.Contains(err.Error(), "rows.json") {
+		t.Errorf("no rows.json: %v", err)
 	}
 }

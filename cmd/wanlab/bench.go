@@ -113,8 +113,8 @@ func init() {
 			{
 				Name:  "fit",
 				Usage: "the fit's validation grid: lab paths with known specs, both captures fitted, against the truth",
-				UsageText: "wanlab bench fit [--quick] [--kernel] [--out DIR] [--json]\n\n" +
-					"examples:\n   sudo wanlab bench fit --quick\n   sudo wanlab bench fit --out fitgrid\n   sudo wanlab bench fit --kernel --quick",
+				UsageText: "wanlab bench fit [--quick] [--kernel] [--out DIR] [--json]\n   wanlab bench fit --refit DIR [--refit DIR]... [--out DIR] [--json]\n\n" +
+					"examples:\n   sudo wanlab bench fit --quick\n   sudo wanlab bench fit --out fitgrid\n   sudo wanlab bench fit --kernel --quick\n   wanlab bench fit --refit fitgrid --refit fitgrid2",
 				Description: "Runs downloads through the userspace proxy over round trips 10-200 ms, token buckets of\n" +
 					"10 Mbit/s to 1 Gbit/s with buffers of a quarter to four bandwidth-delay products, random and\n" +
 					"bursty loss, reordering, jitter and receive-window limited paths (CUBIC), fits the captures at\n" +
@@ -124,8 +124,11 @@ func init() {
 					"the jitter within 25 % (none where the point has none). --quick\n" +
 					"runs a corner of the grid. --kernel runs the points with the reference kernel's qdiscs inside\n" +
 					"guest VMs (the engine as experiment --vms picks it); the truth of loss and reordering is then\n" +
-					"the spec's long-run shares, with a correlated process's variance in the deviations.",
-				Flags:  []cli.Flag{quick, &cli.BoolFlag{Name: "kernel", Usage: "run the points with the kernel's qdiscs in guest VMs instead of the userspace proxy"}, out, force, jsonFlag},
+					"the spec's long-run shares, with a correlated process's variance in the deviations.\n" +
+					"--refit DIR fits the captures of a kept run (an earlier --out) again with this binary,\n" +
+					"against the same truth, and prints the table of all the runs given; it builds no lab.",
+				Flags: []cli.Flag{quick, &cli.BoolFlag{Name: "kernel", Usage: "run the points with the kernel's qdiscs in guest VMs instead of the userspace proxy"}, out, force, jsonFlag,
+					&cli.StringSliceFlag{Name: "refit", Usage: "fit a kept run's captures (an earlier --out `DIR`) again instead of running the grid (repeatable)"}},
 				Action: runBenchFit,
 			},
 			{
@@ -301,6 +304,16 @@ func runBenchFit(cc *cli.Context) error {
 	if cc.NArg() > 0 {
 		return usageError(fmt.Errorf("bench fit: unexpected argument %q (flags only; see --help)", cc.Args().First()))
 	}
+	if dirs := cc.StringSlice("refit"); len(dirs) > 0 {
+		if cc.Bool("quick") || cc.Bool("kernel") {
+			return usageError(fmt.Errorf("bench fit: --refit fits kept runs as they were run: no --quick or --kernel"))
+		}
+		rows, err := experiment.RefitFitGrid(dirs)
+		if err != nil {
+			return fmt.Errorf("bench fit: --refit: %w", err)
+		}
+		return writeFitGrid(cc, cc.String("out"), rows)
+	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("bench fit: needs root (it builds labs): %w", os.ErrPermission)
 	}
@@ -319,8 +332,21 @@ func runBenchFit(cc *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("bench fit: %w", err)
 	}
-	if err := experiment.WriteFitGridFiles(dir, rows); err != nil {
-		return fmt.Errorf("bench fit: %w", err)
+	return writeFitGrid(cc, dir, rows)
+}
+
+// writeFitGrid writes the grid's rows.json and table.txt to dir (none
+// where dir is empty) and the table, or with --json the rows, to stdout.
+func writeFitGrid(cc *cli.Context, dir string, rows []experiment.FitRow) error {
+	if dir != "" {
+		if cc.IsSet("refit") {
+			if err := hostfile.OutputDir(dir, cc.Bool("force")); err != nil {
+				return usageError(fmt.Errorf("bench fit: --out: %w", err))
+			}
+		}
+		if err := experiment.WriteFitGridFiles(dir, rows); err != nil {
+			return fmt.Errorf("bench fit: %w", err)
+		}
 	}
 	if cc.Bool("json") {
 		return writeJSON(cc.App.Writer, rows)
@@ -328,6 +354,8 @@ func runBenchFit(cc *cli.Context) error {
 	if err := experiment.WriteFitGrid(cc.App.Writer, rows); err != nil {
 		return err
 	}
-	fmt.Fprintf(cc.App.Writer, "rows: %s\n", filepath.Join(dir, "rows.json"))
+	if dir != "" {
+		fmt.Fprintf(cc.App.Writer, "rows: %s\n", filepath.Join(dir, "rows.json"))
+	}
 	return nil
 }

@@ -37,6 +37,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"accuracy", "--specs", filepath.Join(dir, "missing.txt")}, "missing.txt"},
 		{[]string{"accuracy", "--specs", bad}, "bad.txt:2: "},
 		{[]string{"fit", "--kernel", "--quick", "extra"}, `bench fit: unexpected argument "extra"`},
+		{[]string{"fit", "--refit", dir, "--quick"}, "bench fit: --refit fits kept runs as they were run"},
 	} {
 		_, stderr, code := benchCmd(t, c.args...)
 		if code != exitUsage || !strings.Contains(stderr, c.want) {
