@@ -19,6 +19,15 @@ type Connection struct {
 	Duration time.Duration `json:"duration_ns"`
 	// HandshakeSeen: both SYNs were captured, so window scaling is known.
 	HandshakeSeen bool `json:"handshake_seen"`
+	// The handshake timed as Karn would: from the last SYN (a
+	// retransmitted one answers for itself; the first would add the
+	// retransmission timeout) to the ACK after the last SYN-ACK, the whole
+	// round trip wherever the capture was taken; and its two legs, the
+	// capture point to the server and back (that SYN to its SYN-ACK) and
+	// to the client and back (that SYN-ACK to the ACK). 0: not seen.
+	HandshakeRTTMs    float64 `json:"handshake_rtt_ms"`
+	HandshakeServerMs float64 `json:"handshake_server_leg_ms"`
+	HandshakeClientMs float64 `json:"handshake_client_leg_ms"`
 	// State at the end of the capture: "open", "closed" (FIN both ways),
 	// "half-closed" or "reset".
 	State string `json:"state"`
@@ -37,8 +46,11 @@ type Connection struct {
 	firstRTT    int64 // Wireshark's ts_first_rtt (iRTT): latest SYN to the next pure ACK
 	mruSYN      int64
 	mruSYNSet   bool
-	synT        int64           // time of the client's SYN + 1 (0: not seen)
-	hsRTT       int64           // SYN to the ACK completing the handshake: the path RTT wherever the capture was taken
+	synT        int64           // time of the client's latest SYN + 1 (0: not seen)
+	synAckT     int64           // time of the server's latest SYN-ACK after that SYN + 1 (0: not seen)
+	hsRTT       int64           // last SYN to the ACK completing the handshake: the path RTT wherever the capture was taken
+	hsServer    int64           // last SYN to its SYN-ACK: the capture point's round trip to the server
+	hsClient    int64           // last SYN-ACK to the ACK: the capture point's round trip to the client
 	dirs        *[2]dirAnalysis // per-packet state; nil once the connection is retired
 	rst         bool
 	key         connKey
@@ -172,6 +184,16 @@ type DirectionStats struct {
 	// ACK to the data echoing it); without, data to ACK against the
 	// handshake.
 	CapturedNear string `json:"captured_near"`
+	// CaptureToReceiverMs and CaptureToSenderMs are the capture point's
+	// round trips to each end that placed it (see place), and
+	// CapturedNearFrom what they were read from: "data" (data to ACK and
+	// the receiver's timestamps echoed), "handshake" (its two legs),
+	// "echo" or "karn" (one leg only), "" (nothing). A capture is near an
+	// end whose round trip is under half the other's, and both under a
+	// millisecond is a LAN: "unknown".
+	CaptureToReceiverMs float64 `json:"capture_to_receiver_ms"`
+	CaptureToSenderMs   float64 `json:"capture_to_sender_ms"`
+	CapturedNearFrom    string  `json:"captured_near_from"`
 	// PathRTTMs is the round-trip time the diagnosis uses: the minimum RTT
 	// sample near the sender, the handshake RTT near the receiver (the
 	// receiver's timestamps echoed by new data where they give less: a slow
@@ -209,6 +231,8 @@ type DirectionStats struct {
 	QueueDelayP50Ms  float64 `json:"queue_delay_p50_ms"`
 	QueueRTTSource   string  `json:"queue_rtt_source"`
 	RTTTrackOverflow int     `json:"rtt_untracked_segments,omitempty"`
+	// Ramp is the window's opening over the first round trips (rounds.go).
+	Ramp Ramp `json:"ramp"`
 }
 
 // dirAnalysis is everything tracked for one direction.
@@ -223,12 +247,14 @@ type dirAnalysis struct {
 
 	firstData, lastData int64 // times of first and last data segment
 	lastDataAcked       int64 // time the last byte of data was acknowledged
+	dataEnd, dataAcked  int64 // relative sequence: end of the data sent, and how much of it is acknowledged
 	allAckedAt          int64 // when outstanding data last dropped to zero
 	allAcked            bool
 	windowLimited       int
 	minWin, maxWin      int64
 	peerMaxWin          int64
 	finSeen             bool
+	rounds              roundLog
 }
 
 // reset empties the direction for a new connection, keeping its small
@@ -320,6 +346,7 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 		}
 		if sg.len > 0 {
 			fwd.dataSent(a, &span, &sg, fl)
+			fwd.rounds.add(sg.t, fwd.firstData, c.hsRTT, span.newBytes, span.resent > 0 || span.filledGap)
 		}
 	}
 	if fl&AnyRetransmission != 0 || span.below && fl&(KeepAlive|ZeroWindowProbe) == 0 {
@@ -369,9 +396,12 @@ func (c *Connection) handshake(fwd, rev *dirAnalysis, p *decode.Packet, t int64,
 			// Wireshark's ts_mru_syn: the latest SYN (not SYN-ACK); the
 			// iRTT runs from it to the first pure ACK.
 			c.mruSYN, c.mruSYNSet = t, true
-			if c.synT == 0 {
-				c.synT = t + 1
+			if c.hsRTT == 0 {
+				// Karn: the SYN-ACK answers the latest SYN.
+				c.synT, c.synAckT = t+1, 0
 			}
+		} else if c.hsRTT == 0 && c.synT != 0 {
+			c.synAckT = t + 1 // the ACK answers the latest SYN-ACK
 		}
 		fs.synSeen, fs.isn = true, p.Seq
 		fs.mss, fs.wscale, fs.sackOK, fs.tsOK = p.MSS, p.WScale, p.SACKPermitted, p.HasTimestamp
@@ -387,8 +417,9 @@ func (c *Connection) handshake(fwd, rev *dirAnalysis, p *decode.Packet, t int64,
 	} else if flags&fACK != 0 && c.firstRTT == 0 && c.mruSYNSet {
 		c.firstRTT = t - c.mruSYN
 	}
-	if flags&(fSYN|fACK) == fACK && c.hsRTT == 0 && c.synT != 0 && c.HandshakeSeen {
+	if flags&(fSYN|fACK) == fACK && c.hsRTT == 0 && c.synT != 0 && c.synAckT != 0 && c.HandshakeSeen {
 		c.hsRTT = t - (c.synT - 1)
+		c.hsServer, c.hsClient = c.synAckT-c.synT, t-(c.synAckT-1)
 	}
 	if flags&fRST != 0 {
 		c.rst = true
@@ -479,6 +510,7 @@ func (d *dirAnalysis) dataSent(a *Analyzer, span *seqSpan, sg *segment, fl Packe
 	st, t := &d.stats, sg.t
 	d.ser(a, t).recordSegment(span, sg.len, fl&AnyRetransmission != 0)
 	st.UniqueBytes += span.newBytes
+	d.dataEnd = max(d.dataEnd, span.end)
 	if d.firstData == 0 && st.DataPackets == 1 {
 		d.firstData = t
 	}
@@ -547,8 +579,10 @@ func (d *dirAnalysis) ackArrived(a *Analyzer, p *decode.Packet, sg *segment, fl 
 			d.stats.PostLossAcks++
 		}
 	}
-	if s.acked > 0 && d.stats.DataPackets > 0 {
-		d.lastDataAcked = t
+	if s.acked > 0 && d.stats.DataPackets > 0 && d.dataAcked < d.dataEnd {
+		// Only an ACK of data ends the transfer: the ACK of a FIN sent
+		// long after (a connection kept open, then closed) does not.
+		d.lastDataAcked, d.dataAcked = t, min(relAck, d.dataEnd)
 	}
 	if s.empty && !d.allAcked {
 		d.allAcked, d.allAckedAt = true, t
@@ -602,6 +636,9 @@ func (c *Connection) finish(a *Analyzer) {
 		for i, e := range c.encap[:c.nencap] {
 			c.Encapsulation[i] = e.String()
 		}
+	}
+	if c.hsRTT > 0 {
+		c.HandshakeRTTMs, c.HandshakeServerMs, c.HandshakeClientMs = float64(c.hsRTT)/1e6, float64(c.hsServer)/1e6, float64(c.hsClient)/1e6
 	}
 	c.Start = time.Duration(c.firstT)
 	c.Duration = time.Duration(c.lastT - c.firstT)
@@ -663,7 +700,8 @@ func (c *Connection) finish(a *Analyzer) {
 			st.LossRate = float64(st.ResentPackets+st.GapFills) / float64(st.DataPackets+st.GapFills)
 		}
 		st.RTTTrackOverflow = d.q.overflow
-		finishIdle(c, d, st)
+		st.Ramp = d.rounds.ramp()
+		finishIdle(c, d, st, i)
 		finishQueue(d, st)
 		st.DelayedAckStalls, st.DelayedAckTotalMs = delayedAckStalls(&d.lone, &d.rtt)
 		ser := d.series
@@ -757,43 +795,44 @@ func finishQueue(d *dirAnalysis, st *DirectionStats) {
 	}
 }
 
+// placeShare is how much longer the capture point's round trip to one end
+// must be than to the other for the capture to be placed near that other
+// end: twice. In between (a tap half-way, or both ends on one LAN) the
+// capture is "unknown", and neither end's view is assumed.
+const placeShare = 2.0
+
+// placeLAN is the round trip (µs) under which the location cannot be told
+// nor matters: both ends answer within a millisecond of the capture.
+const placeLAN = 1000.0
+
 // finishIdle decides where the capture was taken for this direction and
 // turns the recorded gaps into idle time.
-func finishIdle(c *Connection, d *dirAnalysis, st *DirectionStats) {
+func finishIdle(c *Connection, d *dirAnalysis, st *DirectionStats, dir int) {
 	hs := float64(c.hsRTT) / 1e3 // µs
-	st.CapturedNear = "unknown"
-	path := 0.0 // µs
 	rttMin, echoMin := float64(d.rtt.min), float64(d.echortt.min)
-	echoOK := d.echortt.n >= queueMinSamples
-	// Both legs seen from the capture point at their lowest: data to its
-	// ACK (to the receiver and back) and the receiver's timestamp to the
-	// new data echoing it (to the sender and back). They place the
-	// capture on the data's own round trips, which a slow handshake (a
-	// SYN queued behind load, a SYN-ACK retransmitted) does not move.
-	legsOK := d.rtt.n >= queueMinSamples && echoOK && rttMin+echoMin >= 1000
-	switch {
-	case legsOK && rttMin >= echoMin:
-		st.CapturedNear, path, st.PathRTTSource = "sender", rttMin, "karn"
-	case legsOK:
-		// Near the receiver the round trip is the sender's leg; the
-		// handshake's when it is no longer (a slow one is).
-		st.CapturedNear, path, st.PathRTTSource = "receiver", echoMin, "echo"
-		if hs > 0 && hs <= echoMin {
-			path, st.PathRTTSource = hs, "handshake"
+	toR, toS, src := place(c, d, dir)
+	st.CapturedNear = "unknown"
+	if toR+toS >= placeLAN {
+		switch {
+		case toR >= placeShare*toS:
+			st.CapturedNear = "sender"
+		case toS >= placeShare*toR:
+			st.CapturedNear = "receiver"
 		}
-	case d.rtt.n > 0 && hs >= 1000 && rttMin >= 0.5*hs:
-		st.CapturedNear, path, st.PathRTTSource = "sender", rttMin, "karn"
-	case d.rtt.n > 0 && hs >= 1000:
-		// Below 1 ms (a LAN, veth) both RTTs are noise and the location
-		// cannot be told, nor does it matter.
-		st.CapturedNear, path, st.PathRTTSource = "receiver", hs, "handshake"
-	case hs == 0 && echoOK && echoMin >= 1000 && (d.rtt.n == 0 || echoMin >= 2*rttMin):
-		// No handshake (a capture started mid-stream): next to the
-		// receiver the data-to-ACK time is its ACK delay, and the round
-		// trip shows from its timestamps echoed by new data.
-		st.CapturedNear, path, st.PathRTTSource = "receiver", echoMin, "echo"
-	case hs == 0 && d.rtt.n > 0 && rttMin >= 1000 && echoOK && echoMin < 0.5*rttMin:
-		st.CapturedNear, path, st.PathRTTSource = "sender", rttMin, "karn"
+	}
+	st.CaptureToReceiverMs, st.CaptureToSenderMs, st.CapturedNearFrom = toR/1e3, toS/1e3, src
+	path := 0.0 // µs
+	echoOK := d.echortt.n >= queueMinSamples
+	switch {
+	case st.CapturedNear == "sender" && d.rtt.n > 0:
+		path, st.PathRTTSource = rttMin, "karn"
+	case st.CapturedNear == "receiver" && echoOK && (hs == 0 || echoMin < hs):
+		// Near the receiver the round trip is the sender's leg seen in
+		// the receiver's timestamps echoed by new data; the handshake's
+		// when it is no longer (a slow one is).
+		path, st.PathRTTSource = echoMin, "echo"
+	case hs > 0 && st.CapturedNear != "sender":
+		path, st.PathRTTSource = hs, "handshake"
 	case d.rtt.n > 0:
 		path, st.PathRTTSource = rttMin, "karn"
 	case hs > 0:
@@ -829,4 +868,39 @@ func finishIdle(c *Connection, d *dirAnalysis, st *DirectionStats) {
 			st.IdleMaxMs = max(st.IdleMaxMs, (v-base)/1e3)
 		}
 	}
+}
+
+// place returns the capture point's round trips (µs) to this direction's
+// receiver and to its sender, and what they were read from. The best
+// source comes first:
+//   - the data's own two legs at their lowest, with TCP timestamps: data to
+//     its ACK (to the receiver and back) and the receiver's timestamp to the
+//     new data echoing it (to the sender and back); a slow handshake (a SYN
+//     queued behind load) does not move them;
+//   - the handshake's two legs, timed as Karn would: the last SYN to its
+//     SYN-ACK is the round trip to the server, that SYN-ACK to the ACK the
+//     round trip to the client;
+//   - without a handshake, the data's legs as far as they go: data to ACK,
+//     and the echo where there is one.
+func place(c *Connection, d *dirAnalysis, dir int) (toR, toS float64, src string) {
+	rttMin, echoMin := float64(d.rtt.min), float64(d.echortt.min)
+	karnOK, echoOK := d.rtt.n >= queueMinSamples, d.echortt.n >= queueMinSamples
+	switch {
+	case karnOK && echoOK:
+		return rttMin, echoMin, "data"
+	case c.hsRTT > 0:
+		srv, cli := float64(c.hsServer)/1e3, float64(c.hsClient)/1e3
+		if dir == 0 { // the client sends
+			return srv, cli, "handshake"
+		}
+		return cli, srv, "handshake"
+	case echoOK:
+		if d.rtt.n == 0 {
+			return 0, echoMin, "echo"
+		}
+		return rttMin, echoMin, "data"
+	case d.rtt.n > 0:
+		return rttMin, 0, "karn"
+	}
+	return 0, 0, ""
 }

@@ -18,7 +18,23 @@ const (
 	LimitApplication   = "application"
 	LimitBandwidth     = "bandwidth"
 	LimitCongestion    = "congestion-window"
-	LimitNone          = "none"
+	// LimitSlowStart: the transfer ended while its window was still
+	// opening (or within a few segments): no setting of the path or the
+	// buffers would have made it faster; fewer round trips would.
+	LimitSlowStart = "slow-start"
+	// LimitUnknown: the capture does not decide between the limits left.
+	LimitUnknown = "unknown"
+	// LimitNone is no longer written; kept for readers of older JSON.
+	LimitNone = "none"
+)
+
+// Linux's default maxima of the socket buffers (net.ipv4.tcp_wmem and
+// tcp_rmem's third field): advice never goes below them, and a buffer
+// limit under them is an application's SO_SNDBUF/SO_RCVBUF or a lowered
+// sysctl.
+const (
+	linuxWmemMax = 4 << 20
+	linuxRmemMax = 6 << 20
 )
 
 // Diagnosis says what limited one direction's transfer, why the analyzer
@@ -106,6 +122,24 @@ const (
 	// Bufferbloat: the RTT rose at least this much (and at least half the
 	// minimum RTT) above its minimum at the 95th percentile.
 	bufferbloatMs = 5.0
+	// A bandwidth limit without an RTT rise in the median needs a
+	// standing queue: the median RTT at least this much, and this share of
+	// the minimum, above the minimum. A transfer that filled its
+	// bottleneck keeps a queue there; one paced below it keeps none.
+	standingQueueMs    = 2.0
+	standingQueueShare = 0.25
+	// windowReached: a round carrying this share of the receiver's window
+	// reached it (the window, not the ramp, held it).
+	windowReached = 0.8
+	// plateauRounds: rounds at the peak after it was first reached that
+	// make a plateau (a window held at one size).
+	plateauRounds = 3
+	// burstPauseShare: near the receiver, a window-limited flight arrives
+	// as bursts with silences of a large share of each round trip.
+	burstPauseShare = 0.5
+	// appRounds: round trips without loss over which any congestion
+	// window would have grown well past its start.
+	appRounds = 16
 )
 
 func diagnose(c *Connection, wr WindowRatio) {
@@ -194,6 +228,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection, wr Window
 		maxFlight = flight
 	}
 	transfer := d.TransferMs
+	rp := d.Ramp
 	ev := func(f string, a ...farg) { dg.Evidence = append(dg.Evidence, sprintf(f, a...)) }
 	adv := func(f string, a ...farg) { dg.Advice = append(dg.Advice, sprintf(f, a...)) }
 	sender, receiver := aa(d.From.Addr()), aa(d.To.Addr())
@@ -216,7 +251,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection, wr Window
 	}
 
 	if float64(d.UniqueBytes) < 20*mss {
-		dg.Limit = LimitNone
+		dg.Limit = LimitSlowStart
 		if n := int(float64(d.UniqueBytes)/mss) + 1; uint(n) < uint(len(shortTransfers)) {
 			dg.Evidence = append(dg.Evidence, shortTransfers[n]) // most connections of a busy server
 		} else {
@@ -230,6 +265,10 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection, wr Window
 	}
 
 	lossP := d.LossRate
+	busyRate := rate
+	if busy := transfer - d.IdleTotalMs; busy > 0 && transfer > 0 {
+		busyRate = float64(d.UniqueBytes) / (busy / 1e3)
+	}
 	var mathis float64
 	if lossP > 0 && rttMed > 0 {
 		mathis = predict.Mathis(units.Size(mss), secondsDur(rttMed), lossP).BytesPerSecond()
@@ -240,7 +279,10 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection, wr Window
 		dg.Limit = LimitDelayedAck
 		delayedAckAdvice(dg, d, rttMin, sender, receiver)
 
-	case lossP >= lossMinRate && mathis > 0 && rate <= lossRateSlack*mathis:
+	// The network's bounds are compared with the rate while data was
+	// outstanding: a rate averaged over the sender's idle time is the
+	// application's, not the path's.
+	case lossP >= lossMinRate && mathis > 0 && busyRate <= lossRateSlack*mathis:
 		dg.Limit = LimitLoss
 		ev("%d of %d data segments sent again (p = %.2f %%: %d re-sent, %d filling gaps; Wireshark: %d retransmissions, %d fast, %d spurious, %d out-of-order), %d triple duplicate ACKs from the receiver",
 			ai(d.ResentPackets+d.GapFills), ai(d.DataPackets+d.GapFills), af(lossP*100), ai(d.ResentPackets), ai(d.GapFills),
@@ -269,8 +311,20 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection, wr Window
 			receiver, ai(peer.ZeroWindows), ai(d.ZeroWindowProbes), af(100*zeroWindowShare(d, peer)))
 		adv("the receiving application on %s is the bottleneck: a larger receive buffer only postpones the stall; make it read faster (larger reads, fewer per-read costs, a separate reader thread)", receiver)
 
+	case rp.Rounds > 0 && rp.Growing && (peerWin == 0 || float64(rp.PeakBytes) < windowReached*peerWin):
+		dg.Limit = LimitSlowStart
+		ev("the transfer ended while its window was still opening: %d round trips, the first carrying %s and the last full one %s (the most of any), below the receiver's %s window and with nothing sent again",
+			ai(rp.Rounds), asz(float64(rp.InitialBytes)), asz(float64(rp.PeakBytes)), asz(peerWin))
+		adv("no buffer, window or path setting would have made this transfer faster: it was over before slow start ended; fewer round trips would (reuse the connection: keep-alive, HTTP/2 or pipelining; a larger initial window on %s: `ip route change <route> initcwnd 20`)", sender)
+		if rttMin > 0 && transfer > rttMin*1e3 {
+			p := float64(d.UniqueBytes) / (transfer/1e3 - rttMin)
+			dg.PredictedBps = 8 * p
+			adv("predicted: one round trip fewer (twice the initial window) takes %.1f ms instead of %.1f ms: %s", af(transfer-rttMin*1e3), af(transfer), amb(p))
+		}
+
 	case rttMin > 0 && rttMed >= queueRTTFactor*rttMin+0.002 && flight > 1.3*rate*rttMin,
-		rttMin > 0 && transfer >= 10*rttMin*1e3 && d.PauseShare < saturatedPauseShare && float64(d.OutOfOrderPackets) < reorderShare*float64(d.DataPackets):
+		rttMin > 0 && transfer >= 10*rttMin*1e3 && d.PauseShare < saturatedPauseShare && float64(d.OutOfOrderPackets) < reorderShare*float64(d.DataPackets) &&
+			d.QueueDelayP50Ms >= max(standingQueueMs, standingQueueShare*rttMin*1e3):
 		dg.Limit = LimitBandwidth
 		q := (rttMed - rttMin) * rate
 		if d.PauseShare < saturatedPauseShare {
@@ -286,7 +340,9 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection, wr Window
 		dg.PredictedBps = 8 * rate
 
 	case windowKnown && d.CapturedNear != "receiver" && (d.WindowLimitedShare >= windowLimitedShare || (d.DataPackets > 0 && float64(d.WindowFull)/float64(d.DataPackets) >= 0.1)),
-		windowKnown && rttMin > 0 && peerWin > 0 && rate >= windowRateShare*peerWin/rttMin:
+		windowKnown && rttMin > 0 && peerWin > 0 && rate >= windowRateShare*peerWin/rttMin,
+		// The rounds reached the window and held there.
+		windowKnown && peerWin > 0 && rp.Flat >= plateauRounds && float64(rp.PeakBytes) >= windowReached*peerWin:
 		dg.Limit = LimitReceiveWindow
 		if d.CapturedNear == "receiver" {
 			ev("the rate is %.0f %% of what the receive window %s advertised allows per RTT", af(100*rate*rttMin/peerWin), receiver)
@@ -299,7 +355,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection, wr Window
 				asz(peerWin), af(rttMin*1e3), amb(peerWin/rttMin), amb(rate))
 		}
 		target := 4 * peerWin
-		buf := nextPow2(target / wr.Ratio)
+		buf := nextPow2(max(target/wr.Ratio, linuxRmemMax))
 		adv("raise the receive buffer on %s: net.ipv4.tcp_rmem max >= %d bytes (the kernel offers about %.0f %% of the buffer as window; %s), e.g. `wanlab tune apply --set net.ipv4.tcp_rmem=\"4096 131072 %d\"`; an application that sets SO_RCVBUF also needs net.core.rmem_max >= %d",
 			receiver, ai(buf), af(wr.Ratio*100), as(wr.Source), ai(buf), ai(buf))
 		if rttMin > 0 {
@@ -319,7 +375,14 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection, wr Window
 	// limited time was nil).
 	case windowKnown && peerWin > 0 && flight > 0 && flight <= sndbufShare*peerWin && lossP < lossMinRate && maxFlight <= 1.5*flight+2*mss &&
 		(d.CapturedNear != "receiver" || d.ResentPackets+d.GapFills == 0) &&
-		float64(peer.SACKPackets) <= float64(d.ResentPackets+d.GapFills+1)*maxFlight/max(mss, 1):
+		float64(peer.SACKPackets) <= float64(d.ResentPackets+d.GapFills+1)*maxFlight/max(mss, 1) &&
+		// The sender's own evidence: the rounds held flat at one size
+		// (not still opening), and near the receiver, where the flight
+		// is only the rate over a round trip, they came as ACK-clocked
+		// bursts (an application's writes come spread) through enough
+		// rounds to rule out a window still growing.
+		(rp.Rounds == 0 || (!rp.Growing && rp.Flat >= plateauRounds)) &&
+		(d.CapturedNear != "receiver" || (d.PauseShare >= burstPauseShare && rp.Flat >= 2*plateauRounds)):
 		dg.Limit = LimitSendBuffer
 		ev("bytes in flight stayed near %s (median; max %s), only %.0f %% of the %s window %s offered, without loss",
 			asz(flight), asz(maxFlight), af(100*flight/peerWin), asz(peerWin), receiver)
@@ -327,7 +390,15 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection, wr Window
 			ev("throughput = flight / RTT = %s / %.3g ms = %s; measured %s", asz(flight), af(rttMin*1e3), amb(flight/rttMin), amb(rate))
 		}
 		buf := nextPow2(peerWin / sendRatio)
-		adv("raise the send buffer on %s: net.ipv4.tcp_wmem max >= %d bytes, e.g. `wanlab tune apply --set net.ipv4.tcp_wmem=\"4096 16384 %d\"` (an application that sets SO_SNDBUF also needs net.core.wmem_max >= %d)", sender, ai(buf), ai(buf), ai(buf))
+		if d.CapturedNear == "receiver" {
+			ev("near the receiver the sender's buffer and its application cannot be told apart: both hold the flight flat (capture at the sender to tell)")
+		}
+		if buf <= linuxWmemMax {
+			adv("a flight this small is under Linux's default send buffer (net.ipv4.tcp_wmem max %d bytes): on %s an application that sets SO_SNDBUF, or a tcp_wmem lowered below the default, held it; let the buffer autotune (do not set SO_SNDBUF) or set it to at least %d bytes",
+				ai(int64(linuxWmemMax)), sender, ai(buf))
+		} else {
+			adv("raise the send buffer on %s: net.ipv4.tcp_wmem max >= %d bytes, e.g. `wanlab tune apply --set net.ipv4.tcp_wmem=\"4096 16384 %d\"` (an application that sets SO_SNDBUF also needs net.core.wmem_max >= %d)", sender, ai(buf), ai(buf), ai(buf))
+		}
 		if rttMin > 0 {
 			p := predict.WindowRate(units.Size(peerWin), secondsDur(rttMin)).BytesPerSecond()
 			dg.PredictedBps = 8 * p
@@ -335,8 +406,20 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection, wr Window
 		}
 
 	case !windowKnown:
-		dg.Limit = LimitNone
+		dg.Limit = LimitUnknown
 		ev("no loss, delayed-ACK, idle or queueing signature; without the window scale the remaining candidates (receive window, send buffer, congestion window) cannot be told apart")
+
+	// A congestion window grows in every round trip without loss; near the
+	// receiver, rounds that neither grew nor held at any size through many
+	// round trips with nothing lost, arriving in bursts, are data handed
+	// over as it came: the sending application's pace (a relay, a proxy,
+	// a stream).
+	case d.CapturedNear == "receiver" && d.ResentPackets+d.GapFills == 0 && rp.Rounds >= appRounds && !rp.Growing && rp.Flat == 0 &&
+		d.PauseShare >= burstPauseShare:
+		dg.Limit = LimitApplication
+		ev("over %d round trips with nothing lost the rounds neither grew (as a congestion window would) nor held at one size (as a buffer would): the most any round carried was %s, below the receiver's %s window; the data came as the sender's application handed it over",
+			ai(rp.Rounds), asz(float64(rp.PeakBytes)), asz(peerWin))
+		adv("the application on %s (or the relay it reads from) set the pace: TCP and network tuning will not speed this up; find what it waits for", sender)
 
 	default:
 		dg.Limit = LimitCongestion

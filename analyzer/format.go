@@ -126,8 +126,14 @@ func appendf(b []byte, format string, args ...farg) []byte {
 		next++
 		switch {
 		case (verb == 'f' || verb == 'g') && prec >= 0 && a.kind == argFloat:
-			// fmt's %.Nf and %.Ng are strconv's, NaN and ±Inf included.
-			b = strconv.AppendFloat(b, a.float(), verb, prec, 64)
+			// fmt's %.Nf is strconv's, NaN and ±Inf included; %.Ng is
+			// written without an exponent (units.AppendSig): people read
+			// 3370 ms, not 3.37e+03 ms.
+			if verb == 'g' {
+				b = units.AppendSig(b, a.float(), max(prec, 1))
+			} else {
+				b = strconv.AppendFloat(b, a.float(), verb, prec, 64)
+			}
 		case verb == 'd' && prec < 0 && a.kind == argInt:
 			b = strconv.AppendInt(b, int64(a.n), 10)
 		case (verb == 's' || verb == 'v') && prec < 0 && a.kind >= argString:
@@ -151,11 +157,12 @@ func appendfSlow(b []byte, format string, args []farg) []byte {
 }
 
 // appendMB appends a rate in bits and, as users quote them, bytes per
-// second: "%s (%.3g MB/s)" of units.Rate(8*bytesPerSec).Human().
+// second: "%s (%s MB/s)" of units.Rate(8*bytesPerSec).Human() and
+// units.Sig(bytesPerSec/1e6).
 func appendMB(b []byte, bytesPerSec float64) []byte {
 	b = appendRate(b, units.Rate(bytesPerSec*8))
 	b = append(b, " ("...)
-	b = strconv.AppendFloat(b, bytesPerSec/1e6, 'g', 3, 64)
+	b = units.AppendSig(b, bytesPerSec/1e6, 3)
 	return append(b, " MB/s)"...)
 }
 
@@ -164,15 +171,15 @@ func appendRate(b []byte, r units.Rate) []byte {
 	v := float64(r)
 	switch {
 	case v >= 1e12:
-		return append(strconv.AppendFloat(b, v/1e12, 'g', 3, 64), "Tbit/s"...)
+		return append(units.AppendSig(b, v/1e12, 3), "Tbit/s"...)
 	case v >= 1e9:
-		return append(strconv.AppendFloat(b, v/1e9, 'g', 3, 64), "Gbit/s"...)
+		return append(units.AppendSig(b, v/1e9, 3), "Gbit/s"...)
 	case v >= 1e6:
-		return append(strconv.AppendFloat(b, v/1e6, 'g', 3, 64), "Mbit/s"...)
+		return append(units.AppendSig(b, v/1e6, 3), "Mbit/s"...)
 	case v >= 1e3:
-		return append(strconv.AppendFloat(b, v/1e3, 'g', 3, 64), "Kbit/s"...)
+		return append(units.AppendSig(b, v/1e3, 3), "Kbit/s"...)
 	}
-	return append(strconv.AppendFloat(b, v, 'g', 3, 64), "bit/s"...)
+	return append(units.AppendSig(b, v, 3), "bit/s"...)
 }
 
 // appendSize appends units.Size.Human's text.
@@ -180,11 +187,11 @@ func appendSize(b []byte, s units.Size) []byte {
 	v := float64(s)
 	switch {
 	case v >= 1<<30:
-		return append(strconv.AppendFloat(b, v/(1<<30), 'g', 3, 64), " GiB"...)
+		return append(units.AppendSig(b, v/(1<<30), 3), " GiB"...)
 	case v >= 1<<20:
-		return append(strconv.AppendFloat(b, v/(1<<20), 'g', 3, 64), " MiB"...)
+		return append(units.AppendSig(b, v/(1<<20), 3), " MiB"...)
 	case v >= 1<<10:
-		return append(strconv.AppendFloat(b, v/(1<<10), 'g', 3, 64), " KiB"...)
+		return append(units.AppendSig(b, v/(1<<10), 3), " KiB"...)
 	}
 	return append(strconv.AppendUint(b, uint64(s), 10), " B"...)
 }

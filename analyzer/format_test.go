@@ -16,7 +16,7 @@ import (
 // mbFmt and szFmt are mb and sz as written with fmt, the reference of
 // appendMB and appendSize.
 func mbFmt(bytesPerSec float64) string {
-	return fmt.Sprintf("%s (%.3g MB/s)", units.Rate(bytesPerSec*8).Human(), bytesPerSec/1e6)
+	return fmt.Sprintf("%s (%s MB/s)", units.Rate(bytesPerSec*8).Human(), units.Sig(bytesPerSec/1e6))
 }
 
 func szFmt(b float64) string { return units.Size(b).Human() }
@@ -86,7 +86,8 @@ func TestSprintfMatchesFmt(t *testing.T) {
 		prec := r.IntN(6)
 		format := fmt.Sprintf("a %%.%df b %%.%dg %%%% %%d %%s", prec, prec)
 		got := sprintf(format, af(f), af(f), ai(n), as("x"))
-		want := fmt.Sprintf(format, f, f, n, "x")
+		// %.Ng is written without an exponent: units.AppendSig's digits.
+		want := fmt.Sprintf(fmt.Sprintf("a %%.%df b %%s %%%% %%d %%s", prec), f, units.AppendSig(nil, f, max(prec, 1)), n, "x")
 		if got != want {
 			t.Fatalf("%q of %v, %d: got %q, want %q", format, f, n, got, want)
 		}
@@ -141,7 +142,7 @@ func TestDiagnosisSentences(t *testing.T) {
 		limits[check(d, peer, nil)]++
 	}
 	for _, l := range []string{LimitReceiveWindow, LimitSendBuffer, LimitLoss, LimitDelayedAck, LimitApplication,
-		LimitBandwidth, LimitCongestion, LimitNone} {
+		LimitBandwidth, LimitCongestion, LimitSlowStart, LimitUnknown} {
 		if limits[l] == 0 {
 			t.Errorf("no random direction was limited by %s: %v", l, limits)
 		}

@@ -46,7 +46,7 @@ func (r Rate) Human() string {
 	if h := rounded(float64(r), []prefix{{1e12, "Tbit/s"}, {1e9, "Gbit/s"}, {1e6, "Mbit/s"}, {1e3, "Kbit/s"}}); h != "" {
 		return h
 	}
-	return strconv.FormatFloat(float64(r), 'g', 3, 64) + "bit/s"
+	return Sig(float64(r)) + "bit/s"
 }
 
 // prefix is a unit prefix: its multiple and the name printed after the
@@ -75,7 +75,7 @@ func exact(v uint64, prefixes []prefix, bare string) string {
 func rounded(v float64, prefixes []prefix) string {
 	for _, p := range prefixes {
 		if d := float64(p.div); v >= d {
-			return strconv.FormatFloat(v/d, 'g', 3, 64) + p.name
+			return Sig(v/d) + p.name
 		}
 	}
 	return ""
