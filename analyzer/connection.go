@@ -83,6 +83,9 @@ type Direction struct {
 	DirectionStats
 	Series    *DirectionSeries `json:"-"`
 	Diagnosis *Diagnosis       `json:"diagnosis,omitempty"`
+	// periods are the rounds' classes, steady ones unnamed until the
+	// direction is diagnosed (Diagnosis.Limits).
+	periods []Period
 }
 
 // DirectionStats are the counters of one direction. JSON names are the
@@ -204,6 +207,11 @@ type DirectionStats struct {
 	// data, for a capture near the receiver that missed the handshake) or
 	// "" (no RTT).
 	PathRTTSource string `json:"path_rtt_source"`
+	// PathRTTP50Ms is the median round trip from the leg the capture
+	// point can time: data to ACK near the sender, the receiver's
+	// timestamps echoed by new data near it (the handshake without
+	// them); never 0 where PathRTTMs is not.
+	PathRTTP50Ms float64 `json:"path_rtt_p50_ms"`
 	// Idle gaps: the sender had nothing outstanding and sent no new data
 	// for longer than max(5 ms, RTT/4) beyond what the capture point
 	// explains (near the receiver one RTT always passes).
@@ -346,7 +354,7 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 		}
 		if sg.len > 0 {
 			fwd.dataSent(a, &span, &sg, fl)
-			fwd.rounds.add(sg.t, fwd.firstData, c.hsRTT, span.newBytes, span.resent > 0 || span.filledGap)
+			fwd.rounds.add(sg.t, fwd.firstData, fwd.roundTrip(c.hsRTT), span.newBytes, span.resent > 0 || span.filledGap)
 		}
 	}
 	if fl&AnyRetransmission != 0 || span.below && fl&(KeepAlive|ZeroWindowProbe) == 0 {
@@ -559,6 +567,7 @@ func (d *dirAnalysis) ackArrived(a *Analyzer, p *decode.Packet, sg *segment, fl 
 	}
 	if sg.flags&fSYN == 0 {
 		d.peerMaxWin = max(d.peerMaxWin, int64(sg.window))
+		d.rounds.window(int64(sg.window))
 	}
 	var s ackResult
 	kind := d.acked(relAck, t, &s)
@@ -703,12 +712,13 @@ func (c *Connection) finish(a *Analyzer) {
 		st.Ramp = d.rounds.ramp()
 		finishIdle(c, d, st, i)
 		finishQueue(d, st)
+		st.PathRTTP50Ms = pathMedian(st)
 		st.DelayedAckStalls, st.DelayedAckTotalMs = delayedAckStalls(&d.lone, &d.rtt)
 		ser := d.series
 		if ser == nil {
 			ser = a.emptySeries()
 		}
-		c.Directions[i] = &Direction{From: from, To: to, DirectionStats: *st, Series: ser}
+		c.Directions[i] = &Direction{From: from, To: to, DirectionStats: *st, Series: ser, periods: d.rounds.periodList(c.hsRTT)}
 	}
 	if a.opts.OnFinish == nil {
 		diagnoseWanted(c, a.opts.Wanted, a.opts.windowRatio()) // else just before OnFinish (see emitFinished)
@@ -903,4 +913,44 @@ func place(c *Connection, d *dirAnalysis, dir int) (toR, toS float64, src string
 		return rttMin, 0, "karn"
 	}
 	return 0, 0, ""
+}
+
+// pathMedian is the median round trip from the leg the capture point can
+// time (DirectionStats.PathRTTP50Ms).
+func pathMedian(st *DirectionStats) float64 {
+	m := 0.0
+	switch {
+	case st.CapturedNear == "receiver" && st.EchoRTTSamples >= queueMinSamples:
+		m = st.EchoRTTP50Ms
+	case st.CapturedNear == "receiver":
+		m = st.PathRTTMs
+	case st.RTTSamples > 0:
+		m = st.RTTP50Ms
+	}
+	return max(m, st.PathRTTMs)
+}
+
+// roundTrip is the round length of the direction's rounds (ns): the
+// handshake's round trip, or the data's where that is shorter (a SYN-ACK
+// the server was slow to send). The data's is the longer of its two legs
+// at their lowest so far, data to ACK and the receiver's timestamp to the
+// data echoing it: one is the round trip wherever the capture was taken,
+// the other the near end's reaction. Under a quarter of the handshake it is
+// that reaction alone (a capture near the receiver without timestamps).
+// Without a handshake only both legs time a round.
+func (d *dirAnalysis) roundTrip(hs int64) int64 {
+	leg := int64(0)
+	if d.rtt.n > 0 {
+		leg = int64(d.rtt.min) * 1000
+	}
+	if d.echortt.n > 0 {
+		leg = max(leg, int64(d.echortt.min)*1000)
+	}
+	switch {
+	case hs == 0 && d.rtt.n > 0 && d.echortt.n > 0:
+		return leg // mid-stream: both legs, or no round at all
+	case hs > 0 && leg < hs && leg >= hs/4:
+		return leg
+	}
+	return hs
 }

@@ -40,10 +40,14 @@ const (
 // Diagnosis says what limited one direction's transfer, why the analyzer
 // thinks so, and what to change.
 type Diagnosis struct {
-	Direction string   `json:"direction"` // "client->server" or "server->client"
-	Limit     string   `json:"limit"`
-	Evidence  []string `json:"evidence"`
-	Advice    []string `json:"advice"`
+	Direction string `json:"direction"` // "client->server" or "server->client"
+	Limit     string `json:"limit"`
+	// Limits are the periods of the transfer and the limit of each, where
+	// two limits or more alternate (request/response turns, a loss, the
+	// window reached late); absent otherwise.
+	Limits   []Period `json:"limits,omitempty"`
+	Evidence []string `json:"evidence"`
+	Advice   []string `json:"advice"`
 	// RateBps is the measured data rate; PredictedBps what the advice
 	// should give (0: no prediction).
 	RateBps      float64 `json:"rate_bps"`
@@ -184,6 +188,22 @@ func nextPow2(n float64) int64 {
 }
 
 func diagnoseDirection(name string, d, peer *Direction, c *Connection, wr WindowRatio) *Diagnosis {
+	dg := diagnoseLimit(name, d, peer, c, wr)
+	// Rounds that show no limit by themselves are held by the transfer's
+	// own, unless it is one a round would show (slow start, loss, an idle
+	// sender, a delayed ACK): then by the sender's congestion window. A
+	// receiver that closed its window holds every round it did not.
+	steady := dg.Limit
+	switch {
+	case steady == LimitApplication && peer.ZeroWindows > 0:
+	case steady == LimitApplication || steady == LimitLoss || steady == LimitSlowStart || steady == LimitDelayedAck:
+		steady = LimitCongestion
+	}
+	dg.Limits = namePeriods(d.periods, steady)
+	return dg
+}
+
+func diagnoseLimit(name string, d, peer *Direction, c *Connection, wr WindowRatio) *Diagnosis {
 	// Every diagnosis has evidence, most two to four sentences; advice
 	// stays nil (JSON null) when there is none.
 	if wr.Ratio <= 0 || wr.Ratio > 1 {

@@ -73,8 +73,8 @@ func (e *jsonState) remember(p unsafe.Pointer, start, end int) {
 }
 
 // leafStruct says whether t is a struct whose JSON depends on its own
-// fields only: no pointers, no slices but of scalars and strings, so its
-// text cannot change while an encoder runs.
+// fields only: no pointers, no slices but of scalars, strings and leaf
+// structs, so its text cannot change while an encoder runs.
 func leafStruct(t reflect.Type) bool {
 	if t.Kind() != reflect.Struct {
 		return false
@@ -86,6 +86,10 @@ func leafStruct(t reflect.Type) bool {
 		}
 		switch ft.Kind() {
 		case reflect.Bool, reflect.Int, reflect.Int64, reflect.Float64, reflect.String:
+		case reflect.Struct:
+			if !leafStruct(ft) {
+				return false
+			}
 		default:
 			return false
 		}

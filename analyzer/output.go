@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"github.com/wanlab/wanlab/units"
 	"io"
 	"net/netip"
 	"runtime"
@@ -548,6 +549,23 @@ func writeConnText(b *strings.Builder, c *Connection) {
 			w.b.Write(appendMB(w.tmp[:0], dg.PredictedBps/8))
 		}
 		w.s("\n")
+		if len(dg.Limits) > 0 {
+			w.s("  periods:  ")
+			for i, p := range dg.Limits {
+				if i > 0 {
+					w.s(", ")
+				}
+				w.s(p.Limit)
+				w.s(" ")
+				w.b.Write(units.AppendSig(w.tmp[:0], p.StartMs, 3))
+				w.s("-")
+				w.b.Write(units.AppendSig(w.tmp[:0], p.EndMs, 3))
+				w.s(" ms (")
+				w.int(int64(p.Rounds))
+				w.s(" round trips)")
+			}
+			w.s("\n")
+		}
 		for _, e := range dg.Evidence {
 			w.s("  evidence: ")
 			w.s(e)

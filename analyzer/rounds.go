@@ -1,24 +1,62 @@
 package analyzer
 
-// Rounds: the data a direction carried in each of its first round trips,
-// the view T-RAT (Zhang et al., SIGCOMM 2002) classes a transfer from. A
-// round is one handshake RTT of the capture's clock from the first data
+// Rounds: the data a direction carried in each of its round trips, the
+// view T-RAT (Zhang et al., SIGCOMM 2002) classes a transfer from. A round
+// is one handshake RTT of the capture's clock starting with a data
 // segment: wherever the capture was taken, a window's flight leaves (or
-// arrives) within one, and the next flight one round trip later. The first
-// maxRounds rounds are kept, which is all a slow start of a few hundred
-// segments takes; a longer transfer is judged by its counters.
+// arrives) within one, and the next flight one round trip later. The bytes
+// of the first maxRounds rounds are kept, which is all a slow start of a
+// few hundred segments takes; every round is classed by itself, and runs
+// of one class make the transfer's periods.
 
 // maxRounds is how many round trips of a direction are recorded.
 const maxRounds = 32
 
-// roundLog holds the first rounds of one direction. It is per-packet state
-// (in dirAnalysis, reset with it): 132 bytes, nothing allocated.
+// roundLog holds the first rounds of one direction and the periods of all
+// of them. It is per-packet state (in dirAnalysis, reset with it): about
+// 400 bytes, nothing allocated.
 type roundLog struct {
 	bytes   [maxRounds]uint32 // new data per round (saturating)
 	resent  uint32            // bit i: round i carried a re-sent segment
 	last    int32             // index of the last round with data (-1: none)
 	started bool
+
+	// The round being filled, and the one before it.
+	cur                int64
+	curBytes, prevSent int64
+	curResent          bool
+	curWin             int64 // the largest window the receiver offered during it
+	curStart           int64 // when it started (ns, the capture's clock)
+	lossSeen           bool
+	periods            [maxPeriods]period
+	nper               int
 }
+
+// A period is a run of rounds of one class.
+type period struct {
+	class  roundClass
+	start  int32 // first round
+	rounds int32
+}
+
+// roundClass is what one round shows by itself.
+type roundClass uint8
+
+const (
+	roundSteady  roundClass = iota // none of the below: the direction's own limit
+	roundIdle                      // nothing new in a whole round trip: the application
+	roundLoss                      // a segment sent again (or the wait for its timeout)
+	roundWindow                    // the round filled the receiver's window
+	roundGrowing                   // a quarter more than the round before, nothing lost yet
+)
+
+// maxPeriods bounds the periods kept per direction; later rounds join the
+// last one (Periods says so).
+const maxPeriods = 48
+
+// roundGrowthStep: a round carrying this much more than the one before,
+// before any loss, is the window still opening (slow start grows 1.5-2x).
+const roundGrowthStep = 1.25
 
 // add records a data segment at time t (ns) carrying newBytes never sent
 // before (resent: it re-sent or filled space), with the round length rtt
@@ -28,12 +66,20 @@ func (r *roundLog) add(t, first, rtt, newBytes int64, resent bool) {
 		return
 	}
 	if !r.started {
-		r.started, r.last = true, -1
+		r.started, r.last, r.curStart = true, -1, first
 	}
-	i := (t - first) / rtt
-	if i < 0 {
-		return
+	// Rounds float with the data: a round starts with the first segment
+	// one round trip or more after the round before started, so a flight
+	// is not cut in two by a boundary (T-RAT's flights); a silence of k
+	// round trips leaves k-1 empty rounds.
+	if d := t - r.curStart; d >= rtt {
+		next := r.cur + d/rtt
+		r.close(next, resent)
+		r.curStart = t
 	}
+	i := r.cur
+	r.curBytes += newBytes
+	r.curResent = r.curResent || resent
 	if i < maxRounds {
 		r.bytes[i] = uint32(min(int64(r.bytes[i])+newBytes, 1<<32-1))
 		if resent {
@@ -102,4 +148,137 @@ func (r *roundLog) ramp() Ramp {
 	resentBefore := r.resent & (1<<uint(max(first, 0)+1) - 1)
 	rp.Growing = n <= maxRounds && first >= full-2 && resentBefore == 0
 	return rp
+}
+
+// window records a window the receiver offered (bytes).
+func (r *roundLog) window(w int64) { r.curWin = max(r.curWin, w) }
+
+// close ends the round being filled and any empty ones up to round next
+// (whose first segment re-sent data if resentNext: the empty rounds were
+// the wait for a retransmission timeout, not the application's).
+func (r *roundLog) close(next int64, resentNext bool) {
+	c := roundSteady
+	switch {
+	case r.curResent:
+		c = roundLoss
+	case r.curBytes == 0:
+		c = roundIdle
+	case r.curWin > 0 && float64(r.curBytes) >= windowReached*float64(r.curWin):
+		c = roundWindow
+	case !r.lossSeen && r.prevSent > 0 && float64(r.curBytes) >= roundGrowthStep*float64(r.prevSent):
+		c = roundGrowing
+	}
+	r.lossSeen = r.lossSeen || r.curResent
+	r.push(c, r.cur, 1)
+	if empty := next - r.cur - 1; empty > 0 {
+		c = roundIdle
+		if resentNext {
+			c = roundLoss
+		}
+		r.push(c, r.cur+1, empty)
+	}
+	if r.curBytes > 0 {
+		r.prevSent = r.curBytes
+	}
+	r.cur, r.curBytes, r.curResent, r.curWin = next, 0, false, 0
+}
+
+// push appends n rounds of class c starting at round start.
+func (r *roundLog) push(c roundClass, start, n int64) {
+	if r.nper > 0 {
+		p := &r.periods[r.nper-1]
+		if p.class == c || r.nper == maxPeriods {
+			p.rounds = int32(min(int64(p.rounds)+n, 1<<30))
+			return
+		}
+	}
+	r.periods[r.nper] = period{class: c, start: int32(min(start, 1<<30)), rounds: int32(min(n, 1<<30))}
+	r.nper++
+}
+
+// Period is one stretch of a transfer held by one limit (Direction.Limits).
+type Period struct {
+	Limit   string  `json:"limit"`
+	StartMs float64 `json:"start_ms"` // from the direction's first data segment
+	EndMs   float64 `json:"end_ms"`
+	Rounds  int     `json:"rounds"`
+}
+
+// minPeriodRounds: a period of fewer round trips is the round boundaries'
+// noise (a flight straddling two rounds), joined to the one before.
+const minPeriodRounds = 3
+
+// maxListedPeriods bounds Limits; a transfer that alternates more often is
+// summarised in its last period.
+const maxListedPeriods = 16
+
+// periods returns the rounds' periods, the steady ones named "" (the
+// direction's own limit, known once it is diagnosed: see namePeriods).
+// rtt is the round length (ns).
+func (r *roundLog) periodList(rtt int64) []Period {
+	if !r.started || rtt <= 0 {
+		return nil
+	}
+	if r.curBytes > 0 || r.curResent {
+		r.close(r.cur+1, false)
+	}
+	if r.nper < 2 {
+		return nil
+	}
+	out := make([]Period, 0, r.nper)
+	for _, p := range r.periods[:r.nper] {
+		out = append(out, Period{Limit: p.class.limit(), StartMs: float64(p.start) * float64(rtt) / 1e6,
+			EndMs: float64(int64(p.start)+int64(p.rounds)) * float64(rtt) / 1e6, Rounds: int(p.rounds)})
+	}
+	return out
+}
+
+// limit names the class ("" for steady rounds).
+func (c roundClass) limit() string {
+	switch c {
+	case roundIdle:
+		return LimitApplication
+	case roundLoss:
+		return LimitLoss
+	case roundWindow:
+		return LimitReceiveWindow
+	case roundGrowing:
+		return LimitSlowStart
+	}
+	return ""
+}
+
+// namePeriods names the steady periods by the direction's limit, joins
+// periods under minPeriodRounds (a flight straddling two rounds) and
+// neighbours of one limit, and returns the result only where two limits
+// or more alternate (nil otherwise).
+func namePeriods(ps []Period, steady string) []Period {
+	var out []Period
+	for _, p := range ps {
+		if p.Limit == "" {
+			p.Limit = steady
+		}
+		if n := len(out); n > 0 && (out[n-1].Limit == p.Limit || p.Rounds < minPeriodRounds || n == maxListedPeriods) {
+			out[n-1].EndMs, out[n-1].Rounds = p.EndMs, out[n-1].Rounds+p.Rounds
+			continue
+		}
+		out = append(out, p)
+	}
+	// A first period too short to stand joins the one after it.
+	if len(out) > 1 && out[0].Rounds < minPeriodRounds {
+		out[1].StartMs, out[1].Rounds = out[0].StartMs, out[1].Rounds+out[0].Rounds
+		out = out[1:]
+	}
+	merged := out[:0]
+	for _, p := range out {
+		if n := len(merged); n > 0 && merged[n-1].Limit == p.Limit {
+			merged[n-1].EndMs, merged[n-1].Rounds = p.EndMs, merged[n-1].Rounds+p.Rounds
+			continue
+		}
+		merged = append(merged, p)
+	}
+	if len(merged) < 2 {
+		return nil
+	}
+	return merged
 }
