@@ -218,6 +218,12 @@ type DirectionStats struct {
 	IdleGaps    int     `json:"idle_gaps"`
 	IdleTotalMs float64 `json:"idle_total_ms"`
 	IdleMaxMs   float64 `json:"idle_max_ms"`
+	// Turns are request/response turns: new data that followed new data
+	// from the peer (a request); TurnTotalMs the time from this
+	// direction's data before each to the data after it, when the sender
+	// had nothing to send but the answer (not counted as idle gaps).
+	Turns       int     `json:"turns"`
+	TurnTotalMs float64 `json:"turn_total_ms"`
 	// PauseShare: share of the transfer time spent in gaps between data
 	// segments longer than max(1 ms, RTT/4), outstanding data or not. An
 	// ACK-clocked flight smaller than the path's bandwidth-delay product
@@ -256,6 +262,8 @@ type dirAnalysis struct {
 	firstData, lastData int64 // times of first and last data segment
 	lastDataAcked       int64 // time the last byte of data was acknowledged
 	dataEnd, dataAcked  int64 // relative sequence: end of the data sent, and how much of it is acknowledged
+	peerBytes           int64 // the peer's unique bytes at this direction's last data segment
+	turnNs              int64 // time in request/response turns
 	allAckedAt          int64 // when outstanding data last dropped to zero
 	allAcked            bool
 	windowLimited       int
@@ -353,7 +361,7 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 			fwd.q.sent(span.start, span.end, t, a.own)
 		}
 		if sg.len > 0 {
-			fwd.dataSent(a, &span, &sg, fl)
+			fwd.dataSent(a, &span, &sg, fl, rev.stats.UniqueBytes)
 			fwd.rounds.add(sg.t, fwd.firstData, fwd.roundTrip(c.hsRTT), span.newBytes, span.resent > 0 || span.filledGap)
 		}
 	}
@@ -514,8 +522,19 @@ func (d *dirAnalysis) countResent(span *seqSpan) {
 
 // dataSent records a data segment: series, unique bytes, idle gaps and
 // pauses between data segments.
-func (d *dirAnalysis) dataSent(a *Analyzer, span *seqSpan, sg *segment, fl PacketFlags) {
+func (d *dirAnalysis) dataSent(a *Analyzer, span *seqSpan, sg *segment, fl PacketFlags, peerBytes int64) {
 	st, t := &d.stats, sg.t
+	// A turn: the peer sent new data (a request) since this direction's
+	// last data segment, and this one answers it. The sender had nothing
+	// to send from its last segment until the request came: that time is
+	// the application's, wherever the capture was taken (near the
+	// receiver an idle gap hides in the round trip the request takes).
+	turn := st.DataPackets > 1 && peerBytes > d.peerBytes && span.newBytes > 0 && fl&AnyRetransmission == 0
+	d.peerBytes = peerBytes
+	if turn {
+		st.Turns++
+		d.turnNs += t - d.lastData
+	}
 	d.ser(a, t).recordSegment(span, sg.len, fl&AnyRetransmission != 0)
 	st.UniqueBytes += span.newBytes
 	d.dataEnd = max(d.dataEnd, span.end)
@@ -524,7 +543,7 @@ func (d *dirAnalysis) dataSent(a *Analyzer, span *seqSpan, sg *segment, fl Packe
 	}
 	// Gap after everything outstanding was acknowledged: judged against
 	// the path RTT at the end (see finishIdle).
-	if d.allAcked && fl&AnyRetransmission == 0 && st.DataPackets > 1 {
+	if d.allAcked && fl&AnyRetransmission == 0 && st.DataPackets > 1 && !turn {
 		d.gaps.add(uint64((t - max(d.allAckedAt, d.lastData)) / 1000))
 	}
 	if st.DataPackets > 1 {
@@ -709,6 +728,7 @@ func (c *Connection) finish(a *Analyzer) {
 			st.LossRate = float64(st.ResentPackets+st.GapFills) / float64(st.DataPackets+st.GapFills)
 		}
 		st.RTTTrackOverflow = d.q.overflow
+		st.TurnTotalMs = float64(d.turnNs) / 1e6
 		st.Ramp = d.rounds.ramp()
 		finishIdle(c, d, st, i)
 		finishQueue(d, st)

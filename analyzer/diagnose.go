@@ -101,6 +101,10 @@ const (
 	// lossRateSlack times the Mathis bound.
 	lossMinRate   = 0.001
 	lossRateSlack = 2.0
+	// The sender waiting (idle or between turns) for more than this share
+	// of the transfer is its application's limit before any loss: the
+	// network carried nothing most of the time.
+	appMostShare = 0.5
 	// Application limited: idle (nothing outstanding) this share of the
 	// transfer time.
 	appIdleShare = 0.3
@@ -286,7 +290,8 @@ func diagnoseLimit(name string, d, peer *Direction, c *Connection, wr WindowRati
 
 	lossP := d.LossRate
 	busyRate := rate
-	if busy := transfer - d.IdleTotalMs; busy > 0 && transfer > 0 {
+	waited := d.IdleTotalMs + d.TurnTotalMs // the sender had nothing to send
+	if busy := transfer - waited; busy > 0 && transfer > 0 {
 		busyRate = float64(d.UniqueBytes) / (busy / 1e3)
 	}
 	var mathis float64
@@ -302,7 +307,7 @@ func diagnoseLimit(name string, d, peer *Direction, c *Connection, wr WindowRati
 	// The network's bounds are compared with the rate while data was
 	// outstanding: a rate averaged over the sender's idle time is the
 	// application's, not the path's.
-	case lossP >= lossMinRate && mathis > 0 && busyRate <= lossRateSlack*mathis:
+	case lossP >= lossMinRate && mathis > 0 && busyRate <= lossRateSlack*mathis && waited < appMostShare*transfer:
 		dg.Limit = LimitLoss
 		ev("%d of %d data segments sent again (p = %.2f %%: %d re-sent, %d filling gaps; Wireshark: %d retransmissions, %d fast, %d spurious, %d out-of-order), %d triple duplicate ACKs from the receiver",
 			ai(d.ResentPackets+d.GapFills), ai(d.DataPackets+d.GapFills), af(lossP*100), ai(d.ResentPackets), ai(d.GapFills),
@@ -314,12 +319,19 @@ func diagnoseLimit(name string, d, peer *Direction, c *Connection, wr WindowRati
 		dg.PredictedBps = 8 * mathis * math.Sqrt(10)
 		adv("predicted: at a tenth of the loss rate the bound rises sqrt(10)x, to about %s", amb(mathis*math.Sqrt(10)))
 
-	case transfer > 0 && d.IdleTotalMs >= appIdleShare*transfer:
+	case transfer > 0 && waited >= appIdleShare*transfer:
 		dg.Limit = LimitApplication
-		ev("the sender had nothing outstanding for %.1f ms in %d gaps (%.0f %% of the transfer; longest %.1f ms) while the receiver's window was open",
-			af(d.IdleTotalMs), ai(d.IdleGaps), af(100*d.IdleTotalMs/transfer), af(d.IdleMaxMs))
+		if d.IdleTotalMs > 0 {
+			ev("the sender had nothing outstanding for %.1f ms in %d gaps (%.0f %% of the transfer; longest %.1f ms) while the receiver's window was open",
+				af(d.IdleTotalMs), ai(d.IdleGaps), af(100*d.IdleTotalMs/transfer), af(d.IdleMaxMs))
+		}
+		if d.Turns > 0 {
+			ev("%d request/response turns: the sender's data answered the peer's, and between its answers it waited %.1f ms (%.0f %% of the transfer) with nothing to send",
+				ai(d.Turns), af(d.TurnTotalMs), af(100*d.TurnTotalMs/transfer))
+			adv("the requests and their answers took turns: fewer round trips would help (pipeline or batch the requests, HTTP/2 multiplexing, or larger responses); the path and the buffers are not the limit")
+		}
 		adv("the application on %s did not hand data to TCP fast enough (or waited for the next request): TCP and network tuning will not speed this up; write larger chunks, pipeline requests, or find what the application waits for", sender)
-		if busy := transfer - d.IdleTotalMs; busy > 0 {
+		if busy := transfer - waited; busy > 0 {
 			p := float64(d.UniqueBytes) / (busy / 1e3)
 			dg.PredictedBps = 8 * p
 			adv("predicted: without the idle gaps the same data would take %.1f ms, %s", af(busy), amb(p))
