@@ -224,6 +224,18 @@ type DirectionStats struct {
 	// had nothing to send but the answer (not counted as idle gaps).
 	Turns       int     `json:"turns"`
 	TurnTotalMs float64 `json:"turn_total_ms"`
+	// Bursts are data segments after a pause (over a quarter of the round
+	// trip and 1 ms), and AckedBursts those sent within ackClockNs of an
+	// ACK that advanced: released by the ACK clock. Near the sender a
+	// window (of any kind) releases its bursts on ACKs; an application
+	// that writes on its own clock releases them when it writes.
+	Bursts      int `json:"bursts"`
+	AckedBursts int `json:"acked_bursts"`
+	// RTTAckedBursts are the bursts that came a round trip (within an
+	// eighth) after an ACK that advanced: what releases them seen near the
+	// receiver, where the ACK leaves and the burst it releases arrives a
+	// round trip later.
+	RTTAckedBursts int `json:"rtt_acked_bursts"`
 	// PauseShare: share of the transfer time spent in gaps between data
 	// segments longer than max(1 ms, RTT/4), outstanding data or not. An
 	// ACK-clocked flight smaller than the path's bandwidth-delay product
@@ -263,6 +275,8 @@ type dirAnalysis struct {
 	lastDataAcked       int64 // time the last byte of data was acknowledged
 	dataEnd, dataAcked  int64 // relative sequence: end of the data sent, and how much of it is acknowledged
 	peerBytes           int64 // the peer's unique bytes at this direction's last data segment
+	ackAt               int64 // when an ACK of this direction's data last advanced
+	acks                ackRing
 	turnNs              int64 // time in request/response turns
 	allAckedAt          int64 // when outstanding data last dropped to zero
 	allAcked            bool
@@ -361,6 +375,7 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 			fwd.q.sent(span.start, span.end, t, a.own)
 		}
 		if sg.len > 0 {
+			fwd.burst(sg.t, fwd.roundTrip(c.hsRTT), fl)
 			fwd.dataSent(a, &span, &sg, fl, rev.stats.UniqueBytes)
 			fwd.rounds.add(sg.t, fwd.firstData, fwd.roundTrip(c.hsRTT), span.newBytes, span.resent > 0 || span.filledGap)
 		}
@@ -384,6 +399,10 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 	}
 	if sg.flags&fACK != 0 && rs.baseSet {
 		rev.ackArrived(a, p, &sg, fl, ackAdvanced, info)
+		if ackAdvanced {
+			rev.ackAt = t
+			rev.acks.add(t, rev.roundTrip(c.hsRTT)/16)
+		}
 	}
 	if sg.len > 0 && rs.ackSeen {
 		fwd.inFlight(a, rs, info, t)
@@ -973,4 +992,56 @@ func (d *dirAnalysis) roundTrip(hs int64) int64 {
 		return leg
 	}
 	return hs
+}
+
+// ackClockNs is how soon after an ACK a burst counts as released by it:
+// the sender's kernel sends from the ACK's softirq, microseconds after it
+// arrives; a millisecond allows a capture point a LAN hop away.
+const ackClockNs = 1_000_000
+
+// burst records whether a data segment at t starts a burst (after a pause
+// of over a quarter of the round trip rtt and a millisecond) and whether
+// an ACK released it.
+func (d *dirAnalysis) burst(t, rtt int64, fl PacketFlags) {
+	if d.stats.DataPackets < 2 || fl&AnyRetransmission != 0 {
+		return
+	}
+	if gap := t - d.lastData; gap <= max(rtt/4, 1_000_000) {
+		return
+	}
+	d.stats.Bursts++
+	if d.ackAt > d.lastData && t-d.ackAt <= ackClockNs {
+		d.stats.AckedBursts++
+	}
+	if tol := rtt / 8; d.acks.within(t-rtt-tol-ackClockNs, t-rtt+tol+ackClockNs) {
+		d.stats.RTTAckedBursts++
+	}
+}
+
+// ackRing holds the times of a direction's last advancing ACKs, one per
+// sixteenth of a round trip at most: the last two round trips.
+type ackRing struct {
+	t    [32]int64
+	n    uint32
+	last int64
+}
+
+// add records an ACK at t unless one was recorded less than gap before.
+func (r *ackRing) add(t, gap int64) {
+	if r.n > 0 && t-r.last < gap {
+		return
+	}
+	r.t[r.n%uint32(len(r.t))] = t
+	r.n++
+	r.last = t
+}
+
+// within says whether one of the ACKs held came between lo and hi.
+func (r *ackRing) within(lo, hi int64) bool {
+	for i := range min(int(r.n), len(r.t)) {
+		if v := r.t[i]; v >= lo && v <= hi {
+			return true
+		}
+	}
+	return false
 }

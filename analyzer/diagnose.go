@@ -145,6 +145,10 @@ const (
 	// burstPauseShare: near the receiver, a window-limited flight arrives
 	// as bursts with silences of a large share of each round trip.
 	burstPauseShare = 0.5
+	// appBursts: bursts enough to judge who released them; ackClockedShare:
+	// under this share released by ACKs, the application released them.
+	appBursts       = 8
+	ackClockedShare = 0.5
 	// appRounds: round trips without loss over which any congestion
 	// window would have grown well past its start.
 	appRounds = 16
@@ -336,6 +340,23 @@ func diagnoseLimit(name string, d, peer *Direction, c *Connection, wr WindowRati
 			dg.PredictedBps = 8 * p
 			adv("predicted: without the idle gaps the same data would take %.1f ms, %s", af(busy), amb(p))
 		}
+
+	// Near the sender a window (congestion, receive or buffer) releases
+	// each burst on an ACK; bursts that began on their own were the
+	// application's writes.
+	case d.CapturedNear == "sender" && d.Bursts >= appBursts && float64(d.AckedBursts) < ackClockedShare*float64(d.Bursts):
+		dg.Limit = LimitApplication
+		ev("%d of %d bursts began on their own, not on an ACK (%d within %.0f ms of one): the application's writes released them, at their own pace",
+			ai(d.Bursts-d.AckedBursts), ai(d.Bursts), ai(d.AckedBursts), af(ackClockNs/1e6))
+		adv("the application on %s wrote its data at its own pace (a stream, a relay, a rate limit of its own): TCP and network tuning will not speed this up; find what paces its writes", sender)
+
+	// Near the receiver the same shows a round trip later: a burst an ACK
+	// released arrives one round trip after that ACK left.
+	case d.CapturedNear == "receiver" && d.Bursts >= appBursts && float64(d.RTTAckedBursts) < ackClockedShare*float64(d.Bursts):
+		dg.Limit = LimitApplication
+		ev("%d of %d bursts arrived with no ACK of the receiver's a round trip (%.3g ms, within an eighth) before them: no ACK released them, the application's writes did, at their own pace",
+			ai(d.Bursts-d.RTTAckedBursts), ai(d.Bursts), af(rttMin*1e3))
+		adv("the application on %s wrote its data at its own pace (a stream, a relay, a rate limit of its own): TCP and network tuning will not speed this up; find what paces its writes", sender)
 
 	case peer.ZeroWindows > 0 && zeroWindowShare(d, peer) >= receiverAppShare:
 		dg.Limit = LimitApplication

@@ -14,10 +14,11 @@ fi
 # and for sanity checks (ping, iperf3); chromium drives the HTML report in
 # the browser tests; qemu and busybox-static run the reference kernel with
 # sch_netem (lab/vm), user-mode-linux runs it where KVM is missing (the VM
-# tests' auto engine), ethtool checks the UML guests' TAPs. Installed only
+# tests' auto engine), ethtool checks the UML guests' TAPs, iptables drops a
+# SYN in the analyzer's handshake test. Installed only
 # when missing.
 pkgs=()
-for want in tcpdump:tcpdump tshark:tshark tcptrace:tcptrace iperf3:iperf3 ping:iputils-ping ip:iproute2 chromium:chromium qemu-system-x86_64:qemu-system-x86 linux.uml:user-mode-linux ethtool:ethtool; do
+for want in tcpdump:tcpdump tshark:tshark tcptrace:tcptrace iperf3:iperf3 ping:iputils-ping ip:iproute2 chromium:chromium qemu-system-x86_64:qemu-system-x86 linux.uml:user-mode-linux ethtool:ethtool iptables:iptables; do
 	command -v "${want%%:*}" >/dev/null 2>&1 || pkgs+=("${want#*:}")
 done
 [ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || pkgs+=(docker.io) # the container topology test

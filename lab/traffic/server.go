@@ -77,7 +77,16 @@ type ServerConfig struct {
 	// ThinkTime is the pause between the header and the body of an RR
 	// response, standing for the backend's work.
 	ThinkTime time.Duration `json:"think_time_ns,omitempty"`
+	// WriteRate > 0 paces a download's writes: WriteChunk bytes (default
+	// DefaultWriteChunk) at a time, each when the rate allows it, as an
+	// application producing its data at that rate does (a stream, a
+	// relay); 0 writes as fast as TCP takes it.
+	WriteRate  units.Rate `json:"write_rate_bps,omitempty"`
+	WriteChunk units.Size `json:"write_chunk_bytes,omitempty"`
 }
+
+// DefaultWriteChunk is the size of a paced download's writes.
+const DefaultWriteChunk = 32 * units.KiB
 
 // Server is an HTTP/1.1 server inside a namespace.
 type Server struct {
@@ -203,13 +212,23 @@ func (s *Server) serveGen(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead {
 		return
 	}
+	pace := newPacer(s.cfg.WriteRate, s.cfg.WriteChunk)
 	for left := uint64(n); left > 0; {
 		chunk := pattern()
+		if limit := pace.chunk(); limit > 0 && uint64(len(chunk)) > limit {
+			chunk = chunk[:limit]
+		}
 		if left < uint64(len(chunk)) {
 			chunk = chunk[:left]
 		}
+		if err := pace.wait(r.Context(), len(chunk)); err != nil {
+			return
+		}
 		if _, err := w.Write(chunk); err != nil {
 			return // the client went away
+		}
+		if f, ok := w.(http.Flusher); ok && pace.rate > 0 {
+			f.Flush() // each paced write leaves as it is made
 		}
 		left -= uint64(len(chunk))
 	}
