@@ -375,9 +375,19 @@ func diagnoseLimit(name string, d, peer *Direction, c *Connection, wr WindowRati
 			adv("predicted: one round trip fewer (twice the initial window) takes %.1f ms instead of %.1f ms: %s", af(transfer-rttMin*1e3), af(transfer), amb(p))
 		}
 
+	// A bottleneck the transfer filled: a queue at the median, or one that
+	// reached half the round trip at times (a buffer filled) while the
+	// bottleneck stayed busy: near the receiver data arriving without
+	// pauses, near the sender a flight of at least the path's
+	// bandwidth-delay product. A rate averaged below a bottleneck it never
+	// filled leaves no queue.
 	case rttMin > 0 && rttMed >= queueRTTFactor*rttMin+0.002 && flight > 1.3*rate*rttMin,
-		rttMin > 0 && transfer >= 10*rttMin*1e3 && d.PauseShare < saturatedPauseShare && float64(d.OutOfOrderPackets) < reorderShare*float64(d.DataPackets) &&
-			d.QueueDelayP50Ms >= max(standingQueueMs, standingQueueShare*rttMin*1e3):
+		rttMin > 0 && transfer >= 10*rttMin*1e3 &&
+			(d.QueueDelayP50Ms >= max(standingQueueMs, standingQueueShare*rttMin*1e3) ||
+				(d.QueueRTTSource != "" && d.QueueDelayMs >= max(bufferbloatMs, 0.5*rttMin*1e3))) &&
+			((d.CapturedNear == "receiver" && d.PauseShare < saturatedPauseShare &&
+				float64(d.OutOfOrderPackets) < reorderShare*float64(d.DataPackets)) ||
+				(d.CapturedNear == "sender" && float64(d.P50InFlightBytes) >= rate*rttMin)):
 		dg.Limit = LimitBandwidth
 		q := (rttMed - rttMin) * rate
 		if d.PauseShare < saturatedPauseShare {
@@ -426,16 +436,21 @@ func diagnoseLimit(name string, d, peer *Direction, c *Connection, wr WindowRati
 	// congestion window flat (the grid's reordering paths at 50 and 200
 	// ms, 1684 and 2843 SACKs with none re-sent: TCP_INFO's send-buffer
 	// limited time was nil).
-	case windowKnown && peerWin > 0 && flight > 0 && flight <= sndbufShare*peerWin && lossP < lossMinRate && maxFlight <= 1.5*flight+2*mss &&
+	// The sender's own evidence of a buffer: its rounds held flat at one
+	// size (not still opening) below half the receiver's window, nothing
+	// lost; near the receiver, where the flight is only the rate over a
+	// round trip, the flat rounds came as ACK-clocked bursts through
+	// enough of them to rule out a window still growing. Without rounds
+	// (no handshake) the flight's median and maximum stand in.
+	case windowKnown && peerWin > 0 && lossP < lossMinRate &&
 		(d.CapturedNear != "receiver" || d.ResentPackets+d.GapFills == 0) &&
 		float64(peer.SACKPackets) <= float64(d.ResentPackets+d.GapFills+1)*maxFlight/max(mss, 1) &&
-		// The sender's own evidence: the rounds held flat at one size
-		// (not still opening), and near the receiver, where the flight
-		// is only the rate over a round trip, they came as ACK-clocked
-		// bursts (an application's writes come spread) through enough
-		// rounds to rule out a window still growing.
-		(rp.Rounds == 0 || (!rp.Growing && rp.Flat >= plateauRounds)) &&
+		((rp.Rounds > 0 && !rp.Growing && rp.Flat >= plateauRounds && float64(rp.PeakBytes) <= sndbufShare*peerWin) ||
+			(rp.Rounds == 0 && flight > 0 && flight <= sndbufShare*peerWin && maxFlight <= 1.5*flight+2*mss)) &&
 		(d.CapturedNear != "receiver" || (d.PauseShare >= burstPauseShare && rp.Flat >= 2*plateauRounds)):
+		if rp.Rounds > 0 {
+			flight, maxFlight = float64(rp.PeakBytes), float64(rp.PeakBytes)
+		}
 		dg.Limit = LimitSendBuffer
 		ev("bytes in flight stayed near %s (median; max %s), only %.0f %% of the %s window %s offered, without loss",
 			asz(flight), asz(maxFlight), af(100*flight/peerWin), asz(peerWin), receiver)
