@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/wanlab/wanlab/units"
 	"math"
 	"strings"
 	"time"
@@ -350,7 +351,7 @@ func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult, run 
 		m = m.withTarget("±0.5 %", math.Abs(m.Error) <= 0.005*m.Configured)
 		// A sender that could not offer more than the rate measures
 		// itself, not the shaper.
-		m.Note = fmt.Sprintf("offered %.4g Mbit/s", offered/1e6)
+		m.Note = units.Sprintf("offered %.4g Mbit/s", offered/1e6)
 		if offered < rate {
 			m.Note += " (below the rate: sender-limited)"
 		}
@@ -360,7 +361,7 @@ func (c accuracyCase) measure(path string, st probeStats, bulk *bulkResult, run 
 		if l := run.late; l != nil {
 			// A burst above the bound with late writes is the release
 			// loop catching up after a stall, not the engine's schedule.
-			b.Note = fmt.Sprintf("%d of %d packets written ≥ 1 ms after their departure, the latest %.3g ms", l.Late1ms, l.Packets, float64(l.Max)/1e6)
+			b.Note = units.Sprintf("%d of %d packets written ≥ 1 ms after their departure, the latest %.3g ms", l.Late1ms, l.Packets, float64(l.Max)/1e6)
 		}
 		// The kernel's tbf may send one packet past an empty bucket's
 		// worth in a window (a packet straddles its edge): the bound

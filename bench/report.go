@@ -9,6 +9,7 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/wanlab/wanlab/units"
 	"io"
 	"math"
 	"strings"
@@ -204,7 +205,7 @@ func trim(v float64) string {
 	if math.Abs(v) >= 1000 {
 		return fmt.Sprintf("%.0f", v)
 	}
-	return fmt.Sprintf("%.4g", v)
+	return units.Sprintf("%.4g", v)
 }
 
 func formatValue(v float64, unit string) string {
@@ -215,7 +216,7 @@ func formatValue(v float64, unit string) string {
 }
 
 func signed(v float64, unit string) string {
-	s := fmt.Sprintf("%+.3g", v)
+	s := units.Sprintf("%+.3g", v)
 	if math.Abs(v) >= 1000 {
 		s = fmt.Sprintf("%+.0f", v)
 	}

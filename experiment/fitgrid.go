@@ -137,7 +137,7 @@ func FitGrid(quick bool) []FitPoint {
 			for _, b := range bdps {
 				buf := max(units.Size(b*rate.BytesPerSecond()*rtt.Seconds()), 16*units.KiB)
 				buf = (buf + 1023) / 1024 * 1024
-				g = append(g, FitPoint{Name: fmt.Sprintf("tbf %s %s %.2gbdp", units.FormatDuration(rtt), rate, b), RTT: rtt, Rate: rate, Buffer: buf, CC: "cubic"})
+				g = append(g, FitPoint{Name: units.Sprintf("tbf %s %s %.2gbdp", units.FormatDuration(rtt), rate, b), RTT: rtt, Rate: rate, Buffer: buf, CC: "cubic"})
 			}
 		}
 		for _, loss := range []string{"0.5%", "2%"} {
@@ -653,17 +653,17 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 		unk := strings.Join(r.Unknown, ",")
 		rateClaimed := !strings.Contains(unk, "rate") && r.Point.Rate > 0
 		bufClaimed := !strings.Contains(unk, "buffer")
-		loss := fmt.Sprintf("%.3g%% %+.1fsd", r.TrueLoss*100, r.LossSD)
+		loss := units.Sprintf("%.3g%% %+.1fsd", r.TrueLoss*100, r.LossSD)
 		if !r.LossClaimed {
-			loss = fmt.Sprintf("%.3g%% -", r.TrueLoss*100)
+			loss = units.Sprintf("%.3g%% -", r.TrueLoss*100)
 		}
 		reorder := "-"
 		if r.ReorderClaimed {
-			reorder = fmt.Sprintf("%.3g%% %.3g%% %+.1fsd", r.TrueReorder*100, r.Reorder*100, r.ReorderSD)
+			reorder = units.Sprintf("%.3g%% %.3g%% %+.1fsd", r.TrueReorder*100, r.Reorder*100, r.ReorderSD)
 		}
 		jitter := "-"
 		if r.JitterClaimed {
-			jitter = fmt.Sprintf("%.3g %.3g %s", float64(r.Point.Jitter)/float64(time.Millisecond), r.Jitter, map[bool]string{true: "ok", false: "OFF"}[r.JitterOK])
+			jitter = units.Sprintf("%.3g %.3g %s", float64(r.Point.Jitter)/float64(time.Millisecond), r.Jitter, map[bool]string{true: "ok", false: "OFF"}[r.JitterOK])
 		}
 		limit := fmt.Sprint(r.LimitOK)
 		if !r.LimitClaimed {

@@ -427,7 +427,7 @@ func compare(orig, rep *fit.Result) []Similarity {
 	num("rate_bps", o.RateBps, r.RateBps, 0.10)
 	num("rtt_p50_ms", o.RTTP50Ms, r.RTTP50Ms, 0.05)
 	lo, hi := binom.Wilson(o.ResentPkts, o.DataPkts, binom.Z95)
-	tol := fmt.Sprintf("in the original's 95 %% interval %.3g-%.3g %%", lo*100, hi*100)
+	tol := units.Sprintf("in the original's 95 %% interval %.3g-%.3g %%", lo*100, hi*100)
 	if e := o.LossEpisodes; e > 0 && o.ResentPkts > e {
 		// Segments lost together (a slow start's overshoot, a full
 		// queue's tail) are one draw, not many: the interval is the
@@ -436,7 +436,7 @@ func compare(orig, rep *fit.Result) []Similarity {
 		// segments' interval.
 		m := float64(o.ResentPkts) / float64(e)
 		lo, hi = binom.Wilson(e, max(e, int(math.Round(float64(o.DataPkts)/m))), binom.Z95)
-		tol = fmt.Sprintf("in the original's 95 %% interval %.3g-%.3g %% (%d loss episodes of %.3g re-sent packets each: those lost together are no independent draws)", lo*100, hi*100, e, m)
+		tol = units.Sprintf("in the original's 95 %% interval %.3g-%.3g %% (%d loss episodes of %.3g re-sent packets each: those lost together are no independent draws)", lo*100, hi*100, e, m)
 	}
 	orr, rr := resentShare(orig), resentShare(rep)
 	out = append(out, Similarity{Measure: "retransmission_rate", Original: orr, Reproduced: rr, Figure: ratio(orr, rr),
@@ -451,7 +451,7 @@ func compare(orig, rep *fit.Result) []Similarity {
 		agree := progressAgreement(o.RateDecilesBps, r.RateDecilesBps)
 		gap := progressTolerance(o.RateDecilesBps)
 		out = append(out, Similarity{Measure: "rate_over_time", Figure: agree, Within: 1-agree <= gap,
-			Tolerance: fmt.Sprintf("the time-sequence graphs, each scaled to its transfer, within %.3g %% of the data at every tenth of the time (the original's own tenths allow that)", gap*100)})
+			Tolerance: units.Sprintf("the time-sequence graphs, each scaled to its transfer, within %.3g %% of the data at every tenth of the time (the original's own tenths allow that)", gap*100)})
 	}
 	same := 0.0
 	if o.Limit == r.Limit {
@@ -647,7 +647,7 @@ func predictTry(rep *fit.Result, run *Result, ch map[string]map[string]string) (
 		}
 		if m := float64(predict.Mathis(mss, rttD, l.Value/100)); m < bound {
 			bound = m
-			why = append(why, fmt.Sprintf("capped by the Mathis bound at %.3g %% loss", l.Value))
+			why = append(why, units.Sprintf("capped by the Mathis bound at %.3g %% loss", l.Value))
 		}
 	}
 	return bound, strings.Join(why, "; ")
@@ -681,7 +681,7 @@ func WriteLikeReport(w io.Writer, res *LikeResult) error {
 	}
 	sim := report.Table{Title: "similarity", Header: []string{"measure", "original", "reproduction", "figure", "within", "tolerance"}}
 	for _, s := range res.Similarity {
-		a, b := fmt.Sprintf("%.4g", s.Original), fmt.Sprintf("%.4g", s.Reproduced)
+		a, b := units.Sprintf("%.4g", s.Original), units.Sprintf("%.4g", s.Reproduced)
 		if s.OriginalText != "" || s.ReproducedText != "" {
 			a, b = s.OriginalText, s.ReproducedText
 		}
@@ -710,7 +710,7 @@ func WriteLikeReport(w io.Writer, res *LikeResult) error {
 					off = append(off, s.Measure)
 				}
 			}
-			runs.Rows = append(runs.Rows, []string{filepath.Base(r.Out), units.Rate(r.RateBps).Human(), fmt.Sprintf("%.3g %%", r.Resent*100),
+			runs.Rows = append(runs.Rows, []string{filepath.Base(r.Out), units.Rate(r.RateBps).Human(), units.Sprintf("%.3g %%", r.Resent*100),
 				fmt.Sprint(r.Reproduced), strings.Join(off, ", ")})
 		}
 		tables = append(tables, runs)
@@ -752,7 +752,7 @@ func WriteLikeSummary(w io.Writer, res *LikeResult) error {
 	if len(res.Runs) > 1 {
 		fmt.Fprintf(&b, "  reproduced in %d of %d runs; beside the original, the median by rate of those that agree (%s):", res.ReproducedRuns, len(res.Runs), filepath.Base(res.Run.Out))
 		for _, r := range res.Runs {
-			fmt.Fprintf(&b, " %s %s %.3g %%%s", filepath.Base(r.Out), units.Rate(r.RateBps).Human(), r.Resent*100, map[bool]string{true: "", false: " (off)"}[r.Reproduced])
+			b.WriteString(units.Sprintf(" %s %s %.3g %%%s", filepath.Base(r.Out), units.Rate(r.RateBps).Human(), r.Resent*100, map[bool]string{true: "", false: " (off)"}[r.Reproduced]))
 		}
 		b.WriteString("\n")
 	}
@@ -786,9 +786,9 @@ func likeNum(measure string, v float64) string {
 	case strings.HasSuffix(measure, "_bytes"):
 		return units.Size(v).Human()
 	case strings.HasSuffix(measure, "_ms"):
-		return fmt.Sprintf("%.3g ms", v)
+		return units.Sprintf("%.3g ms", v)
 	case strings.HasSuffix(measure, "_rate"):
-		return fmt.Sprintf("%.3g %%", v*100)
+		return units.Sprintf("%.3g %%", v*100)
 	}
-	return fmt.Sprintf("%.4g", v)
+	return units.Sprintf("%.4g", v)
 }

@@ -29,12 +29,12 @@ func mbps(r units.Rate) string {
 
 // secs prints a duration in seconds with three significant digits.
 func secs(d time.Duration) string {
-	return fmt.Sprintf("%.3g s", d.Seconds())
+	return units.Sprintf("%.3g s", d.Seconds())
 }
 
 // ms prints a duration in milliseconds with three significant digits.
 func ms(d time.Duration) string {
-	return fmt.Sprintf("%.3g ms", float64(d)/float64(time.Millisecond))
+	return units.Sprintf("%.3g ms", float64(d)/float64(time.Millisecond))
 }
 
 // WriteSummary prints the experiment's result for a terminal: the setting,

@@ -1,8 +1,10 @@
 package units
 
 import (
+	"fmt"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // Sig writes v with three significant digits and never an exponent, as
@@ -70,4 +72,79 @@ func AppendSig(b []byte, v float64, digits int) []byte {
 		b = append(b, ds[:n]...)
 	}
 	return b
+}
+
+// SigN writes v with digits significant digits, never an exponent.
+func SigN(v float64, digits int) string { return string(AppendSig(nil, v, digits)) }
+
+// Sprintf is fmt.Sprintf, except that %g of a float (with or without a
+// precision, a + flag and a width) is written without an exponent, with
+// the precision's significant digits (6 without one): text people read
+// has no 3.37e+03.
+func Sprintf(format string, args ...any) string {
+	var b []byte
+	next := 0
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		if c != '%' {
+			b = append(b, c)
+			continue
+		}
+		j := i + 1
+		for j < len(format) && strings.IndexByte("+-# 0", format[j]) >= 0 {
+			j++
+		}
+		for j < len(format) && (format[j] >= '0' && format[j] <= '9' || format[j] == '.') {
+			j++
+		}
+		if j >= len(format) {
+			b = append(b, format[i:]...)
+			break
+		}
+		spec, verb := format[i:j+1], format[j]
+		i = j
+		if verb == '%' {
+			b = append(b, '%')
+			continue
+		}
+		if next >= len(args) {
+			b = fmt.Appendf(b, "%s", "%!"+string(verb)+"(MISSING)")
+			continue
+		}
+		arg := args[next]
+		next++
+		f, isFloat := arg.(float64)
+		if verb != 'g' || !isFloat || strings.ContainsAny(spec, "#") {
+			b = fmt.Appendf(b, spec, arg)
+			continue
+		}
+		digits, width := 6, 0
+		body := spec[1 : len(spec)-1]
+		plus, minus := strings.Contains(body, "+"), strings.Contains(body, "-")
+		body = strings.TrimLeft(body, "+-# 0")
+		if k := strings.IndexByte(body, '.'); k >= 0 {
+			digits, _ = strconv.Atoi(body[k+1:])
+			if digits == 0 {
+				digits = 1
+			}
+			body = body[:k]
+		}
+		width, _ = strconv.Atoi(body)
+		s := AppendSig(nil, f, digits)
+		if plus && f >= 0 && !math.IsNaN(f) {
+			s = append([]byte{'+'}, s...)
+		}
+		for len(s) < width {
+			if minus {
+				s = append(s, ' ')
+			} else {
+				s = append([]byte{' '}, s...)
+			}
+		}
+		b = append(b, s...)
+	}
+	if next < len(args) {
+		b = fmt.Appendf(b, "%%!(EXTRA %v)", args[next:])
+	}
+	return string(b)
 }

@@ -56,3 +56,23 @@ func FuzzSig(f *testing.F) {
 		}
 	})
 }
+
+func TestSprintf(t *testing.T) {
+	for _, c := range []struct {
+		got, want string
+	}{
+		{Sprintf("%.3g ms", 3372.4), "3370 ms"},
+		{Sprintf("%.2g %% at 95 %%", 0.00003), "0.00003 % at 95 %"},
+		{Sprintf("%+.3g", 0.5), "+0.5"},
+		{Sprintf("%+.3g", -1234.5), "-1230"},
+		{Sprintf("%6.3g|%-6.2g|", 1.5, 2.25), "   1.5|2.2   |"},
+		{Sprintf("%d of %s, %.3g%%", 3, "x", 12.345), "3 of x, 12.3%"},
+		{Sprintf("%g", 1e21), "1000000000000000000000"},
+		{Sprintf("%.3g %v", "s", 1.5), "%!g(string=s) 1.5"},
+		{Sprintf("%.3f", 1e6), "1000000.000"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}

@@ -104,7 +104,7 @@ func BudgetWarning(capacity, budget units.Size) string {
 // humanSize is units.Size.Human, in TiB from 1 TiB up.
 func humanSize(s units.Size) string {
 	if s >= 1<<40 {
-		return fmt.Sprintf("%.3g TiB", float64(s)/(1<<40))
+		return units.Sprintf("%.3g TiB", float64(s)/(1<<40))
 	}
 	return s.Human()
 }

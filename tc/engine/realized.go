@@ -190,7 +190,7 @@ type Realized struct {
 // about 0.11% realized)".
 func (r Realized) Note() string {
 	if r.Param == "delay correlation" {
-		return fmt.Sprintf("%s (lag-1 about %.3g realized)", fmtPct(r.Configured), r.Realized)
+		return units.Sprintf("%s (lag-1 about %.3g realized)", fmtPct(r.Configured), r.Realized)
 	}
 	return fmt.Sprintf("%s (%s correlation: about %s realized)", fmtPct(r.Configured), fmtPct(r.Corr), fmtPct(r.Realized))
 }
@@ -198,7 +198,7 @@ func (r Realized) Note() string {
 // Warning is the one-line warning for r.
 func (r Realized) Warning() string {
 	if r.Param == "delay correlation" {
-		return fmt.Sprintf("delay correlation %s gives consecutive delays a lag-1 correlation of about %.3g with this distribution",
+		return units.Sprintf("delay correlation %s gives consecutive delays a lag-1 correlation of about %.3g with this distribution",
 			fmtPct(r.Configured), r.Realized)
 	}
 	w := fmt.Sprintf("%s %s %s realizes about %s, not %s: netem's correlation (get_crandom) lowers the probability it is given",
@@ -209,7 +209,7 @@ func (r Realized) Warning() string {
 	return w + "; check with wanlab simulate"
 }
 
-func fmtPct(p float64) string { return fmt.Sprintf("%.3g%%", 100*p) }
+func fmtPct(p float64) string { return units.Sprintf("%.3g%%", 100*p) }
 
 // RealizedOf lists the correlated probabilities of the netem stages of s
 // whose realized value differs from the typed one by 5 % or more (Warn),
@@ -267,7 +267,7 @@ func netemRealized(n *spec.Netem) []Realized {
 // burst length 1/r.
 func lossAdvice(p, c float64) string {
 	gp, gr := p*(1-c), (1-p)*(1-c)
-	s := fmt.Sprintf("for %s loss in bursts of about %.2g packets use 'loss gemodel %s %s' (p = %s, r = %s)",
+	s := units.Sprintf("for %s loss in bursts of about %.2g packets use 'loss gemodel %s %s' (p = %s, r = %s)",
 		fmtPct(p), 1/gr, fmtPct(gp), fmtPct(gr), fmtPct(gp), fmtPct(gr))
 	if typed := typedFor(p, c); typed != "" {
 		s += "; " + typed

@@ -700,7 +700,7 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	row("delay stddev", ms(c.DelayStddevMs), ms(r.Delay.Stddev))
 	row("delay p50/p99", "", ms(r.Delay.P50)+" / "+ms(r.Delay.P99))
 	if conf := noted("delay correlation", ""); conf != "" {
-		row("delay corr", conf, fmt.Sprintf("lag-1 %.3g", r.DelayLag1))
+		row("delay corr", conf, units.Sprintf("lag-1 %.3g", r.DelayLag1))
 	}
 	if c.QueueDelayMaxMs > 0 {
 		row("tbf queueing", "<= "+ms(c.QueueDelayMaxMs), ms(math.Max(0, r.Delay.Mean-c.DelayMeanMs))+" mean")
@@ -752,7 +752,7 @@ func (r *SimResult) WriteText(w io.Writer) error {
 	return err
 }
 
-func pct(v float64) string { return fmt.Sprintf("%.3g%%", v) }
+func pct(v float64) string { return units.Sprintf("%.3g%%", v) }
 
 // bps prints a rate with four significant digits ("49.99 Mbit/s").
 func bps(v float64) string {
@@ -761,17 +761,17 @@ func bps(v float64) string {
 		name string
 	}{{1e9, "Gbit/s"}, {1e6, "Mbit/s"}, {1e3, "kbit/s"}} {
 		if v >= u.div {
-			return fmt.Sprintf("%.4g %s", v/u.div, u.name)
+			return units.Sprintf("%.4g %s", v/u.div, u.name)
 		}
 	}
-	return fmt.Sprintf("%.4g bit/s", v)
+	return units.Sprintf("%.4g bit/s", v)
 }
 func ms(v float64) string { return fmt.Sprintf("%.3fms", v) }
 func count(n, of uint64) string {
 	if of == 0 {
 		return fmt.Sprint(n)
 	}
-	return fmt.Sprintf("%d (%.3g%%)", n, 100*float64(n)/float64(of))
+	return units.Sprintf("%d (%.3g%%)", n, 100*float64(n)/float64(of))
 }
 
 // stepTime prints a schedule step's time ("10s", "0s").

@@ -4,6 +4,7 @@ package traceplot
 
 import (
 	"fmt"
+	"github.com/wanlab/wanlab/units"
 	"image/color"
 	"io"
 	"time"
@@ -52,7 +53,7 @@ func PNG(w io.Writer, t *trace.Trace, title string, bin time.Duration) error {
 		Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
 	p.Add(line, ml)
 	p.Legend.Add("capacity", line)
-	p.Legend.Add(fmt.Sprintf("mean %.3g Mbit/s", mean), ml)
+	p.Legend.Add(units.Sprintf("mean %.3g Mbit/s", mean), ml)
 	p.Legend.Top = true
 	p.Y.Min = 0
 	top := mean
