@@ -47,6 +47,10 @@ func createState(dir string, l *Lab) (*stateFile, error) {
 		},
 		path: filepath.Join(dir, l.ID+".json"),
 	}
+	if l.cfg.Outside {
+		st.Namespaces = []string{l.Router.NS, l.Client.NS}
+		delete(st.Links, l.Server.NS)
+	}
 	if l.cfg.RouterOnly {
 		st.Namespaces = []string{l.Router.NS}
 		st.Links = map[string][]string{l.Router.NS: {l.Router.ClientLink, l.Router.ServerLink}}
