@@ -1,0 +1,174 @@
+package shell_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+
+	"github.com/wanlab/wanlab/internal/nsrun"
+	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/shell"
+)
+
+// The tests' world: a namespace standing for the host a user runs
+// `wanlab shell` on ("host"), and one standing for the internet behind
+// it, joined by a veth. Every shell runs inside "host", so its NAT,
+// forwarding and veths land there, and all traffic stays between the two.
+const (
+	hostAddr     = "10.250.0.1"
+	internetAddr = "10.250.0.2"
+)
+
+type world struct {
+	host, internet *testenv.Node
+	wanlab         string
+	// stderr gathers what the shells said; their ids are in it.
+	stderr bytes.Buffer
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{host: testenv.NewNode(t), internet: testenv.NewNode(t), wanlab: testenv.StaticWanlab(t)}
+	w.host.Veth(t, "wlt-h", "wlt-i", w.internet)
+	w.host.Addr(t, "wlt-h", hostAddr+"/24")
+	w.internet.Addr(t, "wlt-i", internetAddr+"/24")
+	w.host.WaitSettled(t, "wlt-h")
+	w.internet.WaitSettled(t, "wlt-i")
+	return w
+}
+
+// state is what must be as before once a shell is gone: the host's links,
+// addresses, routes, rules and forwarding sysctls, its nftables tables,
+// and the namespaces and state of every shell the test started (other
+// labs on the machine come and go).
+func (w *world) state(t *testing.T) string {
+	t.Helper()
+	var tables []string
+	w.host.Do(t, func() error {
+		c, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		ts, err := c.ListTables()
+		if err != nil {
+			return err
+		}
+		for _, tb := range ts {
+			tables = append(tables, fmt.Sprintf("nft table %d %s", tb.Family, tb.Name))
+		}
+		return nil
+	})
+	for _, m := range shellID.FindAllStringSubmatch(w.stderr.String(), -1) {
+		for _, role := range []string{"client", "router", "server"} {
+			if ns := "wanlab-" + m[1] + "-" + role; nsrun.Exists(ns) {
+				tables = append(tables, "netns "+ns)
+			}
+		}
+		for _, p := range []string{filepath.Join(shell.StateDir, m[1]), filepath.Join(lab.DefaultStateDir, m[1]+".json")} {
+			if _, err := os.Lstat(p); err == nil {
+				tables = append(tables, "state "+p)
+			}
+		}
+	}
+	sort.Strings(tables)
+	return w.host.Snapshot(t) + strings.Join(tables, "\n")
+}
+
+// requireState fails the test unless the host is as the snapshot was,
+// waiting up to settleWithin: a deleted namespace's links go with it in
+// the kernel's asynchronous namespace cleanup (cleanup_net), after the
+// deleting process has returned.
+func (w *world) requireState(t *testing.T, want, what string) {
+	t.Helper()
+	const settleWithin = 10 * time.Second
+	deadline := time.Now().Add(settleWithin)
+	for w.state(t) != want && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // polling interval: no event says a namespace is gone
+	}
+	if got := w.state(t); got != want {
+		t.Fatalf("%s:\n%s", what, testenv.DiffLines(want, got))
+	}
+}
+
+// command is `wanlab ARGS...` started inside the host namespace.
+func (w *world) command(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(w.wanlab, args...)
+	cmd.Stderr = &w.stderr
+	return cmd
+}
+
+// run runs `wanlab ARGS...` in the host namespace and returns its standard
+// output and exit status.
+func (w *world) run(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	cmd := w.command(t, args...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	n := w.stderr.Len()
+	w.host.Do(t, cmd.Start)
+	err := cmd.Wait()
+	t.Logf("wanlab %s\nstderr: %s", strings.Join(args, " "), w.stderr.String()[n:])
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), code
+}
+
+// serve starts a server command in the internet namespace, stopped (by
+// its PID) when the test ends, and waits until it listens on port.
+func (w *world) serve(t *testing.T, port int, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	w.internet.Do(t, cmd.Start)
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	testenv.WaitFor(t, fmt.Sprintf("%s listening on port %d", name, port), func() bool {
+		listening := false
+		w.internet.Do(t, func() error {
+			b, err := os.ReadFile("/proc/net/tcp")
+			listening = err == nil && bytes.Contains(b, []byte(fmt.Sprintf(":%04X 00000000:0000 0A", port)))
+			if !listening {
+				b, err = os.ReadFile("/proc/net/tcp6")
+				listening = err == nil && bytes.Contains(b, []byte(fmt.Sprintf(":%04X 00000000000000000000000000000000:0000 0A", port)))
+			}
+			return nil
+		})
+		return listening
+	})
+}
+
+// shellID finds a shell's id in what it prints on standard error.
+var shellID = regexp.MustCompile(`wanlab shell ([0-9a-z]+):`)
+
+var pingAvg = regexp.MustCompile(`rtt min/avg/max/mdev = [0-9.]+/([0-9.]+)/`)
+
+// pingRTT is the average round trip of ping's output.
+func pingRTT(t *testing.T, out string) time.Duration {
+	t.Helper()
+	m := pingAvg.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no ping summary in %q", out)
+	}
+	ms, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
