@@ -34,6 +34,10 @@ const (
 	EnvShell = "WANLAB_SHELL"
 )
 
+// DirectionNames are the names the control API gives the shell's two
+// directions, in the proxy's order: down (to the command), up (from it).
+var DirectionNames = [2]string{"down", "up"}
+
 // Config says how the link is impaired.
 type Config struct {
 	// Up impairs traffic from the command, Down traffic to it; the zero
@@ -166,7 +170,8 @@ func (s *Shell) startProxy(ctx context.Context, cfg Config) error {
 		ln.Close()
 		return fmt.Errorf("control: %w", err)
 	}
-	if s.srv, err = control.Serve(ln, p, acc); err != nil {
+	b := Directions{Backend: p, Ifaces: s.Ifaces, Names: DirectionNames}
+	if s.srv, err = control.Serve(ln, b, acc); err != nil {
 		ln.Close()
 		return fmt.Errorf("control: %w", err)
 	}

@@ -21,9 +21,8 @@ import (
 )
 
 // shellDirections names the shell's two directions as --impair and
-// --schedule take them, in the proxy's order: down (to the command),
-// up (from it).
-var shellDirections = [2]string{"down", "up"}
+// --schedule take them, in the proxy's order.
+var shellDirections = shell.DirectionNames
 
 func init() {
 	register(&cli.Command{
