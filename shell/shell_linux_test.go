@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/shell/shelltest"
 )
 
 // Tolerances of the shaping the shell must show: TCP's goodput within 5 %
@@ -31,20 +32,20 @@ const (
 func TestShellShapesIperf3AndPing(t *testing.T) {
 	iperf3 := testenv.RequireCommand(t, "iperf3")
 	ping := testenv.RequireCommand(t, "ping")
-	w := newWorld(t)
-	before := w.state(t)
-	w.serve(t, 5201, iperf3, "-s")
+	w := shelltest.New(t)
+	before := w.State(t)
+	w.Serve(t, 5201, iperf3, "-s")
 	impair := []string{"shell", "--impair", "down=delay 50ms | tbf rate 20mbit burst 32kb limit 200kb", "--impair", "up=delay 50ms", "--"}
 
-	out, code := w.run(t, append(impair, ping, "-c", "10", "-i", "0.2", internetAddr)...)
+	out, code := w.Run(t, append(impair, ping, "-c", "10", "-i", "0.2", shelltest.InternetAddr)...)
 	if code != 0 {
 		t.Fatalf("ping through the shell: exit %d\n%s", code, out)
 	}
-	if rtt := pingRTT(t, out); (rtt - 100*time.Millisecond).Abs() > rttTolerance {
+	if rtt := shelltest.PingRTT(t, out); (rtt - 100*time.Millisecond).Abs() > rttTolerance {
 		t.Errorf("ping RTT %v through up=delay 50ms, down=delay 50ms: want 100 ms ± %v", rtt, rttTolerance)
 	}
 
-	out, code = w.run(t, append(impair, iperf3, "-c", internetAddr, "-R", "-t", "5", "-O", "1", "-J")...)
+	out, code = w.Run(t, append(impair, iperf3, "-c", shelltest.InternetAddr, "-R", "-t", "5", "-O", "1", "-J")...)
 	if code != 0 {
 		t.Fatalf("iperf3 through the shell: exit %d\n%s", code, out)
 	}
@@ -64,54 +65,54 @@ func TestShellShapesIperf3AndPing(t *testing.T) {
 	if math.Abs(got-want) > rateTolerance*want {
 		t.Errorf("iperf3 -R received %.2f Mbit/s through tbf rate 20mbit: want within %.0f %% of 20", got/1e6, rateTolerance*100)
 	}
-	w.requireState(t, before, "host not restored after the shells exited")
+	w.RequireState(t, before, "host not restored after the shells exited")
 }
 
 // TestShellsNest runs a shell inside a shell: the delays add up.
 func TestShellsNest(t *testing.T) {
 	ping := testenv.RequireCommand(t, "ping")
-	w := newWorld(t)
-	before := w.state(t)
-	out, code := w.run(t, "shell", "--impair", "delay 25ms", "--",
-		w.wanlab, "shell", "--impair", "delay 10ms", "--", ping, "-c", "5", "-i", "0.2", internetAddr)
+	w := shelltest.New(t)
+	before := w.State(t)
+	out, code := w.Run(t, "shell", "--impair", "delay 25ms", "--",
+		w.Wanlab, "shell", "--impair", "delay 10ms", "--", ping, "-c", "5", "-i", "0.2", shelltest.InternetAddr)
 	if code != 0 {
 		t.Fatalf("nested shells: exit %d\n%s", code, out)
 	}
-	if rtt := pingRTT(t, out); (rtt - 70*time.Millisecond).Abs() > rttTolerance {
+	if rtt := shelltest.PingRTT(t, out); (rtt - 70*time.Millisecond).Abs() > rttTolerance {
 		t.Errorf("ping RTT %v through delay 25ms around delay 10ms: want 70 ms ± %v", rtt, rttTolerance)
 	}
-	w.requireState(t, before, "host not restored after nested shells")
+	w.RequireState(t, before, "host not restored after nested shells")
 }
 
 // TestShellExitCode: the command's exit status is the shell's, 128+N for
 // a command ended by signal N, and 2 for a command that does not exist.
 func TestShellExitCode(t *testing.T) {
-	w := newWorld(t)
-	before := w.state(t)
+	w := shelltest.New(t)
+	before := w.State(t)
 	for _, c := range []struct {
 		script string
 		want   int
 	}{{"exit 0", 0}, {"exit 7", 7}, {"kill -TERM $$", 128 + int(syscall.SIGTERM)}} {
-		if _, code := w.run(t, "shell", "--", "/bin/sh", "-c", c.script); code != c.want {
+		if _, code := w.Run(t, "shell", "--", "/bin/sh", "-c", c.script); code != c.want {
 			t.Errorf("wanlab shell -- sh -c %q: exit %d, want %d", c.script, code, c.want)
 		}
 	}
-	if _, code := w.run(t, "shell", "--", "wanlab-no-such-command"); code != 2 {
+	if _, code := w.Run(t, "shell", "--", "wanlab-no-such-command"); code != 2 {
 		t.Errorf("wanlab shell -- wanlab-no-such-command: exit %d, want 2", code)
 	}
-	if _, code := w.run(t, "shell", "--impair", "up=delay fast"); code != 2 {
+	if _, code := w.Run(t, "shell", "--impair", "up=delay fast"); code != 2 {
 		t.Errorf("wanlab shell --impair 'up=delay fast': exit %d, want 2", code)
 	}
-	w.requireState(t, before, "host not restored")
+	w.RequireState(t, before, "host not restored")
 }
 
 // TestShellCleanupAfterSIGKILL kills a shell with SIGKILL while its
 // command runs; wanlab cleanup then leaves the host as before.
 func TestShellCleanupAfterSIGKILL(t *testing.T) {
-	w := newWorld(t)
-	before := w.state(t)
+	w := shelltest.New(t)
+	before := w.State(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	cmd := w.command(t, "shell", "--impair", "delay 5ms", "--", "/bin/sh", "-c", "echo $$ > "+pidFile+"; exec sleep 600")
+	cmd := w.Command(t, "shell", "--impair", "delay 5ms", "--", "/bin/sh", "-c", "echo $$ > "+pidFile+"; exec sleep 600")
 	// A file, not a pipe: the command outlives the shell, and Wait would
 	// wait for it to close a pipe it inherited.
 	errf, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
@@ -120,7 +121,7 @@ func TestShellCleanupAfterSIGKILL(t *testing.T) {
 	}
 	defer errf.Close()
 	cmd.Stderr = errf
-	w.host.Do(t, cmd.Start)
+	w.Host.Do(t, cmd.Start)
 	t.Cleanup(func() { cmd.Process.Kill() })
 	var child int
 	testenv.WaitFor(t, "the shell's command to start", func() bool {
@@ -137,19 +138,19 @@ func TestShellCleanupAfterSIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.stderr.Write(said)
-	if !shellID.Match(said) {
+	w.Stderr.Write(said)
+	if !shelltest.ShellID.Match(said) {
 		t.Fatalf("no shell id in its standard error %q", said)
 	}
-	if w.state(t) == before {
+	if w.State(t) == before {
 		t.Fatal("the shell changed nothing in the host namespace before it was killed")
 	}
 	// Cleanup runs where a user runs it, in the machine's namespace; it
 	// finds the host namespace by its name in the journal.
-	out, err := exec.Command(w.wanlab, "cleanup").CombinedOutput()
+	out, err := exec.Command(w.Wanlab, "cleanup").CombinedOutput()
 	t.Logf("wanlab cleanup:\n%s", out)
 	if err != nil {
 		t.Fatalf("wanlab cleanup: %v", err)
 	}
-	w.requireState(t, before, "host not restored by wanlab cleanup after SIGKILL")
+	w.RequireState(t, before, "host not restored by wanlab cleanup after SIGKILL")
 }

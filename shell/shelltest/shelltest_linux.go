@@ -1,4 +1,8 @@
-package shell_test
+// Package shelltest builds the world the shell's tests run in: a namespace
+// standing for the user's host, where wanlab shell runs, and one standing
+// for the internet behind it. It sits beside shell, as labtest beside lab,
+// for the shell's, the client's and the lab command's tests.
+package shelltest
 
 import (
 	"bytes"
@@ -25,37 +29,42 @@ import (
 // `wanlab shell` on ("host"), and one standing for the internet behind
 // it, joined by a veth. Every shell runs inside "host", so its NAT,
 // forwarding and veths land there, and all traffic stays between the two.
+
+// Addresses of the host and the internet on their veth.
 const (
-	hostAddr     = "10.250.0.1"
-	internetAddr = "10.250.0.2"
+	HostAddr     = "10.250.0.1"
+	InternetAddr = "10.250.0.2"
 )
 
-type world struct {
-	host, internet *testenv.Node
-	wanlab         string
-	// stderr gathers what the shells said; their ids are in it.
-	stderr bytes.Buffer
+// World is the host and internet namespaces, joined by a veth, and the
+// wanlab binary the tests run.
+type World struct {
+	Host, Internet *testenv.Node
+	Wanlab         string
+	// Stderr gathers what the shells said; their ids are in it.
+	Stderr bytes.Buffer
 }
 
-func newWorld(t *testing.T) *world {
+// New builds a World, removed when the test ends.
+func New(t testing.TB) *World {
 	t.Helper()
-	w := &world{host: testenv.NewNode(t), internet: testenv.NewNode(t), wanlab: testenv.StaticWanlab(t)}
-	w.host.Veth(t, "wlt-h", "wlt-i", w.internet)
-	w.host.Addr(t, "wlt-h", hostAddr+"/24")
-	w.internet.Addr(t, "wlt-i", internetAddr+"/24")
-	w.host.WaitSettled(t, "wlt-h")
-	w.internet.WaitSettled(t, "wlt-i")
+	w := &World{Host: testenv.NewNode(t), Internet: testenv.NewNode(t), Wanlab: testenv.StaticWanlab(t)}
+	w.Host.Veth(t, "wlt-h", "wlt-i", w.Internet)
+	w.Host.Addr(t, "wlt-h", HostAddr+"/24")
+	w.Internet.Addr(t, "wlt-i", InternetAddr+"/24")
+	w.Host.WaitSettled(t, "wlt-h")
+	w.Internet.WaitSettled(t, "wlt-i")
 	return w
 }
 
-// state is what must be as before once a shell is gone: the host's links,
+// State is what must be as before once a shell is gone: the host's links,
 // addresses, routes, rules and forwarding sysctls, its nftables tables,
 // and the namespaces and state of every shell the test started (other
 // labs on the machine come and go).
-func (w *world) state(t *testing.T) string {
+func (w *World) State(t testing.TB) string {
 	t.Helper()
 	var tables []string
-	w.host.Do(t, func() error {
+	w.Host.Do(t, func() error {
 		c, err := nftables.New()
 		if err != nil {
 			return err
@@ -69,7 +78,7 @@ func (w *world) state(t *testing.T) string {
 		}
 		return nil
 	})
-	for _, m := range shellID.FindAllStringSubmatch(w.stderr.String(), -1) {
+	for _, m := range ShellID.FindAllStringSubmatch(w.Stderr.String(), -1) {
 		for _, role := range []string{"client", "router", "server"} {
 			if ns := "wanlab-" + m[1] + "-" + role; nsrun.Exists(ns) {
 				tables = append(tables, "netns "+ns)
@@ -82,44 +91,44 @@ func (w *world) state(t *testing.T) string {
 		}
 	}
 	sort.Strings(tables)
-	return w.host.Snapshot(t) + strings.Join(tables, "\n")
+	return w.Host.Snapshot(t) + strings.Join(tables, "\n")
 }
 
-// requireState fails the test unless the host is as the snapshot was,
+// RequireState fails the test unless the host is as the snapshot was,
 // waiting up to settleWithin: a deleted namespace's links go with it in
 // the kernel's asynchronous namespace cleanup (cleanup_net), after the
 // deleting process has returned.
-func (w *world) requireState(t *testing.T, want, what string) {
+func (w *World) RequireState(t testing.TB, want, what string) {
 	t.Helper()
 	const settleWithin = 10 * time.Second
 	deadline := time.Now().Add(settleWithin)
-	for w.state(t) != want && time.Now().Before(deadline) {
+	for w.State(t) != want && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond) // polling interval: no event says a namespace is gone
 	}
-	if got := w.state(t); got != want {
+	if got := w.State(t); got != want {
 		t.Fatalf("%s:\n%s", what, testenv.DiffLines(want, got))
 	}
 }
 
-// command is `wanlab ARGS...` started inside the host namespace.
-func (w *world) command(t *testing.T, args ...string) *exec.Cmd {
+// Command is `wanlab ARGS...` started inside the host namespace.
+func (w *World) Command(t testing.TB, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(w.wanlab, args...)
-	cmd.Stderr = &w.stderr
+	cmd := exec.Command(w.Wanlab, args...)
+	cmd.Stderr = &w.Stderr
 	return cmd
 }
 
-// run runs `wanlab ARGS...` in the host namespace and returns its standard
+// Run runs `wanlab ARGS...` in the host namespace and returns its standard
 // output and exit status.
-func (w *world) run(t *testing.T, args ...string) (string, int) {
+func (w *World) Run(t testing.TB, args ...string) (string, int) {
 	t.Helper()
-	cmd := w.command(t, args...)
+	cmd := w.Command(t, args...)
 	var out bytes.Buffer
 	cmd.Stdout = &out
-	n := w.stderr.Len()
-	w.host.Do(t, cmd.Start)
+	n := w.Stderr.Len()
+	w.Host.Do(t, cmd.Start)
 	err := cmd.Wait()
-	t.Logf("wanlab %s\nstderr: %s", strings.Join(args, " "), w.stderr.String()[n:])
+	t.Logf("wanlab %s\nstderr: %s", strings.Join(args, " "), w.Stderr.String()[n:])
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -129,19 +138,19 @@ func (w *world) run(t *testing.T, args ...string) (string, int) {
 	return out.String(), code
 }
 
-// serve starts a server command in the internet namespace, stopped (by
+// Serve starts a server command in the internet namespace, stopped (by
 // its PID) when the test ends, and waits until it listens on port.
-func (w *world) serve(t *testing.T, port int, name string, args ...string) {
+func (w *World) Serve(t testing.TB, port int, name string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
-	w.internet.Do(t, cmd.Start)
+	w.Internet.Do(t, cmd.Start)
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
 	testenv.WaitFor(t, fmt.Sprintf("%s listening on port %d", name, port), func() bool {
 		listening := false
-		w.internet.Do(t, func() error {
+		w.Internet.Do(t, func() error {
 			b, err := os.ReadFile("/proc/net/tcp")
 			listening = err == nil && bytes.Contains(b, []byte(fmt.Sprintf(":%04X 00000000:0000 0A", port)))
 			if !listening {
@@ -154,13 +163,13 @@ func (w *world) serve(t *testing.T, port int, name string, args ...string) {
 	})
 }
 
-// shellID finds a shell's id in what it prints on standard error.
-var shellID = regexp.MustCompile(`wanlab shell ([0-9a-z]+):`)
+// ShellID finds a shell's id in what it prints on standard error.
+var ShellID = regexp.MustCompile(`wanlab shell ([0-9a-z]+):`)
 
 var pingAvg = regexp.MustCompile(`rtt min/avg/max/mdev = [0-9.]+/([0-9.]+)/`)
 
-// pingRTT is the average round trip of ping's output.
-func pingRTT(t *testing.T, out string) time.Duration {
+// PingRTT is the average round trip of ping's output.
+func PingRTT(t testing.TB, out string) time.Duration {
 	t.Helper()
 	m := pingAvg.FindStringSubmatch(out)
 	if m == nil {
