@@ -19,7 +19,6 @@ import (
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/proxy"
-	"github.com/wanlab/wanlab/proxy/control"
 	"github.com/wanlab/wanlab/proxy/tap"
 	"github.com/wanlab/wanlab/tc/schedule"
 	"github.com/wanlab/wanlab/tc/spec"
@@ -63,12 +62,10 @@ type Shell struct {
 	// Ifaces are the proxy's egress interfaces: [down, up].
 	Ifaces [2]string
 
-	journal     *hostJournal
-	proxy       *proxy.Proxy
-	srv         *control.Server
-	removeCreds func() error
-	closeOnce   sync.Once
-	closeErr    error
+	journal   *hostJournal
+	link      *Link
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Start builds the shell's link. On error everything already made is
@@ -138,49 +135,20 @@ func (s *Shell) buildLink(ctx context.Context) error {
 func (s *Shell) startProxy(ctx context.Context, cfg Config) error {
 	l := s.Lab
 	s.Ifaces = [2]string{l.Router.ClientLink, l.Router.ServerLink}
-	dir := filepath.Dir(journalPath(l.ID))
-	p, err := proxy.Start(context.WithoutCancel(ctx), proxy.Config{
-		Ifaces:    s.Ifaces,
-		Specs:     [2]spec.Impairment{cfg.Down, cfg.Up},
-		Schedules: [2]*schedule.Schedule{cfg.DownSchedule, cfg.UpSchedule},
-		Seed:      cfg.Seed, HasSeed: cfg.HasSeed,
-		Netns:    l.Router.NS,
-		StateDir: dir,
-		Tap:      cfg.Tap,
+	link, err := ServeLink(ctx, LinkConfig{
+		Ifaces: s.Ifaces, Names: DirectionNames, Netns: l.Router.NS, Dir: filepath.Dir(journalPath(l.ID)),
+		Specs: [2]spec.Impairment{cfg.Down, cfg.Up}, Schedules: [2]*schedule.Schedule{cfg.DownSchedule, cfg.UpSchedule},
+		Tap: cfg.Tap, Seed: cfg.Seed, HasSeed: cfg.HasSeed,
 	})
-	if err != nil {
-		return fmt.Errorf("proxy: %w", err)
-	}
-	s.proxy = p
-	tok, err := control.NewToken()
 	if err != nil {
 		return err
 	}
-	acc := control.Access{Token: tok}
-	ln, err := control.Listen(control.DefaultAddr(dir, s.Ifaces), acc)
-	if err != nil {
-		return fmt.Errorf("control: %w", err)
-	}
-	ep, err := control.SelfEndpoint(ln)
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("control: %w", err)
-	}
-	if s.removeCreds, err = control.WriteCredentials(dir, s.Ifaces, ep, tok); err != nil {
-		ln.Close()
-		return fmt.Errorf("control: %w", err)
-	}
-	b := Directions{Backend: p, Ifaces: s.Ifaces, Names: DirectionNames}
-	if s.srv, err = control.Serve(ln, b, acc); err != nil {
-		ln.Close()
-		return fmt.Errorf("control: %w", err)
-	}
-	s.Control = ep.Address
+	s.link, s.Control = link, link.Control
 	return nil
 }
 
 // Proxy is the shell's running proxy (its Stats, Specs).
-func (s *Shell) Proxy() *proxy.Proxy { return s.proxy }
+func (s *Shell) Proxy() *proxy.Proxy { return s.link.Proxy }
 
 // Environ is the command's environment: the caller's, plus the control
 // address and the shell's id.
@@ -208,14 +176,8 @@ func (s *Shell) Close() error {
 
 func (s *Shell) teardown() error {
 	var errs []error
-	if s.srv != nil {
-		errs = append(errs, s.srv.Close())
-	}
-	if s.removeCreds != nil {
-		errs = append(errs, s.removeCreds())
-	}
-	if s.proxy != nil {
-		errs = append(errs, s.proxy.Close())
+	if s.link != nil {
+		errs = append(errs, s.link.Close())
 	}
 	if j := s.journal; j != nil {
 		lock, err := hostfile.LockFile(filepath.Join(StateDir, lockName), false)

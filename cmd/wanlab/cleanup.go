@@ -9,6 +9,7 @@ import (
 
 	"github.com/wanlab/wanlab/bench"
 	"github.com/wanlab/wanlab/experiment"
+	"github.com/wanlab/wanlab/lab/kept"
 	"github.com/wanlab/wanlab/proxy/control"
 	"github.com/wanlab/wanlab/proxy/route"
 	"github.com/wanlab/wanlab/shell"
@@ -60,6 +61,11 @@ func runCleanup(cc *cli.Context) error {
 		errs = append(errs, fmt.Errorf("shell: %w", err))
 	}
 	removed = append(removed, shells...)
+	labs, err := kept.Cleanup()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("lab: %w", err))
+	}
+	removed = append(removed, labs...)
 	more, err := bench.Cleanup()
 	if err != nil {
 		errs = append(errs, fmt.Errorf("bench: %w", err))

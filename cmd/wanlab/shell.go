@@ -91,7 +91,13 @@ func shellConfig(cc *cli.Context) (shell.Config, []string, error) {
 	}
 	cfg.DownSchedule, cfg.UpSchedule = scheds[0], scheds[1]
 	cfg.Seed, cfg.HasSeed = cc.Uint64("seed"), cc.IsSet("seed")
-	args := cc.Args().Slice()
+	args, err := commandArgs("shell", cc.Args().Slice())
+	return cfg, args, err
+}
+
+// commandArgs is the command to run: args with its program looked up in
+// PATH, or the user's $SHELL when args is empty.
+func commandArgs(what string, args []string) ([]string, error) {
 	if len(args) == 0 {
 		sh := os.Getenv("SHELL")
 		if sh == "" {
@@ -101,9 +107,9 @@ func shellConfig(cc *cli.Context) (shell.Config, []string, error) {
 	}
 	path, err := exec.LookPath(args[0])
 	if err != nil {
-		return cfg, nil, usageError(fmt.Errorf("shell: command %q: %w", args[0], errors.Unwrap(err)))
+		return nil, usageError(fmt.Errorf("%s: command %q: %w", what, args[0], errors.Unwrap(err)))
 	}
-	return cfg, append([]string{path}, args[1:]...), nil
+	return append([]string{path}, args[1:]...), nil
 }
 
 func runShell(cc *cli.Context) error {
@@ -168,9 +174,16 @@ func runInShell(sh *shell.Shell, args []string, sigc <-chan os.Signal, errw io.W
 		}
 		fmt.Fprintf(errw, "wanlab shell %s: up %s; down %s; %s=%s\n", sh.Lab.ID, desc(1), desc(0), shell.EnvControl, sh.Control)
 	}
+	return runForwarding(args, sh.StartCommand, sigc)
+}
+
+// runForwarding starts the command args with start (which puts it in a
+// namespace), passes the signals of sigc on to it, and returns its exit
+// status as a shell reports it (128+N for signal N).
+func runForwarding(args []string, start func(*exec.Cmd) error, sigc <-chan os.Signal) (int, error) {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	if err := sh.StartCommand(cmd); err != nil {
+	if err := start(cmd); err != nil {
 		return 0, fmt.Errorf("command %s: %w", args[0], err)
 	}
 	done := make(chan error, 1)
