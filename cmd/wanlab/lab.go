@@ -105,6 +105,9 @@ func init() {
 
 func labConfig(cc *cli.Context) (kept.Config, error) {
 	cfg := kept.Config{Name: cc.String("name")}
+	if cfg.Name != "" && !lab.ValidID(cfg.Name) {
+		return cfg, usageError(fmt.Errorf("lab up: --name %q: want 1-8 characters of [0-9a-z]", cfg.Name))
+	}
 	base := experiment.Config{}
 	if p := cc.String("preset"); p != "" {
 		var err error
