@@ -50,6 +50,10 @@ type Config struct {
 	// Seed, with HasSeed, seeds every stage's random generator.
 	Seed    uint64
 	HasSeed bool
+	// ResolvConf is the resolver configuration the command reads; ""
+	// means DefaultResolvConf. Its loopback nameservers are relayed
+	// (dns.go).
+	ResolvConf string
 }
 
 // Shell is a running shell's link: the command's namespace (Lab.Client),
@@ -64,6 +68,7 @@ type Shell struct {
 
 	journal   *hostJournal
 	link      *Link
+	dns       *dnsRelay
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -90,6 +95,13 @@ func Start(ctx context.Context, cfg Config) (_ *Shell, err error) {
 	}
 	if err := s.startProxy(ctx, cfg); err != nil {
 		return nil, err
+	}
+	resolv := cfg.ResolvConf
+	if resolv == "" {
+		resolv = DefaultResolvConf
+	}
+	if s.dns, err = startDNSRelay(resolv, s.Lab.Client.Handle, s.Lab.Server.IPv4); err != nil {
+		return nil, fmt.Errorf("dns relay: %w", err)
 	}
 	return s, nil
 }
@@ -175,7 +187,7 @@ func (s *Shell) Close() error {
 }
 
 func (s *Shell) teardown() error {
-	var errs []error
+	errs := []error{s.dns.Close()}
 	if s.link != nil {
 		errs = append(errs, s.link.Close())
 	}

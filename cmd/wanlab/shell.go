@@ -40,7 +40,8 @@ func init() {
 			"a direction. The proxy runs in a router namespace between the command and this host, which\n" +
 			"routes and NATs (an nftables table of the shell's own) what the command sends, so this host\n" +
 			"and every network it reaches stay reachable, names resolved by this host's\n" +
-			"/etc/resolv.conf. Shells nest: each adds its link. The proxy's control address is in\n" +
+			"/etc/resolv.conf (a loopback nameserver, such as systemd-resolved's, is relayed through the\n" +
+			"link). Shells nest: each adds its link. The proxy's control address is in\n" +
 			"WANLAB_CONTROL, so `wanlab proxy set up=SPEC` and `wanlab proxy stats` change and read\n" +
 			"the link live, inside the shell or outside with --control. COMMAND's exit status is the\n" +
 			"shell's (128+N when signal N ended it). SIGINT, SIGTERM and SIGHUP are passed on to\n" +
@@ -55,6 +56,7 @@ func init() {
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing --pcap FILE"},
 			&cli.StringFlag{Name: "pcap-limit", Value: "1gb", Usage: "stop recording when the pcapng reaches this `SIZE`"},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed every stage's random generator"},
+			&cli.StringFlag{Name: "resolv-conf", Value: shell.DefaultResolvConf, Hidden: true, Usage: "the resolver configuration whose loopback nameservers are relayed (tests)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "do not print the link's description on standard error"},
 		},
 		Action: runShell,
@@ -91,6 +93,7 @@ func shellConfig(cc *cli.Context) (shell.Config, []string, error) {
 	}
 	cfg.DownSchedule, cfg.UpSchedule = scheds[0], scheds[1]
 	cfg.Seed, cfg.HasSeed = cc.Uint64("seed"), cc.IsSet("seed")
+	cfg.ResolvConf = cc.String("resolv-conf")
 	args, err := commandArgs("shell", cc.Args().Slice())
 	return cfg, args, err
 }
