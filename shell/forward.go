@@ -168,13 +168,9 @@ func readHold(path string) (*forwardHold, error) {
 	if _, err := os.Lstat(path); err != nil {
 		return nil, err
 	}
-	b, err := hostfile.ReadInput(path, maxHoldBytes)
-	if err != nil {
-		return nil, fmt.Errorf("forwarding hold: %w", err)
-	}
 	h := &forwardHold{}
-	if err := jsonStrict(b, h); err != nil {
-		return nil, fmt.Errorf("forwarding hold %s: %w", path, err)
+	if err := readJSON(path, maxHoldBytes, h, "forwarding hold"); err != nil {
+		return nil, err
 	}
 	for k, v := range h.Saved {
 		if !validForwardKey(k) || strings.ContainsAny(v, "\n/") {

@@ -15,6 +15,7 @@ import (
 	"github.com/wanlab/wanlab/internal/host"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab"
+	"github.com/wanlab/wanlab/units"
 )
 
 // StateDir holds the shells' journals: per shell StateDir/<lab id>/ with
@@ -53,13 +54,9 @@ func (j *hostJournal) save() error {
 const maxJournalBytes = 64 << 10
 
 func readJournal(path string) (*hostJournal, error) {
-	b, err := hostfile.ReadInput(path, maxJournalBytes)
-	if err != nil {
-		return nil, fmt.Errorf("shell journal: %w", err)
-	}
 	j := &hostJournal{}
-	if err := jsonStrict(b, j); err != nil {
-		return nil, fmt.Errorf("shell journal %s: %w", path, err)
+	if err := readJSON(path, maxJournalBytes, j, "shell journal"); err != nil {
+		return nil, err
 	}
 	if filepath.Base(filepath.Dir(path)) != j.ID || !lab.ValidID(j.ID) {
 		return nil, fmt.Errorf("shell journal %s: id %q: not this directory's lab id", path, j.ID)
@@ -166,9 +163,17 @@ func cleanupJournals() ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
-// jsonStrict decodes b into v, refusing fields v does not have.
-func jsonStrict(b []byte, v any) error {
+// readJSON decodes the file at path, of at most limit bytes, into v,
+// refusing fields v does not have; errors name what (and the path).
+func readJSON(path string, limit units.Size, v any, what string) error {
+	b, err := hostfile.ReadInput(path, limit)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
-	return d.Decode(v)
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	return nil
 }

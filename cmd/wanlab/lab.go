@@ -143,13 +143,7 @@ func labConfig(cc *cli.Context) (kept.Config, error) {
 		return cfg, usageError(fmt.Errorf("lab up: --preset: %w", err))
 	}
 	cfg.Schedules = [2]*schedule.Schedule{scheds[dirs[0]], scheds[dirs[1]]}
-	more, err := perDirection("--schedule", dirs, cc.StringSlice("schedule"), func(_, path string) (*schedule.Schedule, error) {
-		s, err := readSchedule(strings.TrimSpace(path))
-		if err != nil {
-			return nil, fmt.Errorf("--schedule: %w", err)
-		}
-		return s, nil
-	})
+	more, err := directionSchedules(dirs, cc.StringSlice("schedule"))
 	if err != nil {
 		return cfg, usageError(fmt.Errorf("lab up: %w", err))
 	}

@@ -81,13 +81,7 @@ func shellConfig(cc *cli.Context) (shell.Config, []string, error) {
 			return cfg, nil, usageError(fmt.Errorf("shell: --impair for %s: %w", shellDirections[i], err))
 		}
 	}
-	scheds, err := perDirection("--schedule", shellDirections, cc.StringSlice("schedule"), func(_, path string) (*schedule.Schedule, error) {
-		s, err := readSchedule(strings.TrimSpace(path))
-		if err != nil {
-			return nil, fmt.Errorf("--schedule: %w", err)
-		}
-		return s, nil
-	})
+	scheds, err := directionSchedules(shellDirections, cc.StringSlice("schedule"))
 	if err != nil {
 		return cfg, nil, usageError(fmt.Errorf("shell: %w", err))
 	}
@@ -96,6 +90,18 @@ func shellConfig(cc *cli.Context) (shell.Config, []string, error) {
 	cfg.ResolvConf = cc.String("resolv-conf")
 	args, err := commandArgs("shell", cc.Args().Slice())
 	return cfg, args, err
+}
+
+// directionSchedules reads --schedule values ("[DIRECTION=]FILE") into
+// the directions they name.
+func directionSchedules(dirs [2]string, values []string) ([2]*schedule.Schedule, error) {
+	return perDirection("--schedule", dirs, values, func(_, path string) (*schedule.Schedule, error) {
+		s, err := readSchedule(strings.TrimSpace(path))
+		if err != nil {
+			return nil, fmt.Errorf("--schedule: %w", err)
+		}
+		return s, nil
+	})
 }
 
 // commandArgs is the command to run: args with its program looked up in
