@@ -41,7 +41,9 @@ func TestShellShapesIperf3AndPing(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("ping through the shell: exit %d\n%s", code, out)
 	}
-	if rtt := shelltest.PingRTT(t, out); (rtt - 100*time.Millisecond).Abs() > rttTolerance {
+	rtt := shelltest.PingRTT(t, out)
+	t.Logf("ping through up=delay 50ms, down=delay 50ms: median RTT %v", rtt)
+	if (rtt - 100*time.Millisecond).Abs() > rttTolerance {
 		t.Errorf("ping RTT %v through up=delay 50ms, down=delay 50ms: want 100 ms ± %v", rtt, rttTolerance)
 	}
 
@@ -74,11 +76,13 @@ func TestShellsNest(t *testing.T) {
 	w := shelltest.New(t)
 	before := w.State(t)
 	out, code := w.Run(t, "shell", "--impair", "delay 25ms", "--",
-		w.Wanlab, "shell", "--impair", "delay 10ms", "--", ping, "-c", "5", "-i", "0.2", shelltest.InternetAddr)
+		w.Wanlab, "shell", "--impair", "delay 10ms", "--", ping, "-c", "10", "-i", "0.2", shelltest.InternetAddr)
 	if code != 0 {
 		t.Fatalf("nested shells: exit %d\n%s", code, out)
 	}
-	if rtt := shelltest.PingRTT(t, out); (rtt - 70*time.Millisecond).Abs() > rttTolerance {
+	rtt := shelltest.PingRTT(t, out)
+	t.Logf("ping through delay 25ms around delay 10ms: median RTT %v", rtt)
+	if (rtt - 70*time.Millisecond).Abs() > rttTolerance {
 		t.Errorf("ping RTT %v through delay 25ms around delay 10ms: want 70 ms ± %v", rtt, rttTolerance)
 	}
 	w.RequireState(t, before, "host not restored after nested shells")

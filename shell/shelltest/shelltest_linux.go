@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -143,41 +144,68 @@ func (w *World) Run(t testing.TB, args ...string) (string, int) {
 func (w *World) Serve(t testing.TB, port int, name string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
 	w.Internet.Do(t, cmd.Start)
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		cmd.Wait()
+		<-exited
 	})
-	testenv.WaitFor(t, fmt.Sprintf("%s listening on port %d", name, port), func() bool {
-		listening := false
+	// Listening sockets in state LISTEN (0A) on the port, any address;
+	// /proc/thread-self/net is the namespace of the thread that reads it
+	// (/proc/net is the process's).
+	listen4, listen6 := fmt.Sprintf(":%04X 00000000:0000 0A", port), fmt.Sprintf(":%04X 00000000000000000000000000000000:0000 0A", port)
+	listening := func() bool {
+		found := false
 		w.Internet.Do(t, func() error {
-			b, err := os.ReadFile("/proc/net/tcp")
-			listening = err == nil && bytes.Contains(b, []byte(fmt.Sprintf(":%04X 00000000:0000 0A", port)))
-			if !listening {
-				b, err = os.ReadFile("/proc/net/tcp6")
-				listening = err == nil && bytes.Contains(b, []byte(fmt.Sprintf(":%04X 00000000000000000000000000000000:0000 0A", port)))
-			}
+			b4, _ := os.ReadFile("/proc/thread-self/net/tcp")
+			b6, _ := os.ReadFile("/proc/thread-self/net/tcp6")
+			found = bytes.Contains(b4, []byte(listen4)) || bytes.Contains(b6, []byte(listen6))
 			return nil
 		})
-		return listening
+		return found
+	}
+	testenv.WaitFor(t, fmt.Sprintf("%s listening on port %d", name, port), func() bool {
+		select {
+		case <-exited:
+			return true
+		default:
+			return listening()
+		}
 	})
+	select {
+	case <-exited:
+		t.Fatalf("%s exited before it listened on port %d: %s", name, port, out.String())
+	default:
+	}
 }
 
 // ShellID finds a shell's id in what it prints on standard error.
 var ShellID = regexp.MustCompile(`wanlab shell ([0-9a-z]+):`)
 
-var pingAvg = regexp.MustCompile(`rtt min/avg/max/mdev = [0-9.]+/([0-9.]+)/`)
+var pingTime = regexp.MustCompile(`icmp_seq=\d+ .*time=([0-9.]+) ms`)
 
-// PingRTT is the average round trip of ping's output.
+// PingRTT is the median round trip of ping's replies: what the link
+// holds every packet for, unmoved by the odd reply a loaded machine
+// delays.
 func PingRTT(t testing.TB, out string) time.Duration {
 	t.Helper()
-	m := pingAvg.FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no ping summary in %q", out)
+	var rtts []time.Duration
+	for _, m := range pingTime.FindAllStringSubmatch(out, -1) {
+		ms, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rtts = append(rtts, time.Duration(ms*float64(time.Millisecond)))
 	}
-	ms, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		t.Fatal(err)
+	if len(rtts) == 0 {
+		t.Fatalf("no ping replies in %q", out)
 	}
-	return time.Duration(ms * float64(time.Millisecond))
+	slices.Sort(rtts)
+	return rtts[len(rtts)/2]
 }
