@@ -3,6 +3,7 @@ package kept_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,6 +58,16 @@ func TestLabUpExecSetDown(t *testing.T) {
 	// -1 ends it after one test; a test that fails first stops it here.
 	t.Cleanup(func() { syscall.Kill(server, syscall.SIGKILL) })
 
+	// A capture of the server's link runs through the first two seconds.
+	pcap := filepath.Join(t.TempDir(), "server.pcapng")
+	capCmd := exec.Command(wanlab, "lab", "capture", "--name", name, "--host", "server", "--duration", "2s", pcap)
+	var capOut bytes.Buffer
+	capCmd.Stdout, capCmd.Stderr = &capOut, &capOut
+	if err := capCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { capCmd.Process.Kill() })
+
 	// The client's iperf3 runs while the test changes the link.
 	cmd := exec.Command(wanlab, "lab", "exec", "--name", name, "client", "--", iperf3, "-c", info.Addrs["server"].String(), "-R", "-t", "6", "-J")
 	var out bytes.Buffer
@@ -81,6 +92,7 @@ func TestLabUpExecSetDown(t *testing.T) {
 	var res struct {
 		Intervals []struct {
 			Sum struct {
+				Seconds       float64 `json:"seconds"`
 				BitsPerSecond float64 `json:"bits_per_second"`
 			} `json:"sum"`
 		} `json:"intervals"`
@@ -91,13 +103,30 @@ func TestLabUpExecSetDown(t *testing.T) {
 	// The rate before the change in the first second, after it in the
 	// last: each within 5 % of its bucket's in the last, whose window is
 	// long settled; the first only below the old rate (slow start).
-	first, last := res.Intervals[0].Sum.BitsPerSecond, res.Intervals[len(res.Intervals)-1].Sum.BitsPerSecond
+	// (The last whole second: iperf3 may end with a sliver of one.)
+	first, last := res.Intervals[0].Sum.BitsPerSecond, 0.0
+	for _, iv := range res.Intervals {
+		if iv.Sum.Seconds >= 0.9 {
+			last = iv.Sum.BitsPerSecond
+		}
+	}
 	t.Logf("iperf3 -R: first second %.2f Mbit/s (tbf 20mbit), last %.2f Mbit/s (tbf 5mbit, set mid-run)", first/1e6, last/1e6)
 	if first < 10e6 || first > 21e6 {
 		t.Errorf("first second %.2f Mbit/s under tbf rate 20mbit: want 10 to 21", first/1e6)
 	}
 	if last < 4.75e6 || last > 5.25e6 {
 		t.Errorf("last second %.2f Mbit/s after proxy set to tbf rate 5mbit: want 5 ± 5 %%", last/1e6)
+	}
+
+	if err := capCmd.Wait(); err != nil {
+		t.Fatalf("lab capture: %v\n%s", err, capOut.String())
+	}
+	var packets int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(capOut.String(), "lab capture: wl"+name+"-s of "+info.Namespaces["server"]+": "), "%d packets", &packets); err != nil || packets < 100 {
+		t.Errorf("lab capture of the server's link during iperf3: %q, want 100 packets or more", capOut.String())
+	}
+	if st, err := os.Stat(pcap); err != nil || st.Size() == 0 {
+		t.Errorf("capture file %s: %v", pcap, err)
 	}
 
 	run("lab", "down", "--name", name)
