@@ -145,14 +145,8 @@ func parseState(b []byte) (*stateFile, error) {
 }
 
 // ownerAlive reports whether the process that wrote the state file still
-// runs (same PID and same start time).
-func (st *stateFile) ownerAlive() bool {
-	start, err := hostfile.ProcessStart(st.PID)
-	if err != nil {
-		return false
-	}
-	return st.Start == 0 || start == st.Start
-}
+// runs (same PID and same start time, not a zombie).
+func (st *stateFile) ownerAlive() bool { return hostfile.Running(st.PID, st.Start) }
 
 // nsPattern matches exactly the namespace names New creates.
 var nsPattern = regexp.MustCompile(`^wanlab-([0-9a-z]{1,8})-(client|router|server)$`)

@@ -45,10 +45,7 @@ func self() owner {
 	return o
 }
 
-func (o owner) alive() bool {
-	start, err := hostfile.ProcessStart(o.PID)
-	return err == nil && (o.Start == 0 || start == o.Start)
-}
+func (o owner) alive() bool { return hostfile.Running(o.PID, o.Start) }
 
 const forwardKey = "net/ipv4/ip_forward"
 

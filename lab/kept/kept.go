@@ -64,10 +64,7 @@ type Info struct {
 }
 
 // Alive reports whether the lab's process still runs.
-func (i Info) Alive() bool {
-	start, err := hostfile.ProcessStart(i.PID)
-	return err == nil && (i.Start == 0 || start == i.Start)
-}
+func (i Info) Alive() bool { return hostfile.Running(i.PID, i.Start) }
 
 // Kept is a lab held up by this process.
 type Kept struct {
