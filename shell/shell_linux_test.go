@@ -158,3 +158,27 @@ func TestShellCleanupAfterSIGKILL(t *testing.T) {
 	}
 	w.RequireState(t, before, "host not restored by wanlab cleanup after SIGKILL")
 }
+
+// TestProxySetInsideShell: the command changes its own link with `wanlab
+// proxy set`, which finds it through WANLAB_CONTROL, and `proxy stats`
+// names the directions up and down.
+func TestProxySetInsideShell(t *testing.T) {
+	ping := testenv.RequireCommand(t, "ping")
+	w := shelltest.New(t)
+	before := w.State(t)
+	script := w.Wanlab + ` proxy set 'up=delay 40ms' && ` + w.Wanlab + ` proxy stats | grep -c 'leaving through \(up\|down\)' && ` +
+		ping + ` -c 5 -i 0.2 ` + shelltest.InternetAddr
+	out, code := w.Run(t, "shell", "--impair", "delay 5ms", "--", "/bin/sh", "-c", script)
+	if code != 0 {
+		t.Fatalf("proxy set inside the shell: exit %d\n%s", code, out)
+	}
+	if !strings.HasPrefix(out, "up=delay 40ms\n2\n") {
+		t.Errorf("proxy set and stats inside the shell printed %q, want up=delay 40ms and two directions", out)
+	}
+	rtt := shelltest.PingRTT(t, out)
+	t.Logf("ping after proxy set up=delay 40ms (down delay 5ms): median RTT %v", rtt)
+	if (rtt - 45*time.Millisecond).Abs() > rttTolerance {
+		t.Errorf("ping RTT %v after proxy set 'up=delay 40ms' with down=delay 5ms: want 45 ms ± %v", rtt, rttTolerance)
+	}
+	w.RequireState(t, before, "host not restored")
+}
