@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/proxy/tap"
@@ -44,9 +45,10 @@ func init() {
 			"link). Shells nest: each adds its link. The proxy's control address is in\n" +
 			"WANLAB_CONTROL, so `wanlab proxy set up=SPEC` and `wanlab proxy stats` change and read\n" +
 			"the link live, inside the shell or outside with --control. COMMAND's exit status is the\n" +
-			"shell's (128+N when signal N ended it). SIGINT, SIGTERM and SIGHUP are passed on to\n" +
-			"COMMAND. Everything the shell made (namespaces, veths, routes, the NAT table, IPv4\n" +
-			"forwarding, held with other shells and restored by the last) goes when COMMAND exits;\n" +
+			"shell's (128+N when signal N ended it). SIGTERM and SIGHUP are passed on to COMMAND, and\n" +
+			"SIGINT when standard input is no terminal (at one, Ctrl-C reaches COMMAND directly).\n" +
+			"Everything the shell made (namespaces, veths, routes, the NAT table, IPv4 forwarding,\n" +
+			"held with other shells and restored by the last) goes when COMMAND exits;\n" +
 			"after a crash or kill -9, `wanlab cleanup` removes it. Needs root (docs/own-software.md\n" +
 			"says why there is no rootless mode)." + scheduleHelp,
 		Flags: []cli.Flag{
@@ -197,9 +199,17 @@ func runForwarding(args []string, start func(*exec.Cmd) error, sigc <-chan os.Si
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	// At a terminal, Ctrl-C's SIGINT reaches the command itself (it is in
+	// the terminal's foreground process group, as this process is); a
+	// second copy would make an iperf3 or a curl quit without its report.
+	_, termErr := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS)
+	atTerminal := termErr == nil
 	for {
 		select {
 		case sig := <-sigc:
+			if sig == os.Interrupt && atTerminal {
+				continue
+			}
 			_ = cmd.Process.Signal(sig)
 		case err := <-done:
 			var ee *exec.ExitError
