@@ -175,7 +175,7 @@ func runLabUp(cc *cli.Context) error {
 	defer signal.Stop(sigc)
 	k, err := kept.Start(cc.Context, cfg)
 	if err != nil {
-		return proxyError(fmt.Errorf("lab up: %w", err))
+		return fmt.Errorf("lab up: %w", err)
 	}
 	describeLab(cc.App.Writer, k.Info)
 	if os.Getenv(labDetachedEnv) != "" {

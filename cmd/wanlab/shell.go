@@ -157,7 +157,7 @@ func runShell(cc *cli.Context) error {
 	}
 	sh, err := shell.Start(cc.Context, cfg)
 	if err != nil {
-		return proxyError(fmt.Errorf("shell: %w", err))
+		return fmt.Errorf("shell: %w", err)
 	}
 	code, runErr := runInShell(sh, args, sigc, cc.App.ErrWriter, cc.Bool("quiet"))
 	if err := sh.Close(); err != nil {
