@@ -2,6 +2,7 @@ package shell_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/internal/testenv"
 	"github.com/wanlab/wanlab/shell/shelltest"
 )
@@ -111,12 +113,23 @@ func TestShellExitCode(t *testing.T) {
 }
 
 // TestShellCleanupAfterSIGKILL kills a shell with SIGKILL while its
-// command runs; wanlab cleanup then leaves the host as before.
+// command runs, and a shell nested in another with both; wanlab cleanup
+// then leaves the host as before.
 func TestShellCleanupAfterSIGKILL(t *testing.T) {
+	for _, nested := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nested=%v", nested), func(t *testing.T) { killShell(t, nested) })
+	}
+}
+
+func killShell(t *testing.T, nested bool) {
 	w := shelltest.New(t)
 	before := w.State(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	cmd := w.Command(t, "shell", "--impair", "delay 5ms", "--", "/bin/sh", "-c", "echo $$ > "+pidFile+"; exec sleep 600")
+	args := []string{"shell", "--impair", "delay 5ms", "--"}
+	if nested {
+		args = append(args, w.Wanlab, "shell", "--impair", "delay 5ms", "--")
+	}
+	cmd := w.Command(t, append(args, "/bin/sh", "-c", "echo $$ > "+pidFile+"; exec sleep 600")...)
 	// A file, not a pipe: the command outlives the shell, and Wait would
 	// wait for it to close a pipe it inherited.
 	errf, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
@@ -134,6 +147,17 @@ func TestShellCleanupAfterSIGKILL(t *testing.T) {
 		return err == nil && child > 0
 	})
 	t.Cleanup(func() { syscall.Kill(child, syscall.SIGKILL) })
+	if nested {
+		// The inner shell is the command's parent.
+		f, err := hostfile.ProcStat(strconv.Itoa(child))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner, _ := strconv.Atoi(f[1])
+		if err := syscall.Kill(inner, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill the inner shell %d: %v", inner, err)
+		}
+	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +167,8 @@ func TestShellCleanupAfterSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Stderr.Write(said)
-	if !shelltest.ShellID.Match(said) {
-		t.Fatalf("no shell id in its standard error %q", said)
+	if ids := shelltest.ShellID.FindAll(said, -1); len(ids) != map[bool]int{false: 1, true: 2}[nested] {
+		t.Fatalf("shell ids in their standard error %q: want one per shell", said)
 	}
 	if w.State(t) == before {
 		t.Fatal("the shell changed nothing in the host namespace before it was killed")
