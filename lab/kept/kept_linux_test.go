@@ -135,3 +135,32 @@ func TestLabUpExecSetDown(t *testing.T) {
 		t.Errorf("state of lab %s: %v, want it removed", name, err)
 	}
 }
+
+// TestLabCleanupAfterSIGKILL: a kept lab whose process dies by SIGKILL is
+// removed by wanlab cleanup, state and all.
+func TestLabCleanupAfterSIGKILL(t *testing.T) {
+	testenv.RequireRoot(t)
+	wanlab := testenv.StaticWanlab(t)
+	name := testenv.UniqueName("k")
+	if out, err := exec.Command(wanlab, "lab", "up", "--name", name).CombinedOutput(); err != nil {
+		t.Fatalf("lab up: %v\n%s", err, out)
+	}
+	info, err := kept.Find(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lab's process is this test's to stop: it started it.
+	if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, "the lab's process to die", func() bool { return !info.Alive() })
+	out, err := exec.Command(wanlab, "cleanup").CombinedOutput()
+	t.Logf("wanlab cleanup:\n%s", out)
+	if err != nil {
+		t.Fatalf("wanlab cleanup: %v", err)
+	}
+	labtest.AssertLabGone(t, name)
+	if _, err := os.Stat(filepath.Join(kept.StateDir, name)); !os.IsNotExist(err) {
+		t.Errorf("state of lab %s: %v, want it removed", name, err)
+	}
+}
