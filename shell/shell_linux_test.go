@@ -206,3 +206,49 @@ func TestProxySetInsideShell(t *testing.T) {
 	}
 	w.RequireState(t, before, "host not restored")
 }
+
+// TestShellScheduleAndPcap: --schedule steps a direction's spec while the
+// command runs, and --pcap records what passed the engine.
+func TestShellScheduleAndPcap(t *testing.T) {
+	ping := testenv.RequireCommand(t, "ping")
+	w := shelltest.New(t)
+	before := w.State(t)
+	dir := t.TempDir()
+	sched, pcap := filepath.Join(dir, "up.sched"), filepath.Join(dir, "shell.pcapng")
+	if err := os.WriteFile(sched, []byte("0s delay 5ms\n1s delay 45ms\nend\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// 15 pings 200 ms apart: the first three within the schedule's first
+	// second, the last five a second and more after its step.
+	out, code := w.Run(t, "shell", "--impair", "down=delay 5ms", "--schedule", "up="+sched, "--pcap", pcap, "--",
+		ping, "-c", "15", "-i", "0.2", shelltest.InternetAddr)
+	if code != 0 {
+		t.Fatalf("ping in a shell with a schedule: exit %d\n%s", code, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var replies []string
+	for _, l := range lines {
+		if strings.Contains(l, "icmp_seq=") {
+			replies = append(replies, l)
+		}
+	}
+	if len(replies) != 15 {
+		t.Fatalf("%d replies of 15:\n%s", len(replies), out)
+	}
+	for _, c := range []struct {
+		what    string
+		replies []string
+		want    time.Duration
+	}{{"first three", replies[:3], 10 * time.Millisecond}, {"last five", replies[10:], 50 * time.Millisecond}} {
+		if rtt := shelltest.PingRTT(t, strings.Join(c.replies, "\n")); (rtt - c.want).Abs() > rttTolerance {
+			t.Errorf("%s replies: median RTT %v, want %v ± %v\n%s", c.what, rtt, c.want, rttTolerance, out)
+		}
+	}
+	// 30 echo packets, each 100 bytes and more with its block.
+	if st, err := os.Stat(pcap); err != nil {
+		t.Errorf("--pcap: %v", err)
+	} else if st.Size() < 30*100 {
+		t.Errorf("--pcap %s: %d bytes; want the pings in it", pcap, st.Size())
+	}
+	w.RequireState(t, before, "host not restored")
+}
