@@ -49,6 +49,9 @@ func TestOwnCommandsAreTheTraffic(t *testing.T) {
 	}
 	got := ip.End.SumReceived.BitsPerSecond
 	t.Logf("iperf3 -R as the experiment's client: %.2f Mbit/s", got/1e6)
+	if got == 0 {
+		t.Fatalf("no rate in the client's output:\n%s", out)
+	}
 	// That the commands are the traffic, not how exact the shaping is
 	// (the shell's test holds that to 5 %): a tenth.
 	if got < 18e6 || got > 21e6 {
