@@ -41,6 +41,12 @@ type Config struct {
 	// canonical file form) that steps the direction's spec over time
 	// through the proxy; Impair holds before its first step.
 	Schedule map[string]string `json:"schedule,omitempty"`
+	// ServerCmd and ClientCmd make the user's own programs the traffic
+	// (owncmd.go): ServerCmd runs in the server namespace for the whole
+	// experiment, ClientCmd in the client's instead of the download, the
+	// experiment lasting while it runs.
+	ServerCmd string `json:"server_cmd,omitempty"`
+	ClientCmd string `json:"client_cmd,omitempty"`
 	// Kernel applies the specs as qdiscs on the router's veths instead of
 	// through the userspace proxy.
 	Kernel bool `json:"kernel"`

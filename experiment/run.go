@@ -62,9 +62,11 @@ type Result struct {
 	// Ping is the median round trip of Config.Ping pings.
 	Ping time.Duration `json:"ping_ns,omitempty"`
 
-	Download *traffic.DownloadResult   `json:"download,omitempty"`
-	RR       *traffic.RRResult         `json:"rr,omitempty"`
-	Captures map[string]*CaptureResult `json:"captures"`
+	Download *traffic.DownloadResult `json:"download,omitempty"`
+	// ClientCmd is how Config.ClientCmd ran, when it replaced the download.
+	ClientCmd *CommandResult            `json:"client_cmd_result,omitempty"`
+	RR        *traffic.RRResult         `json:"rr,omitempty"`
+	Captures  map[string]*CaptureResult `json:"captures"`
 	// Impairment are the counters of the proxy or the qdiscs per direction.
 	Impairment *ImpairStats `json:"impairment,omitempty"`
 	// Tuning is the tuner's plan from the server capture (nil when the
@@ -132,6 +134,9 @@ func run(ctx context.Context, cfg Config, ep endpoints) (_ *Result, err error) {
 		return nil, err
 	}
 	if err := cfg.CheckSysctls(); err != nil {
+		return nil, err
+	}
+	if err := cfg.checkOwnCommands(); err != nil {
 		return nil, err
 	}
 	res := &Result{Config: cfg, Started: time.Now(), Specs: map[string]string{}, Captures: map[string]*CaptureResult{}}
@@ -206,9 +211,22 @@ func run(ctx context.Context, cfg Config, ep endpoints) (_ *Result, err error) {
 		res.Captures[side] = &CaptureResult{Path: path}
 	}
 
+	if cfg.ServerCmd != "" {
+		stopCmd, serr := startServerCmd(l, cfg, res.Out)
+		if serr != nil {
+			return nil, serr
+		}
+		defer func() { err = errors.Join(err, stopCmd()) }()
+	}
+
 	tctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	if cfg.Requests > 0 {
+	if cfg.ClientCmd != "" {
+		logf("client command: %s", cfg.ClientCmd)
+		if res.ClientCmd, err = runClientCmd(tctx, l, cfg, res.Out); err != nil {
+			return nil, err
+		}
+	} else if cfg.Requests > 0 {
 		logf("request/response%s: %d requests over %d connections to %s", ep.in(), cfg.Requests, cfg.Concurrency, srv)
 		if res.RR, err = ep.requestResponse(tctx, traffic.RRConfig{
 			Server: srv, Requests: cfg.Requests, Concurrency: cfg.Concurrency,
@@ -314,8 +332,8 @@ func analyzeCapture(res *Result, side string) (*analyzer.Result, error) {
 	cr.Warnings = ar.Warnings
 	cr.Limits = map[string]int{}
 	for _, c := range ar.Connections {
-		if c.Server.Port() != res.Server.Port() {
-			continue
+		if res.ClientCmd == nil && c.Server.Port() != res.Server.Port() {
+			continue // another program's (own commands: every connection counts)
 		}
 		if res.Download != nil && c.Client != res.Download.Local {
 			continue

@@ -115,6 +115,9 @@ func WriteSummary(w io.Writer, r *Result) error {
 		row("congestion control", d.ClientEffective.CC, effCC(d.ServerEffective))
 		tw.Flush()
 	}
+	if c := r.ClientCmd; c != nil {
+		fmt.Fprintf(&b, "client command %q: exit %d after %s (output %s)\n", c.Command, c.ExitCode, secs(c.Elapsed), c.Output)
+	}
 	if rr := r.RR; rr != nil {
 		l := rr.Latency
 		fmt.Fprintf(&b, "%d requests over %d connections in %s: %.0f requests/s, %d errors\n",

@@ -91,6 +91,12 @@ type Config struct {
 	// and then calls AttachRouterLinks. The end hosts keep their planned
 	// addresses, for the caller to configure on its own hosts.
 	RouterOnly bool
+
+	// Outside makes the caller's own namespace the server end: no server
+	// namespace is made, the router's server-side veth has its peer in
+	// the caller's namespace, and routes there lead to the client subnets
+	// through the router (see outside.go).
+	Outside bool
 }
 
 // Host is an end host (client or server) of the lab.
@@ -225,7 +231,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.RouterClientLink == cfg.RouterServerLink {
 		return cfg, fmt.Errorf("lab link names: the router's two links are both %q", cfg.RouterClientLink)
 	}
-	return cfg, nil
+	return cfg, cfg.checkOutside()
 }
 
 // validLinkName applies the kernel's rule for interface names
@@ -273,7 +279,7 @@ func newPlan(cfg Config) *Lab {
 			Net4: net4.Masked(), Net6: net6.Masked(),
 		}
 	}
-	return &Lab{
+	l := &Lab{
 		ID: id, cfg: cfg, done: make(chan struct{}),
 		Client: endHost(RoleClient, cfg.ClientLink, cfg.ClientNet4, cfg.ClientNet6),
 		Router: Router{
@@ -284,6 +290,10 @@ func newPlan(cfg Config) *Lab {
 		},
 		Server: endHost(RoleServer, cfg.ServerLink, cfg.ServerNet4, cfg.ServerNet6),
 	}
+	if cfg.Outside {
+		l.Server.NS = "" // the caller's namespace
+	}
+	return l
 }
 
 func (l *Lab) build(ctx context.Context, cfg Config) error {
@@ -295,6 +305,12 @@ func (l *Lab) build(ctx context.Context, cfg Config) error {
 		name string
 		h    *netns.NsHandle
 	}{{l.Router.NS, &l.Router.Handle}, {l.Client.NS, &l.Client.Handle}, {l.Server.NS, &l.Server.Handle}} {
+		if ns.name == "" { // Outside: the caller's namespace
+			if *ns.h, err = nsrun.Open(""); err != nil {
+				return err
+			}
+			continue
+		}
 		if *ns.h, err = nsrun.Create(ns.name); err != nil {
 			return err
 		}
@@ -303,7 +319,7 @@ func (l *Lab) build(ctx context.Context, cfg Config) error {
 	// IPv6 neighbour discovery needs, are usable as soon as a veth is up
 	// instead of about two seconds later. Set before the veths exist so
 	// they inherit it from "default".
-	for _, ns := range []string{l.Router.NS, l.Client.NS, l.Server.NS} {
+	for _, ns := range l.namespaces() {
 		if err := WriteSysctls(ns, map[string]string{
 			"net.ipv6.conf.all.accept_dad":     "0",
 			"net.ipv6.conf.default.accept_dad": "0",
@@ -344,10 +360,15 @@ func (l *Lab) build(ctx context.Context, cfg Config) error {
 	if err := l.configureRouter(rt); err != nil {
 		return err
 	}
-	for _, h := range []*Host{&l.Client, &l.Server} {
-		if err := h.configure(); err != nil {
+	if err := l.Client.configure(); err != nil {
+		return err
+	}
+	if cfg.Outside {
+		if err := l.configureOutside(rt); err != nil {
 			return err
 		}
+	} else if err := l.Server.configure(); err != nil {
+		return err
 	}
 	if cfg.DisableTSO || cfg.DisableGSO || cfg.DisableGRO {
 		for _, at := range []struct {
@@ -682,7 +703,7 @@ func (l *Lab) teardown() error {
 			*h = netns.None()
 		}
 	}
-	for _, name := range []string{l.Client.NS, l.Router.NS, l.Server.NS} {
+	for _, name := range l.namespaces() {
 		if err := nsrun.Delete(name); err != nil {
 			errs = append(errs, err)
 		}

@@ -47,6 +47,10 @@ func createState(dir string, l *Lab) (*stateFile, error) {
 		},
 		path: filepath.Join(dir, l.ID+".json"),
 	}
+	if l.cfg.Outside {
+		st.Namespaces = []string{l.Router.NS, l.Client.NS}
+		delete(st.Links, l.Server.NS)
+	}
 	if l.cfg.RouterOnly {
 		st.Namespaces = []string{l.Router.NS}
 		st.Links = map[string][]string{l.Router.NS: {l.Router.ClientLink, l.Router.ServerLink}}
@@ -141,14 +145,8 @@ func parseState(b []byte) (*stateFile, error) {
 }
 
 // ownerAlive reports whether the process that wrote the state file still
-// runs (same PID and same start time).
-func (st *stateFile) ownerAlive() bool {
-	start, err := hostfile.ProcessStart(st.PID)
-	if err != nil {
-		return false
-	}
-	return st.Start == 0 || start == st.Start
-}
+// runs (same PID and same start time, not a zombie).
+func (st *stateFile) ownerAlive() bool { return hostfile.Running(st.PID, st.Start) }
 
 // nsPattern matches exactly the namespace names New creates.
 var nsPattern = regexp.MustCompile(`^wanlab-([0-9a-z]{1,8})-(client|router|server)$`)

@@ -9,8 +9,10 @@ import (
 
 	"github.com/wanlab/wanlab/bench"
 	"github.com/wanlab/wanlab/experiment"
+	"github.com/wanlab/wanlab/lab/kept"
 	"github.com/wanlab/wanlab/proxy/control"
 	"github.com/wanlab/wanlab/proxy/route"
+	"github.com/wanlab/wanlab/shell"
 )
 
 func init() {
@@ -22,7 +24,8 @@ func init() {
 			"routing tables, sysctls, tokens and endpoint files of proxies that are no longer running, from their journals in\n" +
 			route.DefaultStateDir + "), `experiment cleanup` (namespaces, veths and state of dead labs, the VMs of\n" +
 			"dead owners: qemu or linux.uml and its processes, TAPs left in namespaces, their memory in\n" +
-			"/dev/shm, and the tuner's backups of namespaces that no longer exist) and `bench cleanup` (the same for\n" +
+			"/dev/shm, and the tuner's backups of namespaces that no longer exist), the shells' (their NAT tables,\n" +
+			"IPv4 forwarding they held, namespaces and veths) and `bench cleanup` (the same for\n" +
 			"benchmarks). What running commands hold is left alone. `wanlab tune revert` and `wanlab\n" +
 			"kernel clear` undo changes that are meant to last until you undo them, so this does not.",
 		Action: runCleanup,
@@ -53,6 +56,16 @@ func runCleanup(cc *cli.Context) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("experiment: %w", err))
 	}
+	shells, err := shell.Cleanup()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("shell: %w", err))
+	}
+	removed = append(removed, shells...)
+	labs, err := kept.Cleanup()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("lab: %w", err))
+	}
+	removed = append(removed, labs...)
 	more, err := bench.Cleanup()
 	if err != nil {
 		errs = append(errs, fmt.Errorf("bench: %w", err))

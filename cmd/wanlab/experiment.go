@@ -87,6 +87,8 @@ func init() {
 			&cli.StringSliceFlag{Name: "client-sysctl", Usage: "`KEY=VALUE` written in the client's namespace (repeatable)"},
 			&cli.StringSliceFlag{Name: "server-sysctl", Usage: "`KEY=VALUE` written in the server's namespace (repeatable)"},
 			&cli.IntFlag{Name: "requests", Usage: "run `N` requests (request/response mode, like wrk) instead of a download"},
+			&cli.StringFlag{Name: "server-cmd", Usage: "also run the shell command line `CMD` in the server namespace for the whole experiment (your server: 'iperf3 -s'); $WANLAB_SERVER is the server's address"},
+			&cli.StringFlag{Name: "client-cmd", Usage: "run the shell command line `CMD` in the client namespace instead of the download, the experiment lasting while it runs ('iperf3 -c $WANLAB_SERVER -R')"},
 			&cli.IntFlag{Name: "concurrency", Usage: "connections of the request/response mode (`C`, default 50)"},
 			&cli.BoolFlag{Name: "ipv6", Usage: "run over the lab's IPv6 addresses"},
 			&cli.BoolFlag{Name: "no-offload", Usage: "turn TSO/GSO/GRO off on the lab's veths: captures hold wire-sized segments"},
@@ -270,6 +272,10 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 			}
 			(*h.dst)[k] = v
 		}
+	}
+	cfg.ServerCmd, cfg.ClientCmd = cc.String("server-cmd"), cc.String("client-cmd")
+	if cfg.ClientCmd != "" && cc.IsSet("requests") {
+		return cfg, errors.New("--client-cmd replaces the built-in traffic: not with --requests")
 	}
 	if cc.IsSet("requests") {
 		if cc.Int("requests") <= 0 {

@@ -29,8 +29,10 @@ func controlFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{
 			Name: "control",
+			// Set by wanlab shell for its command.
+			EnvVars: []string{"WANLAB_CONTROL"},
 			Usage: "control address of the running proxy: `unix:/path` or a loopback host:port " +
-				"(default: the one socket in " + control.DefaultDir + ", unix:" + control.DefaultDir + "/A-B.sock)",
+				"(default: $WANLAB_CONTROL, else the one socket in " + control.DefaultDir + ", unix:" + control.DefaultDir + "/A-B.sock)",
 		},
 		&cli.StringFlag{
 			Name: "token-file",

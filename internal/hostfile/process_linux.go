@@ -36,3 +36,16 @@ func ProcessStart(pid int) (uint64, error) {
 	}
 	return strconv.ParseUint(f[19], 10, 64)
 }
+
+// Running reports whether the process pid runs and, when start is not 0,
+// is the one that started at start (ProcessStart). A zombie (state Z:
+// exited, not yet reaped by its parent) does not run: it holds no file,
+// socket or namespace any more, so what it owned can be cleaned up.
+func Running(pid int, start uint64) bool {
+	f, err := ProcStat(strconv.Itoa(pid))
+	if err != nil || len(f) < 20 || f[0] == "Z" {
+		return false
+	}
+	s, err := strconv.ParseUint(f[19], 10, 64)
+	return err == nil && (start == 0 || s == start)
+}
