@@ -378,14 +378,14 @@ func diagnoseLimit(name string, d, peer *Direction, c *Connection, wr WindowRati
 	// A bottleneck the transfer filled: a queue at the median, or one that
 	// reached half the round trip at times (a buffer filled) while the
 	// bottleneck stayed busy: near the receiver data arriving without
-	// pauses, near the sender a flight of at least the path's
-	// bandwidth-delay product. A rate averaged below a bottleneck it never
+	// pauses or rounds held at the rate's share of a round trip, near the
+	// sender a flight of at least the path's bandwidth-delay product. A rate averaged below a bottleneck it never
 	// filled leaves no queue.
 	case rttMin > 0 && rttMed >= queueRTTFactor*rttMin+0.002 && flight > 1.3*rate*rttMin,
 		rttMin > 0 && transfer >= 10*rttMin*1e3 &&
 			(d.QueueDelayP50Ms >= max(standingQueueMs, standingQueueShare*rttMin*1e3) ||
 				(d.QueueRTTSource != "" && d.QueueDelayMs >= max(bufferbloatMs, 0.5*rttMin*1e3))) &&
-			((d.CapturedNear == "receiver" && d.PauseShare < saturatedPauseShare &&
+			((d.CapturedNear == "receiver" && (d.PauseShare < saturatedPauseShare || rp.Flat >= plateauRounds) &&
 				float64(d.OutOfOrderPackets) < reorderShare*float64(d.DataPackets)) ||
 				(d.CapturedNear == "sender" && float64(d.P50InFlightBytes) >= rate*rttMin)):
 		dg.Limit = LimitBandwidth
@@ -445,7 +445,7 @@ func diagnoseLimit(name string, d, peer *Direction, c *Connection, wr WindowRati
 	case windowKnown && peerWin > 0 && lossP < lossMinRate &&
 		(d.CapturedNear != "receiver" || d.ResentPackets+d.GapFills == 0) &&
 		float64(peer.SACKPackets) <= float64(d.ResentPackets+d.GapFills+1)*maxFlight/max(mss, 1) &&
-		((rp.Rounds > 0 && !rp.Growing && rp.Flat >= plateauRounds && float64(rp.PeakBytes) <= sndbufShare*peerWin) ||
+		((rp.Rounds > 0 && !rp.Growing && rp.Flat >= plateauRounds && float64(rp.PeakBytes) < windowReached*peerWin) ||
 			(rp.Rounds == 0 && flight > 0 && flight <= sndbufShare*peerWin && maxFlight <= 1.5*flight+2*mss)) &&
 		(d.CapturedNear != "receiver" || (d.PauseShare >= burstPauseShare && rp.Flat >= 2*plateauRounds)):
 		if rp.Rounds > 0 {

@@ -40,15 +40,23 @@ func reduced(t *testing.T, name string) Config {
 	}
 	switch name {
 	case "seed000":
-		c.Size = 256 * units.KiB
+		// 16 round trips of 64 KiB: enough flat rounds to read the
+		// pinned buffer from the captures.
+		c.Size = 1 * units.MiB
 	case "seed001":
 		c.Size = 16 * units.MiB
-	case "seed002", "managed-queue":
+	case "seed002":
+		// 16 MiB fill the 50 mbit bucket for about two seconds after
+		// slow start: its queue shows.
+		c.Size = 16 * units.MiB
+	case "managed-queue":
 		c.Size = 1 * units.MiB
 	case "seed003":
 		c.Requests, c.Concurrency = 100, 10
 	case "seed004":
-		c.Size = 2 * units.MiB
+		// 16 MiB: long enough past slow start for the 1 % loss to hold
+		// the window (2 MiB at 2 ms was over inside slow start).
+		c.Size = 16 * units.MiB
 	}
 	c.Out = t.TempDir()
 	c.Seed = 1
@@ -107,11 +115,29 @@ func TestPresetsEndToEnd(t *testing.T) {
 	}
 }
 
+// presetLimits are the seeds' limits.
+var presetLimits = map[string]string{
+	"seed000": analyzer.LimitSendBuffer,
+	"seed001": analyzer.LimitReceiveWindow,
+	"seed002": analyzer.LimitBandwidth,
+	"seed003": analyzer.LimitDelayedAck,
+	"seed004": analyzer.LimitLoss,
+}
+
 // checkTrend asserts what each seed is about, loosely enough for a busy
 // 2-core machine.
 func checkTrend(t *testing.T, name string, res *Result) {
 	t.Helper()
 	srv := res.Captures[SideServer]
+	// Each seed's limit, read from either end's capture (issue 47: the
+	// scenarios keep their diagnoses).
+	if want, ok := presetLimits[name]; ok {
+		for _, side := range []string{SideClient, SideServer} {
+			if dg := res.Captures[side].Diagnosis; dg == nil || dg.Limit != want {
+				t.Errorf("%s capture: diagnosis %v, want %s", side, dg, want)
+			}
+		}
+	}
 	switch name {
 	case "seed000":
 		// The pinned send buffer: the server socket holds 4 KiB.
