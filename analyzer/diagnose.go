@@ -52,6 +52,9 @@ type Diagnosis struct {
 	// should give (0: no prediction).
 	RateBps      float64 `json:"rate_bps"`
 	PredictedBps float64 `json:"predicted_bps"`
+	// PredictedGain is PredictedBps over RateBps: what following the
+	// advice should multiply the rate by (0: no prediction).
+	PredictedGain float64 `json:"predicted_gain"`
 	// WindowRatio is the share of a receive buffer the kernel offers as
 	// window that the advice assumed, and WindowRatioSource why: the
 	// tuner's measurement of the receiver's kernel (inside `wanlab
@@ -208,6 +211,9 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection, wr Window
 		steady = LimitCongestion
 	}
 	dg.Limits = namePeriods(d.periods, steady)
+	if dg.PredictedBps > 0 && dg.RateBps > 0 {
+		dg.PredictedGain = dg.PredictedBps / dg.RateBps
+	}
 	return dg
 }
 

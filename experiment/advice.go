@@ -103,6 +103,9 @@ func unifyPredictions(res *Result, t *Tuning) {
 					continue
 				}
 				dg.PredictedBps = float64(t.After)
+				if dg.RateBps > 0 {
+					dg.PredictedGain = dg.PredictedBps / dg.RateBps
+				}
 				for i, a := range dg.Advice {
 					if strings.HasPrefix(a, "predicted:") {
 						dg.Advice[i] = line
