@@ -2,6 +2,7 @@ package plot
 
 import (
 	"fmt"
+	"github.com/wanlab/wanlab/units"
 	"image/color"
 	"io"
 	"math"
@@ -287,11 +288,11 @@ func SI(v float64) string {
 	}
 	switch {
 	case a >= 1e9:
-		return strconv.FormatFloat(v/1e9, 'g', 4, 64) + "G"
+		return units.SigN(v/1e9, 4) + "G"
 	case a >= 1e6:
-		return strconv.FormatFloat(v/1e6, 'g', 4, 64) + "M"
+		return units.SigN(v/1e6, 4) + "M"
 	case a >= 1e3:
-		return strconv.FormatFloat(v/1e3, 'g', 4, 64) + "k"
+		return units.SigN(v/1e3, 4) + "k"
 	}
-	return strconv.FormatFloat(v, 'g', 4, 64)
+	return units.SigN(v, 4)
 }
