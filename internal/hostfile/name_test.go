@@ -1,0 +1,19 @@
+package hostfile
+
+import "testing"
+
+func TestName(t *testing.T) {
+	for in, want := range map[string]string{
+		"capture.pcap":                 "capture.pcap",
+		"/tmp/dir with space/a.pcapng": "/tmp/dir with space/a.pcapng",
+		"dépôt/ü.pcap":                 "dépôt/ü.pcap",
+		"\x1b]0;pwned\a.pcap":          `"\x1b]0;pwned\a.pcap"`,
+		"a\nb.pcap":                    `"a\nb.pcap"`,
+		"bad\xffutf8":                  `"bad\xffutf8"`,
+		"\u202eright-to-left":          `"\u202eright-to-left"`,
+	} {
+		if got := Name(in); got != want {
+			t.Errorf("Name(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
