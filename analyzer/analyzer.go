@@ -21,6 +21,7 @@ import (
 
 	"github.com/wanlab/wanlab/analyzer/decode"
 	"github.com/wanlab/wanlab/analyzer/pcapfile"
+	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
 // Options tune an analysis. The zero value is usable.
@@ -261,7 +262,7 @@ func AnalyzeFile(path string, opts Options) (*Result, error) {
 	defer c.Close()
 	res, err := AnalyzeReader(r, opts)
 	if res != nil {
-		res.File = path
+		res.File = hostfile.Name(path)
 	}
 	return res, err
 }
@@ -275,7 +276,7 @@ func AnalyzeStream(r io.Reader, name string, opts Options) (*Result, error) {
 	}
 	res, err := AnalyzeReader(pr, opts)
 	if res != nil {
-		res.File = name
+		res.File = hostfile.Name(name)
 	}
 	return res, err
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -164,6 +165,16 @@ func mergeSysctls(a, b map[string]string) map[string]string {
 	return out
 }
 
+// ErrCapture is matched (errors.Is) by Like's errors that come from the
+// capture itself (not one, no connection to fit): the user's input.
+var ErrCapture = errors.New("unusable capture")
+
+// captureError marks err as ErrCapture without changing its text.
+type captureError struct{ err error }
+
+func (e captureError) Error() string   { return e.err.Error() }
+func (e captureError) Unwrap() []error { return []error{e.err, ErrCapture} }
+
 // Like fits the capture, runs the lab that reproduces it (lo.Runs times),
 // compares the two and runs each of lo.Tries on the reproduced path.
 func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo LikeOptions) (*LikeResult, error) {
@@ -180,15 +191,18 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo 
 	if lo.Runs < 0 || lo.Runs > MaxLikeRuns {
 		return nil, fmt.Errorf("--runs %d: want 1 to %d", lo.Runs, MaxLikeRuns)
 	}
+	// The capture is read before anything is made: a file that is no
+	// capture leaves no output directory behind.
+	opt.Progress = func(line string) { logf("fit: %s", line) }
+	fitted, err := fit.File(capture, opt)
+	if err != nil {
+		return nil, captureError{err}
+	}
 	out, err := outDir(base.Out, start, base.Force)
 	if err != nil {
 		return nil, err
 	}
-	res := &LikeResult{Capture: capture, Out: out}
-	opt.Progress = func(line string) { logf("fit: %s", line) }
-	if res.Fit, err = fit.File(capture, opt); err != nil {
-		return nil, err
-	}
+	res := &LikeResult{Capture: capture, Out: out, Fit: fitted}
 	res.Side = SideServer
 	if res.Fit.CapturedAt == "client" {
 		res.Side = SideClient

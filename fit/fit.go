@@ -20,6 +20,7 @@ import (
 
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/internal/binom"
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/predict"
 	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/units"
@@ -137,7 +138,8 @@ func File(path string, opt Options) (*Result, error) {
 	if progress == nil {
 		progress = func(string) {}
 	}
-	progress("analyzing " + path)
+	name := hostfile.Name(path) // as printed
+	progress("analyzing " + name)
 	res, err := analyzer.AnalyzeFile(path, analyzer.Options{NoSeries: true})
 	if err != nil {
 		return nil, err
@@ -150,13 +152,13 @@ func File(path string, opt Options) (*Result, error) {
 	}
 	if len(cands) == 0 {
 		if opt.Flow != "" {
-			return nil, fmt.Errorf("%s: --flow %q: %w among the %d connections", path, opt.Flow, ErrNoConnection, len(res.Connections))
+			return nil, fmt.Errorf("%s: --flow %q: %w among the %d connections", name, opt.Flow, ErrNoConnection, len(res.Connections))
 		}
-		return nil, fmt.Errorf("%s: %w (%d TCP packets in %d connections)", path, ErrNoConnection, res.TCPPackets, len(res.Connections))
+		return nil, fmt.Errorf("%s: %w (%d TCP packets in %d connections)", name, ErrNoConnection, res.TCPPackets, len(res.Connections))
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].UniqueBytes() > cands[j].UniqueBytes() })
 	c := cands[0]
-	out := &Result{File: path, Connection: connInfo(c)}
+	out := &Result{File: name, Connection: connInfo(c)}
 	for _, o := range res.Connections {
 		if o != c && o.UniqueBytes() > 0 {
 			out.Others = append(out.Others, connInfo(o))

@@ -9,6 +9,7 @@ import (
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/analyzer/decode"
 	"github.com/wanlab/wanlab/analyzer/pcapfile"
+	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
 // record is one TCP packet of the connection being fitted, as captured,
@@ -122,7 +123,7 @@ func readConnection(path string, c *analyzer.Connection) ([]record, bool, error)
 		out = append(out, p)
 	}
 	if len(out) == 0 {
-		return nil, false, fmt.Errorf("%s: connection %d: no packet read back", path, c.Index)
+		return nil, false, fmt.Errorf("%s: connection %d: no packet read back", hostfile.Name(path), c.Index)
 	}
 	return out, cut, nil
 }

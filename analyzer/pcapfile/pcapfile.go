@@ -108,7 +108,7 @@ func (r *Reader) RecordWarnings() []RecordWarning { return r.warns }
 func Open(path string) (*Reader, io.Closer, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, hostfile.PathError(path, err)
 	}
 	if m := mapFile(f); m != nil {
 		if r := newMappedReader(m, path, f); r != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/wanlab/wanlab/analyzer/decode"
 	"github.com/wanlab/wanlab/analyzer/pcapfile"
 	"github.com/wanlab/wanlab/internal/heapbound"
+	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
 func init() {
@@ -144,7 +145,7 @@ func runAnalyze(cc *cli.Context) error {
 		shown = len(conns)
 	}
 	if shown == 0 && cc.String("flow") != "" {
-		return usageError(fmt.Errorf("analyze: --flow %q matches none of the %d connections in %s", cc.String("flow"), seen, path))
+		return usageError(fmt.Errorf("analyze: --flow %q matches none of the %d connections in %s", cc.String("flow"), seen, hostfile.Name(path)))
 	}
 	switch {
 	case js != nil:
@@ -177,7 +178,7 @@ func analyzeWithProgress(path string, opts analyzer.Options) (*analyzer.Result, 
 	if fi, err := os.Stat(path); err == nil && fi.Size() > 32<<20 && term.IsTerminal(int(os.Stderr.Fd())) {
 		bar = progressbar.NewOptions64(fi.Size(),
 			progressbar.OptionSetWriter(os.Stderr),
-			progressbar.OptionSetDescription("analyzing "+path),
+			progressbar.OptionSetDescription("analyzing "+hostfile.Name(path)),
 			progressbar.OptionShowBytes(true),
 			progressbar.OptionClearOnFinish(),
 			progressbar.OptionThrottle(100_000_000))
@@ -199,10 +200,10 @@ func captureInput(path string) error {
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return err
+		return hostfile.PathError(path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s: not a regular file (%s): a capture is read from a file, or from standard input with -", path, fi.Mode().Type())
+		return fmt.Errorf("%s: not a regular file (%s): a capture is read from a file, or from standard input with -", hostfile.Name(path), fi.Mode().Type())
 	}
 	return nil
 }

@@ -353,7 +353,7 @@ func runExperiment(cc *cli.Context) error {
 		}
 		lr, err := experiment.Like(ctx, capture, cfg, fit.Options{Flow: cc.String("flow")}, experiment.LikeOptions{Tries: cc.StringSlice("try"), Runs: cc.Int("runs")})
 		if err != nil {
-			if errors.Is(err, fit.ErrNoConnection) {
+			if errors.Is(err, experiment.ErrCapture) || errors.Is(err, fit.ErrNoConnection) {
 				return usageError(fmt.Errorf("experiment: --like: %w", err))
 			}
 			return fmt.Errorf("experiment: --like: %w", err)

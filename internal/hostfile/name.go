@@ -1,6 +1,8 @@
 package hostfile
 
 import (
+	"errors"
+	"io/fs"
 	"strconv"
 	"unicode"
 	"unicode/utf8"
@@ -18,4 +20,15 @@ func Name(path string) string {
 		}
 	}
 	return path
+}
+
+// PathError is err, an error of an operation on path, with path printed
+// as Name prints it (an *fs.PathError prints it raw): the same operation
+// and cause, so errors.Is and errors.As see what they saw in err.
+func PathError(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == path {
+		return &fs.PathError{Op: pe.Op, Path: Name(path), Err: pe.Err}
+	}
+	return err
 }

@@ -1,6 +1,11 @@
 package hostfile
 
-import "testing"
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"testing"
+)
 
 func TestName(t *testing.T) {
 	for in, want := range map[string]string{
@@ -15,5 +20,17 @@ func TestName(t *testing.T) {
 		if got := Name(in); got != want {
 			t.Errorf("Name(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+func TestPathError(t *testing.T) {
+	path := "/nonexistent/\x1b[2J.pcap"
+	_, err := os.Open(path)
+	got := PathError(path, err)
+	if !errors.Is(got, fs.ErrNotExist) || got.Error() != `open "/nonexistent/\x1b[2J.pcap": no such file or directory` {
+		t.Errorf("PathError: %v", got)
+	}
+	if plain := PathError("/nonexistent/a.pcap", err); plain != err {
+		t.Errorf("another path's error changed: %v", plain)
 	}
 }
