@@ -187,6 +187,9 @@ func File(path string, opt Options) (*Result, error) {
 	progress("fitting the path")
 	f := newFlow(recs, c, dataDir)
 	fitDirection(out, c, f, recs, ratio)
+	for _, d := range out.Directions {
+		clampToDomain(d.Params)
+	}
 	if rr := f.turns(recs, c, res); rr != nil {
 		out.RequestResponse = rr
 		out.Transfer.Direction = "request-response"
@@ -290,7 +293,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		k := len(reorders)
 		lo, hi := binom.Wilson(k, sent, binom.Z95)
 		if k == 0 {
-			p["reorder_percent"] = withSamples(known(0, 0, 300/float64(sent), fmt.Sprintf("no segment arrived out of order: under %.2g %% at 95 %%", 300/float64(sent))), sent)
+			p["reorder_percent"] = withSamples(known(0, 0, ruleOfThree(sent), fmt.Sprintf("no segment arrived out of order: under %.2g %% at 95 %%", ruleOfThree(sent))), sent)
 		} else {
 			s := sorted(reorders)
 			p["reorder_percent"] = withSamples(known(float64(k)/float64(sent)*100, lo*100, hi*100, fmt.Sprintf(
@@ -723,9 +726,9 @@ func lossFit(c lossCounts, where string) lossResult {
 	lo, hi := binom.Wilson(randSegs, sent, binom.Z95)
 	pr := float64(randSegs) / float64(sent)
 	if randSegs == 0 {
-		lp.params["loss_percent"] = Param{Value: 0, High: 300 / float64(sent), Samples: sent,
-			Evidence: fmt.Sprintf("no loss observed apart from the queue's: under %.2g %% at 95 %% (%d segments)", 300/float64(sent), sent)}
-		lp.notes = append(lp.notes, fmt.Sprintf("loss: none observed: under %.2g %% at 95 %% over %d segments", 300/float64(sent), sent))
+		lp.params["loss_percent"] = Param{Value: 0, High: ruleOfThree(sent), Samples: sent,
+			Evidence: fmt.Sprintf("no loss observed apart from the queue's: under %.2g %% at 95 %% (%d segments)", ruleOfThree(sent), sent)}
+		lp.notes = append(lp.notes, fmt.Sprintf("loss: none observed: under %.2g %% at 95 %% over %d segments", ruleOfThree(sent), sent))
 	} else if randSegs < 5 {
 		// Too few for a process, and no rate either: a path with no
 		// loss of its own shows as many (a tail loss probe re-sends a
