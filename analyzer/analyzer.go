@@ -191,7 +191,12 @@ type Result struct {
 	// decoder does not know, with the frames skipped on each.
 	SkippedInterfaces []SkippedInterface `json:"skipped_interfaces"`
 	Warnings          []string           `json:"warnings"`
-	Connections       []*Connection      `json:"connections"`
+	// ReadStopped says why the reader gave up before the end of the file
+	// (it ends mid-record, a gzip stream is cut, a record or block could
+	// not be parsed): the frames before it were analyzed, the rest not.
+	// Also in Warnings; empty when the whole file was read.
+	ReadStopped string        `json:"read_stopped,omitempty"`
+	Connections []*Connection `json:"connections"`
 }
 
 // SkippedInterface is a capture interface whose link type the decoder does

@@ -18,6 +18,7 @@ import (
 	"github.com/wanlab/wanlab/analyzer/report"
 	"github.com/wanlab/wanlab/fit"
 	"github.com/wanlab/wanlab/internal/binom"
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/predict"
 	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/units"
@@ -713,6 +714,9 @@ func WriteLikeReport(w io.Writer, res *LikeResult) error {
 			fitTable.Rows = append(fitTable.Rows, []string{side.n + " sysctl", k + "=" + v})
 		}
 	}
+	for _, n := range res.Fit.ReaderWarnings {
+		fitTable.Rows = append(fitTable.Rows, []string{"capture read", n})
+	}
 	tables := []report.Table{fitTable, sim}
 	if len(res.Runs) > 1 {
 		runs := report.Table{Title: fmt.Sprintf("runs (reproduced in %d of %d; beside the original: %s)", res.ReproducedRuns, len(res.Runs), filepath.Base(res.Run.Out)),
@@ -744,7 +748,7 @@ func WriteLikeReport(w io.Writer, res *LikeResult) error {
 // WriteLikeSummary prints the fit, the comparison and the tries.
 func WriteLikeSummary(w io.Writer, res *LikeResult) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "like %s: connection %d, %s, captured at the %s\n", res.Capture, res.Fit.Connection.Index, res.Fit.Transfer.Direction, res.Fit.CapturedAt)
+	fmt.Fprintf(&b, "like %s: connection %d, %s, captured at the %s\n", hostfile.Name(res.Capture), res.Fit.Connection.Index, res.Fit.Transfer.Direction, res.Fit.CapturedAt)
 	for _, d := range res.Fit.Directions {
 		dir := ToServer
 		if d.Data {
@@ -758,6 +762,9 @@ func WriteLikeSummary(w io.Writer, res *LikeResult) error {
 	}
 	if res.Calibration != "" {
 		fmt.Fprintf(&b, "  %s\n", res.Calibration)
+	}
+	if res.Fit.ReadStopped != "" {
+		fmt.Fprintf(&b, "  warning: the capture was read in part (%s): the fit is of the frames before that\n", res.Fit.ReadStopped)
 	}
 	fmt.Fprintf(&b, "reproduction (%s capture beside the original): %s\n", res.Side, map[bool]string{true: "reproduced", false: "NOT reproduced"}[res.Reproduced])
 	if len(res.Runs) == 1 && !res.Reproduced {

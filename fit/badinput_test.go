@@ -23,6 +23,7 @@ type pkt struct {
 	seq, acknum   uint32
 	payload       int
 	at            time.Duration
+	cport         uint16 // the client's port (0: 40000)
 }
 
 func writeCapture(t testing.TB, pkts []pkt) string {
@@ -37,9 +38,12 @@ func writeCapture(t testing.TB, pkts []pkt) string {
 		eth := &layers.Ethernet{SrcMAC: []byte{2, 0, 0, 0, 0, 1}, DstMAC: []byte{2, 0, 0, 0, 0, 2}, EthernetType: layers.EthernetTypeIPv4}
 		ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: []byte{10, 0, 0, 1}, DstIP: []byte{10, 0, 0, 2}}
 		tcp := &layers.TCP{SrcPort: 40000, DstPort: 80, Seq: p.seq, Ack: p.acknum, SYN: p.syn, ACK: p.ack, FIN: p.fin, Window: 65535}
+		if p.cport != 0 {
+			tcp.SrcPort = layers.TCPPort(p.cport)
+		}
 		if p.dir == 1 {
 			ip.SrcIP, ip.DstIP = ip.DstIP, ip.SrcIP
-			tcp.SrcPort, tcp.DstPort = 80, 40000
+			tcp.SrcPort, tcp.DstPort = 80, tcp.SrcPort
 		}
 		_ = tcp.SetNetworkLayerForChecksum(ip)
 		sb := gopacket.NewSerializeBuffer()

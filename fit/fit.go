@@ -43,6 +43,18 @@ type Result struct {
 	File       string     `json:"file"`
 	Connection ConnInfo   `json:"connection"`
 	Others     []ConnInfo `json:"other_connections,omitempty"`
+	// OthersUnlisted counts the other connections with data left out of
+	// Others, which lists at most MaxOthersListed (those with the most
+	// data, in capture order).
+	OthersUnlisted int `json:"other_connections_unlisted,omitempty"`
+	// ReadStopped says why the capture's reader gave up before its end
+	// (the analyzer's read_stopped): the fit is of the frames before it.
+	// Empty when the whole file was read.
+	ReadStopped string `json:"read_stopped,omitempty"`
+	// ReaderWarnings are the notes on how the capture was read (the part
+	// read, broken records), also in Notes: what `experiment --like`
+	// reports beside its lab.
+	ReaderWarnings []string `json:"reader_warnings,omitempty"`
 	// CapturedAt is where the capture was taken: "client", "server",
 	// "middle" or "unknown".
 	CapturedAt string   `json:"captured_at"`
@@ -159,6 +171,13 @@ func File(path string, opt Options) (*Result, error) {
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].UniqueBytes() > cands[j].UniqueBytes() })
 	c := cands[0]
 	out := &Result{File: name, Connection: connInfo(c)}
+	out.ReaderWarnings = readerNotes(res)
+	for _, n := range out.ReaderWarnings {
+		out.Notes = append(out.Notes, "capture: "+n)
+	}
+	if res.ReadStopped != "" {
+		out.ReadStopped = res.ReadStopped
+	}
 	for _, o := range res.Connections {
 		if o != c && o.UniqueBytes() > 0 {
 			out.Others = append(out.Others, connInfo(o))
@@ -168,6 +187,7 @@ func File(path string, opt Options) (*Result, error) {
 		out.Notes = append(out.Notes, fmt.Sprintf("the capture holds %d connections with data: connection %d (the most data) is fitted; pick another with --flow",
 			len(out.Others)+1, c.Index))
 	}
+	out.Others, out.OthersUnlisted = listOthers(out.Others)
 	progress(fmt.Sprintf("reading connection %d (%s <-> %s)", c.Index, c.Client, c.Server))
 	recs, cut, err := readConnection(path, c)
 	if err != nil {

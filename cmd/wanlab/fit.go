@@ -62,6 +62,11 @@ func runFit(cc *cli.Context) error {
 	if err != nil {
 		return usageError(fmt.Errorf("fit: %w", err))
 	}
+	if r.ReadStopped != "" {
+		// Said on stderr too, with --json: a fit of part of a file is
+		// never silent.
+		fmt.Fprintf(cc.App.ErrWriter, "fit: warning: the capture was read in part (%s): the fit is of the frames before that\n", r.ReadStopped)
+	}
 	if cc.Bool("json") {
 		return fit.WriteJSON(cc.App.Writer, r)
 	}
