@@ -36,6 +36,12 @@ type Options struct {
 	WindowRatio float64
 	// Progress, when set, gets one line per step.
 	Progress func(string)
+	// MaxOpen is the analysis's budget of connections open at once (0:
+	// analyzer.DefaultMaxOpen; `--max-open-connections`).
+	MaxOpen int
+	// MaxPackets is the budget of the fitted connection's packets (0:
+	// DefaultMaxPackets; `--max-packets`): beyond it, the first are fitted.
+	MaxPackets int
 }
 
 // Result is a fit. JSON names are a contract (docs/fit.md).
@@ -152,35 +158,30 @@ func File(path string, opt Options) (*Result, error) {
 	}
 	name := hostfile.Name(path) // as printed
 	progress("analyzing " + name)
-	res, err := analyzer.AnalyzeFile(path, analyzer.Options{NoSeries: true})
+	conns := captureConns{sel: sel}
+	res, err := analyzer.AnalyzeFile(path, analyzer.Options{NoSeries: true, FinishedPoints: -1, MaxOpen: opt.MaxOpen,
+		OnFinish: conns.add, Wanted: conns.wanted})
 	if err != nil {
 		return nil, err
 	}
-	var cands []*analyzer.Connection
-	for _, c := range res.Select(sel) {
-		if c.UniqueBytes() > 0 {
-			cands = append(cands, c)
-		}
-	}
-	if len(cands) == 0 {
+	c := conns.best
+	if c == nil {
 		if opt.Flow != "" {
-			return nil, fmt.Errorf("%s: --flow %q: %w among the %d connections", name, opt.Flow, ErrNoConnection, len(res.Connections))
+			return nil, fmt.Errorf("%s: --flow %q: %w among the %d connections", name, opt.Flow, ErrNoConnection, conns.n)
 		}
-		return nil, fmt.Errorf("%s: %w (%d TCP packets in %d connections)", name, ErrNoConnection, res.TCPPackets, len(res.Connections))
+		return nil, fmt.Errorf("%s: %w (%d TCP packets in %d connections)", name, ErrNoConnection, res.TCPPackets, conns.n)
 	}
-	sort.SliceStable(cands, func(i, j int) bool { return cands[i].UniqueBytes() > cands[j].UniqueBytes() })
-	c := cands[0]
 	out := &Result{File: name, Connection: connInfo(c)}
-	out.ReaderWarnings = readerNotes(res)
+	out.ReaderWarnings = readerNotes(res, opt.MaxOpen)
 	for _, n := range out.ReaderWarnings {
 		out.Notes = append(out.Notes, "capture: "+n)
 	}
 	if res.ReadStopped != "" {
 		out.ReadStopped = res.ReadStopped
 	}
-	for _, o := range res.Connections {
-		if o != c && o.UniqueBytes() > 0 {
-			out.Others = append(out.Others, connInfo(o))
+	for _, o := range conns.summaries {
+		if o.info.Index != c.Index && o.info.Bytes > 0 {
+			out.Others = append(out.Others, o.info)
 		}
 	}
 	if len(out.Others) > 0 {
@@ -189,12 +190,18 @@ func File(path string, opt Options) (*Result, error) {
 	}
 	out.Others, out.OthersUnlisted = listOthers(out.Others)
 	progress(fmt.Sprintf("reading connection %d (%s <-> %s)", c.Index, c.Client, c.Server))
-	recs, cut, err := readConnection(path, c)
+	maxPackets := opt.MaxPackets
+	if maxPackets <= 0 {
+		maxPackets = DefaultMaxPackets
+	}
+	recs, cut, err := readConnection(path, c, opt.MaxOpen, maxPackets)
 	if err != nil {
 		return nil, err
 	}
 	if cut {
-		out.Notes = append(out.Notes, fmt.Sprintf("the connection has more than %d packets: fitted on its first %d", maxRecords, maxRecords))
+		n := fmt.Sprintf("the connection has more than %d packets (the fit's budget, about %d bytes a packet; --max-packets raises it): fitted on its first %d", maxPackets, PacketBytes, maxPackets)
+		out.Notes = append(out.Notes, n)
+		out.ReaderWarnings = append(out.ReaderWarnings, n)
 	}
 	ratio := opt.WindowRatio
 	if ratio <= 0 {
@@ -210,7 +217,7 @@ func File(path string, opt Options) (*Result, error) {
 	for _, d := range out.Directions {
 		clampToDomain(d.Params)
 	}
-	if rr := f.turns(recs, c, res); rr != nil {
+	if rr := f.turns(recs, c, conns.summaries); rr != nil {
 		out.RequestResponse = rr
 		out.Transfer.Direction = "request-response"
 		out.Transfer.Connections = rr.Connections
@@ -1347,7 +1354,7 @@ const minTurns = 3
 
 // turns finds the request/response turns of the fitted connection: client
 // data, then server data, then client data again.
-func (f *flow) turns(recs []record, cs *analyzer.Connection, res *analyzer.Result) *RequestResponse {
+func (f *flow) turns(recs []record, cs *analyzer.Connection, peers []connSummary) *RequestResponse {
 	if f.dir != 1 {
 		return nil
 	}
@@ -1397,12 +1404,12 @@ func (f *flow) turns(recs []record, cs *analyzer.Connection, res *analyzer.Resul
 		ThinkMs: quantile(sorted(think), 0.5), LatencyP50Ms: quantile(sorted(lat), 0.5), LatencyP99Ms: quantile(sorted(lat), 0.99)}
 	// The capture's other connections to the same server port did the
 	// same: a request is one client burst, counted by its data segments.
-	for _, o := range res.Connections {
-		if o == cs || o.Server != cs.Server || o.Directions[0] == nil || o.Directions[0].DataPackets == 0 {
+	for _, o := range peers {
+		if o.info.Index == cs.Index || o.server != cs.Server || o.requests == 0 {
 			continue
 		}
 		rr.Connections++
-		rr.Requests += o.Directions[0].DataPackets
+		rr.Requests += o.requests
 	}
 	return rr
 }

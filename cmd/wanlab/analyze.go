@@ -46,6 +46,7 @@ func init() {
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text, json or csv"},
 			&cli.StringFlag{Name: "flow", Usage: "connections to show: `N,ADDR,ADDR:PORT,:PORT` (default all)"},
 			&cli.IntFlag{Name: "max-points", Value: 4096, Usage: "points per time series before decimation"},
+			maxOpenFlag(),
 			&cli.StringSliceFlag{Name: "decode-as", Usage: "decode a UDP port as a tunnel, as Wireshark's -d: `udp.port=PORT,vxlan` or udp.port=PORT,geneve (repeatable)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the run to `FILE` (go tool pprof)", Hidden: true},
 		}, plotFlags()...),
@@ -83,7 +84,11 @@ func runAnalyze(cc *cli.Context) error {
 	if err := captureInput(path); err != nil {
 		return usageError(fmt.Errorf("analyze: %w", err))
 	}
-	opts := analyzer.Options{MaxPoints: cc.Int("max-points")}
+	maxOpen, err := maxOpenConnections(cc)
+	if err != nil {
+		return usageError(fmt.Errorf("analyze: %w", err))
+	}
+	opts := analyzer.Options{MaxPoints: cc.Int("max-points"), MaxOpen: maxOpen}
 	for _, rule := range cc.StringSlice("decode-as") {
 		if opts.Decode == nil {
 			opts.Decode = new(decode.Config)

@@ -34,6 +34,9 @@ func init() {
 			&cli.StringFlag{Name: "flow", Usage: "the connection to fit: `N, ADDR, ADDR:PORT or :PORT` (default: the one with the most data)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the fit as JSON"},
 			&cli.Float64Flag{Name: "window-ratio", Usage: "share of the receive buffer the receiver's kernel offers as window (default 0.5, Linux's)"},
+			maxOpenFlag(),
+			&cli.IntFlag{Name: "max-packets", Value: fit.DefaultMaxPackets,
+				Usage: fmt.Sprintf("fit at most the first `N` packets of the connection (about %d bytes each)", fit.PacketBytes)},
 		},
 		Action: runFit,
 	})
@@ -47,7 +50,15 @@ func runFit(cc *cli.Context) error {
 	if ratio < 0 || ratio > 1 {
 		return usageError(fmt.Errorf("fit: --window-ratio %g: want a share between 0 and 1", ratio))
 	}
-	opt := fit.Options{Flow: cc.String("flow"), WindowRatio: ratio}
+	maxOpen, err := maxOpenConnections(cc)
+	if err != nil {
+		return usageError(fmt.Errorf("fit: %w", err))
+	}
+	maxPackets := cc.Int("max-packets")
+	if maxPackets < 1 || maxPackets > maxPacketsLimit {
+		return usageError(fmt.Errorf("fit: --max-packets %d: want 1 to %d", maxPackets, maxPacketsLimit))
+	}
+	opt := fit.Options{Flow: cc.String("flow"), WindowRatio: ratio, MaxOpen: maxOpen, MaxPackets: maxPackets}
 	if !cc.Bool("json") {
 		opt.Progress = func(line string) { fmt.Fprintf(cc.App.ErrWriter, "fit: %s\n", line) }
 	}

@@ -86,22 +86,22 @@ func (c *craftedPcap) close() {
 // craftedEpoch is when crafted captures start (2026-01-01).
 const craftedEpoch = 1767225600 * time.Second
 
-// manyConnections writes n short downloads to one server port, each a
-// handshake, one data segment, its ACK and a FIN: what --like's
-// concurrency and the analyzer's per-connection state are tested with.
+// manyConnections writes n short downloads to one server port, all open
+// at once: each a handshake, one data segment and its ACK, and no FIN,
+// 5 µs between packets (a second per 40,000 connections). What --like's
+// concurrency and the analysis's per-connection budget are tested with.
 func manyConnections(t *testing.T, path string, n int) {
 	c := newCraftedPcap(t, path)
 	server := tcpEnd{[4]byte{10, 0, 0, 2}, 80}
 	at := craftedEpoch
+	next := func() time.Duration { at += 5 * time.Microsecond; return at }
 	for i := range n {
 		client := tcpEnd{[4]byte{10, 1, byte(i >> 16), byte(i >> 8)}, uint16(1024 + i%60000)}
-		ms := time.Millisecond
-		c.packet(at, client, server, 1000, 0, tcpSYN, 0)
-		c.packet(at+10*ms, server, client, 5000, 1001, tcpSYN|tcpACK, 0)
-		c.packet(at+20*ms, client, server, 1001, 5001, tcpACK, 0)
-		c.packet(at+21*ms, server, client, 5001, 1001, tcpACK, 1000+i%400)
-		c.packet(at+31*ms, client, server, 1001, uint32(6001+i%400), tcpACK|tcpFIN, 0)
-		at += 50 * time.Microsecond
+		c.packet(next(), client, server, 1000, 0, tcpSYN, 0)
+		c.packet(next(), server, client, 5000, 1001, tcpSYN|tcpACK, 0)
+		c.packet(next(), client, server, 1001, 5001, tcpACK, 0)
+		c.packet(next(), server, client, 5001, 1001, tcpACK, 1000+i%400)
+		c.packet(next(), client, server, 1001, uint32(6001+i%400), tcpACK, 0)
 	}
 	c.close()
 }
@@ -129,6 +129,43 @@ func spanYears(t *testing.T, path string, n int) {
 		rtt := 5*day + time.Duration(i)*6*time.Hour
 		c.packet(at+rtt, client, server, 1001, seq+1000, tcpACK, 0)
 		at += gap
+	}
+	c.close()
+}
+
+// longConnection writes one download of n segments at 100 Mbit/s (120 µs
+// apart), an ACK every second one a 20 ms round trip later: the
+// per-connection packet budget's test.
+func longConnection(t *testing.T, path string, n int) {
+	c := newCraftedPcap(t, path)
+	client, server := tcpEnd{[4]byte{10, 0, 0, 1}, 40000}, tcpEnd{[4]byte{10, 0, 0, 2}, 80}
+	ms := time.Millisecond
+	at := craftedEpoch
+	c.packet(at, client, server, 1000, 0, tcpSYN, 0)
+	c.packet(at+10*ms, server, client, 5000, 1001, tcpSYN|tcpACK, 0)
+	c.packet(at+20*ms, client, server, 1001, 5001, tcpACK, 0)
+	at += 21 * ms
+	// ACKs are due 20 ms after their segment: written in time order,
+	// between the segments sent meanwhile.
+	type due struct {
+		t   time.Duration
+		ack uint32
+	}
+	var acks []due
+	for i := range n {
+		for len(acks) > 0 && acks[0].t <= at {
+			c.packet(acks[0].t, client, server, 1001, acks[0].ack, tcpACK, 0)
+			acks = acks[1:]
+		}
+		seq := uint32(5001 + 1448*i)
+		c.packet(at, server, client, seq, 1001, tcpACK, 1448)
+		if i%2 == 1 {
+			acks = append(acks, due{at + 20*ms, seq + 1448})
+		}
+		at += 120 * time.Microsecond
+	}
+	for _, a := range acks {
+		c.packet(a.t, client, server, 1001, a.ack, tcpACK, 0)
 	}
 	c.close()
 }

@@ -1,14 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wanlab/wanlab/fit"
 )
 
 // childRun is what a wanlab run as a child process did.
@@ -34,8 +37,13 @@ func runChild(t *testing.T, deadline time.Duration, args ...string) childRun {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, self, "-test.run=^$")
 	cmd.Env = append(os.Environ(), mainArgsEnv+"="+string(js))
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	// The output is kept in part: the child's peak RSS counts the test
+	// process's own at the exec (Linux keeps the high-water mark of the
+	// memory it replaces, which Go's vfork shares with the parent), so
+	// the test must stay small; an analysis of 200,000 connections
+	// writes 760 MB of JSON.
+	out, errb := &headTail{}, &headTail{}
+	cmd.Stdout, cmd.Stderr = out, errb
 	start := time.Now()
 	err = cmd.Run()
 	r := childRun{stdout: out.String(), stderr: errb.String(), wall: time.Since(start)}
@@ -46,11 +54,40 @@ func runChild(t *testing.T, deadline time.Duration, args ...string) childRun {
 		t.Fatalf("wanlab %q: %v", args, err)
 	}
 	r.code = cmd.ProcessState.ExitCode()
+	var own syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &own); err == nil && own.Maxrss > 100<<10 {
+		t.Fatalf("the test process's peak RSS is %d MiB: a child's would count it", own.Maxrss>>10)
+	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.maxRSS = ru.Maxrss << 10 // KiB on Linux
 	}
 	return r
 }
+
+// headTail keeps the first and the last headTailKeep bytes written to it.
+type headTail struct {
+	head, tail []byte
+}
+
+// headTailKeep is what headTail keeps at each end.
+const headTailKeep = 1 << 20
+
+func (h *headTail) Write(b []byte) (int, error) {
+	n := len(b)
+	if room := headTailKeep - len(h.head); room > 0 {
+		k := min(room, len(b))
+		h.head = append(h.head, b[:k]...)
+		b = b[k:]
+	}
+	h.tail = append(h.tail, b...)
+	if over := len(h.tail) - headTailKeep; over > 0 {
+		h.tail = append(h.tail[:0], h.tail[over:]...)
+	}
+	return n, nil
+}
+
+// String is what was written if it all fits, else its head and tail.
+func (h *headTail) String() string { return string(h.head) + string(h.tail) }
 
 // mib is a mebibyte, for RSS bounds.
 const mib = 1 << 20
@@ -70,4 +107,75 @@ func TestFitCostFollowsPacketsNotSpan(t *testing.T) {
 	if r.maxRSS > 200*mib {
 		t.Errorf("peak RSS %.0f MiB, over 200 MiB", float64(r.maxRSS)/mib)
 	}
+}
+
+// TestManyConnectionsWithinBudget: 200,000 connections open at once (the
+// fit once took 2.25 GB of them, 11 KB each) are fitted and analysed
+// within 600 MB, past the budget of open connections in its bounded mode:
+// a warning names the budget and --max-open-connections, the other
+// connections are summarised past fit.MaxOthersListed.
+func TestManyConnectionsWithinBudget(t *testing.T) {
+	path := t.TempDir() + "/conns.pcap"
+	manyConnections(t, path, 200_000)
+	r := runChild(t, 3*time.Minute, "fit", "--json", path)
+	t.Logf("fit of 200,000 open connections: exit %d, peak RSS %.0f MiB, %v", r.code, float64(r.maxRSS)/mib, r.wall.Round(time.Millisecond))
+	var doc struct {
+		Notes          []string `json:"notes"`
+		Others         []any    `json:"other_connections"`
+		OthersUnlisted int      `json:"other_connections_unlisted"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); r.code != exitOK || err != nil {
+		t.Fatalf("fit: exit %d, %v: %s", r.code, err, r.stderr)
+	}
+	if r.maxRSS > 600*mib {
+		t.Errorf("fit: peak RSS %.0f MiB, over 600 MiB", float64(r.maxRSS)/mib)
+	}
+	if !hasNote(doc.Notes, "--max-open-connections") || len(doc.Others) != fit.MaxOthersListed || doc.OthersUnlisted != 200_000-1-fit.MaxOthersListed {
+		t.Errorf("fit: notes %q; %d others listed, %d unlisted", doc.Notes, len(doc.Others), doc.OthersUnlisted)
+	}
+	r = runChild(t, 3*time.Minute, "analyze", "--format", "json", path)
+	t.Logf("analyze --format json of 200,000 open connections: exit %d, peak RSS %.0f MiB, %v", r.code, float64(r.maxRSS)/mib, r.wall.Round(time.Millisecond))
+	if r.code != exitOK || r.maxRSS > 600*mib || !strings.Contains(r.stdout, "--max-open-connections raises it") {
+		t.Errorf("analyze: exit %d, peak RSS %.0f MiB, budget warning %v", r.code, float64(r.maxRSS)/mib, strings.Contains(r.stdout, "--max-open-connections"))
+	}
+}
+
+// TestFitPacketBudget: a connection of 1.2 million segments and their
+// ACKs (1.8 million packets) is fitted on its first fit.DefaultMaxPackets
+// within 800 MB (the bound before, 4 Mi packets, peaked at 2.5-3.3 GB),
+// with a note naming the budget and --max-packets; --max-packets lowers
+// it.
+func TestFitPacketBudget(t *testing.T) {
+	path := t.TempDir() + "/long.pcap"
+	longConnection(t, path, 1_200_000)
+	r := runChild(t, 3*time.Minute, "fit", "--json", path)
+	t.Logf("fit of 1.8 million packets: exit %d, peak RSS %.0f MiB, %v", r.code, float64(r.maxRSS)/mib, r.wall.Round(time.Millisecond))
+	var doc struct {
+		Notes []string `json:"notes"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); r.code != exitOK || err != nil {
+		t.Fatalf("fit: exit %d, %v: %s", r.code, err, r.stderr)
+	}
+	if r.maxRSS > 800*mib {
+		t.Errorf("peak RSS %.0f MiB, over 800 MiB", float64(r.maxRSS)/mib)
+	}
+	if !hasNote(doc.Notes, fmt.Sprintf("more than %d packets", fit.DefaultMaxPackets)) || !hasNote(doc.Notes, "--max-packets raises it") {
+		t.Errorf("notes %q", doc.Notes)
+	}
+	small := runChild(t, time.Minute, "fit", "--json", "--max-packets", "5000", path)
+	if small.code != exitOK || !strings.Contains(small.stdout, "more than 5000 packets") {
+		t.Errorf("--max-packets 5000: exit %d: %.300s", small.code, small.stdout+small.stderr)
+	}
+	if bad := runChild(t, time.Minute, "fit", "--max-packets", "0", path); bad.code != exitUsage || !strings.Contains(bad.stderr, "--max-packets 0") {
+		t.Errorf("--max-packets 0: exit %d: %s", bad.code, bad.stderr)
+	}
+}
+
+func hasNote(notes []string, part string) bool {
+	for _, n := range notes {
+		if strings.Contains(n, part) {
+			return true
+		}
+	}
+	return false
 }
