@@ -2,9 +2,11 @@ package fit
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -131,8 +133,14 @@ func TestShortTransfer(t *testing.T) {
 	}
 }
 
-// FuzzFile: whatever the bytes, a fit ends with a result or an error,
-// never a panic or a hang.
+// fuzzHeapCap is the heap a fuzzed fit may take from the system: the
+// inputs are at most a few kilobytes, so more is a cost that follows
+// something other than the packets (issue 51: a capture's time span).
+const fuzzHeapCap = 512 << 20
+
+// FuzzFile: whatever the bytes (pcap, pcapng, gzip'd), a fit ends with a
+// result or an error, never a panic or a hang, and within fuzzHeapCap
+// (the heap the runtime obtained, which it keeps at its high-water mark).
 func FuzzFile(f *testing.F) {
 	ms := time.Millisecond
 	seed := writeCapture(f, []pkt{
@@ -144,6 +152,13 @@ func FuzzFile(f *testing.F) {
 	})
 	b, _ := os.ReadFile(seed)
 	f.Add(b)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(b)
+	zw.Close()
+	f.Add(gz.Bytes())
+	f.Add(gz.Bytes()[:gz.Len()/2])
+	f.Add(pcapngOf(f, seed))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(dir, "f.pcap")
@@ -154,5 +169,41 @@ func FuzzFile(f *testing.F) {
 		if err == nil && r == nil {
 			t.Fatal("no result and no error")
 		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if ms.HeapSys > fuzzHeapCap {
+			t.Fatalf("the heap reached %d MiB fitting %d bytes", ms.HeapSys>>20, len(data))
+		}
 	})
+}
+
+// pcapngOf rewrites the pcap at path as a pcapng of one interface.
+func pcapngOf(t testing.TB, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w, err := pcapgo.NewNgWriterInterface(&buf, pcapgo.NgInterface{LinkType: r.LinkType(), SnapLength: 65535}, pcapgo.NgWriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		data, ci, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		ci.InterfaceIndex = 0
+		if err := w.WritePacket(ci, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Flush()
+	return buf.Bytes()
 }
