@@ -36,11 +36,18 @@ type LikeResult struct {
 	// Calibration says how the receive buffer was set: the window the
 	// original's receiver advertised over the share of its buffer this
 	// kernel offers, measured on a first run when it differed.
-	Calibration string       `json:"calibration,omitempty"`
-	Run         *Result      `json:"run"`
-	Refit       *fit.Result  `json:"refit"`
-	Similarity  []Similarity `json:"similarity"`
-	Reproduced  bool         `json:"reproduced"`
+	Calibration string `json:"calibration,omitempty"`
+	// Warnings says where the lab differs from the capture by its range
+	// (a load capped at MaxConcurrency).
+	Warnings []string `json:"warnings,omitempty"`
+	// Deadline is the time the whole reproduction had
+	// (LikeOptions.Deadline, or LikeDeadline's from the original's
+	// duration).
+	Deadline   time.Duration `json:"deadline_ns"`
+	Run        *Result       `json:"run"`
+	Refit      *fit.Result   `json:"refit"`
+	Similarity []Similarity  `json:"similarity"`
+	Reproduced bool          `json:"reproduced"`
 	// Runs are the reproduction's runs (LikeOptions.Runs; one by
 	// default). Reproduced says more than half of them were; Run, Refit
 	// and Similarity are the median by rate of those that agree with it.
@@ -69,6 +76,9 @@ type LikeRun struct {
 type LikeOptions struct {
 	Tries []string
 	Runs  int
+	// Deadline bounds the whole reproduction, every run and try (0:
+	// LikeDeadline's, from the original's duration; `--deadline`).
+	Deadline time.Duration
 }
 
 // Similarity is one measure of the original against the reproduction.
@@ -199,11 +209,32 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo 
 	if err != nil {
 		return nil, captureError{err}
 	}
+	// The lab is checked against its range before anything is made.
+	cfg, err := LikeConfig(fitted, base)
+	if err != nil {
+		return nil, captureError{err}
+	}
+	var warnings []string
+	if cfg.Concurrency > MaxConcurrency {
+		w := fmt.Sprintf("the capture's %d connections to the server are reproduced by %d at once (the lab's most, MaxConcurrency)", cfg.Concurrency, MaxConcurrency)
+		warnings = append(warnings, w)
+		logf("like: warning: %s", w)
+		cfg.Concurrency = MaxConcurrency
+	}
+	if err := cfg.CheckRange(); err != nil {
+		return nil, captureError{fmt.Errorf("the fit's %w", err)}
+	}
+	deadline := lo.Deadline
+	if deadline <= 0 {
+		deadline = LikeDeadline(fitted, max(1, lo.Runs)+len(changes))
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, deadline, likeDeadlineError{deadline: deadline, original: fittedDuration(fitted), flag: lo.Deadline > 0})
+	defer cancel()
 	out, err := outDir(base.Out, start, base.Force)
 	if err != nil {
 		return nil, err
 	}
-	res := &LikeResult{Capture: capture, Out: out, Fit: fitted}
+	res := &LikeResult{Capture: capture, Out: out, Fit: fitted, Warnings: warnings, Deadline: deadline}
 	res.Side = SideServer
 	if res.Fit.CapturedAt == "client" {
 		res.Side = SideClient
@@ -212,11 +243,11 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo 
 		cfg.Out = filepath.Join(out, name)
 		cfg.Progress = base.Progress
 		logf("like: %s: %s", name, describeSpecs(cfg))
-		return Run(ctx, cfg)
-	}
-	cfg, err := LikeConfig(res.Fit, base)
-	if err != nil {
-		return nil, err
+		r, err := Run(ctx, cfg)
+		if err != nil && errors.Is(context.Cause(ctx), ErrLikeDeadline) {
+			return nil, fmt.Errorf("%s: %w (the lab was removed; what ran is in %s)", name, context.Cause(ctx), out)
+		}
+		return r, err
 	}
 	if res.Run, err = run("reproduction", cfg); err != nil {
 		return nil, err
@@ -762,6 +793,9 @@ func WriteLikeSummary(w io.Writer, res *LikeResult) error {
 	}
 	if res.Calibration != "" {
 		fmt.Fprintf(&b, "  %s\n", res.Calibration)
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(&b, "  warning: %s\n", w)
 	}
 	if res.Fit.ReadStopped != "" {
 		fmt.Fprintf(&b, "  warning: the capture was read in part (%s): the fit is of the frames before that\n", res.Fit.ReadStopped)
