@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wanlab/wanlab/fit"
+	"github.com/wanlab/wanlab/internal/heapbound"
 )
 
 func init() {
@@ -69,6 +70,10 @@ func runFit(cc *cli.Context) error {
 		}
 		return usageError(fmt.Errorf("fit: %w", err))
 	}
+	// A fit's live data is its connection's packets and the open
+	// connections' state: the heap is kept near it (heapbound), not at
+	// twice it.
+	defer heapbound.Start(analyzeHeapFloor)()
 	r, err := fit.File(path, opt)
 	if err != nil {
 		return usageError(fmt.Errorf("fit: %w", err))
