@@ -93,3 +93,15 @@ func stageInRange(st spec.Stage) error {
 	}
 	return nil
 }
+
+// capConcurrency caps a fitted load's connections (the capture's other
+// connections to the server) at MaxConcurrency, and says so ("" when it
+// was within).
+func capConcurrency(cfg *Config) string {
+	if cfg.Concurrency <= MaxConcurrency {
+		return ""
+	}
+	w := fmt.Sprintf("the capture's %d connections to the server are reproduced by %d at once (the lab's most, MaxConcurrency)", cfg.Concurrency, MaxConcurrency)
+	cfg.Concurrency = MaxConcurrency
+	return w
+}

@@ -57,3 +57,22 @@ func TestLikeDeadline(t *testing.T) {
 		t.Errorf("deadline error %q", e.Error())
 	}
 }
+
+// TestFittedConcurrencyCapped: a fitted load of 12,001 connections (a
+// capture's other connections to the server) runs at MaxConcurrency with
+// a warning naming both, and then passes the range check; one within is
+// left alone.
+func TestFittedConcurrencyCapped(t *testing.T) {
+	cfg := Config{Requests: 12001, Concurrency: 12001}
+	w := capConcurrency(&cfg)
+	if cfg.Concurrency != MaxConcurrency || !strings.Contains(w, "12001") || !strings.Contains(w, "1000") {
+		t.Errorf("capped to %d: %q", cfg.Concurrency, w)
+	}
+	if err := cfg.CheckRange(); err != nil {
+		t.Errorf("after the cap: %v", err)
+	}
+	small := Config{Requests: 10, Concurrency: 10}
+	if w := capConcurrency(&small); w != "" || small.Concurrency != 10 {
+		t.Errorf("10 connections: %d, %q", small.Concurrency, w)
+	}
+}

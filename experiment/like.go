@@ -215,11 +215,9 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo 
 		return nil, captureError{err}
 	}
 	var warnings []string
-	if cfg.Concurrency > MaxConcurrency {
-		w := fmt.Sprintf("the capture's %d connections to the server are reproduced by %d at once (the lab's most, MaxConcurrency)", cfg.Concurrency, MaxConcurrency)
+	if w := capConcurrency(&cfg); w != "" {
 		warnings = append(warnings, w)
 		logf("like: warning: %s", w)
-		cfg.Concurrency = MaxConcurrency
 	}
 	if err := cfg.CheckRange(); err != nil {
 		return nil, captureError{fmt.Errorf("the fit's %w", err)}
