@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,8 +15,29 @@ import (
 
 	"github.com/wanlab/wanlab/experiment"
 	"github.com/wanlab/wanlab/internal/testenv"
+	"github.com/wanlab/wanlab/lab"
 	"github.com/wanlab/wanlab/units"
 )
+
+// assertLabGone checks what assertNoLab does (the lab's namespaces, its
+// proxy state) and the rest a lab puts on the host: its state file under
+// /run/wanlab and links in this namespace named after it.
+func assertLabGone(t *testing.T, id string) {
+	t.Helper()
+	assertNoLab(t, id)
+	if _, err := os.Stat(filepath.Join(lab.DefaultStateDir, id+".json")); err == nil {
+		t.Errorf("state file of lab %s left behind", id)
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range ifs {
+		if strings.Contains(i.Name, id) {
+			t.Errorf("link %s of lab %s left behind", i.Name, id)
+		}
+	}
+}
 
 // labIDs are the labs a run's log lines name ("lab ID: client ...").
 func labIDs(lines []string) []string {
@@ -80,7 +102,7 @@ func TestLikeDeadlineLeavesNothing(t *testing.T) {
 		t.Fatalf("no lab was built before the deadline: %s", stderr)
 	}
 	for _, id := range ids {
-		assertNoLab(t, id)
+		assertLabGone(t, id)
 	}
 
 	// SIGKILL: nothing runs the teardown; `wanlab cleanup` does.
@@ -126,8 +148,11 @@ func TestLikeDeadlineLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
+	if _, err := os.Stat(filepath.Join(lab.DefaultStateDir, id+".json")); err != nil {
+		t.Errorf("the killed run's lab %s has no state file for cleanup to find: %v", id, err)
+	}
 	if out, code := runWanlab(t, "cleanup"); code != exitOK {
 		t.Fatalf("cleanup: exit %d: %s", code, out)
 	}
-	assertNoLab(t, id)
+	assertLabGone(t, id)
 }
