@@ -21,6 +21,7 @@ import (
 
 	"github.com/wanlab/wanlab/analyzer/decode"
 	"github.com/wanlab/wanlab/analyzer/pcapfile"
+	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
 // Options tune an analysis. The zero value is usable.
@@ -73,6 +74,10 @@ type Options struct {
 	// its summary and its series at that resolution. Negative drops the
 	// series of finished connections, for outputs that show none.
 	FinishedPoints int
+	// MaxOpen is the budget of connections held open at once (0:
+	// DefaultMaxOpen): past it, those silent longest are finished early
+	// (Result.FinishedEarly, and a warning naming the budget).
+	MaxOpen int
 }
 
 // maxTracked and idleRetire bound the connections held: past maxTracked
@@ -107,6 +112,9 @@ func (o *Options) normalize() {
 	o.MaxPoints = max(o.MaxPoints, 16)
 	if o.FinishedPoints == 0 {
 		o.FinishedPoints = 64
+	}
+	if o.MaxOpen <= 0 {
+		o.MaxOpen = DefaultMaxOpen
 	}
 }
 
@@ -190,7 +198,16 @@ type Result struct {
 	// decoder does not know, with the frames skipped on each.
 	SkippedInterfaces []SkippedInterface `json:"skipped_interfaces"`
 	Warnings          []string           `json:"warnings"`
-	Connections       []*Connection      `json:"connections"`
+	// ReadStopped says why the reader gave up before the end of the file
+	// (it ends mid-record, a gzip stream is cut, a record or block could
+	// not be parsed): the frames before it were analyzed, the rest not.
+	// Also in Warnings; empty when the whole file was read.
+	ReadStopped string `json:"read_stopped,omitempty"`
+	// FinishedEarly counts the connections finished before their end
+	// because more than Options.MaxOpen were open at once (also in
+	// Warnings, with the budget and the flag that raises it).
+	FinishedEarly int           `json:"connections_finished_early,omitempty"`
+	Connections   []*Connection `json:"connections"`
 }
 
 // SkippedInterface is a capture interface whose link type the decoder does
@@ -261,7 +278,7 @@ func AnalyzeFile(path string, opts Options) (*Result, error) {
 	defer c.Close()
 	res, err := AnalyzeReader(r, opts)
 	if res != nil {
-		res.File = path
+		res.File = hostfile.Name(path)
 	}
 	return res, err
 }
@@ -275,7 +292,7 @@ func AnalyzeStream(r io.Reader, name string, opts Options) (*Result, error) {
 	}
 	res, err := AnalyzeReader(pr, opts)
 	if res != nil {
-		res.File = name
+		res.File = hostfile.Name(name)
 	}
 	return res, err
 }
@@ -506,6 +523,9 @@ func (a *Analyzer) packet(p *decode.Packet, ns int64, frame int, fp uint64) {
 			if c != nil {
 				a.retire(c) // its 4-tuple now belongs to the new connection
 			}
+			if a.overBudget() {
+				a.shed()
+			}
 			c = a.newConn(k, p, t)
 			c.reusedSYN = reused
 			a.conns[k] = c
@@ -656,6 +676,9 @@ func (a *Analyzer) Finish() *Result {
 	}
 	if a.res.DuplicateFrames > 0 {
 		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames were second copies of a packet (captured twice, as on two interfaces of one router); analyzed once", a.res.DuplicateFrames))
+	}
+	if a.res.FinishedEarly > 0 {
+		a.res.Warnings = append(a.res.Warnings, a.budgetWarning())
 	}
 	if n := a.res.Truncated + a.res.Corrupt; n > 0 {
 		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("%d frames skipped: %d with headers cut by the capture, %d with corrupt headers", n, a.res.Truncated, a.res.Corrupt))

@@ -133,11 +133,13 @@ func AnalyzeReader(r *pcapfile.Reader, opts Options) (*Result, error) {
 		case err == io.EOF:
 		case errors.Is(err, pcapfile.ErrTruncated):
 			a.res.Warnings = append(a.res.Warnings, err.Error())
+			a.res.ReadStopped = err.Error()
 		case a.res.Frames == 0:
 			a.Finish()
 			return nil, err
 		default:
 			a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("stopped early: %v", err))
+			a.res.ReadStopped = err.Error()
 		}
 		break
 	}
@@ -158,6 +160,7 @@ func (a *Analyzer) recordWarnings(r *pcapfile.Reader) {
 		switch {
 		case w.Resumed < 0:
 			next = "no next record found, stopped"
+			a.res.ReadStopped = fmt.Sprintf("broken record at offset %d (frame %d): %s; no next record found", w.Offset, w.Frame, w.Problem)
 		case w.Resumed == w.Offset:
 			next = "read as tshark reads it"
 		}

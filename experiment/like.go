@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -17,6 +18,7 @@ import (
 	"github.com/wanlab/wanlab/analyzer/report"
 	"github.com/wanlab/wanlab/fit"
 	"github.com/wanlab/wanlab/internal/binom"
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/predict"
 	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/units"
@@ -34,11 +36,18 @@ type LikeResult struct {
 	// Calibration says how the receive buffer was set: the window the
 	// original's receiver advertised over the share of its buffer this
 	// kernel offers, measured on a first run when it differed.
-	Calibration string       `json:"calibration,omitempty"`
-	Run         *Result      `json:"run"`
-	Refit       *fit.Result  `json:"refit"`
-	Similarity  []Similarity `json:"similarity"`
-	Reproduced  bool         `json:"reproduced"`
+	Calibration string `json:"calibration,omitempty"`
+	// Warnings says where the lab differs from the capture by its range
+	// (a load capped at MaxConcurrency).
+	Warnings []string `json:"warnings,omitempty"`
+	// Deadline is the time the whole reproduction had
+	// (LikeOptions.Deadline, or LikeDeadline's from the original's
+	// duration).
+	Deadline   time.Duration `json:"deadline_ns"`
+	Run        *Result       `json:"run"`
+	Refit      *fit.Result   `json:"refit"`
+	Similarity []Similarity  `json:"similarity"`
+	Reproduced bool          `json:"reproduced"`
 	// Runs are the reproduction's runs (LikeOptions.Runs; one by
 	// default). Reproduced says more than half of them were; Run, Refit
 	// and Similarity are the median by rate of those that agree with it.
@@ -67,6 +76,9 @@ type LikeRun struct {
 type LikeOptions struct {
 	Tries []string
 	Runs  int
+	// Deadline bounds the whole reproduction, every run and try (0:
+	// LikeDeadline's, from the original's duration; `--deadline`).
+	Deadline time.Duration
 }
 
 // Similarity is one measure of the original against the reproduction.
@@ -164,6 +176,16 @@ func mergeSysctls(a, b map[string]string) map[string]string {
 	return out
 }
 
+// ErrCapture is matched (errors.Is) by Like's errors that come from the
+// capture itself (not one, no connection to fit): the user's input.
+var ErrCapture = errors.New("unusable capture")
+
+// captureError marks err as ErrCapture without changing its text.
+type captureError struct{ err error }
+
+func (e captureError) Error() string   { return e.err.Error() }
+func (e captureError) Unwrap() []error { return []error{e.err, ErrCapture} }
+
 // Like fits the capture, runs the lab that reproduces it (lo.Runs times),
 // compares the two and runs each of lo.Tries on the reproduced path.
 func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo LikeOptions) (*LikeResult, error) {
@@ -180,15 +202,37 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo 
 	if lo.Runs < 0 || lo.Runs > MaxLikeRuns {
 		return nil, fmt.Errorf("--runs %d: want 1 to %d", lo.Runs, MaxLikeRuns)
 	}
+	// The capture is read before anything is made: a file that is no
+	// capture leaves no output directory behind.
+	opt.Progress = func(line string) { logf("fit: %s", line) }
+	fitted, err := fit.File(capture, opt)
+	if err != nil {
+		return nil, captureError{err}
+	}
+	// The lab is checked against its range before anything is made.
+	cfg, err := LikeConfig(fitted, base)
+	if err != nil {
+		return nil, captureError{err}
+	}
+	var warnings []string
+	if w := capConcurrency(&cfg); w != "" {
+		warnings = append(warnings, w)
+		logf("like: warning: %s", w)
+	}
+	if err := cfg.CheckRange(); err != nil {
+		return nil, captureError{fmt.Errorf("the fit's %w", err)}
+	}
+	deadline := lo.Deadline
+	if deadline <= 0 {
+		deadline = LikeDeadline(fitted, max(1, lo.Runs)+len(changes))
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, deadline, likeDeadlineError{deadline: deadline, original: fittedDuration(fitted), flag: lo.Deadline > 0})
+	defer cancel()
 	out, err := outDir(base.Out, start, base.Force)
 	if err != nil {
 		return nil, err
 	}
-	res := &LikeResult{Capture: capture, Out: out}
-	opt.Progress = func(line string) { logf("fit: %s", line) }
-	if res.Fit, err = fit.File(capture, opt); err != nil {
-		return nil, err
-	}
+	res := &LikeResult{Capture: capture, Out: out, Fit: fitted, Warnings: warnings, Deadline: deadline}
 	res.Side = SideServer
 	if res.Fit.CapturedAt == "client" {
 		res.Side = SideClient
@@ -197,11 +241,11 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo 
 		cfg.Out = filepath.Join(out, name)
 		cfg.Progress = base.Progress
 		logf("like: %s: %s", name, describeSpecs(cfg))
-		return Run(ctx, cfg)
-	}
-	cfg, err := LikeConfig(res.Fit, base)
-	if err != nil {
-		return nil, err
+		r, err := Run(ctx, cfg)
+		if err != nil && errors.Is(context.Cause(ctx), ErrLikeDeadline) {
+			return nil, fmt.Errorf("%s: %w (the lab was removed; what ran is in %s)", name, context.Cause(ctx), out)
+		}
+		return r, err
 	}
 	if res.Run, err = run("reproduction", cfg); err != nil {
 		return nil, err
@@ -699,6 +743,9 @@ func WriteLikeReport(w io.Writer, res *LikeResult) error {
 			fitTable.Rows = append(fitTable.Rows, []string{side.n + " sysctl", k + "=" + v})
 		}
 	}
+	for _, n := range res.Fit.ReaderWarnings {
+		fitTable.Rows = append(fitTable.Rows, []string{"capture read", n})
+	}
 	tables := []report.Table{fitTable, sim}
 	if len(res.Runs) > 1 {
 		runs := report.Table{Title: fmt.Sprintf("runs (reproduced in %d of %d; beside the original: %s)", res.ReproducedRuns, len(res.Runs), filepath.Base(res.Run.Out)),
@@ -730,7 +777,7 @@ func WriteLikeReport(w io.Writer, res *LikeResult) error {
 // WriteLikeSummary prints the fit, the comparison and the tries.
 func WriteLikeSummary(w io.Writer, res *LikeResult) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "like %s: connection %d, %s, captured at the %s\n", res.Capture, res.Fit.Connection.Index, res.Fit.Transfer.Direction, res.Fit.CapturedAt)
+	fmt.Fprintf(&b, "like %s: connection %d, %s, captured at the %s\n", hostfile.Name(res.Capture), res.Fit.Connection.Index, res.Fit.Transfer.Direction, res.Fit.CapturedAt)
 	for _, d := range res.Fit.Directions {
 		dir := ToServer
 		if d.Data {
@@ -744,6 +791,12 @@ func WriteLikeSummary(w io.Writer, res *LikeResult) error {
 	}
 	if res.Calibration != "" {
 		fmt.Fprintf(&b, "  %s\n", res.Calibration)
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(&b, "  warning: %s\n", w)
+	}
+	if res.Fit.ReadStopped != "" {
+		fmt.Fprintf(&b, "  warning: the capture was read in part (%s): the fit is of the frames before that\n", res.Fit.ReadStopped)
 	}
 	fmt.Fprintf(&b, "reproduction (%s capture beside the original): %s\n", res.Side, map[bool]string{true: "reproduced", false: "NOT reproduced"}[res.Reproduced])
 	if len(res.Runs) == 1 && !res.Reproduced {

@@ -139,6 +139,9 @@ func run(ctx context.Context, cfg Config, ep endpoints) (_ *Result, err error) {
 	if err := cfg.checkOwnCommands(); err != nil {
 		return nil, err
 	}
+	if err := cfg.CheckRange(); err != nil {
+		return nil, err
+	}
 	res := &Result{Config: cfg, Started: time.Now(), Specs: map[string]string{}, Captures: map[string]*CaptureResult{}}
 	for dir, s := range specs {
 		res.Specs[dir] = s.String()

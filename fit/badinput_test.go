@@ -2,9 +2,11 @@ package fit
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +25,7 @@ type pkt struct {
 	seq, acknum   uint32
 	payload       int
 	at            time.Duration
+	cport         uint16 // the client's port (0: 40000)
 }
 
 func writeCapture(t testing.TB, pkts []pkt) string {
@@ -37,9 +40,12 @@ func writeCapture(t testing.TB, pkts []pkt) string {
 		eth := &layers.Ethernet{SrcMAC: []byte{2, 0, 0, 0, 0, 1}, DstMAC: []byte{2, 0, 0, 0, 0, 2}, EthernetType: layers.EthernetTypeIPv4}
 		ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: []byte{10, 0, 0, 1}, DstIP: []byte{10, 0, 0, 2}}
 		tcp := &layers.TCP{SrcPort: 40000, DstPort: 80, Seq: p.seq, Ack: p.acknum, SYN: p.syn, ACK: p.ack, FIN: p.fin, Window: 65535}
+		if p.cport != 0 {
+			tcp.SrcPort = layers.TCPPort(p.cport)
+		}
 		if p.dir == 1 {
 			ip.SrcIP, ip.DstIP = ip.DstIP, ip.SrcIP
-			tcp.SrcPort, tcp.DstPort = 80, 40000
+			tcp.SrcPort, tcp.DstPort = 80, tcp.SrcPort
 		}
 		_ = tcp.SetNetworkLayerForChecksum(ip)
 		sb := gopacket.NewSerializeBuffer()
@@ -127,8 +133,14 @@ func TestShortTransfer(t *testing.T) {
 	}
 }
 
-// FuzzFile: whatever the bytes, a fit ends with a result or an error,
-// never a panic or a hang.
+// fuzzHeapCap is the heap a fuzzed fit may take from the system: the
+// inputs are at most a few kilobytes, so more is a cost that follows
+// something other than the packets (issue 51: a capture's time span).
+const fuzzHeapCap = 512 << 20
+
+// FuzzFile: whatever the bytes (pcap, pcapng, gzip'd), a fit ends with a
+// result or an error, never a panic or a hang, and within fuzzHeapCap
+// (the heap the runtime obtained, which it keeps at its high-water mark).
 func FuzzFile(f *testing.F) {
 	ms := time.Millisecond
 	seed := writeCapture(f, []pkt{
@@ -140,6 +152,13 @@ func FuzzFile(f *testing.F) {
 	})
 	b, _ := os.ReadFile(seed)
 	f.Add(b)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(b)
+	zw.Close()
+	f.Add(gz.Bytes())
+	f.Add(gz.Bytes()[:gz.Len()/2])
+	f.Add(pcapngOf(f, seed))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(dir, "f.pcap")
@@ -150,5 +169,41 @@ func FuzzFile(f *testing.F) {
 		if err == nil && r == nil {
 			t.Fatal("no result and no error")
 		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if ms.HeapSys > fuzzHeapCap {
+			t.Fatalf("the heap reached %d MiB fitting %d bytes", ms.HeapSys>>20, len(data))
+		}
 	})
+}
+
+// pcapngOf rewrites the pcap at path as a pcapng of one interface.
+func pcapngOf(t testing.TB, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w, err := pcapgo.NewNgWriterInterface(&buf, pcapgo.NgInterface{LinkType: r.LinkType(), SnapLength: 65535}, pcapgo.NgWriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		data, ci, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		ci.InterfaceIndex = 0
+		if err := w.WritePacket(ci, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Flush()
+	return buf.Bytes()
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/internal/binom"
+	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/predict"
 	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/units"
@@ -35,6 +36,12 @@ type Options struct {
 	WindowRatio float64
 	// Progress, when set, gets one line per step.
 	Progress func(string)
+	// MaxOpen is the analysis's budget of connections open at once (0:
+	// analyzer.DefaultMaxOpen; `--max-open-connections`).
+	MaxOpen int
+	// MaxPackets is the budget of the fitted connection's packets (0:
+	// DefaultMaxPackets; `--max-packets`): beyond it, the first are fitted.
+	MaxPackets int
 }
 
 // Result is a fit. JSON names are a contract (docs/fit.md).
@@ -42,6 +49,18 @@ type Result struct {
 	File       string     `json:"file"`
 	Connection ConnInfo   `json:"connection"`
 	Others     []ConnInfo `json:"other_connections,omitempty"`
+	// OthersUnlisted counts the other connections with data left out of
+	// Others, which lists at most MaxOthersListed (those with the most
+	// data, in capture order).
+	OthersUnlisted int `json:"other_connections_unlisted,omitempty"`
+	// ReadStopped says why the capture's reader gave up before its end
+	// (the analyzer's read_stopped): the fit is of the frames before it.
+	// Empty when the whole file was read.
+	ReadStopped string `json:"read_stopped,omitempty"`
+	// ReaderWarnings are the notes on how the capture was read (the part
+	// read, broken records), also in Notes: what `experiment --like`
+	// reports beside its lab.
+	ReaderWarnings []string `json:"reader_warnings,omitempty"`
 	// CapturedAt is where the capture was taken: "client", "server",
 	// "middle" or "unknown".
 	CapturedAt string   `json:"captured_at"`
@@ -137,42 +156,52 @@ func File(path string, opt Options) (*Result, error) {
 	if progress == nil {
 		progress = func(string) {}
 	}
-	progress("analyzing " + path)
-	res, err := analyzer.AnalyzeFile(path, analyzer.Options{NoSeries: true})
+	name := hostfile.Name(path) // as printed
+	progress("analyzing " + name)
+	conns := captureConns{sel: sel}
+	res, err := analyzer.AnalyzeFile(path, analyzer.Options{NoSeries: true, FinishedPoints: -1, MaxOpen: opt.MaxOpen,
+		OnFinish: conns.add, Wanted: conns.wanted})
 	if err != nil {
 		return nil, err
 	}
-	var cands []*analyzer.Connection
-	for _, c := range res.Select(sel) {
-		if c.UniqueBytes() > 0 {
-			cands = append(cands, c)
-		}
-	}
-	if len(cands) == 0 {
+	c := conns.best
+	if c == nil {
 		if opt.Flow != "" {
-			return nil, fmt.Errorf("%s: --flow %q: %w among the %d connections", path, opt.Flow, ErrNoConnection, len(res.Connections))
+			return nil, fmt.Errorf("%s: --flow %q: %w among the %d connections", name, opt.Flow, ErrNoConnection, conns.n)
 		}
-		return nil, fmt.Errorf("%s: %w (%d TCP packets in %d connections)", path, ErrNoConnection, res.TCPPackets, len(res.Connections))
+		return nil, fmt.Errorf("%s: %w (%d TCP packets in %d connections)", name, ErrNoConnection, res.TCPPackets, conns.n)
 	}
-	sort.SliceStable(cands, func(i, j int) bool { return cands[i].UniqueBytes() > cands[j].UniqueBytes() })
-	c := cands[0]
-	out := &Result{File: path, Connection: connInfo(c)}
-	for _, o := range res.Connections {
-		if o != c && o.UniqueBytes() > 0 {
-			out.Others = append(out.Others, connInfo(o))
+	out := &Result{File: name, Connection: connInfo(c)}
+	out.ReaderWarnings = readerNotes(res, opt.MaxOpen)
+	for _, n := range out.ReaderWarnings {
+		out.Notes = append(out.Notes, "capture: "+n)
+	}
+	if res.ReadStopped != "" {
+		out.ReadStopped = res.ReadStopped
+	}
+	for _, o := range conns.summaries {
+		if o.info.Index != c.Index && o.info.Bytes > 0 {
+			out.Others = append(out.Others, o.info)
 		}
 	}
 	if len(out.Others) > 0 {
 		out.Notes = append(out.Notes, fmt.Sprintf("the capture holds %d connections with data: connection %d (the most data) is fitted; pick another with --flow",
 			len(out.Others)+1, c.Index))
 	}
+	out.Others, out.OthersUnlisted = listOthers(out.Others)
 	progress(fmt.Sprintf("reading connection %d (%s <-> %s)", c.Index, c.Client, c.Server))
-	recs, cut, err := readConnection(path, c)
+	maxPackets := opt.MaxPackets
+	if maxPackets <= 0 {
+		maxPackets = DefaultMaxPackets
+	}
+	recs, cut, err := readConnection(path, c, opt.MaxOpen, maxPackets)
 	if err != nil {
 		return nil, err
 	}
 	if cut {
-		out.Notes = append(out.Notes, fmt.Sprintf("the connection has more than %d packets: fitted on its first %d", maxRecords, maxRecords))
+		n := fmt.Sprintf("the connection has more than %d packets (the fit's budget, about %d bytes a packet; --max-packets raises it): fitted on its first %d", maxPackets, PacketBytes, maxPackets)
+		out.Notes = append(out.Notes, n)
+		out.ReaderWarnings = append(out.ReaderWarnings, n)
 	}
 	ratio := opt.WindowRatio
 	if ratio <= 0 {
@@ -185,7 +214,10 @@ func File(path string, opt Options) (*Result, error) {
 	progress("fitting the path")
 	f := newFlow(recs, c, dataDir)
 	fitDirection(out, c, f, recs, ratio)
-	if rr := f.turns(recs, c, res); rr != nil {
+	for _, d := range out.Directions {
+		clampToDomain(d.Params)
+	}
+	if rr := f.turns(recs, c, conns.summaries); rr != nil {
 		out.RequestResponse = rr
 		out.Transfer.Direction = "request-response"
 		out.Transfer.Connections = rr.Connections
@@ -288,7 +320,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		k := len(reorders)
 		lo, hi := binom.Wilson(k, sent, binom.Z95)
 		if k == 0 {
-			p["reorder_percent"] = withSamples(known(0, 0, 300/float64(sent), fmt.Sprintf("no segment arrived out of order: under %.2g %% at 95 %%", 300/float64(sent))), sent)
+			p["reorder_percent"] = withSamples(known(0, 0, ruleOfThree(sent), fmt.Sprintf("no segment arrived out of order: under %.2g %% at 95 %%", ruleOfThree(sent))), sent)
 		} else {
 			s := sorted(reorders)
 			p["reorder_percent"] = withSamples(known(float64(k)/float64(sent)*100, lo*100, hi*100, fmt.Sprintf(
@@ -721,9 +753,9 @@ func lossFit(c lossCounts, where string) lossResult {
 	lo, hi := binom.Wilson(randSegs, sent, binom.Z95)
 	pr := float64(randSegs) / float64(sent)
 	if randSegs == 0 {
-		lp.params["loss_percent"] = Param{Value: 0, High: 300 / float64(sent), Samples: sent,
-			Evidence: fmt.Sprintf("no loss observed apart from the queue's: under %.2g %% at 95 %% (%d segments)", 300/float64(sent), sent)}
-		lp.notes = append(lp.notes, fmt.Sprintf("loss: none observed: under %.2g %% at 95 %% over %d segments", 300/float64(sent), sent))
+		lp.params["loss_percent"] = Param{Value: 0, High: ruleOfThree(sent), Samples: sent,
+			Evidence: fmt.Sprintf("no loss observed apart from the queue's: under %.2g %% at 95 %% (%d segments)", ruleOfThree(sent), sent)}
+		lp.notes = append(lp.notes, fmt.Sprintf("loss: none observed: under %.2g %% at 95 %% over %d segments", ruleOfThree(sent), sent))
 	} else if randSegs < 5 {
 		// Too few for a process, and no rate either: a path with no
 		// loss of its own shows as many (a tail loss probe re-sends a
@@ -1322,7 +1354,7 @@ const minTurns = 3
 
 // turns finds the request/response turns of the fitted connection: client
 // data, then server data, then client data again.
-func (f *flow) turns(recs []record, cs *analyzer.Connection, res *analyzer.Result) *RequestResponse {
+func (f *flow) turns(recs []record, cs *analyzer.Connection, peers []connSummary) *RequestResponse {
 	if f.dir != 1 {
 		return nil
 	}
@@ -1372,12 +1404,12 @@ func (f *flow) turns(recs []record, cs *analyzer.Connection, res *analyzer.Resul
 		ThinkMs: quantile(sorted(think), 0.5), LatencyP50Ms: quantile(sorted(lat), 0.5), LatencyP99Ms: quantile(sorted(lat), 0.99)}
 	// The capture's other connections to the same server port did the
 	// same: a request is one client burst, counted by its data segments.
-	for _, o := range res.Connections {
-		if o == cs || o.Server != cs.Server || o.Directions[0] == nil || o.Directions[0].DataPackets == 0 {
+	for _, o := range peers {
+		if o.info.Index == cs.Index || o.server != cs.Server || o.requests == 0 {
 			continue
 		}
 		rr.Connections++
-		rr.Requests += o.Directions[0].DataPackets
+		rr.Requests += o.requests
 	}
 	return rr
 }

@@ -82,7 +82,11 @@ func WriteText(w io.Writer, r *Result) error {
 		for _, o := range r.Others {
 			s = append(s, fmt.Sprintf("%d (%s <-> %s, %s)", o.Index, o.Client, o.Server, units.Size(o.Bytes).Human()))
 		}
-		fmt.Fprintf(bw, "other connections: %s\n", strings.Join(s, "; "))
+		more := ""
+		if r.OthersUnlisted > 0 {
+			more = fmt.Sprintf("; and %d more (the %d with the most data are listed)", r.OthersUnlisted, MaxOthersListed)
+		}
+		fmt.Fprintf(bw, "other connections: %s%s\n", strings.Join(s, "; "), more)
 	}
 	return bw.Flush()
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/analyzer/decode"
 	"github.com/wanlab/wanlab/analyzer/pcapfile"
+	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
 // record is one TCP packet of the connection being fitted, as captured,
@@ -32,15 +33,23 @@ type record struct {
 	inflight int64         // data of this packet's direction in flight after it (-1: unknown)
 }
 
-// maxRecords bounds what one fit holds in memory (about 100 bytes a
-// packet): a connection beyond it is fitted on its first maxRecords
-// packets, and the fit says so.
-const maxRecords = 4 << 20
+// DefaultMaxPackets is the fit's budget of one connection's packets
+// unless Options.MaxPackets says otherwise: a connection beyond it is
+// fitted on its first packets, and the fit says so (`--max-packets`
+// raises it). A fit holds about PacketBytes a packet (the records, the
+// analyzer's verdicts, the flow's samples): 1 Mi packets about 540 MB.
+// (4 Mi packets, the bound before, peaked at 2.5-3.3 GB.)
+const DefaultMaxPackets = 1 << 20
+
+// PacketBytes is the measured memory a fit takes per packet of the
+// connection it fits: the slope of `wanlab fit`'s peak RSS from 750,000 to
+// 1,500,000 packets of one download (docs/security.md).
+const PacketBytes = 520
 
 // readConnection reads the packets of connection c (found by a first
 // analysis) with the analyzer's per-packet verdicts. It returns them in
-// capture order, and whether the connection was cut at maxRecords.
-func readConnection(path string, c *analyzer.Connection) ([]record, bool, error) {
+// capture order, and whether the connection was cut at maxPackets.
+func readConnection(path string, c *analyzer.Connection, maxOpen, maxPackets int) ([]record, bool, error) {
 	r, closer, err := pcapfile.Open(path)
 	if err != nil {
 		return nil, false, err
@@ -53,12 +62,17 @@ func readConnection(path string, c *analyzer.Connection) ([]record, bool, error)
 	}
 	verdicts := make(map[int]verdict)
 	cut := false
-	a := analyzer.New(analyzer.Options{NoSeries: true, FinishedPoints: -1, OnPacket: func(p *analyzer.PacketInfo) {
-		if p.Conn == nil || p.Conn.Index != c.Index || len(verdicts) >= maxRecords {
-			return
-		}
-		verdicts[p.Frame] = verdict{p.Flags, p.KarnRTT, p.InFlight}
-	}})
+	// The same budget as the first analysis, so that connections are
+	// numbered the same; finished ones are dropped and none diagnosed:
+	// only the verdicts on c's packets are wanted.
+	a := analyzer.New(analyzer.Options{NoSeries: true, FinishedPoints: -1, MaxOpen: maxOpen,
+		OnFinish: func(*analyzer.Connection) {}, Wanted: func(*analyzer.Connection) bool { return false },
+		OnPacket: func(p *analyzer.PacketInfo) {
+			if p.Conn == nil || p.Conn.Index != c.Index || len(verdicts) >= maxPackets {
+				return
+			}
+			verdicts[p.Frame] = verdict{p.Flags, p.KarnRTT, p.InFlight}
+		}})
 	ws := [2]int{-1, -1} // window scale each endpoint offered (0: client)
 	if d := c.Directions[0]; d != nil && d.WindowScaleKnown {
 		ws = [2]int{max(d.WindowScale, 0), max(c.Directions[1].WindowScale, 0)}
@@ -92,7 +106,7 @@ func readConnection(path string, c *analyzer.Connection) ([]record, bool, error)
 		if !ok {
 			continue
 		}
-		if len(pkts) >= maxRecords {
+		if len(pkts) >= maxPackets {
 			cut = true
 			continue
 		}
@@ -122,7 +136,7 @@ func readConnection(path string, c *analyzer.Connection) ([]record, bool, error)
 		out = append(out, p)
 	}
 	if len(out) == 0 {
-		return nil, false, fmt.Errorf("%s: connection %d: no packet read back", path, c.Index)
+		return nil, false, fmt.Errorf("%s: connection %d: no packet read back", hostfile.Name(path), c.Index)
 	}
 	return out, cut, nil
 }

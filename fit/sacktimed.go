@@ -10,6 +10,10 @@ import (
 	"github.com/wanlab/wanlab/analyzer"
 )
 
+// maxCoverSegments bounds the wire segments covers times one by one:
+// twice the packets a fit holds by default (DefaultMaxPackets).
+const maxCoverSegments = 2 * DefaultMaxPackets
+
 // covers times each wire segment sent once (Karn's rule: its range never
 // sent again) by the first ACK that holds it, in a SACK block or below
 // its cumulative ACK, in the ACKs' order. The SACK blocks' are what
@@ -28,7 +32,7 @@ func (f *flow) covers() []cover {
 	// An offloaded record's wire segments each (a jitter delays them
 	// apart), up to twice the records a fit holds; beyond, per record.
 	step := int64(f.mss)
-	if n, _ := f.segmentsSent(); n > 2*maxRecords {
+	if n, _ := f.segmentsSent(); n > maxCoverSegments {
 		step = math.MaxInt64
 	}
 	for _, d := range f.data {

@@ -93,7 +93,7 @@ func TestSACKTimesTheEarlySegments(t *testing.T) {
 func TestCoversPerRecordBeyondTheBound(t *testing.T) {
 	const mss = 100 // small, that the sequence space holds it
 	f := &flow{mss: mss, isn: 1}
-	big := (2*maxRecords/1000 + 1) * mss // a thousand records of this make more segments than the bound
+	big := (maxCoverSegments/1000 + 1) * mss // a thousand records of this make more segments than the bound
 	for i := range 1000 {
 		f.data = append(f.data, record{t: time.Duration(i) * time.Millisecond, seq: uint32(1 + i*big), payload: big, karn: -1, inflight: -1})
 	}

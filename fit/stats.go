@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"strings"
 )
 
 // Param is one inferred parameter: its value, the interval it lies in
@@ -27,6 +28,31 @@ func known(v, lo, hi float64, evidence string) Param {
 }
 
 func unknown(reason string) Param { return Param{Unknown: reason} }
+
+// percentMax is the top of a share in percent (a parameter whose name ends
+// in "_percent"): an interval from few samples reaches past it (the rule
+// of three's 300/n is 300 % for one segment), a share cannot.
+const percentMax = 100
+
+// ruleOfThree is the 95 % upper bound, in percent, of a share seen in
+// none of n trials (3/n), within percentMax.
+func ruleOfThree(n int) float64 { return min(percentMax, 300/float64(n)) }
+
+// clampToDomain keeps every parameter's value and interval inside what
+// the parameter can be: a share ("_percent") within 0 to percentMax,
+// anything else (times, rates, sizes, counts) at least 0.
+func clampToDomain(ps map[string]Param) {
+	for name, p := range ps {
+		top := math.Inf(1)
+		if strings.HasSuffix(name, "_percent") {
+			top = percentMax
+		}
+		p.Value = min(max(p.Value, 0), top)
+		p.Low = min(max(p.Low, 0), top)
+		p.High = min(max(p.High, 0), top)
+		ps[name] = p
+	}
+}
 
 // Known says the parameter was inferred.
 func (p Param) Known() bool { return p.Unknown == "" }

@@ -100,6 +100,10 @@ type reader struct {
 	rbufs  [][]byte
 	sizes  []int
 	rbatch []*engine.Packet
+	// arrivals holds rbatch's arrival stamps, copied before EnqueueBatch:
+	// the engine recycles a packet it drops (and the release loop one it
+	// sent) at once, so a packet's Arrival cannot be read after it.
+	arrivals []int64
 	// readToEnqueue is control.Latency's, one per reader so that readers
 	// on different CPUs do not share its counters.
 	readToEnqueue latencyHistogram
@@ -141,7 +145,8 @@ func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (
 			m = 2 * n
 		}
 		r := &reader{queue: uint16(q), dev: qd, batch: n, rpkts: make([]*engine.Packet, m), rbufs: make([][]byte, m),
-			sizes: make([]int, m), stamps: make([]int64, m), rbatch: make([]*engine.Packet, 0, m), raw: device.RawOf(qd)}
+			sizes: make([]int, m), stamps: make([]int64, m), rbatch: make([]*engine.Packet, 0, m), arrivals: make([]int64, 0, m),
+			raw: device.RawOf(qd)}
 		for k := range r.rpkts {
 			r.rpkts[k] = d.pool.Get()
 			r.rbufs[k] = r.rpkts[k].Buf()
@@ -212,6 +217,7 @@ func (d *direction) handleBatch(r *reader, n int, now int64) {
 		d.lat.Touch(now)
 	}
 	r.rbatch = r.rbatch[:0]
+	r.arrivals = r.arrivals[:0]
 	for k := range n {
 		pk := r.rpkts[k]
 		pk.SetLen(r.sizes[k])
@@ -227,6 +233,7 @@ func (d *direction) handleBatch(r *reader, n int, now int64) {
 			d.tap.Entered(d.index, d.wallTime(pk.Arrival), pk.Data)
 		}
 		r.rbatch = append(r.rbatch, pk)
+		r.arrivals = append(r.arrivals, pk.Arrival)
 		fresh := d.pool.Get()
 		r.rpkts[k] = fresh
 		r.rbufs[k] = fresh.Buf()
@@ -235,13 +242,17 @@ func (d *direction) handleBatch(r *reader, n int, now int64) {
 		return
 	}
 	next, ok := d.pl.EnqueueBatch(r.rbatch, now)
+	// The engine owns the packets now (a dropped one is back in the
+	// pool, its Arrival zeroed): clear them so that none is read again.
+	clear(r.rbatch)
+	r.rbatch = r.rbatch[:0]
 	// One stamp per batch, for the histogram and a release at once;
-	// a drained batch's reads each have their own arrival.
+	// a drained batch's reads each have their own arrival (arrivals).
 	enqueued := release.MonotonicNow()
 	t := tally{h: &r.readToEnqueue}
-	for i, j := 0, 0; i < len(r.rbatch); i = j {
-		a := r.rbatch[i].Arrival
-		for j = i + 1; j < len(r.rbatch) && r.rbatch[j].Arrival == a; j++ {
+	for i, j := 0, 0; i < len(r.arrivals); i = j {
+		a := r.arrivals[i]
+		for j = i + 1; j < len(r.arrivals) && r.arrivals[j] == a; j++ {
 		}
 		t.addN(enqueued-a, uint64(j-i))
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/wanlab/wanlab/analyzer/decode"
 	"github.com/wanlab/wanlab/internal/bytecount"
+	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
 // Frame is one captured frame. Data is owned by the Reader and is only valid
@@ -107,7 +108,7 @@ func (r *Reader) RecordWarnings() []RecordWarning { return r.warns }
 func Open(path string) (*Reader, io.Closer, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, hostfile.PathError(path, err)
 	}
 	if m := mapFile(f); m != nil {
 		if r := newMappedReader(m, path, f); r != nil {
@@ -167,6 +168,7 @@ func NewReader(r io.Reader, name string) (*Reader, error) {
 }
 
 func newReader(r io.Reader, name string, bufSize int) (*Reader, error) {
+	name = hostfile.Name(name)
 	cr := &bytecount.Reader{R: r}
 	br := bufio.NewReaderSize(cr, bufSize)
 	magic, err := br.Peek(4)
@@ -201,7 +203,7 @@ func newReader(r io.Reader, name string, bufSize int) (*Reader, error) {
 	m := binary.LittleEndian.Uint32(magic)
 	switch {
 	case m == 0x0A0D0D0A:
-		ng, err := pcapgo.NewNgReader(br, pcapgo.NgReaderOptions{WantMixedLinkType: true, SkipUnknownVersion: true})
+		ng, err := pcapgo.NewNgReader(newNgLimiter(br), pcapgo.NgReaderOptions{WantMixedLinkType: true, SkipUnknownVersion: true})
 		if err != nil {
 			return nil, fmt.Errorf("%s: pcapng header: %v: %w", name, err, ErrFormat)
 		}
@@ -225,7 +227,9 @@ func newReader(r io.Reader, name string, bufSize int) (*Reader, error) {
 			return nil, fmt.Errorf("%s: %s is not one the analyzer decodes (the list is in docs/analyzer.md): %w", name, rd.link.Describe(), decode.ErrLinkType)
 		}
 	default:
-		return nil, fmt.Errorf("%s: magic %08x: %w", name, m, ErrFormat)
+		// The bytes themselves are not echoed: the file may be anything
+		// the caller could read (as root, a link to /etc/shadow).
+		return nil, fmt.Errorf("%s: its first 4 bytes are no pcap, pcapng or gzip magic number: %w", name, ErrFormat)
 	}
 	return rd, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/wanlab/wanlab/analyzer/decode"
 	"github.com/wanlab/wanlab/analyzer/pcapfile"
 	"github.com/wanlab/wanlab/internal/heapbound"
+	"github.com/wanlab/wanlab/internal/hostfile"
 )
 
 func init() {
@@ -45,6 +46,7 @@ func init() {
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text, json or csv"},
 			&cli.StringFlag{Name: "flow", Usage: "connections to show: `N,ADDR,ADDR:PORT,:PORT` (default all)"},
 			&cli.IntFlag{Name: "max-points", Value: 4096, Usage: "points per time series before decimation"},
+			maxOpenFlag(),
 			&cli.StringSliceFlag{Name: "decode-as", Usage: "decode a UDP port as a tunnel, as Wireshark's -d: `udp.port=PORT,vxlan` or udp.port=PORT,geneve (repeatable)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the run to `FILE` (go tool pprof)", Hidden: true},
 		}, plotFlags()...),
@@ -82,7 +84,11 @@ func runAnalyze(cc *cli.Context) error {
 	if err := captureInput(path); err != nil {
 		return usageError(fmt.Errorf("analyze: %w", err))
 	}
-	opts := analyzer.Options{MaxPoints: cc.Int("max-points")}
+	maxOpen, err := maxOpenConnections(cc)
+	if err != nil {
+		return usageError(fmt.Errorf("analyze: %w", err))
+	}
+	opts := analyzer.Options{MaxPoints: cc.Int("max-points"), MaxOpen: maxOpen}
 	for _, rule := range cc.StringSlice("decode-as") {
 		if opts.Decode == nil {
 			opts.Decode = new(decode.Config)
@@ -144,7 +150,7 @@ func runAnalyze(cc *cli.Context) error {
 		shown = len(conns)
 	}
 	if shown == 0 && cc.String("flow") != "" {
-		return usageError(fmt.Errorf("analyze: --flow %q matches none of the %d connections in %s", cc.String("flow"), seen, path))
+		return usageError(fmt.Errorf("analyze: --flow %q matches none of the %d connections in %s", cc.String("flow"), seen, hostfile.Name(path)))
 	}
 	switch {
 	case js != nil:
@@ -177,7 +183,7 @@ func analyzeWithProgress(path string, opts analyzer.Options) (*analyzer.Result, 
 	if fi, err := os.Stat(path); err == nil && fi.Size() > 32<<20 && term.IsTerminal(int(os.Stderr.Fd())) {
 		bar = progressbar.NewOptions64(fi.Size(),
 			progressbar.OptionSetWriter(os.Stderr),
-			progressbar.OptionSetDescription("analyzing "+path),
+			progressbar.OptionSetDescription("analyzing "+hostfile.Name(path)),
 			progressbar.OptionShowBytes(true),
 			progressbar.OptionClearOnFinish(),
 			progressbar.OptionThrottle(100_000_000))
@@ -199,10 +205,10 @@ func captureInput(path string) error {
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return err
+		return hostfile.PathError(path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s: not a regular file (%s): a capture is read from a file, or from standard input with -", path, fi.Mode().Type())
+		return fmt.Errorf("%s: not a regular file (%s): a capture is read from a file, or from standard input with -", hostfile.Name(path), fi.Mode().Type())
 	}
 	return nil
 }

@@ -100,6 +100,7 @@ func init() {
 			&cli.StringFlag{Name: "like", Usage: "reproduce the transfer of `CAPTURE`: fit it (wanlab fit), run the lab the fit describes, compare the two"},
 			&cli.StringSliceFlag{Name: "try", Usage: "with --like, run the fix `[client:|server:]KEY=VALUE` on the reproduced path (repeatable: one run each)"},
 			&cli.StringFlag{Name: "flow", Usage: "with --like, the capture's connection to reproduce (default: the one with the most data)"},
+			&cli.DurationFlag{Name: "deadline", Usage: "with --like, end the whole reproduction after `D` (default: a minute and ten times the original's duration per run)"},
 			&cli.IntFlag{Name: "runs", Usage: fmt.Sprintf("with --like, run the reproduction `N` times (1 to %d): each compared, the median by rate of those that agree shown beside the original, reproduced when more than half are", experiment.MaxLikeRuns), Value: 1},
 		},
 		Action: runExperiment,
@@ -160,6 +161,12 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 		return cfg, errors.New("--try needs --like CAPTURE")
 	} else if cc.IsSet("runs") {
 		return cfg, errors.New("--runs needs --like CAPTURE")
+	}
+	if cc.IsSet("deadline") && cc.String("like") == "" {
+		return cfg, errors.New("--deadline needs --like CAPTURE")
+	}
+	if cc.IsSet("deadline") && cc.Duration("deadline") <= 0 {
+		return cfg, fmt.Errorf("--deadline %v: want a positive duration", cc.Duration("deadline"))
 	}
 	if n := cc.Int("runs"); n < 1 || n > experiment.MaxLikeRuns {
 		return cfg, fmt.Errorf("--runs %d: want 1 to %d runs of the reproduction", n, experiment.MaxLikeRuns)
@@ -321,6 +328,11 @@ func experimentConfig(cc *cli.Context) (experiment.Config, error) {
 		cfg.Timeout = d
 	}
 	cfg.Args = os.Args[1:]
+	// A typed value outside the lab's range is refused before anything
+	// is built (a fitted one, by --like, once the fit gave it).
+	if err := cfg.CheckRange(); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }
 
@@ -357,9 +369,9 @@ func runExperiment(cc *cli.Context) error {
 			}
 			return usageError(fmt.Errorf("experiment: --like: %w", err))
 		}
-		lr, err := experiment.Like(ctx, capture, cfg, fit.Options{Flow: cc.String("flow")}, experiment.LikeOptions{Tries: cc.StringSlice("try"), Runs: cc.Int("runs")})
+		lr, err := experiment.Like(ctx, capture, cfg, fit.Options{Flow: cc.String("flow")}, experiment.LikeOptions{Tries: cc.StringSlice("try"), Runs: cc.Int("runs"), Deadline: cc.Duration("deadline")})
 		if err != nil {
-			if errors.Is(err, fit.ErrNoConnection) {
+			if errors.Is(err, experiment.ErrCapture) || errors.Is(err, fit.ErrNoConnection) {
 				return usageError(fmt.Errorf("experiment: --like: %w", err))
 			}
 			return fmt.Errorf("experiment: --like: %w", err)
@@ -371,6 +383,8 @@ func runExperiment(cc *cli.Context) error {
 		switch {
 		case ctx.Err() != nil:
 			return fmt.Errorf("experiment: interrupted, lab removed: %w", err)
+		case errors.Is(err, experiment.ErrOutOfRange):
+			return usageError(fmt.Errorf("experiment: %w", err))
 		case errors.Is(err, experiment.ErrNoKernelSupport):
 			return &kindError{err: fmt.Errorf("experiment: %w", err), kind: ErrNoKernelSupport}
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wanlab/wanlab/fit"
+	"github.com/wanlab/wanlab/internal/heapbound"
 )
 
 func init() {
@@ -34,6 +35,9 @@ func init() {
 			&cli.StringFlag{Name: "flow", Usage: "the connection to fit: `N, ADDR, ADDR:PORT or :PORT` (default: the one with the most data)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the fit as JSON"},
 			&cli.Float64Flag{Name: "window-ratio", Usage: "share of the receive buffer the receiver's kernel offers as window (default 0.5, Linux's)"},
+			maxOpenFlag(),
+			&cli.IntFlag{Name: "max-packets", Value: fit.DefaultMaxPackets,
+				Usage: fmt.Sprintf("fit at most the first `N` packets of the connection (about %d bytes each)", fit.PacketBytes)},
 		},
 		Action: runFit,
 	})
@@ -47,7 +51,15 @@ func runFit(cc *cli.Context) error {
 	if ratio < 0 || ratio > 1 {
 		return usageError(fmt.Errorf("fit: --window-ratio %g: want a share between 0 and 1", ratio))
 	}
-	opt := fit.Options{Flow: cc.String("flow"), WindowRatio: ratio}
+	maxOpen, err := maxOpenConnections(cc)
+	if err != nil {
+		return usageError(fmt.Errorf("fit: %w", err))
+	}
+	maxPackets := cc.Int("max-packets")
+	if maxPackets < 1 || maxPackets > maxPacketsLimit {
+		return usageError(fmt.Errorf("fit: --max-packets %d: want 1 to %d", maxPackets, maxPacketsLimit))
+	}
+	opt := fit.Options{Flow: cc.String("flow"), WindowRatio: ratio, MaxOpen: maxOpen, MaxPackets: maxPackets}
 	if !cc.Bool("json") {
 		opt.Progress = func(line string) { fmt.Fprintf(cc.App.ErrWriter, "fit: %s\n", line) }
 	}
@@ -58,9 +70,18 @@ func runFit(cc *cli.Context) error {
 		}
 		return usageError(fmt.Errorf("fit: %w", err))
 	}
+	// A fit's live data is its connection's packets and the open
+	// connections' state: the heap is kept near it (heapbound), not at
+	// twice it.
+	defer heapbound.Start(analyzeHeapFloor)()
 	r, err := fit.File(path, opt)
 	if err != nil {
 		return usageError(fmt.Errorf("fit: %w", err))
+	}
+	if r.ReadStopped != "" {
+		// Said on stderr too, with --json: a fit of part of a file is
+		// never silent.
+		fmt.Fprintf(cc.App.ErrWriter, "fit: warning: the capture was read in part (%s): the fit is of the frames before that\n", r.ReadStopped)
 	}
 	if cc.Bool("json") {
 		return fit.WriteJSON(cc.App.Writer, r)
