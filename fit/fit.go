@@ -320,7 +320,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		k := len(reorders)
 		lo, hi := binom.Wilson(k, sent, binom.Z95)
 		if k == 0 {
-			p["reorder_percent"] = withSamples(known(0, 0, ruleOfThree(sent), fmt.Sprintf("no segment arrived out of order: under %.2g %% at 95 %%", ruleOfThree(sent))), sent)
+			p["reorder_percent"] = withSamples(known(0, 0, ruleOfThree(sent), units.Sprintf("no segment arrived out of order: under %.2g %% at 95 %%", ruleOfThree(sent))), sent)
 		} else {
 			s := sorted(reorders)
 			p["reorder_percent"] = withSamples(known(float64(k)/float64(sent)*100, lo*100, hi*100, fmt.Sprintf(
@@ -754,15 +754,15 @@ func lossFit(c lossCounts, where string) lossResult {
 	pr := float64(randSegs) / float64(sent)
 	if randSegs == 0 {
 		lp.params["loss_percent"] = Param{Value: 0, High: ruleOfThree(sent), Samples: sent,
-			Evidence: fmt.Sprintf("no loss observed apart from the queue's: under %.2g %% at 95 %% (%d segments)", ruleOfThree(sent), sent)}
-		lp.notes = append(lp.notes, fmt.Sprintf("loss: none observed: under %.2g %% at 95 %% over %d segments", ruleOfThree(sent), sent))
+			Evidence: units.Sprintf("no loss observed apart from the queue's: under %.2g %% at 95 %% (%d segments)", ruleOfThree(sent), sent)}
+		lp.notes = append(lp.notes, units.Sprintf("loss: none observed: under %.2g %% at 95 %% over %d segments", ruleOfThree(sent), sent))
 	} else if randSegs < 5 {
 		// Too few for a process, and no rate either: a path with no
 		// loss of its own shows as many (a tail loss probe re-sends a
 		// segment that was not lost; a tail drop the queue's samples
 		// missed). A range from 0.
 		lp.model = "unknown"
-		lp.params["loss_percent"] = Param{Value: pr * 100, Low: 0, High: hi * 100, Unknown: fmt.Sprintf(
+		lp.params["loss_percent"] = Param{Value: pr * 100, Low: 0, High: hi * 100, Unknown: units.Sprintf(
 			"%d of %d segments sent again with no queue to explain it: too few for a loss process (a tail loss probe re-sends one segment that was not lost, a tail drop the queue's samples missed is one too): the path's own loss is between 0 and %.3g %%", randSegs, sent, hi*100)}
 		lp.notes = append(lp.notes, fmt.Sprintf("loss: %d isolated re-sends in %d segments: no loss process inferred", randSegs, sent))
 	} else if randRuns < 5 && longest >= 5 {
@@ -773,7 +773,7 @@ func lossFit(c lossCounts, where string) lossResult {
 		// in 2 runs beside its 3 overflows, read as 0.28 % of random
 		// loss).
 		lp.model = "unknown"
-		lp.params["loss_percent"] = Param{Value: pr * 100, Low: 0, High: hi * 100, Unknown: fmt.Sprintf(
+		lp.params["loss_percent"] = Param{Value: pr * 100, Low: 0, High: hi * 100, Unknown: units.Sprintf(
 			"%d of %d segments lost in %d runs, the longest %d, with no queue seen full: independent losses seldom make such a run; a buffer's overflows (tail drops the queue's samples missed) or a bursty channel, too few runs to tell which: the path's own loss is between 0 and %.3g %%",
 			randSegs, sent, randRuns, longest, hi*100)}
 		lp.notes = append(lp.notes, fmt.Sprintf("loss: %d segments in %d long runs: overflows or a bursty channel, not told apart", randSegs, randRuns))
@@ -808,7 +808,7 @@ func lossFit(c lossCounts, where string) lossResult {
 			// runs, or tail drops the queue's samples missed. The rate
 			// stands, the process is not told.
 			lp.model = "unknown"
-			lp.notes = append(lp.notes, fmt.Sprintf("loss model: %d of %d runs held two segments or more where independent losses give about %.2g (a chance of %.1g): too many for random loss, too few to call it bursty",
+			lp.notes = append(lp.notes, units.Sprintf("loss model: %d of %d runs held two segments or more where independent losses give about %.2g (a chance of %.1g): too many for random loss, too few to call it bursty",
 				multi, randRuns, expect, chance))
 		}
 	}
@@ -1012,7 +1012,7 @@ func (f *flow) reorderedTooLittle(j, part float64, sent, reordered int) string {
 	s := span.Seconds() / float64(segs-1)
 	got := float64(reordered) / float64(sent)
 	if want := (w - s) * (w - s) / (2 * w * w); s < w && want >= 0.05 && (got < want/part || got < 0.01) {
-		return fmt.Sprintf("with %.2g %% of the segments reordered: a random delay of +-%.2f ms at their spacing (%s) would reorder %.0f %% or more; not a delay per packet (segments sent ahead by themselves, or the hosts' spread)",
+		return units.Sprintf("with %.2g %% of the segments reordered: a random delay of +-%.2f ms at their spacing (%s) would reorder %.0f %% or more; not a delay per packet (segments sent ahead by themselves, or the hosts' spread)",
 			got*100, j, ms(time.Duration(s*1e9)), want*100)
 	}
 	return ""

@@ -534,7 +534,7 @@ func jitteredMin(rtt Param, j float64, n int) Param {
 	up := 2 * j * (1 - math.Pow(0.05, 1/float64(n)))
 	if rtt.Value-up < rtt.Low {
 		rtt.Low = max(0, rtt.Value-up)
-		rtt.Evidence += fmt.Sprintf("; the lowest of %d samples with %.3g ms of jitter lies up to %.3g ms above the delays' sum (95 %%)", n, j, up)
+		rtt.Evidence += units.Sprintf("; the lowest of %d samples with %.3g ms of jitter lies up to %.3g ms above the delays' sum (95 %%)", n, j, up)
 	}
 	return rtt
 }

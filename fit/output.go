@@ -98,9 +98,9 @@ func num(name string, v float64) string {
 	case strings.HasSuffix(name, "_bytes"):
 		return units.Size(max(v, 0)).Human()
 	case strings.HasSuffix(name, "_ms"):
-		return fmt.Sprintf("%.3g ms", v)
+		return units.Sprintf("%.3g ms", v)
 	case strings.HasSuffix(name, "_percent"):
-		return fmt.Sprintf("%.3g %%", v)
+		return units.Sprintf("%.3g %%", v)
 	}
-	return fmt.Sprintf("%.4g", v)
+	return units.Sprintf("%.4g", v)
 }
