@@ -328,6 +328,7 @@ func (d *dirAnalysis) newSeries(a *Analyzer, t int64) *DirectionSeries {
 	}
 	d.series = newDirSeries(a.opts.MaxPoints)
 	d.series.roll(time.Duration(t))
+	d.echoSeries = d.series
 	return d.series
 }
 

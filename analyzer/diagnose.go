@@ -55,6 +55,11 @@ type Diagnosis struct {
 	// PredictedGain is PredictedBps over RateBps: what following the
 	// advice should multiply the rate by (0: no prediction).
 	PredictedGain float64 `json:"predicted_gain"`
+	// Ceilings are the rates each limit the capture shows would allow:
+	// the receive window over the round trip, the loss's Mathis bound, the
+	// bottleneck or the send buffer where they limited; the measured rate
+	// sits below the lowest that held.
+	Ceilings []Ceiling `json:"ceilings"`
 	// WindowRatio is the share of a receive buffer the kernel offers as
 	// window that the advice assumed, and WindowRatioSource why: the
 	// tuner's measurement of the receiver's kernel (inside `wanlab
@@ -214,6 +219,7 @@ func diagnoseDirection(name string, d, peer *Direction, c *Connection, wr Window
 	if dg.PredictedBps > 0 && dg.RateBps > 0 {
 		dg.PredictedGain = dg.PredictedBps / dg.RateBps
 	}
+	dg.Ceilings = ceilings(dg, d, peer)
 	return dg
 }
 
@@ -570,4 +576,52 @@ func zeroWindowShare(d, peer *Direction) float64 {
 		return 0
 	}
 	return float64(peer.ZeroWindows) / float64(peer.Packets)
+}
+
+// Ceiling is the rate one limit allows.
+type Ceiling struct {
+	// Limit is the class it belongs to (receive-window, loss, bandwidth,
+	// send-buffer).
+	Limit string  `json:"limit"`
+	Bps   float64 `json:"bps"`
+	// How is the formula with its figures.
+	How string `json:"how"`
+}
+
+// ceilings lists the rates each limit the capture shows allows (see
+// Diagnosis.Ceilings).
+func ceilings(dg *Diagnosis, d, peer *Direction) []Ceiling {
+	out := []Ceiling{}
+	rtt := d.PathRTTMs / 1e3
+	if rtt <= 0 {
+		return out
+	}
+	if win := float64(d.PeerMaxWindowBytes); d.WindowScaleKnown && win > 0 {
+		out = append(out, Ceiling{Limit: LimitReceiveWindow, Bps: 8 * win / rtt,
+			How: sprintf("largest receive window / RTT = %s / %.3g ms", asz(win), af(rtt*1e3))})
+	}
+	if p := d.LossRate; p > 0 {
+		mss := float64(peer.MSS)
+		if seg := float64(d.MaxSegmentBytes); seg > 0 && (mss == 0 || seg <= mss) {
+			mss = seg
+		}
+		med := max(d.PathRTTP50Ms/1e3, rtt)
+		m := predict.Mathis(units.Size(max(mss, 1)), secondsDur(med), p).BytesPerSecond()
+		// Mathis bounds a Reno-like sender; a transfer well above it
+		// (CUBIC, BBR) shows the bound did not hold, and it is no ceiling.
+		if dg.Limit == LimitLoss || dg.RateBps <= lossRateSlack*8*m {
+			out = append(out, Ceiling{Limit: LimitLoss, Bps: 8 * m,
+				How: sprintf("Mathis MSS*1.2247/(RTT*sqrt(p)) = %.0f B * 1.2247 / (%.3g ms * sqrt(%.3g))", af(mss), af(med*1e3), af(p))})
+		}
+	}
+	switch dg.Limit {
+	case LimitBandwidth:
+		out = append(out, Ceiling{Limit: LimitBandwidth, Bps: dg.RateBps, How: "the bottleneck's rate: the rate it delivered while its queue held"})
+	case LimitSendBuffer:
+		if f := float64(d.Ramp.PeakBytes); f > 0 {
+			out = append(out, Ceiling{Limit: LimitSendBuffer, Bps: 8 * f / rtt,
+				How: sprintf("the flight the sender held / RTT = %s / %.3g ms", asz(f), af(rtt*1e3))})
+		}
+	}
+	return out
 }

@@ -20,6 +20,8 @@ type rttSampler struct {
 	echoSeen    bool
 	lastEcho    uint32
 	lastRetrans int64 // time of the latest retransmission
+	// echoSeries records the echo samples for the graphs (nil: none).
+	echoSeries *DirectionSeries
 
 	// Echo samples of data that arrived above a hole wait until the hole
 	// closes (the receiver's cumulative ACK reaches holeTop): a loss's
@@ -116,7 +118,7 @@ func (r *rttSampler) timestampSent(peer *rttSampler, p *decode.Packet, sg *segme
 				// segments' echoes are its lowest delays (a delay line's
 				// overtaker is short by the data's one-way delay, half
 				// the round trip where the delay is split evenly).
-				r.echortt.add(us)
+				r.echo(us)
 			case r.npend < len(r.pend):
 				r.pend[r.npend] = us
 				r.npend++
@@ -145,7 +147,16 @@ func (r *rttSampler) addClear(us uint64) {
 	if r.clearMin == 0 || us < r.clearMin {
 		r.clearMin = us
 	}
+	r.echo(us)
+}
+
+// echo takes an echo sample: the histogram, and the graph's series when
+// the direction records one.
+func (r *rttSampler) echo(us uint64) {
 	r.echortt.add(us)
+	if r.echoSeries != nil {
+		r.echoSeries.recordEchoRTT(us)
+	}
 }
 
 // tsRing remembers when each TSval was first sent, for timestamp RTT

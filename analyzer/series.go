@@ -190,6 +190,9 @@ type DirectionSeries struct {
 	InFlight        Series // bytes in flight after each data segment
 	Throughput      Series // data bytes sent per bucket (Sum)
 	Goodput         Series // new (unique) bytes sent per bucket (Sum)
+	// EchoRTT: the receiver's TSval to the new data echoing it, ms: the
+	// round trip as a capture near the receiver sees it.
+	EchoRTT Series
 
 	// Samples first gather in one accumulator per series (plain field
 	// updates on the per-packet path), which spans one bucket of its
@@ -220,6 +223,7 @@ const (
 	sInFlight
 	sThroughput
 	sGoodput
+	sEchoRTT
 	numSeries
 )
 
@@ -333,6 +337,7 @@ func newDirSeries(n int) *DirectionSeries {
 		InFlight:        newSeries("in_flight", "bytes", n),
 		Throughput:      newSeries("throughput", "bytes/bucket", n),
 		Goodput:         newSeries("goodput", "bytes/bucket", n),
+		EchoRTT:         newSeries("echo_rtt", "ms", n),
 	}
 	copy(s.ptrs[:], s.All())
 	return s
@@ -341,7 +346,7 @@ func newDirSeries(n int) *DirectionSeries {
 // All lists the series in a fixed order (CSV columns, plots).
 func (s *DirectionSeries) All() []*Series {
 	return []*Series{&s.Segments, &s.Retransmissions, &s.Acks, &s.ReceiveWindow, &s.SACK, &s.DupAcks,
-		&s.ZeroWindows, &s.RTT, &s.TSRTT, &s.AdvWindow, &s.InFlight, &s.Throughput, &s.Goodput}
+		&s.ZeroWindows, &s.RTT, &s.TSRTT, &s.AdvWindow, &s.InFlight, &s.Throughput, &s.Goodput, &s.EchoRTT}
 }
 
 // recordSegment records a data segment's sequence range and bytes.
@@ -383,6 +388,9 @@ func (s *DirectionSeries) recordRTT(d int64) { s.add(sRTT, float64(d)/1e6, float
 
 // recordTSRTT records a timestamp RTT sample of d ns.
 func (s *DirectionSeries) recordTSRTT(d int64) { s.add(sTSRTT, float64(d)/1e6, float64(d)/1e6) }
+
+// recordEchoRTT records an echo RTT sample of us microseconds.
+func (s *DirectionSeries) recordEchoRTT(us uint64) { s.add(sEchoRTT, float64(us)/1e3, float64(us)/1e3) }
 
 // recordInFlight records the bytes in flight after a data segment.
 func (s *DirectionSeries) recordInFlight(v int64) { s.add(sInFlight, float64(v), float64(v)) }

@@ -746,7 +746,10 @@ func WriteLikeReport(w io.Writer, res *LikeResult) error {
 	for _, n := range res.Fit.ReaderWarnings {
 		fitTable.Rows = append(fitTable.Rows, []string{"capture read", n})
 	}
-	tables := []report.Table{fitTable, sim}
+	// The original beside the reproduction is part of the answer: it
+	// stands under the verdict's cards, the fit and the runs fold below.
+	page.VerdictTables = []report.Table{sim}
+	tables := []report.Table{fitTable}
 	if len(res.Runs) > 1 {
 		runs := report.Table{Title: fmt.Sprintf("runs (reproduced in %d of %d; beside the original: %s)", res.ReproducedRuns, len(res.Runs), filepath.Base(res.Run.Out)),
 			Header: []string{"run", "rate", "re-sent", "reproduced", "off"}}

@@ -9,6 +9,7 @@ package plot
 
 import (
 	"fmt"
+	"github.com/wanlab/wanlab/units"
 	"image/color"
 	"time"
 
@@ -180,15 +181,59 @@ func Graphs(c *analyzer.Connection, i int) []*Graph {
 		mk(Stevens, "Stevens sequence", seqLabel, Bytes,
 			spread("data segments", Dots, colorSegment, &s.Segments),
 			spread("retransmissions", Dots, colorRetrans, &s.Retransmissions)),
-		mk(RTT, "Round-trip time", "RTT (ms)", Millis,
-			spread("RTT (Karn, ACK of a segment)", Dots, colorSegment, &s.RTT),
-			spread("RTT (TCP timestamps)", Dots, colorTSRTT, &s.TSRTT)),
+		rttGraph(mk, d, s),
 		mk(Window, "Window scaling", "bytes", Bytes,
 			step("advertised window (peer's rwnd)", colorRwnd, &s.AdvWindow),
 			line("bytes in flight (max per bucket)", colorFlight, &s.InFlight)),
 		tput,
 	}
 }
+
+// rttGraph draws the round trips the capture point can time. Near the
+// sender data to its ACK is the round trip; near the receiver it is only
+// the receiver's ACK delay, and the round trip is the receiver's TSval to
+// the new data echoing it: drawn as the RTT, the ACK delays beside it
+// under their own name.
+func rttGraph(mk func(Kind, string, string, Unit, ...Layer) *Graph, d *analyzer.Direction, s *analyzer.DirectionSeries) *Graph {
+	if d.CapturedNear == "receiver" {
+		return mk(RTT, "Round-trip time, seen near the receiver", "RTT (ms)", Millis,
+			spread("RTT (the receiver's TSval to the data echoing it)", Dots, colorSegment, &s.EchoRTT),
+			spread("ACK delay at the receiver (data to its ACK)", Dots, colorTSRTT, &s.RTT))
+	}
+	return mk(RTT, "Round-trip time", "RTT (ms)", Millis,
+		spread("RTT (Karn, ACK of a segment)", Dots, colorSegment, &s.RTT),
+		spread("RTT (TCP timestamps)", Dots, colorTSRTT, &s.TSRTT))
+}
+
+// Verdict is the throughput of direction i of c over time with the rate
+// each limit the diagnosis found allows drawn across it (Diagnosis
+// .Ceilings): the report's first graph. Nil without series or diagnosis.
+func Verdict(c *analyzer.Connection, i int) *Graph {
+	d := c.Directions[i]
+	if d == nil || d.Series == nil || d.Diagnosis == nil {
+		return nil
+	}
+	g := Graphs(c, i)[len(Kinds)-1]
+	g.Title = fmt.Sprintf("Throughput and what each limit allows: connection %d, %s → %s", c.Index, d.From, d.To)
+	// A ceiling far above the rate would flatten the rate to the floor:
+	// those over ceilingScale times the rate are named in the verdict,
+	// not drawn.
+	for k, cl := range d.Diagnosis.Ceilings {
+		if cl.Bps > ceilingScale*max(d.Diagnosis.RateBps, 1) {
+			continue
+		}
+		g.Layers = append(g.Layers, Layer{Label: cl.Limit + " allows " + units.Rate(cl.Bps).Human(), Style: Line,
+			Color: ceilingColors[k%len(ceilingColors)], Dashed: true,
+			X: []float64{g.XMin, g.XMax}, Lo: []float64{cl.Bps, cl.Bps}, Hi: []float64{cl.Bps, cl.Bps}})
+	}
+	return g
+}
+
+// ceilingScale bounds the ceilings drawn (see Verdict).
+const ceilingScale = 4.0
+
+// ceilingColors tell the ceilings apart from the rate lines.
+var ceilingColors = []color.RGBA{colorRwnd, colorRetrans, colorSACK, colorZeroWin}
 
 func secs(d time.Duration) float64 { return d.Seconds() }
 

@@ -99,8 +99,20 @@ func TestGraphsOfALossyTransfer(t *testing.T) {
 			t.Fatalf("rwnd line %v below the ACK line %v at %v s", rwnd.Hi[k], ack.Hi[k], rwnd.X[k])
 		}
 	}
-	// RTT in milliseconds, within the analyzer's min..max.
-	rtt := layer(t, gs[2], "RTT (Karn, ACK of a segment)")
+	// RTT in milliseconds, within the analyzer's min..max: data to ACK
+	// (near the receiver named the ACK delay it is there), and near the
+	// receiver the round trip from its echoed timestamps.
+	karn := "RTT (Karn, ACK of a segment)"
+	if d.CapturedNear == "receiver" {
+		karn = "ACK delay at the receiver (data to its ACK)"
+		echo := layer(t, gs[2], "RTT (the receiver's TSval to the data echoing it)")
+		if echo.Len() == 0 {
+			t.Error("no echo RTT drawn near the receiver")
+		} else if m := slices.Min(echo.Lo); m < d.EchoRTTMinMs-1e-9 {
+			t.Errorf("echo RTT layer down to %v ms, the analyzer's minimum is %v", m, d.EchoRTTMinMs)
+		}
+	}
+	rtt := layer(t, gs[2], karn)
 	if rtt.Len() == 0 {
 		t.Fatal("no RTT samples drawn")
 	}

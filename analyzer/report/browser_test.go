@@ -29,7 +29,7 @@ const browserProbe = `<script>
   const r = { errors: [] };
   window.addEventListener("error", (e) => r.errors.push(String(e.message)));
   try {
-    const c = document.querySelector(".graph canvas");
+    const c = document.querySelector(".conn .graph canvas");
     const box = c.getBoundingClientRect();
     const at = (x, y) => ({ clientX: box.left + x, clientY: box.top + y, bubbles: true, cancelable: true, pointerId: 1 });
     const read = () => {
@@ -127,6 +127,12 @@ func chromium(t *testing.T) string {
 // Chromium and unmarshals what the probe left in body's data-probe.
 func runProbe(t *testing.T, bin string, report []byte, probe string, into any) {
 	t.Helper()
+	runProbeAt(t, bin, "1200,900", report, probe, into)
+}
+
+// runProbeAt is runProbe in a window of size "W,H" pixels.
+func runProbeAt(t *testing.T, bin, size string, report []byte, probe string, into any) {
+	t.Helper()
 	page := bytes.Replace(report, []byte("</body>"), []byte(probe+"</body>"), 1)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "report.html")
@@ -136,7 +142,7 @@ func runProbe(t *testing.T, bin string, report []byte, probe string, into any) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--no-first-run", "--user-data-dir="+filepath.Join(dir, "profile"), "--window-size=1200,900", "--dump-dom", "file://"+path)
+		"--no-first-run", "--user-data-dir="+filepath.Join(dir, "profile"), "--window-size="+size, "--dump-dom", "file://"+path)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("chromium: %v", err)
@@ -226,7 +232,7 @@ const linkProbe = `<script>
 (function () {
   const r = { errors: [] };
   try {
-    const dirs = document.querySelectorAll("details.dir[open]");
+    const dirs = document.querySelectorAll(".conn details.dir[open]");
     const read = (c) => {
       const b = c.getBoundingClientRect();
       c.dispatchEvent(new PointerEvent("pointermove", { clientX: b.left + 70 + (b.width - 84) / 2, clientY: b.top + 120, bubbles: true }));
@@ -280,5 +286,75 @@ func TestCapturesZoomTogether(t *testing.T) {
 	}
 	if windowMs(t, p.UnlinkedA) != 10 || windowMs(t, p.UnlinkedB) == 10 {
 		t.Errorf("unlinked: %q and %q, want only the first at 10 ms", p.UnlinkedA, p.UnlinkedB)
+	}
+}
+
+// verdictProbe measures where the report's answer lies: the verdict's and
+// its first card's place, whether any table or graph comes before it in
+// the document, and whether its throughput graph was drawn.
+const verdictProbe = `<script>
+(function () {
+  const r = { errors: [] };
+  try {
+    const v = document.getElementById("verdict");
+    const card = v.querySelector(".card");
+    r.verdictTop = v.getBoundingClientRect().top + window.scrollY;
+    r.headBottom = card.querySelector("h3").getBoundingClientRect().bottom + window.scrollY;
+    const fix = card.querySelector(".fix") || card.querySelector(".measured");
+    r.fixBottom = fix.getBoundingClientRect().bottom + window.scrollY;
+    r.before = 0;
+    for (const e of document.querySelectorAll("table, .graph, canvas")) {
+      if (!v.contains(e) && (e.compareDocumentPosition(v) & Node.DOCUMENT_POSITION_FOLLOWING)) r.before++;
+    }
+    const c = v.querySelector(".graph canvas");
+    if (c) {
+      const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4) if (d[i] < 200 || d[i + 1] < 200 || d[i + 2] < 200) n++;
+      r.graphInk = n;
+    }
+    r.legend = v.textContent.includes("allows");
+  } catch (e) {
+    r.errors.push(String(e));
+  }
+  document.body.setAttribute("data-probe", JSON.stringify(r));
+})();
+</script>`
+
+// TestReportOpensWithVerdict: in a 1400 px wide window the verdict is the
+// first thing, no table or graph before it, its first card's headline and
+// fix within the first 800 px, its throughput graph drawn with the
+// ceilings named; for an experiment's two captures and for one.
+func TestReportOpensWithVerdict(t *testing.T) {
+	bin := chromium(t)
+	res := analyze(t, "rwnd")
+	for _, page := range []Page{
+		{Title: "wanlab experiment seed001", Intro: "Lab 1, proxy. Downloaded 2 MiB.", Sections: []Section{
+			{Title: "client capture", Result: res, Tables: []Table{KV("settings", "net.ipv4.tcp_rmem", "4096 131072 131072")}},
+			{Title: "server capture", Result: res, Start: res.Start.Add(100 * time.Millisecond)},
+		}},
+		{Title: "wanlab analyze rwnd.pcap", Sections: []Section{{Title: "rwnd.pcap", Result: res}}},
+	} {
+		var buf bytes.Buffer
+		if err := Write(&buf, page); err != nil {
+			t.Fatal(err)
+		}
+		var p struct {
+			Errors                            []string
+			VerdictTop, HeadBottom, FixBottom float64
+			Before, GraphInk                  int
+			Legend                            bool
+		}
+		runProbeAt(t, bin, "1400,1000", buf.Bytes(), verdictProbe, &p)
+		t.Logf("%s: %+v", page.Title, p)
+		if len(p.Errors) > 0 {
+			t.Fatalf("%s: script errors %v", page.Title, p.Errors)
+		}
+		if p.Before != 0 || p.HeadBottom > 800 || p.FixBottom > 800 {
+			t.Errorf("%s: %d tables or graphs before the verdict; its headline ends at %v px, its fix at %v px: want none before, both within 800", page.Title, p.Before, p.HeadBottom, p.FixBottom)
+		}
+		if p.GraphInk < 500 || !p.Legend {
+			t.Errorf("%s: the verdict's graph drew %d pixels, ceilings named %v", page.Title, p.GraphInk, p.Legend)
+		}
 	}
 }

@@ -383,7 +383,7 @@
     byDir.get(dir).push(p);
   }
   for (const [dir, ps] of byDir) addButtons(dir, ps);
-  const help = document.querySelector("header .help");
+  const help = document.querySelector("p.help");
   if (shared.size > 0 && help) {
     const l = document.createElement("label");
     l.className = "link";

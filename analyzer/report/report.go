@@ -30,6 +30,9 @@ type Page struct {
 	// Intro is a paragraph under the title (plain text).
 	Intro    string
 	Sections []Section
+	// VerdictTables are shown with the verdict, under its cards (for
+	// --like: the original beside the reproduction).
+	VerdictTables []Table
 }
 
 // Section is one capture's analysis.
@@ -86,6 +89,17 @@ func Write(w io.Writer, p Page) error {
 	v := pageView{Title: p.Title, Intro: p.Intro, CSS: template.CSS(styleCSS), JS: template.JS(plotterJS),
 		Columns: min(max(len(p.Sections), 1), 2)}
 	graphs := []graphJSON{}
+	var vc *analyzer.Connection
+	var vdir int
+	v.Verdicts, vc, vdir = verdicts(p.Sections)
+	v.VerdictTables = p.VerdictTables
+	if vc != nil {
+		if g := plot.Verdict(vc, vdir); g != nil {
+			gj := toJSON(g, "verdict-throughput", "verdict")
+			graphs = append(graphs, gj)
+			v.VerdictGraph = &graphRef{ID: "verdict-throughput", Kind: string(g.Kind)}
+		}
+	}
 	var base time.Time
 	for _, s := range p.Sections {
 		if st := sectionStart(s); !st.IsZero() && (base.IsZero() || st.Before(base)) {
@@ -190,13 +204,16 @@ func largest(conns []*analyzer.Connection, n int) map[*analyzer.Connection]bool 
 }
 
 type pageView struct {
-	Title    string
-	Intro    string
-	CSS      template.CSS
-	JS       template.JS
-	Data     template.JS
-	Columns  int
-	Sections []sectionView
+	Title         string
+	Intro         string
+	CSS           template.CSS
+	JS            template.JS
+	Data          template.JS
+	Columns       int
+	Verdicts      []verdictView
+	VerdictTables []Table
+	VerdictGraph  *graphRef
+	Sections      []sectionView
 }
 
 type sectionView struct {
@@ -408,6 +425,4 @@ func num(f float64) string {
 
 // rateText writes a rate in bit/s as Mbit/s and MB/s, as the seeds quote
 // speeds both ways.
-func rateText(bps float64) string {
-	return fmt.Sprintf("%s Mbit/s (%s MB/s)", num(bps/1e6), num(bps/8/1e6))
-}
+func rateText(bps float64) string { return rateSig(bps) }

@@ -101,8 +101,9 @@ func TestReportValidSelfContainedWithEveryGraph(t *testing.T) {
 	}
 	b := buf.Bytes()
 	els := parse(t, b)
-	if n := len(els["section"]); n != 2 {
-		t.Errorf("%d sections, want 2", n)
+	// The verdict, then one section per capture.
+	if n := len(els["section"]); n != 3 {
+		t.Errorf("%d sections, want the verdict and 2 captures", n)
 	}
 	// No external resource: nothing loads from the network.
 	for tag, list := range els {

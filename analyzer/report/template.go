@@ -38,16 +38,29 @@ const pageText = `<!DOCTYPE html>
 </head><body>
 <header><h1>{{.Title}}</h1>
 {{if .Intro}}<p>{{.Intro}}</p>{{end}}
+</header>
+{{if .Verdicts}}<section id="verdict" class="verdict"><h2>What limited the transfer</h2>
+<div class="cards">{{range .Verdicts}}<div class="card limit-{{.Limit}}"><h3>{{.Title}}: {{.Words}}</h3>
+<p class="measured">measured <b>{{.Rate}}</b>, <span class="class">{{.Limit}}</span> limited</p>
+{{if .Ceilings}}<ul class="ceilings">{{range .Ceilings}}<li>{{.Limit}} allows <b>{{.Rate}}</b>: {{.How}}</li>{{end}}</ul>{{end}}
+{{if .Fix}}<p class="fix">What to do: {{.Fix}}</p>{{end}}
+{{if .Predicted}}<p class="predicted">Predicted after the fix: <b>{{.Predicted}}</b></p>{{end}}
+{{range .Others}}<p class="note">{{.}}</p>{{end}}
+</div>{{end}}</div>
+{{range .VerdictTables}}{{template "table" .}}{{end}}
+{{if .VerdictGraph}}<div class="dir verdict-graph"><div class="graph" id="{{.VerdictGraph.ID}}" data-kind="{{.VerdictGraph.Kind}}"></div></div>{{end}}
+</section>{{end}}
 <p class="help">Graphs: mouse wheel zooms time, drag pans, double-click resets (keys: + and - zoom, arrows pan, 0 resets); the buttons jump to a window around the view's centre; click a legend entry to hide it. Graphs of one direction zoom together.</p>
 <noscript><p class="warn">JavaScript is off: the tables are complete, the graphs need scripts (inline, no network).</p></noscript>
-</header>
 <div class="sections cols{{.Columns}}">
 {{range .Sections}}<section>
 <h2>{{.Title}}</h2>
+{{if or .Tables .Capture}}<details class="fold"><summary>settings and measurements</summary>
 {{range .Tables}}{{template "table" .}}{{end}}
 {{if .Capture}}<table class="kv"><caption>capture</caption>
 {{range .Capture}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>
 {{end}}</table>{{end}}
+</details>{{end}}
 {{range .Warnings}}<p class="warn">warning: {{.}}</p>
 {{end}}
 {{if .Overview}}<div class="scroll"><table class="overview"><caption>connections</caption>
@@ -91,7 +104,7 @@ const WANLAB_GRAPHS = {{.Data}};
 </div>
 {{end}}</div>
 {{end}}
-{{define "stats"}}<details open><summary>statistics per direction (JSON field names)</summary>
+{{define "stats"}}<details><summary>statistics per direction (JSON field names)</summary>
 <table class="stats"><tr><th>field</th><th>client → server</th><th>server → client</th></tr>
 {{range .Stats}}<tr><th>{{.Field}}</th><td>{{.C2S}}</td><td>{{.S2C}}</td></tr>
 {{end}}</table></details>
