@@ -58,8 +58,13 @@ func Open(name string) (netns.NsHandle, error) {
 }
 
 // Delete removes a named namespace. A namespace that does not exist is not
-// an error, so Delete is safe in cleanup paths.
+// an error, so Delete is safe in cleanup paths. The processes left inside
+// it are stopped first (SIGTERM, then SIGKILL after two seconds): kept
+// alive by them, it would outlive its name, unreachable.
 func Delete(name string) error {
+	if _, err := stopProcesses(name); err != nil {
+		return fmt.Errorf("netns %s: stop its processes: %w", name, err)
+	}
 	err := netns.DeleteNamed(name)
 	if errors.Is(err, syscall.EINVAL) && Exists(name) {
 		// Not a mount point: an earlier Delete unmounted it and could not

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package nsrun
+
+func stopProcesses(string) (int, error) { return 0, nil }
