@@ -749,6 +749,7 @@ func (c *Connection) finish(a *Analyzer) {
 		}
 		st.RTTTrackOverflow = d.q.overflow
 		st.TurnTotalMs = float64(d.turnNs) / 1e6
+		periods := d.rounds.periodList(d.roundTrip(c.hsRTT)) // closes the last round
 		st.Ramp = d.rounds.ramp()
 		finishIdle(c, d, st, i)
 		finishQueue(d, st)
@@ -758,7 +759,7 @@ func (c *Connection) finish(a *Analyzer) {
 		if ser == nil {
 			ser = a.emptySeries()
 		}
-		c.Directions[i] = &Direction{From: from, To: to, DirectionStats: *st, Series: ser, periods: d.rounds.periodList(c.hsRTT)}
+		c.Directions[i] = &Direction{From: from, To: to, DirectionStats: *st, Series: ser, periods: periods}
 	}
 	if a.opts.OnFinish == nil {
 		diagnoseWanted(c, a.opts.Wanted, a.opts.windowRatio()) // else just before OnFinish (see emitFinished)

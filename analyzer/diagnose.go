@@ -144,6 +144,11 @@ const (
 	// bottleneck keeps a queue there; one paced below it keeps none.
 	standingQueueMs    = 2.0
 	standingQueueShare = 0.25
+	// busyQueueShare: a queue that reached half the round trip at times
+	// counts as a bottleneck the transfer filled where it held in at
+	// least half the samples, the median this share of the minimum above
+	// it (a queue now and then is a burst's, or a busy host's).
+	busyQueueShare = 0.1
 	// windowReached: a round carrying this share of the receiver's window
 	// reached it (the window, not the ramp, held it).
 	windowReached = 0.8
@@ -153,6 +158,9 @@ const (
 	// burstPauseShare: near the receiver, a window-limited flight arrives
 	// as bursts with silences of a large share of each round trip.
 	burstPauseShare = 0.5
+	// windowRoundsShare: rounds filling the offered window on at least
+	// this share of the round trips is a receive-window limit.
+	windowRoundsShare = 0.5
 	// appBursts: bursts enough to judge who released them; ackClockedShare:
 	// under this share released by ACKs, the application released them.
 	appBursts       = 8
@@ -388,17 +396,17 @@ func diagnoseLimit(name string, d, peer *Direction, c *Connection, wr WindowRati
 		}
 
 	// A bottleneck the transfer filled: a queue at the median, or one that
-	// reached half the round trip at times (a buffer filled) while the
-	// bottleneck stayed busy: near the receiver data arriving without
-	// pauses or rounds held at the rate's share of a round trip, near the
-	// sender a flight of at least the path's bandwidth-delay product. A rate averaged below a bottleneck it never
+	// reached half the round trip at times (a buffer filled) and held in
+	// most samples; near the receiver without reordering (a jitter
+	// spreads the round trips too), near the sender with a flight of at
+	// least the path's bandwidth-delay product. A rate averaged below a bottleneck it never
 	// filled leaves no queue.
 	case rttMin > 0 && rttMed >= queueRTTFactor*rttMin+0.002 && flight > 1.3*rate*rttMin,
 		rttMin > 0 && transfer >= 10*rttMin*1e3 &&
 			(d.QueueDelayP50Ms >= max(standingQueueMs, standingQueueShare*rttMin*1e3) ||
-				(d.QueueRTTSource != "" && d.QueueDelayMs >= max(bufferbloatMs, 0.5*rttMin*1e3))) &&
-			((d.CapturedNear == "receiver" && (d.PauseShare < saturatedPauseShare || rp.Flat >= plateauRounds) &&
-				float64(d.OutOfOrderPackets) < reorderShare*float64(d.DataPackets)) ||
+				(d.QueueRTTSource != "" && d.QueueDelayMs >= max(bufferbloatMs, 0.5*rttMin*1e3) &&
+					d.QueueDelayP50Ms >= busyQueueShare*rttMin*1e3)) &&
+			((d.CapturedNear == "receiver" && float64(reordered(d)) < reorderShare*float64(d.DataPackets)) ||
 				(d.CapturedNear == "sender" && float64(d.P50InFlightBytes) >= rate*rttMin)):
 		dg.Limit = LimitBandwidth
 		q := (rttMed - rttMin) * rate
@@ -416,8 +424,11 @@ func diagnoseLimit(name string, d, peer *Direction, c *Connection, wr WindowRati
 
 	case windowKnown && d.CapturedNear != "receiver" && (d.WindowLimitedShare >= windowLimitedShare || (d.DataPackets > 0 && float64(d.WindowFull)/float64(d.DataPackets) >= 0.1)),
 		windowKnown && rttMin > 0 && peerWin > 0 && rate >= windowRateShare*peerWin/rttMin,
-		// The rounds reached the window and held there.
-		windowKnown && peerWin > 0 && rp.Flat >= plateauRounds && float64(rp.PeakBytes) >= windowReached*peerWin:
+		// The rounds reached the window and held there, or most of them
+		// filled the window offered while they ran (a window still
+		// growing with the receiver's buffer: the flight followed it).
+		windowKnown && peerWin > 0 && rp.Flat >= plateauRounds && float64(rp.PlateauBytes) >= windowReached*peerWin,
+		windowKnown && rp.ClassedRounds >= plateauRounds && float64(rp.WindowRounds) >= windowRoundsShare*float64(rp.ClassedRounds):
 		dg.Limit = LimitReceiveWindow
 		if d.CapturedNear == "receiver" {
 			ev("the rate is %.0f %% of what the receive window %s advertised allows per RTT", af(100*rate*rttMin/peerWin), receiver)
@@ -457,11 +468,11 @@ func diagnoseLimit(name string, d, peer *Direction, c *Connection, wr WindowRati
 	case windowKnown && peerWin > 0 && lossP < lossMinRate &&
 		(d.CapturedNear != "receiver" || d.ResentPackets+d.GapFills == 0) &&
 		float64(peer.SACKPackets) <= float64(d.ResentPackets+d.GapFills+1)*maxFlight/max(mss, 1) &&
-		((rp.Rounds > 0 && !rp.Growing && rp.Flat >= plateauRounds && float64(rp.PeakBytes) < windowReached*peerWin) ||
+		((rp.Rounds > 0 && !rp.Growing && rp.Flat >= plateauRounds && float64(rp.PlateauBytes) < windowReached*peerWin) ||
 			(rp.Rounds == 0 && flight > 0 && flight <= sndbufShare*peerWin && maxFlight <= 1.5*flight+2*mss)) &&
 		(d.CapturedNear != "receiver" || (d.PauseShare >= burstPauseShare && rp.Flat >= 2*plateauRounds)):
 		if rp.Rounds > 0 {
-			flight, maxFlight = float64(rp.PeakBytes), float64(rp.PeakBytes)
+			flight, maxFlight = float64(rp.PlateauBytes), float64(rp.PlateauBytes)
 		}
 		dg.Limit = LimitSendBuffer
 		ev("bytes in flight stayed near %s (median; max %s), only %.0f %% of the %s window %s offered, without loss",
@@ -618,10 +629,17 @@ func ceilings(dg *Diagnosis, d, peer *Direction) []Ceiling {
 	case LimitBandwidth:
 		out = append(out, Ceiling{Limit: LimitBandwidth, Bps: dg.RateBps, How: "the bottleneck's rate: the rate it delivered while its queue held"})
 	case LimitSendBuffer:
-		if f := float64(d.Ramp.PeakBytes); f > 0 {
+		if f := float64(d.Ramp.PlateauBytes); f > 0 {
 			out = append(out, Ceiling{Limit: LimitSendBuffer, Bps: 8 * f / rtt,
 				How: sprintf("the flight the sender held / RTT = %s / %.3g ms", asz(f), af(rtt*1e3))})
 		}
 	}
 	return out
+}
+
+// reordered estimates the segments that arrived out of order without
+// being sent again: Wireshark's out-of-order flag also marks the re-sends
+// that fill holes near the receiver.
+func reordered(d *Direction) int {
+	return max(0, d.OutOfOrderPackets-d.GapFills-d.ResentPackets)
 }

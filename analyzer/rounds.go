@@ -1,5 +1,10 @@
 package analyzer
 
+import (
+	"math"
+	"slices"
+)
+
 // Rounds: the data a direction carried in each of its round trips, the
 // view T-RAT (Zhang et al., SIGCOMM 2002) classes a transfer from. A round
 // is one handshake RTT of the capture's clock starting with a data
@@ -27,16 +32,21 @@ type roundLog struct {
 	curResent          bool
 	curWin             int64 // the largest window the receiver offered during it
 	curStart           int64 // when it started (ns, the capture's clock)
-	lossSeen           bool
-	periods            [maxPeriods]period
-	nper               int
+	first              int64 // the first data segment's time
+	// rounds counts the rounds closed, windowRounds those that filled
+	// the receiver's window.
+	rounds, windowRounds int64
+	lossSeen             bool
+	periods              [maxPeriods]period
+	nper                 int
 }
 
-// A period is a run of rounds of one class.
+// A period is a run of rounds of one class, from start to end (ns, the
+// capture's clock).
 type period struct {
-	class  roundClass
-	start  int32 // first round
-	rounds int32
+	class      roundClass
+	rounds     int32
+	start, end int64
 }
 
 // roundClass is what one round shows by itself.
@@ -66,7 +76,7 @@ func (r *roundLog) add(t, first, rtt, newBytes int64, resent bool) {
 		return
 	}
 	if !r.started {
-		r.started, r.last, r.curStart = true, -1, first
+		r.started, r.last, r.curStart, r.first = true, -1, first, first
 	}
 	// Rounds float with the data: a round starts with the first segment
 	// one round trip or more after the round before started, so a flight
@@ -74,7 +84,7 @@ func (r *roundLog) add(t, first, rtt, newBytes int64, resent bool) {
 	// round trips leaves k-1 empty rounds.
 	if d := t - r.curStart; d >= rtt {
 		next := r.cur + d/rtt
-		r.close(next, resent)
+		r.close(next, resent, t, rtt)
 		r.curStart = t
 	}
 	i := r.cur
@@ -104,10 +114,23 @@ type Ramp struct {
 	// Growing: the transfer ended while the rounds still grew (the peak
 	// among the last full rounds), with nothing re-sent before it.
 	Growing bool `json:"still_growing"`
-	// Flat is the number of rounds after the peak's first reach that
-	// stayed within a quarter of it: a plateau.
-	Flat int `json:"plateau_rounds"`
+	// Flat is the length of the longest run of consecutive full rounds
+	// after the first that stayed within a quarter of the run's first: a
+	// plateau, whatever its level (a window reached, a buffer held, a
+	// bottleneck's rate after slow start's overshoot), and PlateauBytes
+	// its median round.
+	Flat         int   `json:"plateau_rounds"`
+	PlateauBytes int64 `json:"plateau_bytes"`
+	// WindowRounds of ClassedRounds round trips (all of them, not only
+	// the first 32) carried 80 % or more of the window the receiver
+	// offered during them: held by the receive window.
+	WindowRounds  int `json:"window_rounds"`
+	ClassedRounds int `json:"classed_rounds"`
 }
+
+// plateauSpread is how far a plateau's rounds stray from its first: a
+// quarter, as a window's flight varies against the rounds' boundaries.
+const plateauSpread = 0.25
 
 // rampGrowth is the share of the peak a round must reach to count as at
 // the peak: rounds of an ACK-clocked flight vary by a segment or two
@@ -120,7 +143,7 @@ func (r *roundLog) ramp() Ramp {
 		return Ramp{}
 	}
 	n := int(r.last) + 1
-	rp := Ramp{Rounds: n, InitialBytes: int64(r.bytes[0])}
+	rp := Ramp{Rounds: n, InitialBytes: int64(r.bytes[0]), WindowRounds: int(r.windowRounds), ClassedRounds: int(r.rounds)}
 	full := min(n, maxRounds)
 	if n > 1 && n <= maxRounds {
 		full = n - 1 // the last round is partial: the data ran out in it
@@ -138,16 +161,47 @@ func (r *roundLog) ramp() Ramp {
 			}
 		}
 	}
-	if first >= 0 {
-		for i := first + 1; i < full; i++ {
-			if float64(r.bytes[i]) >= 0.75*float64(rp.PeakBytes) {
-				rp.Flat++
-			}
+	// The longest plateau, over single rounds and, where a flight comes
+	// in two bursts a round trip apart (a window drained by alternating
+	// ACKs: 52 and 13 KB by turns for a 64 KiB flight), over pairs of
+	// rounds: the flight per round trip is what holds flat.
+	var pairs [maxRounds / 2]uint32
+	for k := range min(full/2, len(pairs)) {
+		pairs[k] = r.bytes[2*k] + r.bytes[2*k+1]
+	}
+	rp.Flat, rp.PlateauBytes = plateau(r.bytes[1:full], 1)
+	if rp.Flat < plateauRounds {
+		if f, b := plateau(pairs[1:max(full/2, 1)], 2); f > rp.Flat {
+			rp.Flat, rp.PlateauBytes = f, b
 		}
 	}
 	resentBefore := r.resent & (1<<uint(max(first, 0)+1) - 1)
 	rp.Growing = n <= maxRounds && first >= full-2 && resentBefore == 0
 	return rp
+}
+
+// plateau finds the longest run of values (each the bytes of per rounds)
+// that stay within plateauSpread of the run's first, and returns the
+// rounds after the first it spans and its median per round (32 values at
+// most: a few hundred comparisons).
+func plateau(v []uint32, per int) (rounds int, perRound int64) {
+	for i := range v {
+		base := float64(v[i])
+		if base == 0 {
+			continue
+		}
+		j := i + 1
+		for j < len(v) && math.Abs(float64(v[j])-base) <= plateauSpread*base {
+			j++
+		}
+		if run := (j - i - 1) * per; run > rounds {
+			rounds = run
+			m := slices.Clone(v[i:j])
+			slices.Sort(m)
+			perRound = int64(m[len(m)/2]) / int64(per)
+		}
+	}
+	return rounds, perRound
 }
 
 // window records a window the receiver offered (bytes).
@@ -156,7 +210,7 @@ func (r *roundLog) window(w int64) { r.curWin = max(r.curWin, w) }
 // close ends the round being filled and any empty ones up to round next
 // (whose first segment re-sent data if resentNext: the empty rounds were
 // the wait for a retransmission timeout, not the application's).
-func (r *roundLog) close(next int64, resentNext bool) {
+func (r *roundLog) close(next int64, resentNext bool, nextT, rtt int64) {
 	c := roundSteady
 	switch {
 	case r.curResent:
@@ -169,13 +223,19 @@ func (r *roundLog) close(next int64, resentNext bool) {
 		c = roundGrowing
 	}
 	r.lossSeen = r.lossSeen || r.curResent
-	r.push(c, r.cur, 1)
+	if c == roundWindow {
+		r.windowRounds++
+	}
+	r.rounds++
+	end := min(r.curStart+rtt, nextT)
+	r.push(c, 1, r.curStart, end)
 	if empty := next - r.cur - 1; empty > 0 {
 		c = roundIdle
 		if resentNext {
 			c = roundLoss
 		}
-		r.push(c, r.cur+1, empty)
+		r.rounds += empty
+		r.push(c, empty, end, nextT)
 	}
 	if r.curBytes > 0 {
 		r.prevSent = r.curBytes
@@ -183,16 +243,17 @@ func (r *roundLog) close(next int64, resentNext bool) {
 	r.cur, r.curBytes, r.curResent, r.curWin = next, 0, false, 0
 }
 
-// push appends n rounds of class c starting at round start.
-func (r *roundLog) push(c roundClass, start, n int64) {
+// push appends n rounds of class c from time start to end (ns).
+func (r *roundLog) push(c roundClass, n, start, end int64) {
 	if r.nper > 0 {
 		p := &r.periods[r.nper-1]
 		if p.class == c || r.nper == maxPeriods {
 			p.rounds = int32(min(int64(p.rounds)+n, 1<<30))
+			p.end = end
 			return
 		}
 	}
-	r.periods[r.nper] = period{class: c, start: int32(min(start, 1<<30)), rounds: int32(min(n, 1<<30))}
+	r.periods[r.nper] = period{class: c, rounds: int32(min(n, 1<<30)), start: start, end: end}
 	r.nper++
 }
 
@@ -220,15 +281,15 @@ func (r *roundLog) periodList(rtt int64) []Period {
 		return nil
 	}
 	if r.curBytes > 0 || r.curResent {
-		r.close(r.cur+1, false)
+		r.close(r.cur+1, false, r.curStart+rtt, rtt)
 	}
 	if r.nper < 2 {
 		return nil
 	}
 	out := make([]Period, 0, r.nper)
 	for _, p := range r.periods[:r.nper] {
-		out = append(out, Period{Limit: p.class.limit(), StartMs: float64(p.start) * float64(rtt) / 1e6,
-			EndMs: float64(int64(p.start)+int64(p.rounds)) * float64(rtt) / 1e6, Rounds: int(p.rounds)})
+		out = append(out, Period{Limit: p.class.limit(), StartMs: float64(p.start-r.first) / 1e6,
+			EndMs: float64(p.end-r.first) / 1e6, Rounds: int(p.rounds)})
 	}
 	return out
 }

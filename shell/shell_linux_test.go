@@ -181,6 +181,13 @@ func killShell(t *testing.T, nested bool) {
 		t.Fatalf("wanlab cleanup: %v", err)
 	}
 	w.RequireState(t, before, "host not restored by wanlab cleanup after SIGKILL")
+	// The command the killed shell ran ended with its namespace, not left
+	// running in a detached one (a zombie waiting for its new parent
+	// counts as ended).
+	testenv.WaitFor(t, "the killed shell's command to end with its namespace", func() bool {
+		f, err := hostfile.ProcStat(strconv.Itoa(child))
+		return err != nil || f[0] == "Z"
+	})
 }
 
 // TestProxySetInsideShell: the command changes its own link with `wanlab
