@@ -51,7 +51,7 @@ func runApp(ctx context.Context, args ...string) (string, error, int) {
 	app := newApp()
 	var out bytes.Buffer
 	app.Writer, app.ErrWriter = &out, &out
-	err := app.RunContext(ctx, append([]string{"wanlab"}, args...))
+	err := runCommandLine(ctx, app, append([]string{"wanlab"}, args...))
 	code := 0
 	if err != nil {
 		code = exitCode(err)
