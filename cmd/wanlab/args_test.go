@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -148,6 +150,13 @@ func TestExitCodes(t *testing.T) {
 		if code != exitUsage || stdout != "" || lines[0] != c.first || len(lines) < 2 || !strings.HasPrefix(lines[1], "usage: ") {
 			t.Errorf("wanlab %q: exit %d, want 2\nstdout %q\nstderr %q\nwant first line %q", c.args, code, stdout, stderr, c.first)
 		}
+	}
+	// The issue's own case: the report flag after the file.
+	report := filepath.Join(t.TempDir(), "r.html")
+	if _, stderr, code := runSplit(t, "analyze", analyzeCapture, "--report", report); code != exitOK {
+		t.Errorf("wanlab analyze FILE --report r.html: exit %d: %s", code, stderr)
+	} else if fi, err := os.Stat(report); err != nil || fi.Size() == 0 {
+		t.Errorf("wanlab analyze FILE --report r.html: no report: %v", err)
 	}
 	if stdout, stderr, code := runSplit(t, "help", "analyze"); code != exitOK || stderr != "" || !strings.Contains(stdout, "wanlab analyze") {
 		t.Errorf("wanlab help analyze: exit %d\nstdout %q\nstderr %q", code, stdout, stderr)
