@@ -62,12 +62,22 @@ func reorderLevel(c *cli.Command, path string, tokens []string) ([]string, error
 	takesValue := flagValues(c.Flags)
 	program, isCommandLine := commandLines[path]
 	var front, positional []string
+	help := false
+	// finish puts the flags in front; with --help only them: urfave/cli
+	// would take an argument for a help topic ("FILE --help" is help).
+	finish := func(rest []string) []string {
+		if help {
+			return front
+		}
+		return concat(front, positional, rest)
+	}
 	for i := 0; i < len(tokens); i++ {
 		tok := tokens[i]
 		if tok == endOfFlags {
-			return concat(front, positional, tokens[i:]), nil
+			return finish(tokens[i:]), nil
 		}
 		if name, ok := flagName(tok); ok {
+			help = help || isHelpFlag(name)
 			switch {
 			case !takesValue[name] || strings.Contains(tok, "="):
 				front = append(front, tok)
@@ -90,11 +100,21 @@ func reorderLevel(c *cli.Command, path string, tokens []string) ([]string, error
 			}
 		}
 		if isCommandLine && len(positional) >= program {
-			return concat(front, positional, tokens[i:]), nil
+			return finish(tokens[i:]), nil
 		}
 		positional = append(positional, tok)
 	}
-	return concat(front, positional), nil
+	return finish(nil), nil
+}
+
+// isHelpFlag says whether name is one of the help flag's names.
+func isHelpFlag(name string) bool {
+	for _, n := range cli.HelpFlag.Names() {
+		if n == name {
+			return true
+		}
+	}
+	return false
 }
 
 // flagName is the name in a flag token ("-n", "--name", "--name=v"), and

@@ -76,6 +76,9 @@ func TestFlagsAfterArguments(t *testing.T) {
 			args := []string{"ARG", "ARG2"}[:fixed]
 			for _, f := range lc.cmd.Flags {
 				name = f.Names()[0]
+				if isHelpFlag(name) { // urfave/cli's, added at run time
+					continue
+				}
 				tokens := []string{"--" + name}
 				if d, ok := f.(cli.DocGenerationFlag); ok && d.TakesValue() {
 					tokens = append(tokens, flagValue(f))
@@ -98,9 +101,10 @@ func TestFlagsAfterArguments(t *testing.T) {
 	}
 }
 
-// TestUsageErrorEveryCommand: an unknown flag on any command exits 2 with
-// one line naming it and the usage on standard error, nothing on standard
-// output; --help prints on standard output and exits 0.
+// TestUsageErrorEveryCommand: an unknown flag on any command, after its
+// arguments, exits 2 with one line naming it and the usage on standard
+// error, nothing on standard output; --help prints on standard output and
+// exits 0.
 func TestUsageErrorEveryCommand(t *testing.T) {
 	for _, lc := range appCommands() {
 		path := strings.Fields(lc.path)
@@ -116,9 +120,10 @@ func TestUsageErrorEveryCommand(t *testing.T) {
 			lines[0] != "wanlab: "+lc.path+": unknown flag --no-such-flag" || !strings.HasPrefix(lines[1], "usage: ") {
 			t.Errorf("wanlab %s %v --no-such-flag: exit %d\nstdout %q\nstderr %q", lc.path, args, code, stdout, stderr)
 		}
-		stdout, stderr, code = runSplit(t, append(path, "--help")...)
+		// After the arguments too: "FILE --help" is help, not a topic.
+		stdout, stderr, code = runSplit(t, concat(path, args, []string{"--help"})...)
 		if code != exitOK || stderr != "" || !strings.Contains(stdout, "wanlab "+lc.path) {
-			t.Errorf("wanlab %s --help: exit %d\nstdout %q\nstderr %q", lc.path, code, stdout, stderr)
+			t.Errorf("wanlab %s ARG --help: exit %d\nstdout %q\nstderr %q", lc.path, code, stdout, stderr)
 		}
 	}
 }
@@ -224,6 +229,10 @@ func TestReorderArgs(t *testing.T) {
 		{"kernel apply delay 10ms --iface eth1", "kernel apply --iface eth1 delay 10ms"},
 		{"analyze FILE --generate-bash-completion", "analyze FILE --generate-bash-completion"},
 		{"vm uml-exec -- --foo x", "vm uml-exec -- --foo x"},
+		{"analyze FILE --help", "analyze --help"},
+		{"fit FILE -h --json", "fit -h --json"},
+		{"shell --help -- curl", "shell --help"},
+		{"proxy --help set", "proxy --help set"},
 	} {
 		out, err := reorderArgs(app, append([]string{"wanlab"}, strings.Fields(c.in)...))
 		if err != nil {
