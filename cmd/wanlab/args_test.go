@@ -122,7 +122,7 @@ func TestUsageErrorEveryCommand(t *testing.T) {
 		}
 		// After the arguments too: "FILE --help" is help, not a topic.
 		stdout, stderr, code = runSplit(t, concat(path, args, []string{"--help"})...)
-		if code != exitOK || stderr != "" || !strings.Contains(stdout, "wanlab "+lc.path) {
+		if code != exitOK || stderr != "" || !strings.Contains(stdout, "NAME:\n   wanlab "+lc.path+" - ") {
 			t.Errorf("wanlab %s ARG --help: exit %d\nstdout %q\nstderr %q", lc.path, code, stdout, stderr)
 		}
 	}

@@ -41,6 +41,12 @@ var prepareOnce sync.Once
 func newApp() *cli.App {
 	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
 	prepareOnce.Do(func() { walkCommands(commands, "", prepareCommand) })
+	// urfave/cli prefixes a command's HelpName with the app's each time an
+	// app is set up: a second app in one process (tests) would show
+	// "wanlab wanlab analyze".
+	for _, c := range commands {
+		c.HelpName = ""
+	}
 	app := &cli.App{
 		Name:  "wanlab",
 		Usage: "impair, capture, analyze and tune TCP paths on one machine",

@@ -111,7 +111,6 @@ func walkCommands(cmds []*cli.Command, parent string, fn func(c *cli.Command, pa
 func prepareCommand(c *cli.Command, path string) {
 	usage := synopsis(c, path)
 	fail := func(err error) error { return &commandUsageError{err: err, path: path, usage: usage} }
-	c.HelpName = "wanlab " + path
 	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
 		return fail(fmt.Errorf("%s: %s", path, flagMessage(err)))
 	}
