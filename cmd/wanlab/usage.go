@@ -16,8 +16,8 @@ import (
 // exits 2 with one line naming what is wrong, then the command's usage, on
 // standard error; --help prints on standard output and exits 0. urfave/cli
 // prints the whole help on standard output after a bad flag, exits 3 for an
-// unknown help topic and 1 for a missing required flag; prepareCommands
-// replaces those paths.
+// unknown help topic and 1 for a missing required flag; prepareApp and
+// prepareCommand replace those paths.
 
 // commandUsageError is a usage error of one command: reportExit prints that
 // command's usage under the error's line.
@@ -108,6 +108,9 @@ func walkCommands(cmds []*cli.Command, parent string, fn func(c *cli.Command, pa
 	}
 }
 
+// prepareCommand makes c's flag errors, missing required flags and the
+// usage errors its action returns carry c's usage, and gives a command
+// that only groups subcommands an action naming a missing or unknown one.
 func prepareCommand(c *cli.Command, path string) {
 	usage := synopsis(c, path)
 	fail := func(err error) error { return &commandUsageError{err: err, path: path, usage: usage} }
