@@ -77,7 +77,7 @@ func init() {
 					if err != nil {
 						return usageError(fmt.Errorf("kernel apply: %w", err))
 					}
-					printWarnings(cc.App.ErrWriter, engine.WarningsOfClasses(im.Classes))
+					printWarnings(cc.App.ErrWriter, append(engine.WarningsOfClasses(im.Classes), engine.DelayLimitWarningsOfClasses(im.Classes)...))
 					if err := kernel.Apply(t, im); err != nil {
 						return kernelError("apply", err)
 					}
