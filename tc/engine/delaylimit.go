@@ -104,6 +104,9 @@ func DelayLimitWarnings(s *spec.Spec, load OfferedLoad) []string {
 // carrying cs: each leaf under LinkLoad with its class's ceil.
 func DelayLimitWarningsOfClasses(cs *spec.Classes) []string {
 	if s, plain := cs.Pipeline(); plain {
+		if s == nil { // no impairment
+			return nil
+		}
 		return DelayLimitWarnings(s, LinkLoad(s, 0))
 	}
 	var w []string

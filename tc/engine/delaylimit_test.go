@@ -52,3 +52,39 @@ func linkLoad(t *testing.T, text string) OfferedLoad {
 	}
 	return LinkLoad(s, 0)
 }
+
+// TestDelayLimitWarningsOfClasses: a direction without an impairment has
+// nothing to warn of; an htb leaf's ceil is the rate its delay is offered.
+func TestDelayLimitWarningsOfClasses(t *testing.T) {
+	empty, err := spec.ParseImpairment("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := DelayLimitWarningsOfClasses(empty.Classes); len(w) != 0 {
+		t.Fatalf("empty spec: %q", w)
+	}
+	plain, err := spec.ParseImpairment("delay 20ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := DelayLimitWarningsOfClasses(plain.Classes); len(w) != 1 || !strings.Contains(w[0], "write 'limit 1667'") {
+		t.Fatalf("delay 20ms: %q", w)
+	}
+	// At the leaf's 10mbit ceil, 833 packets/s: 300 ms holds 250.
+	for _, c := range []struct {
+		text  string
+		warns bool
+	}{
+		{"htb default 2; class 1:1 htb rate 10mbit; class 1:2 parent 1:1 htb rate 5mbit ceil 10mbit; leaf 1:2 delay 300ms", false},
+		{"htb default 2; class 1:1 htb rate 10mbit; class 1:2 parent 1:1 htb rate 5mbit ceil 10mbit; leaf 1:2 delay 300ms limit 200", true},
+	} {
+		tree, err := spec.ParseImpairment(c.text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := DelayLimitWarningsOfClasses(tree.Classes)
+		if c.warns != (len(w) == 1 && strings.HasPrefix(w[0], "leaf 1:2: delay 300ms") && strings.Contains(w[0], "htb ceil 10mbit")) || !c.warns && len(w) != 0 {
+			t.Errorf("%s: %q", c.text, w)
+		}
+	}
+}
