@@ -49,6 +49,7 @@ func init() {
 			&cli.StringSliceFlag{Name: "decode-as", Usage: "decode a UDP port as a tunnel, as Wireshark's -d: `udp.port=PORT,vxlan` or udp.port=PORT,geneve (repeatable)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the run to `FILE` (go tool pprof)", Hidden: true},
 		}, plotFlags()...),
+		Args:   true,
 		Action: runAnalyze,
 	})
 }

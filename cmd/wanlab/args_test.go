@@ -61,12 +61,15 @@ func TestFlagsAfterArguments(t *testing.T) {
 			var gotArgs []string
 			var set bool
 			var name string
-			saved := lc.cmd.Action
+			// The action records what it got; the checks before it
+			// (required flags, arity) have tests of their own.
+			saved, savedBefore := lc.cmd.Action, lc.cmd.Before
 			lc.cmd.Action = func(cc *cli.Context) error {
 				gotArgs, set = cc.Args().Slice(), cc.IsSet(name)
 				return nil
 			}
-			t.Cleanup(func() { lc.cmd.Action = saved })
+			lc.cmd.Before = nil
+			t.Cleanup(func() { lc.cmd.Action, lc.cmd.Before = saved, savedBefore })
 			// A command that runs a program (shell, vm run, lab exec) takes
 			// its own fixed arguments first; the program comes after "--".
 			fixed := 1
@@ -128,6 +131,27 @@ func TestUsageErrorEveryCommand(t *testing.T) {
 	}
 }
 
+// TestExtraArgument: every command that takes no argument (Args unset)
+// refuses one with exit 2 before its action runs, the usage on standard
+// error; a command is covered by being registered.
+func TestExtraArgument(t *testing.T) {
+	for _, lc := range appCommands() {
+		if lc.cmd.Args || len(lc.cmd.Subcommands) > 0 {
+			continue
+		}
+		ran := false
+		saved := lc.cmd.Action
+		lc.cmd.Action = func(*cli.Context) error { ran = true; return nil }
+		stdout, stderr, code := runSplit(t, append(strings.Fields(lc.path), "EXTRA")...)
+		lc.cmd.Action = saved
+		lines := strings.Split(stderr, "\n")
+		if ran || code != exitUsage || stdout != "" || !strings.HasPrefix(lines[0], "wanlab: "+lc.path+": ") ||
+			len(lines) < 2 || !strings.HasPrefix(lines[1], "usage: ") {
+			t.Errorf("wanlab %s EXTRA: ran %v, exit %d\nstdout %q\nstderr %q", lc.path, ran, code, stdout, stderr)
+		}
+	}
+}
+
 // TestExitCodes: each kind of usage error exits 2 with its one line first
 // and the usage under it, on standard error only.
 func TestExitCodes(t *testing.T) {
@@ -148,7 +172,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"fit", analyzeCapture, "--window-ratio", "2"}, "wanlab: fit: --window-ratio 2: want a share between 0 and 1"},
 		{[]string{"simulate", "--spec", "dela 20ms"}, `wanlab: simulate: --spec: unknown keyword "dela" at position 1`},
 		{[]string{"trace", "constant", "--duration", "1s"}, "wanlab: trace constant: --rate is required"},
-		{[]string{"simulate", "--spec", "delay 1ms", "extra"}, `wanlab: simulate: unexpected argument "extra" (quote the spec and pass it with --spec)`},
+		{[]string{"simulate", "--spec", "delay 1ms", "extra"}, `wanlab: simulate: unexpected argument "extra" (this command takes flags only)`},
 	} {
 		stdout, stderr, code := runSplit(t, c.args...)
 		lines := strings.Split(stderr, "\n")

@@ -35,6 +35,7 @@ func init() {
 			&cli.BoolFlag{Name: "json", Usage: "print the fit as JSON"},
 			&cli.Float64Flag{Name: "window-ratio", Usage: "share of the receive buffer the receiver's kernel offers as window (default 0.5, Linux's)"},
 		},
+		Args:   true,
 		Action: runFit,
 	})
 }

@@ -59,6 +59,7 @@ func init() {
 				Usage:     "replace IFACE's root qdisc with SPEC's netem/tbf chain",
 				UsageText: "wanlab kernel apply --iface IFACE [--netns NS] SPEC",
 				Flags:     target,
+				Args:      true,
 				Action: func(cc *cli.Context) error {
 					t, err := kernelTarget(cc, "apply")
 					if err != nil {

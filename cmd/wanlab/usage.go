@@ -108,9 +108,10 @@ func walkCommands(cmds []*cli.Command, parent string, fn func(c *cli.Command, pa
 	}
 }
 
-// prepareCommand makes c's flag errors, missing required flags and the
-// usage errors its action returns carry c's usage, and gives a command
-// that only groups subcommands an action naming a missing or unknown one.
+// prepareCommand makes c's flag errors, missing required flags, an
+// argument it does not take (c.Args false) and the usage errors its
+// action returns carry c's usage, and gives a command that only groups
+// subcommands an action naming a missing or unknown one.
 func prepareCommand(c *cli.Command, path string) {
 	usage := synopsis(c, path)
 	fail := func(err error) error { return &commandUsageError{err: err, path: path, usage: usage} }
@@ -131,12 +132,25 @@ func prepareCommand(c *cli.Command, path string) {
 	if action == nil {
 		return
 	}
-	c.Action = func(cc *cli.Context) error {
+	// Checked before the action runs: required flags, and no argument
+	// where the command takes none (Args unset, no subcommand to name).
+	before := c.Before
+	leaf := len(c.Subcommands) == 0 && !c.SkipFlagParsing
+	c.Before = func(cc *cli.Context) error {
 		for _, name := range required {
 			if !cc.IsSet(name) {
 				return fail(fmt.Errorf("%s: --%s is required", path, name))
 			}
 		}
+		if leaf && !c.Args && cc.NArg() > 0 {
+			return fail(fmt.Errorf("%s: unexpected argument %q (this command takes flags only)", path, cc.Args().First()))
+		}
+		if before != nil {
+			return before(cc)
+		}
+		return nil
+	}
+	c.Action = func(cc *cli.Context) error {
 		err := action(cc)
 		var cu *commandUsageError
 		if errors.Is(err, ErrUsage) && !errors.As(err, &cu) {
