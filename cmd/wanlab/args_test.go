@@ -172,6 +172,8 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"fit", analyzeCapture, "--window-ratio", "2"}, "wanlab: fit: --window-ratio 2: want a share between 0 and 1"},
 		{[]string{"simulate", "--spec", "dela 20ms"}, `wanlab: simulate: --spec: unknown keyword "dela" at position 1`},
 		{[]string{"trace", "constant", "--duration", "1s"}, "wanlab: trace constant: --rate is required"},
+		{[]string{"trace", "stats", "/nonexistent/lte.down"}, "wanlab: trace stats: open /nonexistent/lte.down: no such file or directory"},
+		{[]string{"analyze", "/nonexistent/x.pcap", "--json"}, "wanlab: analyze: stat /nonexistent/x.pcap: no such file or directory"},
 		{[]string{"simulate", "--spec", "delay 1ms", "extra"}, `wanlab: simulate: unexpected argument "extra" (this command takes flags only)`},
 	} {
 		stdout, stderr, code := runSplit(t, c.args...)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -222,6 +223,9 @@ func readTraceArg(cc *cli.Context) (*trace.Trace, string, error) {
 	}
 	path := cc.Args().First()
 	f, err := hostfile.OpenInput(path, hostfile.MaxTrace)
+	if errors.Is(err, os.ErrNotExist) { // a FILE the user named: bad input, exit 2
+		return nil, "", usageError(fmt.Errorf("%s: %w", name, err))
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", name, err)
 	}
