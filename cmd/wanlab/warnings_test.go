@@ -49,7 +49,7 @@ func TestSimulateWarnsOfADelaysLimit(t *testing.T) {
 // burst that works, and that burst runs.
 func TestTBFWithoutBurstSuggestsOne(t *testing.T) {
 	stdout, stderr, code := runSplit(t, "simulate", "--spec", "tbf rate 10mbit limit 100kb", "--packets", "100")
-	if code != exitUsage || stdout != "" || !strings.Contains(strings.Split(stderr, "\n")[0], "the smallest that works is burst 1514b") {
+	if code != exitUsage || stdout != "" || !strings.Contains(strings.Split(stderr, "\n")[0], "the smallest that works is 1514b") {
 		t.Fatalf("exit %d\nstdout %q\nstderr %q", code, stdout, stderr)
 	}
 	if _, stderr, code := runSplit(t, "simulate", "--spec", "tbf rate 10mbit burst 1514b limit 100kb", "--packets", "100"); code != exitOK {

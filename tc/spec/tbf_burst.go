@@ -29,11 +29,16 @@ func MinTBFBurst(rate units.Rate) units.Size {
 	return max(perTick, pschedMTU)
 }
 
-// burstHint is the text of a missing burst: the smallest one that works
-// at rate, and why.
-func burstHint(rate units.Rate) string {
-	return fmt.Sprintf("burst is required: at rate %s the smallest that works is burst %s "+
-		"(one %d-byte frame, and at least rate x the kernel's %v scheduler tick); "+
-		"a larger burst lets TCP keep the rate with fewer, larger bursts",
-		rate, MinTBFBurst(rate), uint64(pschedMTU), pschedTick)
+// burstHint is the text of b's missing burst: the smallest one that
+// works at its rate, why, and the stage with it when the rest is there.
+func burstHint(b *TBF) string {
+	smallest := MinTBFBurst(b.Rate)
+	h := fmt.Sprintf("burst is required: at rate %s the smallest that works is %s, one %d-byte frame "+
+		"(and at least rate x the kernel's %v scheduler tick)", b.Rate, smallest, uint64(pschedMTU), pschedTick)
+	if b.Limit != 0 || b.Latency != 0 {
+		fixed := *b
+		fixed.Burst = smallest
+		h += fmt.Sprintf(": '%s'", &fixed)
+	}
+	return h
 }

@@ -23,7 +23,7 @@ func TestMinTBFBurst(t *testing.T) {
 		}
 	}
 	_, err := Parse("tbf rate 10mbit limit 100kb")
-	if err == nil || !strings.Contains(err.Error(), "the smallest that works is burst 1514b") {
+	if err == nil || !strings.Contains(err.Error(), "the smallest that works is 1514b, one 1514-byte frame (and at least rate x the kernel's 64ns scheduler tick): 'tbf rate 10mbit burst 1514b limit 100kb'") {
 		t.Fatalf("missing burst: %v", err)
 	}
 	if _, err := Parse("tbf rate 10mbit burst 1514b limit 100kb"); err != nil {
