@@ -34,7 +34,8 @@ func newSetup(cs *spec.Classes) (*htb.Setup, error) {
 func (d *direction) specText() string { return d.classes.Load().String() }
 
 // specWarnings returns the warnings of d's spec in force: correlated
-// probabilities that realize far less than they say (engine.Warnings)
+// probabilities that realize far less than they say (engine.Warnings),
+// delays whose limit cannot hold the link's load (engine.DelayLimitWarnings)
 // and queues that could hold more than the memory budget
 // (engine.BudgetWarning), computed once per spec.
 func (d *direction) specWarnings() []string {
@@ -46,6 +47,7 @@ func (d *direction) specWarnings() []string {
 	}
 	cs := d.classes.Load()
 	w := engine.WarningsOfClasses(cs)
+	w = append(w, engine.DelayLimitWarningsOfClasses(cs)...)
 	capacity := engine.ClassesQueueCapacity(cs)
 	if d.budget != nil {
 		if bw := engine.BudgetWarning(capacity, d.budget.Limit()); bw != "" {

@@ -23,10 +23,10 @@ func init() {
 		Name:      "analyze",
 		Usage:     "explain the TCP connections in a pcap/pcapng capture",
 		ArgsUsage: "FILE (- for stdin)",
-		UsageText: "wanlab analyze [--format text|json|csv] [--flow SELECTOR] [--plots DIR] [--report FILE.html] FILE\n\n" +
+		UsageText: "wanlab analyze [--json | --format text|json|csv] [--flow SELECTOR] [--plots DIR] [--report FILE.html] FILE\n\n" +
 			"examples:\n" +
 			"   wanlab analyze download.pcap\n" +
-			"   wanlab analyze --flow 10.0.0.1:80 --format json server.pcapng > report.json\n" +
+			"   wanlab analyze server.pcapng --flow 10.0.0.1:80 --json > report.json\n" +
 			"   wanlab analyze --flow 2 --format csv capture.pcap > series.csv\n" +
 			"   tcpdump -i eth0 -s 96 -w - port 80 | wanlab analyze -\n" +
 			"   wanlab analyze --plots graphs --report report.html download.pcap",
@@ -44,12 +44,14 @@ func init() {
 			"--flow takes a comma-separated list of connection numbers, ADDR, ADDR:PORT or :PORT.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text, json or csv"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON (the same as --format json)"},
 			&cli.StringFlag{Name: "flow", Usage: "connections to show: `N,ADDR,ADDR:PORT,:PORT` (default all)"},
 			&cli.IntFlag{Name: "max-points", Value: 4096, Usage: "points per time series before decimation"},
 			maxOpenFlag(),
 			&cli.StringSliceFlag{Name: "decode-as", Usage: "decode a UDP port as a tunnel, as Wireshark's -d: `udp.port=PORT,vxlan` or udp.port=PORT,geneve (repeatable)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the run to `FILE` (go tool pprof)", Hidden: true},
 		}, plotFlags()...),
+		Args:   true,
 		Action: runAnalyze,
 	})
 }
@@ -63,6 +65,12 @@ func runAnalyze(cc *cli.Context) error {
 		return usageError(errors.New("analyze: want exactly one capture FILE"))
 	}
 	format := cc.String("format")
+	if cc.Bool("json") {
+		if cc.IsSet("format") && format != "json" {
+			return usageError(fmt.Errorf("analyze: --json and --format %s: choose one", format))
+		}
+		format = "json"
+	}
 	switch format {
 	case "text", "json", "csv":
 	default:

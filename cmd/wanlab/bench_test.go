@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -17,7 +18,7 @@ func benchCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	app := newApp()
 	var out, errb bytes.Buffer
 	app.Writer, app.ErrWriter = &out, &errb
-	if err := app.Run(append([]string{"wanlab", "bench"}, args...)); err != nil {
+	if err := runCommandLine(context.Background(), app, append([]string{"wanlab", "bench"}, args...)); err != nil {
 		return out.String(), errb.String() + "error: " + err.Error() + "\n", exitCode(err)
 	}
 	return out.String(), errb.String(), exitOK

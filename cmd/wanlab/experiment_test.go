@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -35,7 +36,7 @@ func experimentCmd(t *testing.T, onErr func(string), args ...string) (stdout, st
 		}
 		return len(b), nil
 	})
-	err := app.Run(append([]string{"wanlab", "experiment"}, args...))
+	err := runCommandLine(context.Background(), app, append([]string{"wanlab", "experiment"}, args...))
 	if err != nil {
 		errb.WriteString("error: " + err.Error() + "\n")
 		return out.String(), errb.String(), exitCode(err)

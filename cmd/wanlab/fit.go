@@ -39,6 +39,7 @@ func init() {
 			&cli.IntFlag{Name: "max-packets", Value: fit.DefaultMaxPackets,
 				Usage: fmt.Sprintf("fit at most the first `N` packets of the connection (about %d bytes each)", fit.PacketBytes)},
 		},
+		Args:   true,
 		Action: runFit,
 	})
 }

@@ -59,6 +59,7 @@ func init() {
 				Usage:     "replace IFACE's root qdisc with SPEC's netem/tbf chain",
 				UsageText: "wanlab kernel apply --iface IFACE [--netns NS] SPEC",
 				Flags:     target,
+				Args:      true,
 				Action: func(cc *cli.Context) error {
 					t, err := kernelTarget(cc, "apply")
 					if err != nil {
@@ -77,7 +78,7 @@ func init() {
 					if err != nil {
 						return usageError(fmt.Errorf("kernel apply: %w", err))
 					}
-					printWarnings(cc.App.ErrWriter, engine.WarningsOfClasses(im.Classes))
+					printWarnings(cc.App.ErrWriter, append(engine.WarningsOfClasses(im.Classes), engine.DelayLimitWarningsOfClasses(im.Classes)...))
 					if err := kernel.Apply(t, im); err != nil {
 						return kernelError("apply", err)
 					}

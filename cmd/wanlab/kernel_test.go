@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -20,7 +21,7 @@ func kernelCmd(t *testing.T, args ...string) (string, int) {
 	app := newApp()
 	var out bytes.Buffer
 	app.Writer, app.ErrWriter = &out, &out
-	err := app.Run(append([]string{"wanlab", "kernel"}, args...))
+	err := runCommandLine(context.Background(), app, append([]string{"wanlab", "kernel"}, args...))
 	if err != nil {
 		out.WriteString("error: " + err.Error() + "\n")
 		return out.String(), exitCode(err)

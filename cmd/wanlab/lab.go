@@ -77,6 +77,7 @@ func init() {
 				Usage:     "run a command in one of a lab's namespaces",
 				UsageText: "wanlab lab exec [--name NAME] client|router|server [-- COMMAND [ARGS]]",
 				Flags:     []cli.Flag{labNameFlag()},
+				Args:      true,
 				Action:    runLabExec,
 			},
 			{
@@ -90,6 +91,7 @@ func init() {
 					&cli.StringFlag{Name: "filter", Value: "tcp", Usage: "tcp or all"},
 					&cli.BoolFlag{Name: "force", Usage: "replace an existing FILE"},
 				},
+				Args:   true,
 				Action: runLabCapture,
 			},
 			{

@@ -4,11 +4,12 @@
 package main
 
 import (
+	"context"
 	"errors"
-	"fmt"
 	"os"
 	"runtime/pprof"
 	"sort"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 
@@ -33,9 +34,20 @@ var commands []*cli.Command
 
 func register(c *cli.Command) { commands = append(commands, c) }
 
+// prepareOnce sets the commands to the command line's convention
+// (usage.go) once: every app newApp makes shares them.
+var prepareOnce sync.Once
+
 func newApp() *cli.App {
 	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
-	return &cli.App{
+	prepareOnce.Do(func() { walkCommands(commands, "", prepareCommand) })
+	// urfave/cli prefixes a command's HelpName with the app's each time an
+	// app is set up: a second app in one process (tests) would show
+	// "wanlab wanlab analyze".
+	for _, c := range commands {
+		c.HelpName = ""
+	}
+	app := &cli.App{
 		Name:  "wanlab",
 		Usage: "impair, capture, analyze and tune TCP paths on one machine",
 		Description: "wanlab reproduces the classic 'why is this download slow' lab in userspace:\n" +
@@ -49,19 +61,12 @@ func newApp() *cli.App {
 		DisableSliceFlagSeparator: true,
 		ExitErrHandler:            func(*cli.Context, error) {}, // main maps errors to codes
 	}
+	prepareApp(app)
+	return app
 }
 
 func main() {
-	err := newApp().Run(os.Args)
-	if err == nil {
-		os.Exit(exitOK)
-	}
-	// An exit code without a message (vm run passing on its command's)
-	// prints nothing.
-	if msg := err.Error(); msg != "" {
-		fmt.Fprintf(os.Stderr, "wanlab: %s\n", msg)
-	}
-	os.Exit(exitCode(err))
+	os.Exit(reportExit(os.Stderr, runCommandLine(context.Background(), newApp(), os.Args)))
 }
 
 // exitCode maps an error to the process exit status, for every command in

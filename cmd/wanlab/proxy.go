@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"os/user"
@@ -340,6 +341,7 @@ func runProxy(cc *cli.Context) error {
 		return fmt.Errorf("proxy: --control: %w", err)
 	}
 	closers = append(closers, srv.Close)
+	served := []servedAddress{{"control", addr, "token " + control.TokenPath(cfg.StateDir, cfg.Ifaces)}}
 	if metricsAddr != "" {
 		errw := cc.App.ErrWriter
 		ms, err := metrics.Serve(metricsAddr, p.Stats, metrics.Options{Labels: labels,
@@ -348,6 +350,7 @@ func runProxy(cc *cli.Context) error {
 			return fmt.Errorf("proxy: --metrics: %w", err)
 		}
 		closers = append(closers, ms.Close)
+		served = append(served, servedAddress{"metrics", "http://" + ms.Addr().String() + "/metrics", "read-only, no token"})
 	}
 
 	w := cc.App.Writer
@@ -370,7 +373,7 @@ func runProxy(cc *cli.Context) error {
 	} else if cfg.LowLatency != cpulatency.Off {
 		fmt.Fprintf(w, "  low latency: unavailable (cannot open %s)\n", cpulatency.DevicePath)
 	}
-	fmt.Fprintf(w, "  control %s (token %s); stop with Ctrl-C\n", addr, control.TokenPath(cfg.StateDir, cfg.Ifaces))
+	writeServed(w, served)
 
 	select {
 	case <-ctx.Done():
@@ -383,6 +386,19 @@ func runProxy(cc *cli.Context) error {
 	}
 	fmt.Fprintln(w, "wanlab proxy: stopped, routing restored")
 	return nil
+}
+
+// servedAddress is one address a running proxy answers on, for its
+// banner.
+type servedAddress struct{ what, addr, note string }
+
+// writeServed ends the proxy's banner: every address it serves, one a
+// line, then how to stop it.
+func writeServed(w io.Writer, served []servedAddress) {
+	for _, s := range served {
+		fmt.Fprintf(w, "  %s %s (%s)\n", s.what, s.addr, s.note)
+	}
+	fmt.Fprintln(w, "  stop with Ctrl-C")
 }
 
 // queuesText says how many queues each TUN has.

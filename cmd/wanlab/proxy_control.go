@@ -125,6 +125,7 @@ func proxySetCommand() *cli.Command {
 			"(exit status 2) and the running spec is kept. On success the command prints\n" +
 			"the canonical spec now in force for the directions it changed, as IFACE=SPEC.",
 		Flags:  controlFlags(),
+		Args:   true,
 		Action: runProxySet,
 	}
 }

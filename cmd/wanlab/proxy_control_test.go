@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -139,7 +140,7 @@ func runProxyCmd(args ...string) (string, int, error) {
 			Subcommands: []*cli.Command{proxySetCommand(), proxyStatsCommand()},
 		}},
 	}
-	err := app.Run(append([]string{"wanlab", "proxy"}, args...))
+	err := runCommandLine(context.Background(), app, append([]string{"wanlab", "proxy"}, args...))
 	code := exitOK
 	if err != nil {
 		code = exitCode(err)

@@ -51,7 +51,7 @@ func runApp(ctx context.Context, args ...string) (string, error, int) {
 	app := newApp()
 	var out bytes.Buffer
 	app.Writer, app.ErrWriter = &out, &out
-	err := app.RunContext(ctx, append([]string{"wanlab"}, args...))
+	err := runCommandLine(ctx, app, append([]string{"wanlab"}, args...))
 	code := 0
 	if err != nil {
 		code = exitCode(err)
@@ -111,7 +111,7 @@ func TestProxyCommand(t *testing.T) {
 	go func() {
 		out, err, code := runApp(ctx, "proxy", "--iface", "pa", "--iface", "pb", "--impair", "pb=delay 10ms", "--impair", "pa=loss 10% 50%",
 			"--netns", ns, "--state-dir", dir, "--control", sock, "--seed", "3", "--backend", "water",
-			"--pcap", filepath.Join(dir, "tap.pcapng"))
+			"--pcap", filepath.Join(dir, "tap.pcapng"), "--metrics", "127.0.0.1:0")
 		done <- result{out, err, code}
 	}()
 	c := control.Dial(sock)
@@ -159,7 +159,10 @@ func TestProxyCommand(t *testing.T) {
 		t.Fatalf("proxy: %v\n%s", r.err, r.out)
 	}
 	for _, want := range []string{"pa <-> pb through wl-pa, wl-pb (water backend), seed 3",
-		"leaving through pb: delay 10ms", "warning: pa: loss 10% 50% realizes about 0.108%", "stopped, routing restored"} {
+		"leaving through pb: delay 10ms", "warning: pa: loss 10% 50% realizes about 0.108%", "stopped, routing restored",
+		// The banner names every address the proxy serves.
+		"\n  control " + sock + " (token " + control.TokenPath(dir, [2]string{"pa", "pb"}) + ")\n",
+		"\n  metrics http://127.0.0.1:", "/metrics (read-only, no token)\n  stop with Ctrl-C\n"} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.out)
 		}

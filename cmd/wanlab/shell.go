@@ -61,6 +61,7 @@ func init() {
 			&cli.StringFlag{Name: "resolv-conf", Value: shell.DefaultResolvConf, Hidden: true, Usage: "the resolver configuration whose loopback nameservers are relayed (tests)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "do not print the link's description on standard error"},
 		},
+		Args:   true,
 		Action: runShell,
 	})
 }

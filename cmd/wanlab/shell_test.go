@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 )
@@ -26,7 +27,7 @@ func TestShellAndLabUsageErrors(t *testing.T) {
 		app := newApp()
 		var out, errb bytes.Buffer
 		app.Writer, app.ErrWriter = &out, &errb
-		err := app.Run(append([]string{"wanlab"}, c.args...))
+		err := runCommandLine(context.Background(), app, append([]string{"wanlab"}, c.args...))
 		if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("wanlab %v: %v (exit %d); want one line naming %q, exit %d", c.args, err, exitCode(err), c.want, exitUsage)
 		}

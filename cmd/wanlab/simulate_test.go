@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -20,7 +21,7 @@ func runWanlab(t *testing.T, args ...string) (string, int) {
 	var out bytes.Buffer
 	app.Writer = &out
 	app.ErrWriter = &out
-	err := app.Run(append([]string{"wanlab"}, args...))
+	err := runCommandLine(context.Background(), app, append([]string{"wanlab"}, args...))
 	if err != nil {
 		out.WriteString("error: " + err.Error() + "\n")
 		return out.String(), exitCode(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -160,6 +161,7 @@ func init() {
 				Usage:     "summarise a trace: period, mean, min/max capacity per second, idle share",
 				UsageText: "wanlab trace stats [--json] FILE",
 				Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print one JSON object (period_ms, opportunities, bytes, mean_bps, min_bps, max_bps, per_second_bps, idle_share)"}},
+				Args:      true,
 				Action:    runTraceStats,
 			},
 			{
@@ -168,6 +170,7 @@ func init() {
 				UsageText: "wanlab trace plot [--bin 100ms] -o lte.png lte.down",
 				Flags: []cli.Flag{&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "PNG `FILE` to write"},
 					&cli.DurationFlag{Name: "bin", Value: 100 * time.Millisecond, Usage: "capacity is summed over windows of this width"}, force},
+				Args:   true,
 				Action: runTracePlot,
 			},
 		},
@@ -220,6 +223,9 @@ func readTraceArg(cc *cli.Context) (*trace.Trace, string, error) {
 	}
 	path := cc.Args().First()
 	f, err := hostfile.OpenInput(path, hostfile.MaxTrace)
+	if errors.Is(err, os.ErrNotExist) { // a FILE the user named: bad input, exit 2
+		return nil, "", usageError(fmt.Errorf("%s: %w", name, err))
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", name, err)
 	}

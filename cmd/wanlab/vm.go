@@ -72,6 +72,7 @@ func init() {
 					&cli.StringFlag{Name: "tap", Usage: "name of that TAP device `NAME`"},
 					&cli.StringFlag{Name: "addr", Usage: "configure `PREFIX` (e.g. 10.99.0.2/24) on the guest's eth0"},
 					&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "do not print the boot line"}),
+				Args:   true,
 				Action: runVMRun,
 			},
 			{

@@ -19,6 +19,7 @@ var vmGuestCommands = []*cli.Command{
 		UsageText: "wanlab vm serve [--foreground] CONFIG-JSON",
 		Hidden:    true,
 		Flags:     []cli.Flag{&cli.BoolFlag{Name: "foreground", Usage: "serve until SIGTERM instead of starting a background server"}},
+		Args:      true,
 		Action: oneArg("serve", func(cc *cli.Context, cfg string) error {
 			if cc.Bool("foreground") {
 				return pair.GuestServeForeground(cc.Context, cfg)
@@ -31,6 +32,7 @@ var vmGuestCommands = []*cli.Command{
 		Usage:     "download a generated file and print the result with both sockets' TCP_INFO as JSON (inside a VM)",
 		UsageText: "wanlab vm download CONFIG-JSON",
 		Hidden:    true,
+		Args:      true,
 		Action: oneArg("download", func(cc *cli.Context, cfg string) error {
 			return pair.GuestDownloadRun(cc.Context, cfg, cc.App.Writer, cc.App.ErrWriter)
 		}),
@@ -40,6 +42,7 @@ var vmGuestCommands = []*cli.Command{
 		Usage:     "run a request/response load and print its result as JSON (inside a VM)",
 		UsageText: "wanlab vm rr CONFIG-JSON",
 		Hidden:    true,
+		Args:      true,
 		Action: oneArg("rr", func(cc *cli.Context, cfg string) error {
 			return pair.GuestRRRun(cc.Context, cfg, cc.App.Writer)
 		}),
@@ -49,6 +52,7 @@ var vmGuestCommands = []*cli.Command{
 		Usage:     "stop a process started by serve and wait for its end (inside a VM)",
 		UsageText: "wanlab vm stop PID",
 		Hidden:    true,
+		Args:      true,
 		Action: oneArg("stop", func(cc *cli.Context, arg string) error {
 			pid, err := strconv.Atoi(arg)
 			if err != nil || pid <= 1 {
@@ -63,6 +67,7 @@ var vmGuestCommands = []*cli.Command{
 		UsageText: "wanlab vm sysctl [--set KEY=VALUE]... [KEY...]",
 		Hidden:    true,
 		Flags:     []cli.Flag{&cli.StringSliceFlag{Name: "set", Usage: "`KEY=VALUE` to write after reading"}},
+		Args:      true,
 		Action: func(cc *cli.Context) error {
 			return pair.GuestSysctl(cc.Args().Slice(), cc.StringSlice("set"), cc.App.Writer)
 		},
@@ -73,6 +78,7 @@ var vmGuestCommands = []*cli.Command{
 		UsageText: "wanlab vm offload [--set tso|gso|gro=on|off]... IFACE",
 		Hidden:    true,
 		Flags:     []cli.Flag{&cli.StringSliceFlag{Name: "set", Usage: "`NAME=on|off` to set after reading"}},
+		Args:      true,
 		Action: oneArg("offload", func(cc *cli.Context, iface string) error {
 			return pair.GuestOffload(iface, cc.StringSlice("set"), cc.App.Writer)
 		}),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -15,7 +16,7 @@ func vmCmd(t *testing.T, args ...string) (string, int) {
 	app := newApp()
 	var out bytes.Buffer
 	app.Writer, app.ErrWriter = &out, &out
-	err := app.Run(append([]string{"wanlab", "vm"}, args...))
+	err := runCommandLine(context.Background(), app, append([]string{"wanlab", "vm"}, args...))
 	if err != nil {
 		out.WriteString(err.Error())
 		return out.String(), exitCode(err)

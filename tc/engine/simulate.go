@@ -416,6 +416,9 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	res.Configured = expected(pipeline, float64(cfg.Size)*8*cfg.PPS, cfg.Size)
 	res.Realized = RealizedOf(pipeline)
 	res.Warnings = Warnings(pipeline)
+	if len(cfg.Flows) == 0 {
+		res.Warnings = append(res.Warnings, DelayLimitWarnings(pipeline, SimLoad(cfg.PPS, int(cfg.Size)))...)
+	}
 	if w := BudgetWarning(QueueCapacity(pipeline), cfg.QueueMemory); w != "" {
 		res.Warnings = append(res.Warnings, w)
 	}

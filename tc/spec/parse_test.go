@@ -442,7 +442,7 @@ func TestParseErrors(t *testing.T) {
 		{"tbf rate 1mbit burst 10kb limit 10kb latency 5ms", `limit and latency are mutually exclusive at position 8`, 8, "latency"},
 		{"tbf latency 5ms limit 10kb rate 1mbit burst 10kb", `limit and latency are mutually exclusive at position 4`, 4, "limit"},
 		{"tbf burst 10kb limit 1kb", `tbf: rate is required at position 1`, 1, "tbf"},
-		{"delay 1ms | tbf rate 1mbit limit 1kb", `tbf: burst is required at position 4`, 4, "tbf"},
+		{"delay 1ms | tbf rate 1mbit limit 1kb", `tbf: burst is required: at rate 1mbit the smallest that works is 1514b, one 1514-byte frame (and at least rate x the kernel's 64ns scheduler tick): 'tbf rate 1mbit burst 1514b limit 1kb' at position 4`, 4, "tbf"},
 		{"tbf rate 1mbit burst 1kb", `tbf: limit or latency is required at position 1`, 1, "tbf"},
 		{"tbf rate 1mbit burst 1kb limit 2kb peakrate 2mbit", `tbf: peakrate needs mtu (the size of the peakrate bucket, e.g. mtu 1514) at position 8`, 8, "peakrate"},
 		{"tbf rate 1mbit burst 1kb limit 2kb peakrate 1mbit mtu 1514", `peakrate 1mbit: must be higher than rate 1mbit at position 8`, 8, "peakrate"},

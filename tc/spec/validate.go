@@ -153,7 +153,7 @@ func checkTBF(b *TBF, kind token, seen map[string]token) error {
 	case b.Rate < 8:
 		return required(fmt.Sprintf("rate %s: must be at least 8bit (one byte per second)", b.Rate))
 	case b.Burst == 0:
-		return required("burst is required")
+		return required(burstHint(b))
 	case b.Limit == 0 && b.Latency == 0:
 		return required("limit or latency is required")
 	}
