@@ -12,6 +12,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"github.com/wanlab/wanlab/units"
 	"html/template"
 	"io"
 	"reflect"
@@ -291,7 +292,7 @@ func captureRows(r *analyzer.Result) [][2]string {
 	return rows
 }
 
-func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 6, 64) + " s" }
+func secs(d time.Duration) string { return units.Sig(d.Seconds()) + " s" }
 
 func dirLabel(d *analyzer.Direction) string {
 	if d == nil {
@@ -414,14 +415,8 @@ func format(v reflect.Value) string {
 	return fmt.Sprint(v.Interface())
 }
 
-// num writes a float with at most three decimals and no trailing zeros.
-func num(f float64) string {
-	s := strconv.FormatFloat(f, 'f', 3, 64)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
-}
+// num writes a float with three significant digits, as people read them.
+func num(f float64) string { return units.Sig(f) }
 
 // rateText writes a rate in bit/s as Mbit/s and MB/s, as the seeds quote
 // speeds both ways.
