@@ -99,6 +99,10 @@ func init() {
 				Name:   "agent",
 				Usage:  "the guest side (run by the VM's /init)",
 				Hidden: true,
+				// The kernel hands init the words of its command line it
+				// does not know as arguments: the agent reads its own
+				// settings from /proc/cmdline and takes whatever comes.
+				Args:   true,
 				Action: func(*cli.Context) error { return vm.Agent() },
 			},
 		}, vmGuestCommands...),
