@@ -49,6 +49,19 @@ func BenchmarkTCPBulk(b *testing.B) {
 	}
 }
 
+// BenchmarkTCPBulkSpec is TCPBulk through a spec on the data direction
+// (rb, toward the server) with the offload backend: the engine's path, for
+// profiles (-cpuprofile) and allocations per packet; `wanlab bench forward`
+// holds the ratios to the kernel.
+func BenchmarkTCPBulkSpec(b *testing.B) {
+	for _, s := range []string{"delay 1ms", "loss 0.1%", "tbf rate 5gbit burst 1mb limit 10mb"} {
+		b.Run(s, func(b *testing.B) {
+			tp, p := benchTopo(b, device.Offload, [2]string{"", s})
+			benchTCP(b, tp, p)
+		})
+	}
+}
+
 // benchTCP sends b.N MiB from client to server over one connection. With
 // a proxy it also reports heap allocations per forwarded packet (the whole
 // process's, test included).

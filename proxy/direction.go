@@ -78,6 +78,10 @@ type direction struct {
 	// counts what they passed.
 	pass   atomic.Bool
 	passed passCounters
+	// whole says the readers hand GSO frames to the engine as units
+	// (units.go); units is the pool of their buffers.
+	whole atomic.Bool
+	units *engine.Pool
 
 	// Release state, guarded by wmu.
 	wmu   sync.Mutex
@@ -109,13 +113,16 @@ type reader struct {
 	raw     device.Raw
 	frame   []byte
 	passing bool
+	// unit is the buffer of the next frame readUnits reads (units.go).
+	unit *engine.Packet
 }
 
 func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (*direction, error) {
-	d := &direction{index: i, iface: p.opt.Ifaces[i], dev: dev, pool: p.pool, tap: p.opt.Tap, wall: p.wallOffset, budget: p.budget}
+	d := &direction{index: i, iface: p.opt.Ifaces[i], dev: dev, pool: p.pool, units: p.units, tap: p.opt.Tap, wall: p.wallOffset, budget: p.budget}
 	// RealClock: Release dequeues at the real time it runs, so a tbf
 	// stage caps a late release at its bucket as the kernel's does.
-	opt := engine.Options{Direction: d.iface, Seed: p.seed + uint64(i), RealClock: true, Start: release.MonotonicNow(), Memory: p.budget}
+	opt := engine.Options{Direction: d.iface, Seed: p.seed + uint64(i), RealClock: true, Start: release.MonotonicNow(), Memory: p.budget,
+		Segmenter: gsoSegmenter{pool: d.pool}}
 	if d.tap != nil {
 		opt.OnDrop = func(pk *engine.Packet, reason engine.DropReason) {
 			d.tap.Dropped(d.index, d.wallTime(release.MonotonicNow()), pk.Data, reason.String())
@@ -149,6 +156,7 @@ func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (
 		d.readers = append(d.readers, r)
 	}
 	d.pass.Store(d.passable(im))
+	d.whole.Store(d.wholeUnits())
 	d.out = make([]*engine.Packet, 0, 1024)
 	d.wbufs = make([][]byte, 0, n)
 	if len(d.queues) > 1 {
@@ -182,6 +190,12 @@ func (d *direction) readLoop(r *reader) {
 			r.passing = false
 			r.raw.Resume()
 		}
+		if r.raw != nil && d.whole.Load() {
+			if !d.readUnits(r) {
+				return
+			}
+			continue
+		}
 		n, now, err := r.drainReads()
 		if err != nil {
 			if d.stopping.Load() || errors.Is(err, os.ErrClosed) {
@@ -208,9 +222,6 @@ func (d *direction) handleBatch(r *reader, n int, now int64) {
 	if n == 0 {
 		return
 	}
-	if d.lat != nil {
-		d.lat.Touch(now)
-	}
 	r.rbatch = r.rbatch[:0]
 	for k := range n {
 		pk := r.rpkts[k]
@@ -231,21 +242,36 @@ func (d *direction) handleBatch(r *reader, n int, now int64) {
 		r.rpkts[k] = fresh
 		r.rbufs[k] = fresh.Buf()
 	}
+	d.enqueueRead(r, now)
+}
+
+// enqueueRead hands r.rbatch, the packets a reader took in (the last read
+// at now), to the pipeline, waking the release loop when one of them is
+// due before what it waits for.
+func (d *direction) enqueueRead(r *reader, now int64) {
 	if len(r.rbatch) == 0 {
 		return
 	}
+	if d.lat != nil {
+		d.lat.Touch(now)
+	}
 	next, ok := d.pl.EnqueueBatch(r.rbatch, now)
 	// One stamp per batch, for the histogram and a release at once;
-	// a drained batch's reads each have their own arrival.
+	// a drained batch's reads each have their own arrival. A unit
+	// counts as its segments.
 	enqueued := release.MonotonicNow()
 	t := tally{h: &r.readToEnqueue}
 	for i, j := 0, 0; i < len(r.rbatch); i = j {
 		a := r.rbatch[i].Arrival
+		segs := uint64(r.rbatch[i].Segments())
 		for j = i + 1; j < len(r.rbatch) && r.rbatch[j].Arrival == a; j++ {
+			segs += uint64(r.rbatch[j].Segments())
 		}
-		t.addN(enqueued-a, uint64(j-i))
+		t.addN(enqueued-a, segs)
 	}
 	t.flush()
+	clear(r.rbatch)
+	r.rbatch = r.rbatch[:0]
 	if ok && next <= now {
 		d.Release(enqueued)
 		next, ok = d.pl.NextDeparture()
@@ -301,7 +327,7 @@ func (d *direction) Release(now int64) {
 	// departure waited for too.
 	d.dequeued = release.MonotonicNow()
 	if d.byQueue == nil {
-		d.writeBatches(d.queues[0], d.out)
+		d.writeBatches(0, d.out)
 	} else {
 		// Each queue's packets in departure order: a flow is on one
 		// queue, so its order on the wire is kept.
@@ -313,22 +339,30 @@ func (d *direction) Release(now int64) {
 			d.byQueue[q] = append(d.byQueue[q], pk)
 		}
 		for q, pkts := range d.byQueue {
-			d.writeBatches(d.queues[q], pkts)
+			d.writeBatches(q, pkts)
 			clear(pkts)
 			d.byQueue[q] = pkts[:0]
 		}
 	}
 	for k, pk := range d.out {
-		d.pool.Put(pk)
+		d.pl.Release(pk) // to its own pool: a unit's is not d.pool
 		d.out[k] = nil
 	}
 }
 
-// writeBatches writes pkts to queue dev in batches of its size.
-func (d *direction) writeBatches(dev device.Device, pkts []*engine.Packet) {
+// writeBatches writes pkts to queue q in batches of its size, a unit
+// (units.go) alone and whole.
+func (d *direction) writeBatches(q int, pkts []*engine.Packet) {
+	dev := d.queues[q]
 	batch := max(dev.BatchSize(), 1)
 	start := 0
 	for k, pk := range pkts {
+		if pk.Segments() > 1 {
+			d.write(dev, pkts[start:k])
+			d.writeUnit(d.readers[q].raw, pkts[k:k+1])
+			start = k + 1
+			continue
+		}
 		if pk.Flags&engine.FlagCorrupted != 0 {
 			d.write(dev, pkts[start:k])
 			d.write(dev, pkts[k:k+1])
@@ -375,12 +409,15 @@ func (d *direction) drain() {
 	defer d.wmu.Unlock()
 	d.out = d.pl.Drain(d.out[:0])
 	for _, pk := range d.out {
-		d.pool.Put(pk)
+		d.pl.Release(pk)
 	}
 	d.out = d.out[:0]
 	for _, r := range d.readers {
 		for _, pk := range r.rpkts {
 			d.pool.Put(pk)
+		}
+		if r.unit != nil {
+			d.pl.Release(r.unit)
 		}
 	}
 }

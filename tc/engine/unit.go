@@ -66,6 +66,16 @@ func (p *Packet) WireLen() int {
 
 func (p *Packet) isUnit() bool { return p.segs >= 2 }
 
+// CarriesUnits reports whether a unit enqueued now would go into the
+// pipeline whole (not cut into segments on entry): a plain pipeline whose
+// spec is netem stages without a rate or slots, or empty. A caller that
+// must split super-packets itself otherwise need not make units then.
+func (pl *Pipeline) CarriesUnits() bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return len(pl.classes) == 1 && pl.opt.Scheduler == nil && pl.classes[0].current.units
+}
+
 // unitStage is a stage that can take a unit whole: takeUnit either queues
 // p as one packet, with every random draw its segments would make, and
 // reports true, or leaves the stage exactly as it was and reports false.
