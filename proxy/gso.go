@@ -81,6 +81,35 @@ func (s gsoSegmenter) Segment(p *engine.Packet, out []*engine.Packet) []*engine.
 	return out
 }
 
+// segmentable reports whether GSO frame f (virtio-net header and packet,
+// frameSegments' checks passed) is one Segment can cut without reading or
+// writing outside it, as wireguard-go's read checks before its split: an
+// IP header long enough for the fields it rewrites, a TCP header of 20 to
+// 60 bytes, the checksum inside the transport header, and a segment
+// (headers and gso_size bytes) that fits a packet of room bytes.
+func segmentable(f []byte, room int) bool {
+	h, pkt := f[:device.VnetHdrLen], f[device.VnetHdrLen:]
+	cstart := int(binary.LittleEndian.Uint16(h[6:]))
+	csumAt := cstart + int(binary.LittleEndian.Uint16(h[8:]))
+	minIP := 20
+	if pkt[0]>>4 == 6 {
+		minIP = 40
+	}
+	hdrLen := cstart + 8
+	if t := h[1] &^ gsoECN; t == gsoTCPv4 || t == gsoTCPv6 {
+		if cstart+13 >= len(pkt) {
+			return false
+		}
+		thl := int(pkt[cstart+12]>>4) * 4
+		if thl < 20 || thl > 60 {
+			return false
+		}
+		hdrLen = cstart + thl
+	}
+	return cstart >= minIP && csumAt+2 <= hdrLen && hdrLen <= len(pkt) &&
+		hdrLen+int(binary.LittleEndian.Uint16(h[4:])) <= room
+}
+
 // vnetHeader is the virtio-net header a reader left in p's headroom.
 func vnetHeader(p *engine.Packet) []byte {
 	return p.Buf()[engine.Headroom-device.VnetHdrLen : engine.Headroom]

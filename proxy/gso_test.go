@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/wanlab/wanlab/proxy/device"
 	"github.com/wanlab/wanlab/tc/engine"
 )
 
@@ -125,6 +126,54 @@ func TestGSOSegmenter(t *testing.T) {
 			if uint64(bytesOut) != wire {
 				t.Errorf("v6 %v, %d bytes: segments hold %d bytes, frameSegments says %d", v6, n, bytesOut, wire)
 			}
+		}
+	}
+}
+
+// FuzzSegmentable: a GSO frame that frameSegments and segmentable accept
+// is cut by gsoSegmenter without a panic, into the segments
+// frameSegments counted.
+func FuzzSegmentable(f *testing.F) {
+	f.Add(tcpFrame(3000, 1448))
+	f.Add(tcpFrame(100, 0))
+	small, big := engine.NewPool(engine.Headroom+1500), engine.NewPool(engine.DefaultBufSize)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		segs, _, ok := frameSegments(b)
+		if !ok || len(b) > device.MaxFrame || b[1]&^gsoECN == gsoNone || !segmentable(b, 1500) {
+			return
+		}
+		p := big.Get()
+		copy(p.Buf()[engine.Headroom-device.VnetHdrLen:], b)
+		p.SetLen(len(b) - device.VnetHdrLen)
+		out := gsoSegmenter{pool: small}.Segment(p, nil)
+		if uint64(len(out)) != segs {
+			t.Fatalf("%d segments, frameSegments says %d", len(out), segs)
+		}
+	})
+}
+
+// TestSegmentableRefuses: frames whose fields would make the split read
+// or write outside them, or a segment outgrow a packet, are refused.
+func TestSegmentableRefuses(t *testing.T) {
+	big := engine.NewPool(engine.DefaultBufSize)
+	payload := make([]byte, 3000)
+	frame := func(edit func(h, pkt []byte)) []byte {
+		p := gsoTCPFrame(t, big, false, payload, 1448)
+		f := append(append([]byte{}, vnetHeader(p)...), p.Data...)
+		edit(f[:device.VnetHdrLen], f[device.VnetHdrLen:])
+		return f
+	}
+	if !segmentable(frame(func(h, pkt []byte) {}), 1500) {
+		t.Fatal("a well-formed frame is refused")
+	}
+	for name, edit := range map[string]func(h, pkt []byte){
+		"tcp header of 16 bytes":   func(h, pkt []byte) { pkt[20+12] = 4 << 4 },
+		"checksum past the header": func(h, pkt []byte) { binary.LittleEndian.PutUint16(h[8:], 40) },
+		"ip header of 8 bytes":     func(h, pkt []byte) { binary.LittleEndian.PutUint16(h[6:], 8) },
+		"segment over the MTU":     func(h, pkt []byte) { binary.LittleEndian.PutUint16(h[4:], 1469) },
+	} {
+		if segmentable(frame(edit), 1500) {
+			t.Errorf("%s: accepted", name)
 		}
 	}
 }

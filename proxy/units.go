@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/binary"
 	"errors"
 	"os"
 
@@ -92,11 +91,9 @@ func (d *direction) frameToPacket(r *reader, f []byte) *engine.Packet {
 			return nil
 		}
 		if segs > 1 {
-			// A segment (its headers, repeated by each, and gso_size
-			// bytes) must fit a packet of d.pool: the kernel cuts to
-			// the TUN's MTU, which the pool's buffers hold.
-			hdr := (int(wire) - (len(f) - device.VnetHdrLen)) / int(segs-1)
-			if hdr+int(binary.LittleEndian.Uint16(f[4:])) > d.pool.BufSize()-engine.Headroom {
+			// Each segment must fit a packet of d.pool: the kernel cuts
+			// to the TUN's MTU, which the pool's buffers hold.
+			if !segmentable(f, d.pool.BufSize()-engine.Headroom) {
 				d.malformed.Add(1)
 				return nil
 			}
