@@ -329,3 +329,74 @@ func (s *poolSegmenter) Segment(p *Packet, out []*Packet) []*Packet {
 	}
 	return out
 }
+
+// fifoScheduler sends what it is given at once, in order, and remembers
+// whether it was ever handed a unit.
+type fifoScheduler struct {
+	held      []*Packet
+	classes   []int
+	at        []int64
+	sawUnit   bool
+	delivered int
+}
+
+func (s *fifoScheduler) Enqueue(class int, p *Packet, now int64) bool {
+	s.sawUnit = s.sawUnit || p.isUnit()
+	s.held, s.classes, s.at = append(s.held, p), append(s.classes, class), append(s.at, now)
+	return true
+}
+
+func (s *fifoScheduler) Next() (int64, bool) {
+	if len(s.held) == 0 {
+		return 0, false
+	}
+	return s.at[0], true
+}
+
+func (s *fifoScheduler) Dequeue(int64) (*Packet, int, bool) {
+	if len(s.held) == 0 {
+		return nil, 0, false
+	}
+	p, c := s.held[0], s.classes[0]
+	s.held, s.classes, s.at = s.held[1:], s.classes[1:], s.at[1:]
+	return p, c, true
+}
+
+// TestUnitsHandedToSchedulerAsSegments: units inside a plain pipeline
+// that Replace turns into a class tree reach its scheduler as their
+// segments, every one of them.
+func TestUnitsHandedToSchedulerAsSegments(t *testing.T) {
+	small, big := NewPool(Headroom+1500), NewPool(DefaultBufSize)
+	cut := &cutSegmenter{pool: small, size: map[*Packet]int{}}
+	pl, err := NewPipeline(mustParse(t, "delay 10ms"), Options{Seed: 3, Segmenter: cut})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := 1000 * msec
+	for i := range 4 {
+		p := big.Get()
+		p.SetLen(5 * 1000)
+		p.SetUnit(5, 5*1000, Headroom+1500)
+		cut.size[p] = 1000
+		p.Arrival = now + int64(i)
+		pl.Enqueue(p, p.Arrival)
+	}
+	sched := &fifoScheduler{}
+	if err := pl.Replace([]ClassSpec{{Name: DefaultClass, Spec: mustParse(t, "")}}, nil, sched, now+msec); err != nil {
+		t.Fatal(err)
+	}
+	out := pl.Dequeue(now+20*msec, nil)
+	if sched.sawUnit {
+		t.Fatal("the scheduler was handed a unit")
+	}
+	segs := 0
+	for _, p := range out {
+		segs += p.Segments()
+	}
+	if segs != 20 || len(out) != 20 {
+		t.Fatalf("%d packets holding %d segments left, want the 20 segments one by one", len(out), segs)
+	}
+	if snap := pl.Snapshot(); snap.Totals.PacketsOut != 20 || snap.Totals.QueuePackets != 0 {
+		t.Fatalf("totals %d out, %d queued; want 20 and 0", snap.Totals.PacketsOut, snap.Totals.QueuePackets)
+	}
+}
