@@ -79,9 +79,9 @@ type direction struct {
 	pass   atomic.Bool
 	passed passCounters
 	// whole says the readers hand GSO frames to the engine as units
-	// (units.go); units is the pool of their buffers.
+	// (units.go); units are the pools of their buffers.
 	whole atomic.Bool
-	units *engine.Pool
+	units *unitPools
 
 	// Release state, guarded by wmu.
 	wmu   sync.Mutex

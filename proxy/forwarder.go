@@ -65,7 +65,7 @@ type Forwarder struct {
 	opt    Options
 	seed   uint64
 	pool   *engine.Pool
-	units  *engine.Pool         // GSO frames read whole (units.go)
+	units  *unitPools           // GSO frames read whole (units.go)
 	budget *engine.MemoryBudget // shared by both directions
 	devs   [2]device.Device
 	dirs   [2]*direction
@@ -100,7 +100,7 @@ func New(ctx context.Context, devs [2]device.Device, opt Options) (*Forwarder, e
 	p.wallOffset = time.Now().UnixNano() - release.MonotonicNow()
 	mtu := max(devs[0].MTU(), devs[1].MTU(), 1280)
 	p.pool = engine.NewPool(engine.Headroom + mtu)
-	p.units = engine.NewPool(engine.DefaultBufSize)
+	p.units = newUnitPools()
 	if p.opt.QueueMemory == 0 {
 		p.opt.QueueMemory = engine.DefaultQueueMemory()
 	}

@@ -177,3 +177,35 @@ func TestSegmentableRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestUnitPoolsFit: a unit goes into the smallest buffer that holds it,
+// its virtio-net header with it; a frame only the largest holds stays in
+// the reader's buffer.
+func TestUnitPoolsFit(t *testing.T) {
+	u := newUnitPools()
+	for _, n := range []int{3000, 5000, 40000, 60000} {
+		r := &reader{unit: u.Get()}
+		read := r.unit
+		from := engine.Headroom - device.VnetHdrLen
+		for i := range device.VnetHdrLen + n {
+			read.Buf()[from+i] = byte(i * 13)
+		}
+		p := u.fit(r, n)
+		want := engine.Headroom + smallestUnit
+		for want < engine.Headroom+n {
+			want = engine.Headroom + (want-engine.Headroom)*2
+		}
+		if n > 32<<10 {
+			want = engine.DefaultBufSize
+		}
+		if len(p.Buf()) != want || len(p.Data) != n {
+			t.Errorf("%d bytes: a buffer of %d holding %d, want %d holding %d", n, len(p.Buf()), len(p.Data), want, n)
+		}
+		if (p == read) != (r.unit == nil) || (p == read) != (want == engine.DefaultBufSize) {
+			t.Errorf("%d bytes: the reader's buffer taken %v, left %v", n, p == read, r.unit != nil)
+		}
+		if !bytes.Equal(p.Buf()[from:engine.Headroom+n], read.Buf()[from:engine.Headroom+n]) {
+			t.Errorf("%d bytes: header or packet not copied", n)
+		}
+	}
+}

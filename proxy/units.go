@@ -97,9 +97,7 @@ func (d *direction) frameToPacket(r *reader, f []byte) *engine.Packet {
 				d.malformed.Add(1)
 				return nil
 			}
-			u := r.unit
-			r.unit = nil
-			u.SetLen(len(f) - device.VnetHdrLen)
+			u := d.units.fit(r, len(f)-device.VnetHdrLen)
 			u.SetUnit(int(segs), int(wire), d.pool.BufSize())
 			return u
 		}
@@ -121,6 +119,53 @@ func (d *direction) frameToPacket(r *reader, f []byte) *engine.Packet {
 	}
 	pk.Data = pk.Data[:l]
 	return pk
+}
+
+// unitPools are the buffers of units by size: powers of two from 4 KiB
+// to the largest frame. A frame is read into the largest and a unit of
+// fewer bytes copied into the smallest that holds it, so that a unit
+// holds at most about twice the memory of its segments, which is what
+// the memory budget charges it (engine.Packet.SetUnit).
+type unitPools struct {
+	pools []*engine.Pool // ascending; the last holds a whole frame
+}
+
+// Smallest unit buffer (headroom apart) and how many sizes double it.
+const (
+	smallestUnit = 4 << 10
+	unitSizes    = 5 // 4, 8, 16, 32 KiB and a whole frame
+)
+
+func newUnitPools() *unitPools {
+	u := &unitPools{}
+	for i := range unitSizes - 1 {
+		u.pools = append(u.pools, engine.NewPool(engine.Headroom+smallestUnit<<i))
+	}
+	u.pools = append(u.pools, engine.NewPool(engine.DefaultBufSize))
+	return u
+}
+
+// Get returns a buffer for a whole frame.
+func (u *unitPools) Get() *engine.Packet { return u.pools[len(u.pools)-1].Get() }
+
+// fit takes r.unit, holding a frame of n bytes of packet after its
+// virtio-net header, as the unit's packet: r.unit itself when no smaller
+// buffer holds it (r.unit is then nil), else a copy, headroom header
+// included, in the smallest that does.
+func (u *unitPools) fit(r *reader, n int) *engine.Packet {
+	for _, pl := range u.pools[:len(u.pools)-1] {
+		if engine.Headroom+n <= pl.BufSize() {
+			c := pl.Get()
+			from := engine.Headroom - device.VnetHdrLen
+			copy(c.Buf()[from:], r.unit.Buf()[from:engine.Headroom+n])
+			c.SetLen(n)
+			return c
+		}
+	}
+	p := r.unit
+	r.unit = nil
+	p.SetLen(n)
+	return p
 }
 
 // writeUnit writes unit u[0] back through raw whole, its virtio-net
