@@ -123,11 +123,29 @@ func TestQuickForward(t *testing.T) {
 	testenv.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := Forward(ctx, Config{Quick: true})
+	// Two specs of the default set, one the kernel shapes too, keep the
+	// run short; the default set is the CLI's.
+	shaped := "delay 1ms | tbf rate 5gbit burst 1mb limit 10mb"
+	r, err := Forward(ctx, Config{Quick: true, ForwardSpecs: []string{"delay 1ms", shaped}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkReport(t, r, "forward", "usage", "proxy_latency")
+	checkReport(t, r, "forward", "forward_specs", "usage", "proxy_latency")
+	specRows := map[string]bool{}
+	for _, tb := range r.Tables {
+		if tb.Name != "forward_specs" {
+			continue
+		}
+		for _, m := range tb.Rows {
+			specRows[m.Path+" "+m.Label] = m.NA == "" && m.Realized > 0
+		}
+	}
+	for _, row := range []string{"proxy-offload delay 1ms, tcp 1 stream", "proxy-offload delay 1ms, tcp 4 streams",
+		"proxy-offload " + shaped + ", tcp 1 stream", "kernel " + shaped + ", tcp 4 streams"} {
+		if !specRows[row] {
+			t.Errorf("forward_specs: no positive figure for %q (have %v)", row, specRows)
+		}
+	}
 	for _, m := range r.Tables[0].Rows {
 		if m.Realized <= 0 {
 			t.Errorf("%s %s %s: %g, want a positive figure", m.Label, m.Path, m.Metric, m.Realized)

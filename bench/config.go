@@ -17,6 +17,11 @@ type Config struct {
 	Quick bool
 	// Specs replaces the accuracy grid (one spec per entry).
 	Specs []string
+	// ForwardSpecs are the impairments the forwarding bench sends its TCP
+	// bulk through (the data direction, client to server), each parsed
+	// already (spec.Parse) and in its canonical text; nil means
+	// DefaultForwardSpecs. "" is the empty spec.
+	ForwardSpecs []string
 	// Kernel makes the sweep run the specs as kernel qdiscs instead of
 	// through the userspace proxy; in the accuracy bench it adds the
 	// reference VM's kernel (KernelVM) and the netem cases only it can
@@ -52,6 +57,19 @@ type Config struct {
 	Progress func(done, total int, step string)
 	// Command is recorded in the report.
 	Command string
+}
+
+// DefaultForwardSpecs is the forwarding bench's spec set: the empty spec,
+// a fixed delay, random loss, a jitter, a token bucket the kernel can run
+// too, and a delay in front of that bucket (compared with the kernel's
+// bucket alone: this kernel has no netem).
+var DefaultForwardSpecs = []string{
+	"",
+	"delay 1ms",
+	"loss 0.1%",
+	"delay 5ms 1ms",
+	"tbf rate 5gbit burst 1mb limit 10mb",
+	"delay 1ms | tbf rate 5gbit burst 1mb limit 10mb",
 }
 
 func (c Config) progress(done, total int, step string) {

@@ -72,6 +72,10 @@ func Forward(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	paths := []string{PathRouting, PathProxyOffload, PathProxyOffload1, PathProxyOffloadCPU, PathProxyWater}
 	works := forwardWorkloads(cfg.Quick)
+	specs, err := newSpecSet(cfg)
+	if err != nil {
+		return nil, err
+	}
 	// values[workload][metric index][path] over rounds
 	type key struct {
 		w, k int
@@ -87,7 +91,7 @@ func Forward(ctx context.Context, cfg Config) (*Report, error) {
 	lat := map[latKey][]float64{}
 	rss := map[string]float64{}
 	scope := map[string]string{}
-	total := rounds * len(paths) * len(works)
+	total := rounds * (len(paths)*len(works) + specs.steps())
 	step := 0
 	for round := range rounds {
 		for _, pname := range paths {
@@ -160,6 +164,22 @@ func Forward(ctx context.Context, cfg Config) (*Report, error) {
 			rss[pname] = max(rss[pname], r/(1<<20))
 			scope[pname] = s
 		}
+	}
+	routing := map[int]float64{}
+	for wi, w := range works {
+		switch w.label {
+		case "tcp 1 stream":
+			routing[1] = mean(values[key{wi, 0, PathRouting}])
+		case "tcp 4 streams":
+			routing[4] = mean(values[key{wi, 0, PathRouting}])
+		}
+	}
+	specTable, specUse, err := forwardSpecs(ctx, e, specs, cfg.Quick, rounds, routing, func(s string) {
+		cfg.progress(step, total, s)
+		step++
+	})
+	if err != nil {
+		return nil, err
 	}
 	cfg.progress(total, total, "done")
 	tb := Table{Name: "forward", Title: "Forwarding with an empty spec (client → router → server)",
@@ -246,7 +266,8 @@ func Forward(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 	}
-	tables := []Table{tb, use}
+	use.Rows = append(use.Rows, specUse...)
+	tables := []Table{tb, specTable, use}
 	if len(own.Rows) > 0 {
 		tables = append(tables, own)
 	}

@@ -78,6 +78,10 @@ type direction struct {
 	// counts what they passed.
 	pass   atomic.Bool
 	passed passCounters
+	// whole says the readers hand GSO frames to the engine as units
+	// (units.go); units are the pools of their buffers.
+	whole atomic.Bool
+	units *unitPools
 
 	// Release state, guarded by wmu.
 	wmu   sync.Mutex
@@ -104,6 +108,7 @@ type reader struct {
 	// the engine recycles a packet it drops (and the release loop one it
 	// sent) at once, so a packet's Arrival cannot be read after it.
 	arrivals []int64
+	arrSegs  []uint64 // rbatch's segment counts, copied with arrivals
 	// readToEnqueue is control.Latency's, one per reader so that readers
 	// on different CPUs do not share its counters.
 	readToEnqueue latencyHistogram
@@ -113,13 +118,16 @@ type reader struct {
 	raw     device.Raw
 	frame   []byte
 	passing bool
+	// unit is the buffer of the next frame readUnits reads (units.go).
+	unit *engine.Packet
 }
 
 func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (*direction, error) {
-	d := &direction{index: i, iface: p.opt.Ifaces[i], dev: dev, pool: p.pool, tap: p.opt.Tap, wall: p.wallOffset, budget: p.budget}
+	d := &direction{index: i, iface: p.opt.Ifaces[i], dev: dev, pool: p.pool, units: p.units, tap: p.opt.Tap, wall: p.wallOffset, budget: p.budget}
 	// RealClock: Release dequeues at the real time it runs, so a tbf
 	// stage caps a late release at its bucket as the kernel's does.
-	opt := engine.Options{Direction: d.iface, Seed: p.seed + uint64(i), RealClock: true, Start: release.MonotonicNow(), Memory: p.budget}
+	opt := engine.Options{Direction: d.iface, Seed: p.seed + uint64(i), RealClock: true, Start: release.MonotonicNow(), Memory: p.budget,
+		Segmenter: gsoSegmenter{pool: d.pool}}
 	if d.tap != nil {
 		opt.OnDrop = func(pk *engine.Packet, reason engine.DropReason) {
 			d.tap.Dropped(d.index, d.wallTime(release.MonotonicNow()), pk.Data, reason.String())
@@ -145,7 +153,7 @@ func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (
 			m = 2 * n
 		}
 		r := &reader{queue: uint16(q), dev: qd, batch: n, rpkts: make([]*engine.Packet, m), rbufs: make([][]byte, m),
-			sizes: make([]int, m), stamps: make([]int64, m), rbatch: make([]*engine.Packet, 0, m), arrivals: make([]int64, 0, m),
+			sizes: make([]int, m), stamps: make([]int64, m), rbatch: make([]*engine.Packet, 0, m), arrivals: make([]int64, 0, m), arrSegs: make([]uint64, 0, m),
 			raw: device.RawOf(qd)}
 		for k := range r.rpkts {
 			r.rpkts[k] = d.pool.Get()
@@ -154,6 +162,7 @@ func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (
 		d.readers = append(d.readers, r)
 	}
 	d.pass.Store(d.passable(im))
+	d.whole.Store(d.wholeUnits())
 	d.out = make([]*engine.Packet, 0, 1024)
 	d.wbufs = make([][]byte, 0, n)
 	if len(d.queues) > 1 {
@@ -187,6 +196,12 @@ func (d *direction) readLoop(r *reader) {
 			r.passing = false
 			r.raw.Resume()
 		}
+		if r.raw != nil && d.whole.Load() {
+			if !d.readUnits(r) {
+				return
+			}
+			continue
+		}
 		n, now, err := r.drainReads()
 		if err != nil {
 			if d.stopping.Load() || errors.Is(err, os.ErrClosed) {
@@ -213,11 +228,7 @@ func (d *direction) handleBatch(r *reader, n int, now int64) {
 	if n == 0 {
 		return
 	}
-	if d.lat != nil {
-		d.lat.Touch(now)
-	}
 	r.rbatch = r.rbatch[:0]
-	r.arrivals = r.arrivals[:0]
 	for k := range n {
 		pk := r.rpkts[k]
 		pk.SetLen(r.sizes[k])
@@ -233,28 +244,46 @@ func (d *direction) handleBatch(r *reader, n int, now int64) {
 			d.tap.Entered(d.index, d.wallTime(pk.Arrival), pk.Data)
 		}
 		r.rbatch = append(r.rbatch, pk)
-		r.arrivals = append(r.arrivals, pk.Arrival)
 		fresh := d.pool.Get()
 		r.rpkts[k] = fresh
 		r.rbufs[k] = fresh.Buf()
 	}
+	d.enqueueRead(r, now)
+}
+
+// enqueueRead hands r.rbatch, the packets a reader took in (the last read
+// at now), to the pipeline, waking the release loop when one of them is
+// due before what it waits for.
+func (d *direction) enqueueRead(r *reader, now int64) {
 	if len(r.rbatch) == 0 {
 		return
 	}
+	if d.lat != nil {
+		d.lat.Touch(now)
+	}
+	// The arrival stamps and segment counts are copied before the engine
+	// owns the packets (a dropped one is back in the pool, its Arrival
+	// zeroed): read after, a drop's stamp was 0 and its sample the
+	// machine's uptime.
+	r.arrivals, r.arrSegs = r.arrivals[:0], r.arrSegs[:0]
+	for _, pk := range r.rbatch {
+		r.arrivals = append(r.arrivals, pk.Arrival)
+		r.arrSegs = append(r.arrSegs, uint64(pk.Segments()))
+	}
 	next, ok := d.pl.EnqueueBatch(r.rbatch, now)
-	// The engine owns the packets now (a dropped one is back in the
-	// pool, its Arrival zeroed): clear them so that none is read again.
 	clear(r.rbatch)
 	r.rbatch = r.rbatch[:0]
 	// One stamp per batch, for the histogram and a release at once;
-	// a drained batch's reads each have their own arrival (arrivals).
+	// a drained batch's reads each have their own arrival. A unit
+	// counts as its segments.
 	enqueued := release.MonotonicNow()
 	t := tally{h: &r.readToEnqueue}
 	for i, j := 0, 0; i < len(r.arrivals); i = j {
-		a := r.arrivals[i]
+		a, segs := r.arrivals[i], r.arrSegs[i]
 		for j = i + 1; j < len(r.arrivals) && r.arrivals[j] == a; j++ {
+			segs += r.arrSegs[j]
 		}
-		t.addN(enqueued-a, uint64(j-i))
+		t.addN(enqueued-a, segs)
 	}
 	t.flush()
 	if ok && next <= now {
@@ -312,7 +341,7 @@ func (d *direction) Release(now int64) {
 	// departure waited for too.
 	d.dequeued = release.MonotonicNow()
 	if d.byQueue == nil {
-		d.writeBatches(d.queues[0], d.out)
+		d.writeBatches(0, d.out)
 	} else {
 		// Each queue's packets in departure order: a flow is on one
 		// queue, so its order on the wire is kept.
@@ -324,22 +353,30 @@ func (d *direction) Release(now int64) {
 			d.byQueue[q] = append(d.byQueue[q], pk)
 		}
 		for q, pkts := range d.byQueue {
-			d.writeBatches(d.queues[q], pkts)
+			d.writeBatches(q, pkts)
 			clear(pkts)
 			d.byQueue[q] = pkts[:0]
 		}
 	}
 	for k, pk := range d.out {
-		d.pool.Put(pk)
+		d.pl.Release(pk) // to its own pool: a unit's is not d.pool
 		d.out[k] = nil
 	}
 }
 
-// writeBatches writes pkts to queue dev in batches of its size.
-func (d *direction) writeBatches(dev device.Device, pkts []*engine.Packet) {
+// writeBatches writes pkts to queue q in batches of its size, a unit
+// (units.go) alone and whole.
+func (d *direction) writeBatches(q int, pkts []*engine.Packet) {
+	dev := d.queues[q]
 	batch := max(dev.BatchSize(), 1)
 	start := 0
 	for k, pk := range pkts {
+		if pk.Segments() > 1 {
+			d.write(dev, pkts[start:k])
+			d.writeUnit(d.readers[q].raw, pkts[k:k+1])
+			start = k + 1
+			continue
+		}
 		if pk.Flags&engine.FlagCorrupted != 0 {
 			d.write(dev, pkts[start:k])
 			d.write(dev, pkts[k:k+1])
@@ -386,12 +423,15 @@ func (d *direction) drain() {
 	defer d.wmu.Unlock()
 	d.out = d.pl.Drain(d.out[:0])
 	for _, pk := range d.out {
-		d.pool.Put(pk)
+		d.pl.Release(pk)
 	}
 	d.out = d.out[:0]
 	for _, r := range d.readers {
 		for _, pk := range r.rpkts {
 			d.pool.Put(pk)
+		}
+		if r.unit != nil {
+			d.pl.Release(r.unit)
 		}
 	}
 }

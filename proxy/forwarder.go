@@ -65,6 +65,7 @@ type Forwarder struct {
 	opt    Options
 	seed   uint64
 	pool   *engine.Pool
+	units  *unitPools           // GSO frames read whole (units.go)
 	budget *engine.MemoryBudget // shared by both directions
 	devs   [2]device.Device
 	dirs   [2]*direction
@@ -99,6 +100,7 @@ func New(ctx context.Context, devs [2]device.Device, opt Options) (*Forwarder, e
 	p.wallOffset = time.Now().UnixNano() - release.MonotonicNow()
 	mtu := max(devs[0].MTU(), devs[1].MTU(), 1280)
 	p.pool = engine.NewPool(engine.Headroom + mtu)
+	p.units = newUnitPools()
 	if p.opt.QueueMemory == 0 {
 		p.opt.QueueMemory = engine.DefaultQueueMemory()
 	}
@@ -249,6 +251,7 @@ func (d *direction) install(im spec.Impairment) error {
 		return err
 	}
 	d.classes.Store(im.Classes)
+	d.whole.Store(d.wholeUnits())
 	d.setPass(d.passable(im))
 	// A new impairment may release earlier than the old one: wake the loop.
 	if next, ok := d.pl.NextDeparture(); ok {

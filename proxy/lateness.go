@@ -41,26 +41,28 @@ type lateness struct {
 // the shared counters once per batch (a run of one bucket in the
 // histograms).
 func (l *lateness) record(dequeued, written int64, pkts []*engine.Packet) {
-	var late uint64
+	var late, segs uint64
 	var worst int64
 	added := tally{h: &l.added}
 	due := tally{h: &l.dueToDequeue}
 	for _, pk := range pkts {
+		n := uint64(pk.Segments()) // a unit counts as its segments
+		segs += n
 		d := written - pk.Depart
 		worst = max(worst, d)
 		if d >= int64(time.Millisecond) {
-			late++
+			late += n
 		}
-		added.addN(d, 1)
-		due.addN(dequeued-pk.Depart, 1)
+		added.addN(d, n)
+		due.addN(dequeued-pk.Depart, n)
 	}
 	added.flush()
 	due.flush()
 	write := tally{h: &l.dequeueToWritten}
-	write.addN(written-dequeued, uint64(len(pkts)))
+	write.addN(written-dequeued, segs)
 	write.flush()
-	l.packets.Add(uint64(len(pkts)))
-	l.totalPackets.Add(uint64(len(pkts)))
+	l.packets.Add(segs)
+	l.totalPackets.Add(segs)
 	if late > 0 {
 		l.late1ms.Add(late)
 		l.totalLate1ms.Add(late)

@@ -22,6 +22,7 @@ import (
 	"github.com/wanlab/wanlab/experiment"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/lab/vm"
+	"github.com/wanlab/wanlab/tc/spec"
 )
 
 func init() {
@@ -82,17 +83,23 @@ func init() {
 			},
 			{
 				Name:  "forward",
-				Usage: "forwarding speed with an empty spec: kernel routing vs proxy offload vs proxy water, with proxy CPU and RSS",
-				UsageText: "wanlab bench forward [--quick] [--vms] [--realtime] [--low-latency auto|on|off] [--out DIR] [--json]\n\n" +
-					"examples:\n   sudo wanlab bench forward\n   sudo wanlab bench forward --vms --quick",
+				Usage: "forwarding speed: kernel routing vs proxy offload vs proxy water, then TCP through a spec set, with proxy CPU and RSS",
+				UsageText: "wanlab bench forward [--quick] [--spec SPEC]... [--vms] [--realtime] [--low-latency auto|on|off] [--out DIR] [--json]\n\n" +
+					"examples:\n   sudo wanlab bench forward\n   sudo wanlab bench forward --quick --spec 'delay 1ms' --spec 'loss 0.1%'\n   sudo wanlab bench forward --vms --quick",
 				Description: "TCP bulk with 1 and 4 streams, UDP small-packet rate and UDP round-trip latency, each through\n" +
 					"kernel routing, the proxy with the offload backend and with the water backend, in alternation\n" +
 					"(3 rounds), as absolute figures and as ratios to kernel routing. The proxy runs as a child\n" +
 					"process (this executable's `proxy` command) so its CPU time and RSS are its own.\n" +
+					"Then TCP with 1 and 4 streams through each spec of a set on the data direction (client to\n" +
+					"server), through the proxy and, for a spec's tbf, through the kernel's own tbf at the same rate,\n" +
+					"with the proxy's CPU per Gbit/s. The set (--spec, repeatable, replaces it): the empty spec,\n" +
+					"'delay 1ms', 'loss 0.1%', 'delay 5ms 1ms', 'tbf rate 5gbit burst 1mb limit 10mb' and\n" +
+					"'delay 1ms | tbf rate 5gbit burst 1mb limit 10mb'.\n" +
 					"With --vms: between two VMs on TAPs (this executable is their agent), their boot time, then\n" +
 					"ping and one TCP download through kernel routing and through the proxy (offload backend) in\n" +
 					"alternation, with each VM's qemu CPU and the proxy's, and which of them was the bottleneck.",
 				Flags: []cli.Flag{quick, realtime, lowLatency, out, force, jsonFlag,
+					&cli.StringSliceFlag{Name: "spec", Usage: "send the TCP bulk through `SPEC` on the data direction (repeatable; replaces the default set; '' is the empty spec)"},
 					&cli.BoolFlag{Name: "vms", Usage: "between two VMs (`wanlab vm prepare`) on TAPs: their boot time, ping and TCP through kernel routing and the proxy, each VM's CPU"},
 					engineFlag()},
 				Action: func(cc *cli.Context) error { return runBench(cc, "forward") },
@@ -191,6 +198,16 @@ func runBench(cc *cli.Context, kind string) error {
 		}
 		cfg.ProxyExec = []string{exe, "proxy"}
 		cfg.VMs = cc.Bool("vms")
+		if cc.IsSet("spec") {
+			cfg.ForwardSpecs = []string{}
+			for _, text := range cc.StringSlice("spec") {
+				s, err := spec.Parse(text)
+				if err != nil {
+					return usageError(fmt.Errorf("bench forward: --spec %q: %w", text, err))
+				}
+				cfg.ForwardSpecs = append(cfg.ForwardSpecs, s.String())
+			}
+		}
 	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("bench %s: needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN to build namespaces): %w", kind, os.ErrPermission)

@@ -18,7 +18,9 @@ const MaxFrame = VnetHdrLen + 65535
 // ReadRaw and WriteRaw go through the runtime's poller like Read and
 // Write; Interrupt makes a ReadRaw that waits (or the next one) return
 // os.ErrDeadlineExceeded, and Resume clears that, for a reader that must
-// stop passing frames whole.
+// stop passing frames whole. ReadRaw is called by one goroutine at a
+// time, and so is WriteRaw (the offload backend keeps the call's frame in
+// the queue: no allocation per frame).
 type Raw interface {
 	ReadRaw(frame []byte) (int, error)
 	WriteRaw(frame []byte) error

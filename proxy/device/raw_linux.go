@@ -10,13 +10,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rawFile is Raw over a TUN file with IFF_VNET_HDR.
+// rawFile is Raw over a TUN file with IFF_VNET_HDR. ReadRaw and WriteRaw
+// are each called by one goroutine at a time (a queue's reader; the
+// direction's writers hold its write lock): the frame and the result of
+// the call in progress live in the rawFile, and the poller's callbacks
+// are bound once, so that a frame costs no allocation.
 type rawFile struct {
 	f  *os.File
 	rc syscall.RawConn
 	// stop is set by Interrupt: a read woken by the deadline, or by a
 	// frame that came at the same moment, reads nothing.
 	stop atomic.Bool
+
+	rframe, wframe []byte
+	rn             int
+	rerr, werr     error
+	readFn         func(fd uintptr) bool
+	writeFn        func(fd uintptr) bool
 }
 
 func newRawFile(f *os.File) *rawFile {
@@ -27,19 +37,30 @@ func newRawFile(f *os.File) *rawFile {
 	if err != nil {
 		return nil
 	}
-	return &rawFile{f: f, rc: rc}
+	r := &rawFile{f: f, rc: rc}
+	r.readFn = r.read
+	r.writeFn = r.write
+	return r
+}
+
+func (r *rawFile) read(fd uintptr) bool {
+	if r.stop.Load() {
+		r.rn, r.rerr = 0, os.ErrDeadlineExceeded
+		return true
+	}
+	r.rn, r.rerr = unix.Read(int(fd), r.rframe)
+	return r.rerr != unix.EAGAIN
+}
+
+func (r *rawFile) write(fd uintptr) bool {
+	_, r.werr = unix.Write(int(fd), r.wframe)
+	return r.werr != unix.EAGAIN
 }
 
 func (r *rawFile) ReadRaw(frame []byte) (n int, err error) {
-	var rerr error
-	err = r.rc.Read(func(fd uintptr) bool {
-		if r.stop.Load() {
-			rerr = os.ErrDeadlineExceeded
-			return true
-		}
-		n, rerr = unix.Read(int(fd), frame)
-		return rerr != unix.EAGAIN
-	})
+	r.rframe = frame
+	err = r.rc.Read(r.readFn)
+	r.rframe = nil
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return 0, err
@@ -47,19 +68,17 @@ func (r *rawFile) ReadRaw(frame []byte) (n int, err error) {
 		// The poller refuses a file being closed.
 		return 0, errors.Join(os.ErrClosed, err)
 	}
-	return n, rerr
+	return r.rn, r.rerr
 }
 
 func (r *rawFile) WriteRaw(frame []byte) error {
-	var werr error
-	err := r.rc.Write(func(fd uintptr) bool {
-		_, werr = unix.Write(int(fd), frame)
-		return werr != unix.EAGAIN
-	})
+	r.wframe = frame
+	err := r.rc.Write(r.writeFn)
+	r.wframe = nil
 	if err != nil {
 		return errors.Join(os.ErrClosed, err)
 	}
-	return werr
+	return r.werr
 }
 
 // Interrupt stops reads first, then wakes one that waits (the poller

@@ -33,8 +33,13 @@ func (b *MemoryBudget) Held() units.Size { return units.Size(max(b.held.Load(), 
 
 const packetOverhead = int64(unsafe.Sizeof(Packet{}))
 
-// packetMemory is what p costs the budget.
+// packetMemory is what p costs the budget; a unit what its segments
+// would (Packet.SetUnit), so that the budget drops the same segments
+// whether they come whole or one by one.
 func packetMemory(p *Packet) int64 {
+	if p.isUnit() {
+		return int64(p.segs) * (int64(p.segBuf) + packetOverhead)
+	}
 	return int64(max(cap(p.buf), len(p.Data))) + packetOverhead
 }
 

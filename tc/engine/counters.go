@@ -21,7 +21,10 @@ type Histogram struct {
 	Count  uint64                           `json:"count"`
 }
 
-func (h *Histogram) add(ns int64) {
+func (h *Histogram) add(ns int64) { h.addN(ns, 1) }
+
+// addN counts n samples of ns (a unit's segments).
+func (h *Histogram) addN(ns int64, n uint64) {
 	i := 0
 	// Binary search over 19 bounds: 5 comparisons.
 	lo, hi := 0, len(SojournBoundsNs)
@@ -34,9 +37,9 @@ func (h *Histogram) add(ns int64) {
 		}
 	}
 	i = lo
-	h.Counts[i]++
-	h.SumNs += ns
-	h.Count++
+	h.Counts[i] += n
+	h.SumNs += ns * int64(n)
+	h.Count += n
 }
 
 // Quantile is the upper bound in ns of the bucket holding the q-th
@@ -105,34 +108,39 @@ type Counters struct {
 	Sojourn Histogram `json:"sojourn"`
 }
 
+// in, out and dropped count a unit (Packet.SetUnit) as its segments and
+// their bytes on the wire.
 func (c *Counters) in(p *Packet) {
-	c.PacketsIn++
-	c.BytesIn += uint64(len(p.Data))
-	c.QueuePackets++
-	c.QueueBytes += uint64(len(p.Data))
+	n, b := uint64(p.Segments()), uint64(p.WireLen())
+	c.PacketsIn += n
+	c.BytesIn += b
+	c.QueuePackets += n
+	c.QueueBytes += b
 }
 
 func (c *Counters) out(p *Packet, sojourn int64) {
-	c.PacketsOut++
-	c.BytesOut += uint64(len(p.Data))
-	c.QueuePackets--
-	c.QueueBytes -= uint64(len(p.Data))
-	c.Sojourn.add(sojourn)
+	n, b := uint64(p.Segments()), uint64(p.WireLen())
+	c.PacketsOut += n
+	c.BytesOut += b
+	c.QueuePackets -= n
+	c.QueueBytes -= b
+	c.Sojourn.addN(sojourn, n)
 }
 
 // dropped takes a packet that was counted in (and so queued) out again.
 func (c *Counters) dropped(p *Packet, reason dropReason) {
-	c.QueuePackets--
-	c.QueueBytes -= uint64(len(p.Data))
+	n := uint64(p.Segments())
+	c.QueuePackets -= n
+	c.QueueBytes -= uint64(p.WireLen())
 	switch reason {
 	case DropLoss:
-		c.Drops.Loss++
+		c.Drops.Loss += n
 	case DropQueue:
-		c.Drops.Queue++
+		c.Drops.Queue += n
 	case DropOversize:
-		c.Drops.Oversize++
+		c.Drops.Oversize += n
 	case DropAQM:
-		c.Drops.AQM++
+		c.Drops.AQM += n
 	}
 }
 

@@ -52,6 +52,9 @@ type netemStage struct {
 	ahead  []*Packet // reordered packets, sent before tfifo (the kernel's sch->q; LIFO)
 	maxDue int64     // latest time_to_send queued in tfifo/ahead (rate anchoring)
 	order  uint64
+	// unitExtra is the segments the units in tfifo stand for beyond one
+	// each (takeUnit): len counts segments, as the limit does.
+	unitExtra int
 }
 
 func newNetem(cfg *spec.Netem, seed uint64, now int64) *netemStage {
@@ -117,7 +120,9 @@ func newNetem(cfg *spec.Netem, seed uint64, now int64) *netemStage {
 func (n *netemStage) kind() string        { return "netem" }
 func (n *netemStage) spec() string        { return n.cfg.String() }
 func (n *netemStage) counters() *Counters { return &n.ctr }
-func (n *netemStage) len() int            { return n.tlist.len() + len(n.theap) + len(n.ahead) }
+func (n *netemStage) len() int {
+	return n.tlist.len() + len(n.theap) + len(n.ahead) + n.unitExtra
+}
 
 // tfifoEnqueue is tfifo_enqueue: append when not earlier than the tail.
 func (n *netemStage) tfifoEnqueue(p *Packet) {
@@ -155,6 +160,14 @@ func (n *netemStage) tfifoPop() *Packet {
 // duplicate, loss, corrupt (+ offset and bit), then (after the duplicate's
 // own enqueue at the root) reorder and delay.
 func (n *netemStage) enqueue(p *Packet, now int64, c *chain, idx int) {
+	if p.isUnit() {
+		// A unit from the stage above: whole if its segments all go on
+		// alike here, else as its segments.
+		if !n.takeUnit(p, now, c, idx) {
+			c.splitInto(idx, p, now)
+		}
+		return
+	}
 	n.ctr.in(p)
 	count := 1
 	if !n.noDup && p.Flags&FlagDuplicate == 0 && n.duplicate != 0 && n.duplicate >= n.dupCorr.next(n.r) {
@@ -361,6 +374,9 @@ func (n *netemStage) pop(now int64) (*Packet, bool) {
 		return nil, false
 	}
 	p := n.tfifoPop()
+	if p.isUnit() {
+		n.unitExtra -= int(p.segs) - 1
+	}
 	if n.slotOn {
 		n.packetsLeft--
 		n.bytesLeft -= int64(len(p.Data))

@@ -44,6 +44,9 @@ type Packet struct {
 	// enq is when that qdisc took it (codel's enqueue time stamp).
 	qnext *Packet
 	enq   int64
+	// segs, wire and segBuf describe a unit (SetUnit; segs 0: a plain
+	// packet).
+	segs, wire, segBuf uint32
 }
 
 // Flags tell what the engine did to a packet.

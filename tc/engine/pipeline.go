@@ -44,12 +44,20 @@ type chain struct {
 	class  *class
 	spec   *spec.Spec
 	stages []stage
+	// units: every stage takes a unit whole (carriesUnits).
+	units bool
+	// pending segments of a unit being cut into stage pendingAbove
+	// (splitInto) count as held by the stages above it.
+	pending, pendingAbove int
 }
 
 // heldFrom is the number of packets held by stage i and its descendants:
 // a qdisc's q.qlen counts its children's packets too.
 func (c *chain) heldFrom(i int) int {
 	n := 0
+	if i < c.pendingAbove {
+		n = c.pending
+	}
 	for _, s := range c.stages[i:] {
 		n += s.len()
 	}
@@ -124,6 +132,9 @@ type Options struct {
 	// other pipelines holding the same budget): a packet arriving, or a
 	// duplicate made, while it is spent is dropped as a queue drop.
 	Memory *MemoryBudget
+	// Segmenter cuts units (Packet.SetUnit) into their segments where a
+	// stage does not take them whole; required to enqueue units.
+	Segmenter Segmenter
 	// Scheduler, if set, takes each packet leaving its class's chain and
 	// decides when it leaves the pipeline (a class hierarchy sharing one
 	// link: package htb). Nil: packets leave when their chain releases
@@ -183,6 +194,12 @@ type Pipeline struct {
 	// stages read (RealClock); draining turns it off (Drain).
 	clock    realClock
 	draining bool
+	// arriving and moving hold the segments of a unit cut on entry
+	// (enqueueUnit) and at a stage (chain.splitInto).
+	arriving, moving []*Packet
+	// handing holds the segments of a unit handed to a scheduler
+	// (deliver, handOver).
+	handing []*Packet
 }
 
 // DefaultClass is the name of a plain pipeline's one class.
@@ -249,6 +266,7 @@ func (pl *Pipeline) build(cl *class, s *spec.Spec, now int64) (*chain, error) {
 		}
 		c.stages = append(c.stages, k.build(st, seed, now, pl))
 	}
+	c.units = c.carriesUnits()
 	return c, nil
 }
 
@@ -300,6 +318,10 @@ func (pl *Pipeline) enqueueLocked(p *Packet, now int64) {
 	}
 	entry := max(p.Arrival, pl.last)
 	pl.advance(entry)
+	if p.isUnit() {
+		pl.enqueueUnit(p, now)
+		return
+	}
 	pl.seq++
 	p.Seq = pl.seq
 	p.Flags = 0
@@ -369,6 +391,14 @@ func (pl *Pipeline) deliver(c *chain, p *Packet, t int64) {
 		return
 	}
 	if pl.opt.Scheduler != nil {
+		if p.isUnit() {
+			pl.handing = pl.segmentsOf(p, pl.handing[:0])
+			for _, s := range pl.handing {
+				pl.deliver(c, s, t)
+			}
+			clear(pl.handing)
+			return
+		}
 		if !pl.opt.Scheduler.Enqueue(c.class.index, p, t) {
 			c.class.totals.dropped(p, DropQueue)
 			pl.discard(p, DropQueue)

@@ -137,6 +137,16 @@ func (pl *Pipeline) handOver(c *class, p *Packet, now int64) {
 		pl.leave(c, p, now)
 		return
 	}
+	if p.isUnit() {
+		// A scheduler takes segments: a unit from a plain pipeline
+		// Replace turned into a tree goes over as its segments.
+		pl.handing = pl.segmentsOf(p, pl.handing[:0])
+		for _, s := range pl.handing {
+			pl.handOver(c, s, now)
+		}
+		clear(pl.handing)
+		return
+	}
 	// The packet moves between classes' books: out of the old class's
 	// totals, into the new one's.
 	c.totals.QueuePackets--
