@@ -124,6 +124,10 @@ func writeSelfCheck(w io.Writer, sc *SelfCheck) {
 	fmt.Fprintln(w, units.Sprintf("  %s time error median %.3g ms, p95 %.3g ms (%d segments); %s; rate curves %.3g %% apart",
 		sc.Compared, sc.ErrorP50Ms, sc.ErrorP95Ms, sc.Timed, explained, sc.RateGap*100))
 	for _, u := range sc.Unexplained {
-		fmt.Fprintln(w, units.Sprintf("  not explained: %s %.3g (tolerance %.3g); withheld: %s", u.Measure, u.Value, u.Tolerance, strings.Join(u.Withheld, ", ")))
+		withheld := "nothing it bears on was claimed"
+		if len(u.Withheld) > 0 {
+			withheld = "withheld: " + strings.Join(u.Withheld, ", ")
+		}
+		fmt.Fprintln(w, units.Sprintf("  not explained: %s %.3g (tolerance %.3g); %s", u.Measure, u.Value, u.Tolerance, withheld))
 	}
 }
