@@ -205,3 +205,34 @@ func TestCurveGap(t *testing.T) {
 		t.Errorf("in order %v: the range above a hole counts once the hole is filled", got)
 	}
 }
+
+// TestReplayCostFollowsPackets: a capture's span costs nothing, its
+// packets do: two bursts 30 days apart through a slow bucket replay at
+// once (a walk per virtual millisecond would take 2.6 billion steps).
+func TestReplayCostFollowsPackets(t *testing.T) {
+	data, err := spec.Parse("delay 10ms | tbf rate 1mbit burst 3kb limit 30kb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sends []send
+	for i := range 2000 {
+		at := time.Duration(i) * time.Millisecond
+		if i >= 1000 {
+			at += 30 * 24 * time.Hour
+		}
+		sends = append(sends, send{t: at, ip: 1500, rec: i})
+	}
+	start := time.Now()
+	rp, err := replay(sends, 2000, data, spec.Empty())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("replay of 2000 packets over 30 days took %v", el)
+	}
+	// The second burst overflows the bucket as the first did: its first
+	// packets leave, 30 days on.
+	if d := rp.depart[1000] - sends[1000].t; d < 10*time.Millisecond || d > 20*time.Millisecond {
+		t.Errorf("the second burst's first packet left %v after it was sent, want 10 ms (the delay, the bucket full again) after it was sent 30 days on", d)
+	}
+}
