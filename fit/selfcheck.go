@@ -243,25 +243,22 @@ func (sc *SelfCheck) losses(f *flow, rp *replayed, where string) {
 }
 
 // rates measures the gap between the captured and the predicted rate
-// curves, and returns the captured one.
+// curves, and returns the captured one. A segment the model dropped
+// counts, in the predicted curve, as delivered when the capture had it
+// delivered: the replay cannot re-send what the capture did not, so one
+// drop would stall the whole in-order curve; the drops are the loss
+// measure's.
 func (sc *SelfCheck) rates(f *flow, rp *replayed, where string) []curvePoint {
 	var top int64 // the replayed data's end: the curves compared up to it
-	var predicted, arrived []delivery
+	var arrived []delivery
 	for i, r := range f.data {
-		lo, hi := f.off(r.seq), f.off(r.seq)+int64(r.payload)
-		if !rp.replayed[i] {
-			continue
+		if rp.replayed[i] {
+			top = max(top, f.off(r.seq)+int64(r.payload))
+			arrived = append(arrived, delivery{r.t, f.off(r.seq), f.off(r.seq) + int64(r.payload)})
 		}
-		top = max(top, hi)
-		if at := rp.ackAt[i]; where != "receiver" && at >= 0 {
-			predicted = append(predicted, delivery{at, lo, hi})
-		}
-		if at := rp.depart[i]; where == "receiver" && at >= 0 {
-			predicted = append(predicted, delivery{at, lo, hi})
-		}
-		arrived = append(arrived, delivery{r.t, lo, hi})
 	}
 	var captured []curvePoint
+	capturedAt := func(i int) time.Duration { return f.data[i].t }
 	if where == "receiver" {
 		captured = inOrder(arrived)
 	} else {
@@ -272,9 +269,34 @@ func (sc *SelfCheck) rates(f *flow, rp *replayed, where string) []curvePoint {
 				captured = append(captured, curvePoint{a.t, cum})
 			}
 		}
+		// The first cumulative ACK that covered the segment.
+		capturedAt = func(i int) time.Duration {
+			hi := f.off(f.data[i].seq) + int64(f.data[i].payload)
+			k := sort.Search(len(captured), func(k int) bool { return captured[k].bytes >= hi })
+			if k == len(captured) {
+				return -1
+			}
+			return captured[k].t
+		}
 	}
 	if len(captured) == 0 {
 		return nil
+	}
+	var predicted []delivery
+	for i, r := range f.data {
+		if !rp.replayed[i] {
+			continue
+		}
+		at := rp.ackAt[i]
+		if where == "receiver" {
+			at = rp.depart[i]
+		}
+		if rp.dropped[i] != 0 {
+			at = capturedAt(i)
+		}
+		if at >= 0 {
+			predicted = append(predicted, delivery{at, f.off(r.seq), f.off(r.seq) + int64(r.payload)})
+		}
 	}
 	if total := captured[len(captured)-1].bytes; total > 0 {
 		sc.RateGap = float64(curveGap(captured, inOrder(predicted))) / float64(total)
