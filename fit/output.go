@@ -121,8 +121,8 @@ func writeSelfCheck(w io.Writer, sc *SelfCheck) {
 	if sc.LossExplainedShare != nil {
 		explained = units.Sprintf("%d of %d losses explained", sc.LossesExplained, sc.LossesCaptured)
 	}
-	fmt.Fprintln(w, units.Sprintf("  %s time error median %.3g ms, p95 %.3g ms (%d segments); %s; rate curves %.3g %% apart",
-		sc.Compared, sc.ErrorP50Ms, sc.ErrorP95Ms, sc.Timed, explained, sc.RateGap*100))
+	fmt.Fprintln(w, units.Sprintf("  %s time error median %.3g ms, p95 %.3g ms, base %.3g ms (%d segments); %s; rate curves %.3g %% apart",
+		sc.Compared, sc.ErrorP50Ms, sc.ErrorP95Ms, sc.BaseErrorMs, sc.Timed, explained, sc.RateGap*100))
 	for _, u := range sc.Unexplained {
 		withheld := "nothing it bears on was claimed"
 		if len(u.Withheld) > 0 {

@@ -111,9 +111,11 @@ func (f *flow) senderClock() (tick time.Duration, v0 uint32, c time.Duration) {
 }
 
 // replayed is what the engine made of the sends, per data record: when
-// its last piece left the data path (depart) and when the ACK path
-// brought word of it back (ackAt), or why a piece was dropped.
+// its first piece was sent (sent), when its last piece left the data path
+// (depart) and when the ACK path brought word of it back (ackAt), or why
+// a piece was dropped.
 type replayed struct {
+	sent          []time.Duration
 	depart, ackAt []time.Duration // -1: not delivered
 	dropped       []engine.DropReason
 	replayed      []bool
@@ -124,7 +126,7 @@ type replayed struct {
 // engine's virtual clock (as engine.Simulate drives a pipeline: dequeue
 // up to each arrival, enqueue it, drain). Its cost is the packets'.
 func replay(sends []send, nrec int, data, ack *spec.Spec) (*replayed, error) {
-	r := &replayed{depart: make([]time.Duration, nrec), ackAt: make([]time.Duration, nrec),
+	r := &replayed{sent: make([]time.Duration, nrec), depart: make([]time.Duration, nrec), ackAt: make([]time.Duration, nrec),
 		dropped: make([]engine.DropReason, nrec), replayed: make([]bool, nrec)}
 	for i := range r.depart {
 		r.depart[i], r.ackAt[i] = -1, -1
@@ -134,6 +136,9 @@ func replay(sends []send, nrec int, data, ack *spec.Spec) (*replayed, error) {
 	}
 	left := make([]int, nrec) // pieces of each record not yet out
 	for _, s := range sends {
+		if !r.replayed[s.rec] {
+			r.sent[s.rec] = s.t
+		}
 		left[s.rec]++
 		r.replayed[s.rec] = true
 	}

@@ -2,6 +2,7 @@ package fit
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -28,10 +29,14 @@ type SelfCheck struct {
 	// (near the receiver: when each segment arrived). ErrorP50Ms and
 	// ErrorP95Ms are the median and 95th percentile of |predicted -
 	// captured| over the Timed segments the model delivered.
-	Compared   string  `json:"compared"`
-	Timed      int     `json:"timed_segments"`
-	ErrorP50Ms float64 `json:"error_p50_ms"`
-	ErrorP95Ms float64 `json:"error_p95_ms"`
+	// BaseErrorMs is |the lowest predicted time - the lowest captured|,
+	// each from its segment's send over the same segments: the path's
+	// delay without its queue, what the round trip's claim stands on.
+	Compared    string  `json:"compared"`
+	Timed       int     `json:"timed_segments"`
+	ErrorP50Ms  float64 `json:"error_p50_ms"`
+	ErrorP95Ms  float64 `json:"error_p95_ms"`
+	BaseErrorMs float64 `json:"base_error_ms"`
 	// LossesCaptured counts the capture's losses: near the sender, the
 	// first sends whose data was sent again; elsewhere, the re-sends that
 	// arrived (each stands for a send the path lost). Spurious re-sends
@@ -69,9 +74,10 @@ type Unexplained struct {
 
 // The self-check's tolerances.
 const (
-	// timingShare and timingFloor bound the median timing error: a
-	// quarter of the model's round trip, and 2 ms for the hosts' own
-	// timing (a scheduler's wakeup, a timer tick), which no path models.
+	// timingShare and timingFloor bound the base error and the median
+	// timing error: a quarter of the model's round trip, and 2 ms for
+	// the hosts' own timing (a scheduler's wakeup, a timer tick), which
+	// no path models. A capture put at the wrong end errs by a round trip.
 	timingShare = 0.25
 	timingFloor = 2 * time.Millisecond
 	// tailShare and tailFloor bound the 95th percentile: half the round
@@ -96,10 +102,11 @@ const (
 
 // What each measure's claims are: the parameters withheld when it fails.
 var (
-	timingClaims = []string{"rtt_ms", "jitter_ms"}
-	tailClaims   = []string{"jitter_ms", "buffer_bytes", "burst_bytes", "delay_limit_packets"}
-	lossClaims   = []string{"loss_percent", "gemodel_p_percent", "gemodel_r_percent", "congestion_losses", "buffer_bytes", "delay_limit_packets"}
-	rateClaims   = []string{"rate_bps", "burst_bytes", "buffer_bytes"}
+	baseClaims  = []string{"rtt_ms", "jitter_ms"}
+	queueClaims = []string{"buffer_bytes", "burst_bytes", "delay_limit_packets"}
+	tailClaims  = []string{"jitter_ms", "buffer_bytes", "burst_bytes", "delay_limit_packets"}
+	lossClaims  = []string{"loss_percent", "gemodel_p_percent", "gemodel_r_percent", "congestion_losses", "buffer_bytes", "delay_limit_packets"}
+	rateClaims  = []string{"rate_bps", "burst_bytes", "buffer_bytes"}
 )
 
 // checkSelf replays the capture through out's specs, measures, and
@@ -139,7 +146,9 @@ func checkSelf(out *Result, f *flow, budget int) *SelfCheck {
 		}
 	}
 	if sc.Timed > 0 {
-		judge(sc.Compared+"_error_p50_ms", sc.ErrorP50Ms, msOf(max(timingFloor, time.Duration(timingShare*float64(rtt)))), timingClaims)
+		tol := msOf(max(timingFloor, time.Duration(timingShare*float64(rtt))))
+		judge(sc.Compared+"_base_error_ms", sc.BaseErrorMs, tol, baseClaims)
+		judge(sc.Compared+"_error_p50_ms", sc.ErrorP50Ms, tol, queueClaims)
 		judge(sc.Compared+"_error_p95_ms", sc.ErrorP95Ms, msOf(max(tailFloor, time.Duration(tailShare*float64(rtt)))), tailClaims)
 	}
 	if sc.LossExplainedShare != nil && sc.LossesCaptured >= lossJudged {
@@ -157,11 +166,16 @@ func checkSelf(out *Result, f *flow, budget int) *SelfCheck {
 // timing compares the predicted ACK (or arrival) times with the captured.
 func (sc *SelfCheck) timing(f *flow, rp *replayed, where string) {
 	var errs []float64
+	lowCaptured, lowPredicted := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+	compare := func(sent, captured, predicted time.Duration) {
+		errs = append(errs, msOf(absDur(predicted-captured)))
+		lowCaptured, lowPredicted = min(lowCaptured, captured-sent), min(lowPredicted, predicted-sent)
+	}
 	if where == "receiver" {
 		sc.Compared = "arrival"
 		for i, r := range f.data {
 			if rp.depart[i] >= 0 {
-				errs = append(errs, msOf(absDur(rp.depart[i]-r.t)))
+				compare(rp.sent[i], r.t, rp.depart[i])
 			}
 		}
 	} else {
@@ -176,13 +190,16 @@ func (sc *SelfCheck) timing(f *flow, rp *replayed, where string) {
 		}
 		for _, c := range f.covs {
 			if i, ok := recOf[key{c.sent, c.end}]; ok && rp.ackAt[i] >= 0 {
-				errs = append(errs, msOf(absDur(rp.ackAt[i]-c.at)))
+				compare(c.sent, c.at, rp.ackAt[i])
 			}
 		}
 	}
 	s := sorted(errs)
 	sc.Timed = len(s)
 	sc.ErrorP50Ms, sc.ErrorP95Ms = quantile(s, 0.5), quantile(s, 0.95)
+	if sc.Timed > 0 {
+		sc.BaseErrorMs = msOf(absDur(lowPredicted - lowCaptured))
+	}
 }
 
 // losses counts the captured losses and those the model explains.
