@@ -236,3 +236,23 @@ func TestReplayCostFollowsPackets(t *testing.T) {
 		t.Errorf("the second burst's first packet left %v after it was sent, want 10 ms (the delay, the bucket full again) after it was sent 30 days on", d)
 	}
 }
+
+// TestWithheldRoundTripLeavesTheSpecs: a round trip withheld takes the
+// delay out of both directions' specs, and what does not stand on it
+// stays.
+func TestWithheldRoundTripLeavesTheSpecs(t *testing.T) {
+	rtt := known(40, 39, 41, "handshake")
+	r := &Result{Directions: []Direction{
+		{Data: true, Spec: "delay 20ms loss 1%", Params: map[string]Param{"rtt_ms": rtt, "loss_percent": known(1, 0.8, 1.2, "runs")}},
+		{Spec: "delay 20ms", Params: map[string]Param{"rtt_ms": rtt}},
+	}}
+	if got := withhold(r, baseClaims, "withheld: the self-check's base error"); !slices.Equal(got, []string{"rtt_ms"}) {
+		t.Errorf("withheld %v, want rtt_ms", got)
+	}
+	if s0, s1 := r.Directions[0].Spec, r.Directions[1].Spec; s0 != "loss 1%" || s1 != "" {
+		t.Errorf("specs %q and %q, want the loss alone and none", s0, s1)
+	}
+	if len(r.Notes) != 1 {
+		t.Errorf("notes %q: one per parameter withheld", r.Notes)
+	}
+}
