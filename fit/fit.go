@@ -70,6 +70,9 @@ type Result struct {
 	RequestResponse *RequestResponse `json:"request_response,omitempty"`
 	Directions      []Direction      `json:"directions"`
 	Sysctls         Sysctls          `json:"sysctls"`
+	// SelfCheck is how well the answer reproduces the capture; claims it
+	// rejects are withheld (unknown, with the self-check named).
+	SelfCheck *SelfCheck `json:"self_check"`
 	// Notes says plainly what could not be inferred, and why.
 	Notes []string `json:"notes"`
 }
@@ -217,6 +220,8 @@ func File(path string, opt Options) (*Result, error) {
 	for _, d := range out.Directions {
 		clampToDomain(d.Params)
 	}
+	progress("checking the fit against the capture")
+	out.SelfCheck = checkSelf(out, f, maxPackets)
 	if rr := f.turns(recs, c, conns.summaries); rr != nil {
 		out.RequestResponse = rr
 		out.Transfer.Direction = "request-response"

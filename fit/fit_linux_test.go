@@ -302,8 +302,15 @@ func TestFitMidStreamAndManyConnections(t *testing.T) {
 	}
 	// The standing queue of a loss-based sender stays in the samples of a
 	// capture that missed the start: the lowest RTT lies between the
-	// path's and the path's plus the buffer's delay (41 ms).
-	if rtt := d.Params["rtt_ms"]; !rtt.Known() || rtt.Value < 38 || rtt.Value > 40+41 {
+	// path's and the path's plus the buffer's delay (41 ms). The
+	// self-check may withhold it: the fitted delay then holds the
+	// standing queue that the replay's bucket queues again, and the
+	// lowest predicted round trip misses the lowest captured.
+	rtt := d.Params["rtt_ms"]
+	switch {
+	case !rtt.Known() && strings.Contains(rtt.Unknown, "self-check"):
+		t.Logf("mid-stream rtt withheld: %s", rtt.Unknown)
+	case !rtt.Known() || rtt.Value < 38 || rtt.Value > 40+41:
 		t.Errorf("mid-stream rtt %+v", rtt)
 	}
 	if ws := d.Params["window_scale"]; ws.Known() {

@@ -71,6 +71,7 @@ func WriteText(w io.Writer, r *Result) error {
 			fmt.Fprintf(bw, "  %-22s %s  [%s, %s]  %s\n", name, num(name, p.Value), num(name, p.Low), num(name, p.High), p.Evidence)
 		}
 	}
+	writeSelfCheck(bw, r.SelfCheck)
 	if len(r.Notes) > 0 {
 		fmt.Fprintln(bw, "not inferred:")
 		for _, n := range r.Notes {
@@ -103,4 +104,30 @@ func num(name string, v float64) string {
 		return units.Sprintf("%.3g %%", v)
 	}
 	return units.Sprintf("%.4g", v)
+}
+
+// writeSelfCheck writes the self-check in three lines, and what it could
+// not explain.
+func writeSelfCheck(w io.Writer, sc *SelfCheck) {
+	if sc == nil {
+		return
+	}
+	if sc.Unchecked != "" {
+		fmt.Fprintf(w, "self-check: none (%s)\n", sc.Unchecked)
+		return
+	}
+	fmt.Fprintf(w, "self-check: %d segments replayed through the specs (%s)\n", sc.Segments, sc.Sends)
+	explained := "no losses captured"
+	if sc.LossExplainedShare != nil {
+		explained = units.Sprintf("%d of %d losses explained", sc.LossesExplained, sc.LossesCaptured)
+	}
+	fmt.Fprintln(w, units.Sprintf("  %s time error median %.3g ms, p95 %.3g ms, base %.3g ms (%d segments); %s; rate curves %.3g %% apart",
+		sc.Compared, sc.ErrorP50Ms, sc.ErrorP95Ms, sc.BaseErrorMs, sc.Timed, explained, sc.RateGap*100))
+	for _, u := range sc.Unexplained {
+		withheld := "nothing it bears on was claimed"
+		if len(u.Withheld) > 0 {
+			withheld = "withheld: " + strings.Join(u.Withheld, ", ")
+		}
+		fmt.Fprintln(w, units.Sprintf("  not explained: %s %.3g (tolerance %.3g); %s", u.Measure, u.Value, u.Tolerance, withheld))
+	}
 }
