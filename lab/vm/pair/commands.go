@@ -225,7 +225,7 @@ func GuestOffload(iface string, set []string, stdout io.Writer) error {
 	before[gsoMaxSegs] = int(link.Attrs().GSOMaxSegs)
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		if k == gsoMaxSegs {
-			err = netlink.LinkSetGSOMaxSegs(link, want[k])
+			err = setGSOMaxSegs(link, want[k])
 		} else {
 			err = lab.SetOffload(netns.None(), iface, guestOffloads[k], want[k] == 1)
 		}
