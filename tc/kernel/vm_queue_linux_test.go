@@ -75,7 +75,8 @@ func decodedQueue(st spec.Stage, hz int) string {
 func testVMQueues(t *testing.T, ctx context.Context, v *vm.VM) {
 	var script strings.Builder
 	script.WriteString("i=0\nwhile IFS= read -r s; do\ni=$((i+1))\n" +
-		"echo \"@@$i apply\"; wanlab kernel apply --iface eth0 --state-dir /tmp/k \"$s\" 2>&1\n" +
+		"echo \"@@$i apply\"; wanlab kernel apply --iface eth0 --state-dir /tmp/k \"$s\" 2>/tmp/apply.err\n" +
+		"echo \"@@$i applyerr\"; cat /tmp/apply.err\n" +
 		"echo \"@@$i show\"; wanlab kernel show --iface eth0 --state-dir /tmp/k 2>&1\n" +
 		"echo \"@@$i decoded\"; wanlab kernel show --iface eth0 --state-dir /tmp/none 2>&1\n" +
 		"echo \"@@$i tc\"; /usr/sbin/tc -d qdisc show dev eth0\n" +
@@ -101,6 +102,14 @@ func testVMQueues(t *testing.T, ctx context.Context, v *vm.VM) {
 		get := func(what string) string { return strings.TrimSpace(out[fmt.Sprintf("%d %s", i+1, what)]) }
 		if get("apply") != sp.String() || get("show") != sp.String() {
 			t.Errorf("%s: apply printed %q, show %q", sp, get("apply"), get("show"))
+		}
+		// Standard error holds warnings only (a delay whose limit
+		// cannot hold its load warns, as the proxy does).
+		for _, line := range strings.Split(get("applyerr"), "\n") {
+			if line != "" && !strings.HasPrefix(line, "warning: ") {
+				t.Errorf("%s: apply's standard error %q", sp, get("applyerr"))
+				break
+			}
 		}
 		var want []string
 		for _, st := range sp.Stages {
