@@ -69,6 +69,10 @@ trap 'exit 130' INT TERM
 
 git clone -q --no-checkout "$repo" "$clone"
 git -C "$clone" checkout -q --detach "$head"
+# The shared captures the tests read stand beside the clone, as in CI.
+if [ -d "$repo/../shared" ]; then
+	ln -s "$(cd "$repo/../shared" && pwd)" "$work/shared"
+fi
 echo "soak: $runs run(s) of scripts/test.sh at $(git -C "$clone" log -1 --format='%h %s') in $clone"
 
 if $load; then
