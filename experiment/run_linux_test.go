@@ -129,8 +129,8 @@ var presetLimits = map[string]string{
 func checkTrend(t *testing.T, name string, res *Result) {
 	t.Helper()
 	srv := res.Captures[SideServer]
-	// Each seed's limit, read from either end's capture (issue 47: the
-	// scenarios keep their diagnoses).
+	// Each seed's limit, read from either end's capture: the scenarios
+	// keep their diagnoses wherever tcpdump ran.
 	if want, ok := presetLimits[name]; ok {
 		for _, side := range []string{SideClient, SideServer} {
 			dg := res.Captures[side].Diagnosis

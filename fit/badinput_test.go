@@ -135,7 +135,7 @@ func TestShortTransfer(t *testing.T) {
 
 // fuzzHeapCap is the heap a fuzzed fit may take from the system: the
 // inputs are at most a few kilobytes, so more is a cost that follows
-// something other than the packets (issue 51: a capture's time span).
+// something other than the packets (a capture's time span once did).
 const fuzzHeapCap = 512 << 20
 
 // FuzzFile: whatever the bytes (pcap, pcapng, gzip'd), a fit ends with a

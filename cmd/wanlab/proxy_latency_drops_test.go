@@ -31,7 +31,7 @@ func udpPacket(n int) []byte {
 }
 
 // TestLatencyTrueUnderQueueDrops drives a burst through a bucket far
-// smaller than it (issue 51: each queue drop added a "read to engine"
+// smaller than it (each queue drop once added a "read to engine"
 // sample equal to the machine's uptime, because the arrival was read after
 // the engine had recycled the dropped packet). It reads the proxy's
 // latency through `proxy stats --latency --json` and /metrics: no sample
