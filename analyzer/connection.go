@@ -376,9 +376,10 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 			fwd.q.sent(span.start, span.end, t, a.own)
 		}
 		if sg.len > 0 {
-			fwd.burst(sg.t, fwd.roundTrip(c.hsRTT), fl)
+			rtt := fwd.roundTrip(c.hsRTT)
+			fwd.burst(sg.t, rtt, fl)
 			fwd.dataSent(a, &span, &sg, fl, rev.stats.UniqueBytes)
-			fwd.rounds.add(sg.t, fwd.firstData, fwd.roundTrip(c.hsRTT), span.newBytes, span.resent > 0 || span.filledGap)
+			fwd.rounds.add(sg.t, fwd.firstData, rtt, span.newBytes, span.resent > 0 || span.filledGap)
 		}
 	}
 	if fl&AnyRetransmission != 0 || span.below && fl&(KeepAlive|ZeroWindowProbe) == 0 {

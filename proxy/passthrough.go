@@ -162,18 +162,7 @@ func plainPacket(f, dst []byte) bool {
 
 // onesSum is the 16-bit one's complement sum of b (RFC 1071), folded.
 func onesSum(b []byte) uint16 {
-	var s uint64
-	for len(b) >= 8 {
-		s += uint64(binary.BigEndian.Uint32(b)) + uint64(binary.BigEndian.Uint32(b[4:]))
-		b = b[8:]
-	}
-	for len(b) >= 2 {
-		s += uint64(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		s += uint64(b[0]) << 8
-	}
+	s := sumWords(b, 0)
 	for s > 0xffff {
 		s = s>>16 + s&0xffff
 	}

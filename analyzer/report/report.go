@@ -411,6 +411,11 @@ func format(v reflect.Value) string {
 		return "no"
 	case reflect.String:
 		return v.String()
+	case reflect.Struct:
+		// A nested record (the ramp) as its JSON, field names and all.
+		if b, err := json.Marshal(v.Interface()); err == nil {
+			return string(b)
+		}
 	}
 	return fmt.Sprint(v.Interface())
 }
