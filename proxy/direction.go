@@ -62,8 +62,11 @@ type direction struct {
 	// late measures how far writes ran behind departures (lateness.go).
 	late lateness
 
-	malformed   atomic.Uint64
-	readErrors  atomic.Uint64
+	malformed  atomic.Uint64
+	readErrors atomic.Uint64
+	// cuts counts the smaller super-packets units were cut into
+	// (gsoSegmenter.Cut), where a loss or a limit parted their segments.
+	cuts        atomic.Uint64
 	writeErrors atomic.Uint64
 
 	// warnings caches the spec's warnings (engine.Warnings) for the spec
@@ -127,7 +130,7 @@ func (p *Forwarder) newDirection(i int, dev device.Device, im spec.Impairment) (
 	// RealClock: Release dequeues at the real time it runs, so a tbf
 	// stage caps a late release at its bucket as the kernel's does.
 	opt := engine.Options{Direction: d.iface, Seed: p.seed + uint64(i), RealClock: true, Start: release.MonotonicNow(), Memory: p.budget,
-		Segmenter: gsoSegmenter{pool: d.pool}}
+		Segmenter: gsoSegmenter{pool: d.pool, units: d.units, cuts: &d.cuts}}
 	if d.tap != nil {
 		opt.OnDrop = func(pk *engine.Packet, reason engine.DropReason) {
 			d.tap.Dropped(d.index, d.wallTime(release.MonotonicNow()), pk.Data, reason.String())

@@ -130,6 +130,73 @@ func TestGSOSegmenter(t *testing.T) {
 	}
 }
 
+// TestGSOCut checks the smaller super-packets a unit is cut into: cut
+// from a super-packet and split, each run gives the very bytes of the
+// same segments split from the whole, with a partial checksum set for its
+// length as the kernel's TCP leaves one, its virtio-net header, and the
+// wire bytes frameSegments counts; the original is left as it was.
+func TestGSOCut(t *testing.T) {
+	small, big := engine.NewPool(engine.Headroom+1600), engine.NewPool(engine.DefaultBufSize)
+	seg := gsoSegmenter{pool: small, units: newUnitPools()}
+	for _, v6 := range []bool{false, true} {
+		payload := make([]byte, 1448*44-300)
+		for i := range payload {
+			payload[i] = byte(i*13 + i>>9)
+		}
+		whole := gsoTCPFrame(t, big, v6, payload, 1448)
+		if !seg.Cuttable(whole) {
+			t.Fatalf("v6 %v: a TCP super-packet with a partial checksum is not cuttable", v6)
+		}
+		before := append([]byte{}, whole.Buf()[:engine.Headroom+len(whole.Data)]...)
+		var want [][]byte
+		for _, q := range seg.Segment(gsoTCPFrame(t, big, v6, payload, 1448), nil) {
+			want = append(want, append([]byte{}, q.Data...))
+		}
+		for _, r := range [][2]int{{0, 1}, {0, 2}, {0, 43}, {1, 44}, {5, 17}, {43, 44}, {42, 44}, {0, 44}} {
+			q := seg.Cut(whole, r[0], r[1])
+			if !bytes.Equal(whole.Buf()[:engine.Headroom+len(whole.Data)], before) {
+				t.Fatalf("v6 %v, cut %v: the unit cut was changed", v6, r)
+			}
+			var got [][]byte
+			if r[1]-r[0] == 1 {
+				if q.Segments() != 1 {
+					t.Fatalf("v6 %v, cut %v: %d segments", v6, r, q.Segments())
+				}
+				got = append(got, q.Data)
+			} else {
+				f := append(append([]byte{}, vnetHeader(q)...), q.Data...)
+				segs, wire, ok := frameSegments(f)
+				if !ok || int(segs) != r[1]-r[0] || q.Segments() != int(segs) || q.WireLen() != int(wire) {
+					t.Fatalf("v6 %v, cut %v: frameSegments %d segments %d bytes (ok %v), the unit says %d and %d",
+						v6, r, segs, wire, ok, q.Segments(), q.WireLen())
+				}
+				ipLen := 20
+				pseudo := sumWords(q.Data[12:20], 6)
+				if v6 {
+					ipLen, pseudo = 40, sumWords(q.Data[8:40], 6)
+				}
+				if c := binary.BigEndian.Uint16(q.Data[ipLen+16:]); c != fold(pseudo+uint64(len(q.Data)-ipLen)) {
+					t.Errorf("v6 %v, cut %v: partial checksum %#x, not the pseudo-header's for its length", v6, r, c)
+				}
+				if !v6 && fold(sumWords(q.Data[:20], 0)) != 0xffff {
+					t.Errorf("v6 %v, cut %v: bad IPv4 header checksum", v6, r)
+				}
+				for _, s := range seg.Segment(q, nil) {
+					got = append(got, append([]byte{}, s.Data...))
+				}
+			}
+			if len(got) != r[1]-r[0] {
+				t.Fatalf("v6 %v, cut %v: %d segments", v6, r, len(got))
+			}
+			for k, g := range got {
+				if !bytes.Equal(g, want[r[0]+k]) {
+					t.Fatalf("v6 %v, cut %v: segment %d differs from the whole's split", v6, r, r[0]+k)
+				}
+			}
+		}
+	}
+}
+
 // FuzzSegmentable: a GSO frame that frameSegments and segmentable accept
 // is cut by gsoSegmenter without a panic, into the segments
 // frameSegments counted.

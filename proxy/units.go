@@ -148,6 +148,17 @@ func newUnitPools() *unitPools {
 // Get returns a buffer for a whole frame.
 func (u *unitPools) Get() *engine.Packet { return u.pools[len(u.pools)-1].Get() }
 
+// get returns a buffer from the smallest size that holds a packet of n
+// bytes.
+func (u *unitPools) get(n int) *engine.Packet {
+	for _, pl := range u.pools[:len(u.pools)-1] {
+		if engine.Headroom+n <= pl.BufSize() {
+			return pl.Get()
+		}
+	}
+	return u.Get()
+}
+
 // fit takes r.unit, holding a frame of n bytes of packet after its
 // virtio-net header, as the unit's packet: r.unit itself when no smaller
 // buffer holds it (r.unit is then nil), else a copy, headroom header

@@ -13,7 +13,8 @@ import (
 // TestUnitsCarryTCP sends TCP through "delay 1ms loss 1%" toward the
 // server with the offload backend: the direction reads GSO frames whole
 // into the engine (units), the lost segments' units go on as segments the
-// proxy cut (gsoSegmenter), and the server receives every byte intact,
+// proxy cut (gsoSegmenter) into smaller units about the lost segments,
+// which the kernel takes back, and the server receives every byte intact,
 // while the engine counted losses.
 func TestUnitsCarryTCP(t *testing.T) {
 	tp := newTopo(t)
@@ -61,6 +62,9 @@ func TestUnitsCarryTCP(t *testing.T) {
 	e := p.Stats().Directions[1].Engine
 	if e.Totals.Drops.Loss == 0 || e.Totals.PacketsOut == 0 {
 		t.Fatalf("engine toward the server: %d lost, %d out; want both positive", e.Totals.Drops.Loss, e.Totals.PacketsOut)
+	}
+	if p.dirs[1].cuts.Load() == 0 {
+		t.Fatal("toward the server: no unit was cut about its lost segment")
 	}
 	if d := p.Stats().Directions[1].Device; d.Malformed != 0 || d.WriteErrors != 0 {
 		t.Fatalf("device toward the server: %d malformed, %d write errors", d.Malformed, d.WriteErrors)

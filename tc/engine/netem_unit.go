@@ -35,37 +35,9 @@ func (n *netemStage) takeUnit(p *Packet, now int64, c *chain, idx int) bool {
 		return false
 	}
 	saved := n.save()
-	held := c.heldFrom(idx)
 	segs := p.Segments()
-	var due int64
-	for k := range segs {
-		// The draws of enqueue for a segment, in its order, each taken
-		// only as far as enqueue would: duplicate, loss, corrupt, the
-		// limit, reorder.
-		plain := !(!n.noDup && p.Flags&FlagDuplicate == 0 && n.duplicate != 0 && n.duplicate >= n.dupCorr.next(n.r)) &&
-			!n.loss.event(n.r) &&
-			!(n.corrupt != 0 && n.corrupt >= n.corruptCorr.next(n.r)) &&
-			held+k < n.limit &&
-			(n.gap == 0 || n.counter < n.gap-1 || n.reorder < n.reorderCorr.next(n.r))
-		if !plain {
-			n.restore(saved)
-			return false
-		}
-		var delay int64
-		if n.delayCorr.rho == 0 {
-			delay = tabledist(n.latency, n.jitter, nil, n.r, n.table)
-		} else {
-			delay = tabledistCorrelated(n.latency, n.jitter, n.delayCorr.uniform(n.r), n.table)
-		}
-		d := max(now+delay, now)
-		if k > 0 && d != due {
-			n.restore(saved)
-			return false
-		}
-		due = d
-		n.counter++
-	}
-	if idx == 0 && due == now && len(c.stages) > 1 {
+	end, due, _ := n.drawRun(p, 0, now, c, idx)
+	if end < segs || idx == 0 && due == now && len(c.stages) > 1 {
 		// Sent on at once by the first stage, segments arriving one by
 		// one each go through the stages below before the next arrives
 		// (a duplicate made below re-enters ahead of it): as segments.
@@ -83,4 +55,60 @@ func (n *netemStage) takeUnit(p *Packet, now int64, c *chain, idx int) bool {
 	n.tfifoEnqueue(p)
 	n.poll(now)
 	return true
+}
+
+// drawRun makes the draws of enqueue for segments from, from+1, ... of
+// unit p, in order, each taken only as far as enqueue would (duplicate,
+// loss, corrupt, the limit, reorder, then the delay), while the segments
+// go on plain with one departure: the run [from, end) and its departure
+// due. It leaves the stage's random state after the run's draws, before
+// segment end's; apart tells that segment end goes on plain too but at
+// another time (a jitter), where every segment may leave at its own.
+func (n *netemStage) drawRun(p *Packet, from int, now int64, c *chain, idx int) (end int, due int64, apart bool) {
+	held := c.heldFrom(idx)
+	segs := p.Segments()
+	for k := from; k < segs; k++ {
+		before := n.save()
+		plain := !(!n.noDup && p.Flags&FlagDuplicate == 0 && n.duplicate != 0 && n.duplicate >= n.dupCorr.next(n.r)) &&
+			!n.loss.event(n.r) &&
+			!(n.corrupt != 0 && n.corrupt >= n.corruptCorr.next(n.r)) &&
+			held+k-from < n.limit &&
+			(n.gap == 0 || n.counter < n.gap-1 || n.reorder < n.reorderCorr.next(n.r))
+		if !plain {
+			n.restore(before)
+			return k, due, false
+		}
+		var delay int64
+		if n.delayCorr.rho == 0 {
+			delay = tabledist(n.latency, n.jitter, nil, n.r, n.table)
+		} else {
+			delay = tabledistCorrelated(n.latency, n.jitter, n.delayCorr.uniform(n.r), n.table)
+		}
+		d := max(now+delay, now)
+		if k > from && d != due {
+			n.restore(before)
+			return k, due, true
+		}
+		due = d
+		n.counter++
+	}
+	return segs, due, false
+}
+
+// cutAt is where unit p, which this stage (its chain's first) does not
+// take whole, is cut so that its pieces can go on whole: the end of the
+// run of segments from from on that go on plain at one time, leaving the
+// stage's state as it was. A run that ends on a segment lost, duplicated,
+// marked, corrupted, reordered or over the limit ends there (that segment
+// then goes alone); one that ends on another departure time returns
+// apart, for a jitter times every segment apart and pieces would only
+// be segments made dearer.
+func (n *netemStage) cutAt(p *Packet, from int, now int64, c *chain) (end int, apart bool) {
+	if n.rateBytes != 0 || n.slotOn {
+		return from, true
+	}
+	saved := n.save()
+	end, _, apart = n.drawRun(p, from, now, c, 0)
+	n.restore(saved)
+	return end, apart
 }

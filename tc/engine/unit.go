@@ -12,8 +12,12 @@ package engine
 //     draw from one by one (duplicate, loss, corrupt, reorder, delay), and
 //     keeps the unit whole when none is duplicated, lost, marked, corrupted
 //     or reordered, all get the same departure and the limit takes them
-//     all. Otherwise it puts its random state back as it was and the unit
-//     goes on as segments (Segmenter), which draw the same numbers again.
+//     all. Otherwise it puts its random state back as it was. Where the
+//     caller can cut units (Cutter) and one departure holds them, the
+//     unit entering the chain goes on as pieces: each run of segments
+//     that go on plain as a smaller unit, each segment whose fate differs
+//     alone. Else, and for a jitter, it goes on as segments (Segmenter).
+//     Either way the segments draw the same numbers again.
 //   - Every other chain (a rate, a bucket, a queue discipline, classes, a
 //     scheduler) takes the unit as its segments when it enters.
 //   - Counters count a unit as its segments and their bytes on the wire;
@@ -31,6 +35,23 @@ type Segmenter interface {
 	// segBuf), and leaves p to the caller, who recycles it. The pipeline
 	// sets their arrival, queue and sequence numbers.
 	Segment(p *Packet, out []*Packet) []*Packet
+}
+
+// Cutter is a Segmenter that can also cut a unit into smaller pieces:
+// where one segment's fate differs from the rest (a loss, a duplicate, a
+// limit reached inside the unit), the segments on either side go on as
+// smaller units instead of one by one.
+type Cutter interface {
+	Segmenter
+	// Cuttable reports whether Cut can cut unit p.
+	Cuttable(p *Packet) bool
+	// Cut returns segments [from, to) of unit p as a new packet: a unit
+	// (SetUnit) of to-from segments, byte for byte what the caller's
+	// split would make of them as one super-packet, or for one segment
+	// that segment as Segment makes it. p stays the caller's and is left
+	// as it was. It is called under the pipeline's lock and must not
+	// block.
+	Cut(p *Packet, from, to int) *Packet
 }
 
 // SetUnit marks p as a unit of segs wire segments whose bytes as IP
@@ -148,6 +169,9 @@ func (pl *Pipeline) enqueueUnit(p *Packet, now int64) {
 			}
 			return
 		}
+		if pl.enqueuePieces(p, now, c) {
+			return
+		}
 	}
 	// Segments enqueued one by one, each with its own advance, as the
 	// caller's would be; pl.arriving holds them (a unit moving between
@@ -177,4 +201,57 @@ func (c *chain) splitInto(idx int, p *Packet, now int64) {
 	}
 	c.pending = 0
 	clear(pl.moving)
+}
+
+// enqueuePieces enqueues unit p, which the first stage of its chain c did
+// not take whole, as the pieces its segments' fates cut it into (Cutter):
+// a run of segments that go on plain at one time as one smaller unit, a
+// segment whose fate differs (lost, duplicated, over the limit) alone.
+// Each piece enters as its segments would have, one after the other, so
+// the semantics stay the segments'. It reports false, having done
+// nothing, where the Segmenter cannot cut p or the first stage times its
+// segments apart (a jitter): p then goes on as segments.
+func (pl *Pipeline) enqueuePieces(p *Packet, now int64, c *chain) bool {
+	cut, ok := pl.opt.Segmenter.(Cutter)
+	if !ok || !cut.Cuttable(p) {
+		return false
+	}
+	n, ok := c.stages[0].(*netemStage)
+	if !ok {
+		return false
+	}
+	segs := p.Segments()
+	end, apart := n.cutAt(p, 0, p.Arrival, c)
+	if apart || end == segs {
+		// Timed apart, or whole yet refused for another reason (a
+		// first stage that sends on at once into stages below).
+		return false
+	}
+	for from := 0; from < segs; {
+		if from > 0 {
+			end, apart = n.cutAt(p, from, p.Arrival, c)
+		}
+		switch {
+		case apart:
+			end = segs // the rest as segments
+			for k := from; k < segs; k++ {
+				pl.enqueuePiece(cut.Cut(p, k, k+1), p, now)
+			}
+		case end == from:
+			end = from + 1 // its fate differs: alone
+			pl.enqueuePiece(cut.Cut(p, from, end), p, now)
+		default:
+			pl.enqueuePiece(cut.Cut(p, from, end), p, now)
+		}
+		from = end
+	}
+	release(p)
+	return true
+}
+
+// enqueuePiece enqueues q, cut from unit p, as p's segments would have
+// entered: at p's arrival, from p's queue.
+func (pl *Pipeline) enqueuePiece(q, p *Packet, now int64) {
+	q.Arrival, q.Queue = p.Arrival, p.Queue
+	pl.enqueueLocked(q, now)
 }

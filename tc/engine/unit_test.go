@@ -16,6 +16,28 @@ import (
 type cutSegmenter struct {
 	pool *Pool
 	size map[*Packet]int
+	big  *Pool // with it, a Cutter: pieces of two or more segments from big
+	cuts int   // pieces of two or more segments cut
+}
+
+func (s *cutSegmenter) Cuttable(*Packet) bool { return s.big != nil }
+
+func (s *cutSegmenter) Cut(p *Packet, from, to int) *Packet {
+	size := s.size[p]
+	data := p.Data[from*size : min(to*size, len(p.Data))]
+	if to-from == 1 {
+		q := s.pool.Get()
+		q.SetLen(len(data))
+		copy(q.Data, data)
+		return q
+	}
+	q := s.big.Get()
+	q.SetLen(len(data))
+	copy(q.Data, data)
+	q.SetUnit(to-from, len(data), int(p.segBuf))
+	s.size[q] = size
+	s.cuts++
+	return q
 }
 
 func (s *cutSegmenter) Segment(p *Packet, out []*Packet) []*Packet {
@@ -94,11 +116,14 @@ func randomUnitSpec(r *rand.Rand) string {
 // bytes at arrival[i]) through a pipeline for s, whole when whole is set,
 // else segment by segment, dequeuing at the given times, and returns every
 // departed segment in order and the pipeline's counters.
-func unitRun(t *testing.T, s string, seed uint64, budget units.Size, arrival []int64, segs, size []int, dequeues []int64, whole bool) ([]segRec, Snapshot) {
+func unitRun(t *testing.T, s string, seed uint64, budget units.Size, arrival []int64, segs, size []int, dequeues []int64, whole, pieces bool) ([]segRec, Snapshot, int) {
 	t.Helper()
 	const segBuf = Headroom + 1500
 	small, big := NewPool(segBuf), NewPool(DefaultBufSize)
 	cut := &cutSegmenter{pool: small, size: map[*Packet]int{}}
+	if pieces {
+		cut.big = big
+	}
 	opt := Options{Seed: seed, Segmenter: cut}
 	if budget != 0 {
 		opt.Memory = NewMemoryBudget(budget)
@@ -167,7 +192,7 @@ func unitRun(t *testing.T, s string, seed uint64, budget units.Size, arrival []i
 		}
 		take(next)
 	}
-	return recs, pl.Snapshot()
+	return recs, pl.Snapshot(), cut.cuts
 }
 
 // TestUnitsAsSegments is the property of super-packets: over random specs
@@ -181,6 +206,7 @@ func TestUnitsAsSegments(t *testing.T) {
 	if testing.Short() {
 		runs = 40
 	}
+	pieced := 0
 	for run := range runs {
 		s := randomUnitSpec(r)
 		n := 50 + r.IntN(250)
@@ -201,23 +227,35 @@ func TestUnitsAsSegments(t *testing.T) {
 			budget = units.Size(200_000 + r.IntN(2_000_000))
 		}
 		seed := r.Uint64()
-		want, wantSnap := unitRun(t, s, seed, budget, arrival, segs, size, dequeues, false)
-		got, gotSnap := unitRun(t, s, seed, budget, arrival, segs, size, dequeues, true)
-		if len(got) != len(want) {
-			t.Fatalf("run %d, %q (budget %d): %d segments left as units, %d one by one", run, s, budget, len(got), len(want))
-		}
-		for i := range want {
-			if got[i] != want[i] {
-				for j := max(i-6, 0); j < min(i+6, len(want)); j++ {
-					t.Logf("%d: units %+v  segs %+v", j, short(got[j]), short(want[j]))
+		want, wantSnap, _ := unitRun(t, s, seed, budget, arrival, segs, size, dequeues, false, false)
+		for _, pieces := range []bool{false, true} {
+			got, gotSnap, cuts := unitRun(t, s, seed, budget, arrival, segs, size, dequeues, true, pieces)
+			pieced += cuts
+			how := "units"
+			if pieces {
+				how = "units cut into pieces"
+			}
+			if len(got) != len(want) {
+				t.Fatalf("run %d, %q (budget %d): %d segments left as %s, %d one by one", run, s, budget, len(got), how, len(want))
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					for j := max(i-6, 0); j < min(i+6, len(want)); j++ {
+						t.Logf("%d: %s %+v  segs %+v", j, how, short(got[j]), short(want[j]))
+					}
+					t.Fatalf("run %d, %q (budget %d): departed segment %d: as %s %+v, one by one %+v", run, s, budget, i,
+						how, short(got[i]), short(want[i]))
 				}
-				t.Fatalf("run %d, %q (budget %d): departed segment %d: as units %+v, one by one %+v", run, s, budget, i,
-					short(got[i]), short(want[i]))
+			}
+			if !reflect.DeepEqual(gotSnap, wantSnap) {
+				t.Fatalf("run %d, %q (budget %d): counters differ:\nas %s %+v\none by one %+v", run, s, budget, how, gotSnap, wantSnap)
 			}
 		}
-		if !reflect.DeepEqual(gotSnap, wantSnap) {
-			t.Fatalf("run %d, %q (budget %d): counters differ:\nas units   %+v\none by one %+v", run, s, budget, gotSnap, wantSnap)
-		}
+	}
+	// The pieces are not a path no run took: losses and limits inside
+	// units cut many of them.
+	if pieced < runs {
+		t.Fatalf("%d pieces of two or more segments cut over %d runs: the property test barely tried them", pieced, runs)
 	}
 }
 
@@ -251,25 +289,27 @@ func TestUnitWholeThroughDelay(t *testing.T) {
 }
 
 // BenchmarkUnits drives 44-segment super-packets of 1448-byte segments at
-// 10 Gbit/s through a spec, whole (a unit an iteration) or as segments (44
-// packets an iteration), as the proxy's reader and release loop do; the
-// figures are per super-packet, the allocations per iteration must be 0.
+// 10 Gbit/s through a spec, as units cut into segments where their fates
+// part (whole), as units cut into smaller units there (pieces: a Cutter)
+// or as segments (44 packets an iteration), as the proxy's reader and
+// release loop do; the figures are per super-packet, the allocations per
+// iteration must be 0.
 func BenchmarkUnits(b *testing.B) {
-	for _, s := range []string{"delay 1ms", "loss 0.1%", "delay 1ms loss 0.1%"} {
-		for _, whole := range []bool{true, false} {
-			name := s + "/segments"
-			if whole {
-				name = s + "/whole"
-			}
-			b.Run(name, func(b *testing.B) { benchUnits(b, s, whole) })
+	for _, s := range []string{"delay 1ms", "loss 0.1%", "delay 1ms loss 0.1%", "delay 1ms limit 100"} {
+		for _, how := range []string{"whole", "pieces", "segments"} {
+			b.Run(s+"/"+how, func(b *testing.B) { benchUnits(b, s, how) })
 		}
 	}
 }
 
-func benchUnits(b *testing.B, s string, whole bool) {
+func benchUnits(b *testing.B, s, how string) {
 	const segs, size = 44, 1448
 	small, big := NewPool(Headroom+1500), NewPool(DefaultBufSize)
 	cut := &poolSegmenter{pool: small, size: size}
+	if how == "pieces" {
+		cut.big = big
+	}
+	whole := how != "segments"
 	pl, err := NewPipeline(mustParse(b, s), Options{Seed: 1, Segmenter: cut})
 	if err != nil {
 		b.Fatal(err)
@@ -318,6 +358,22 @@ func benchUnits(b *testing.B, s string, whole bool) {
 type poolSegmenter struct {
 	pool *Pool
 	size int
+	big  *Pool // with it, a Cutter: pieces of two or more segments from big
+}
+
+func (s *poolSegmenter) Cuttable(*Packet) bool { return s.big != nil }
+
+func (s *poolSegmenter) Cut(p *Packet, from, to int) *Packet {
+	data := p.Data[from*s.size : min(to*s.size, len(p.Data))]
+	pool := s.pool
+	if to-from > 1 {
+		pool = s.big
+	}
+	q := pool.Get()
+	q.SetLen(len(data))
+	copy(q.Data, data)
+	q.SetUnit(to-from, len(data), int(p.segBuf))
+	return q
 }
 
 func (s *poolSegmenter) Segment(p *Packet, out []*Packet) []*Packet {
