@@ -43,6 +43,9 @@ type FitPoint struct {
 	// (netem's 1000, or out of the way where the spec says so).
 	Line int    `json:"line_limit,omitempty"`
 	CC   string `json:"cc"`
+	// NoTimestamps turns TCP timestamps off at both ends
+	// (net.ipv4.tcp_timestamps=0), as many stacks and middleboxes do.
+	NoTimestamps bool `json:"no_timestamps,omitempty"`
 	// seed is the point's lab seed: its place in the grid (1 first), so
 	// that a point run alone runs as it did in the grid; 0: its place in
 	// the list run.
@@ -54,27 +57,28 @@ type FitPoint struct {
 func (p FitPoint) Spec() string {
 	s := "delay " + units.FormatDuration(p.RTT/2)
 	if p.Jitter > 0 {
-		// A jitter reorders (netem's queue is ordered by departure
-		// time), and its delay line runs over 1,000 packets as the
-		// reordering's does.
-		s += " " + units.FormatDuration(p.Jitter) + " limit 100000"
-	}
-	if p.Line > 0 {
-		s += fmt.Sprintf(" limit %d", p.Line)
+		s += " " + units.FormatDuration(p.Jitter)
 	}
 	if p.Loss != "" {
 		s += " loss " + p.Loss
 	}
 	if p.Reorder != "" {
-		// netem's limit out of the way: a path with no bottleneck runs
-		// at the proxy's pace, its delay line then over 1,000 packets.
-		s += " reorder " + p.Reorder + " limit 100000"
+		s += " reorder " + p.Reorder
+	}
+	switch {
+	case p.Line > 0:
+		s += fmt.Sprintf(" limit %d", p.Line)
+	case p.Jitter > 0 || p.Reorder != "" || p.Rate > 0:
+		// netem's limit out of the way: a jitter or a reorder runs the
+		// delay line over 1,000 packets (a path with no bottleneck runs
+		// at the proxy's pace), and netem's own limit counts its
+		// child's queue too (room enough that the tbf's limit is the
+		// buffer).
+		s += " limit 100000"
 	}
 	if p.Rate > 0 {
-		// netem's own limit (1000 packets by default) counts its child's
-		// queue too: room enough that the tbf's limit is the buffer.
 		burst := max(units.Size(p.Rate.BytesPerSecond()*0.002), 32*units.KiB)
-		s += fmt.Sprintf(" limit 100000 | tbf rate %s burst %s limit %s", p.Rate, burst, p.Buffer)
+		s += fmt.Sprintf(" | tbf rate %s burst %s limit %s", p.Rate, burst, p.Buffer)
 	}
 	return s
 }
@@ -161,6 +165,9 @@ func FitGrid(quick bool) []FitPoint {
 			j := max(2*time.Millisecond, rtt/10)
 			g = append(g, FitPoint{Name: "jitter " + units.FormatDuration(j) + " " + units.FormatDuration(rtt), RTT: rtt, Jitter: j, CC: "cubic"})
 		}
+	}
+	if !quick {
+		g = append(g, combinedPoints()...)
 	}
 	for i := range g {
 		g[i].seed = int64(i + 1)
@@ -278,6 +285,13 @@ type FitRow struct {
 	// sent ahead) or TruthSpec (the spec's long-run shares, with the
 	// process's own variance in the standard deviations).
 	TruthFrom string `json:"truth_from"`
+	// Half is the grid's half the point belongs to (HalfTuning,
+	// HalfHeldOut).
+	Half string `json:"half"`
+	// InInterval says, for each of rtt, rate, buffer and loss that the
+	// fit claimed with an interval, whether the interval holds the
+	// truth.
+	InInterval map[string]bool `json:"in_interval,omitempty"`
 }
 
 // RunFitGrid runs each point, fits both captures and compares.
@@ -293,8 +307,9 @@ func RunFitGrid(ctx context.Context, points []FitPoint, out string, log io.Write
 			Size: p.size(), Proxy: !opt.Kernel, Kernel: opt.Kernel, VMs: opt.Kernel, Seed: seed,
 			Out: filepath.Join(out, fmt.Sprintf("%02d", i+1)), Log: io.Discard}
 		cfg.Client.CC, cfg.Server.CC = p.CC, p.CC
+		cfg.ClientSysctls, cfg.ServerSysctls = p.sysctls(), p.sysctls()
 		if p.Rmem > 0 {
-			cfg.ClientSysctls = map[string]string{"net.ipv4.tcp_rmem": fmt.Sprintf("4096 131072 %d", int64(p.Rmem))}
+			cfg.ClientSysctls["net.ipv4.tcp_rmem"] = fmt.Sprintf("4096 131072 %d", int64(p.Rmem))
 		}
 		res, err := Run(ctx, cfg)
 		if err != nil {
@@ -374,7 +389,7 @@ func readRun(name string) (*Result, error) {
 }
 
 func fitRow(p FitPoint, side string, res *Result) FitRow {
-	row := FitRow{Point: p, Side: side}
+	row := FitRow{Point: p, Side: side, Half: p.Half(), InInterval: map[string]bool{}}
 	opt := fit.Options{}
 	if r := LearnedRatio(res); r > 0 {
 		opt.WindowRatio = r
@@ -480,7 +495,10 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 	row.BurstOK = d.LossModel == wantModel
 	switch {
 	case p.Rmem > 0:
-		row.LimitOK = f.Sysctls.Client["net.ipv4.tcp_rmem"] != "" && f.Transfer.Limit == analyzer.LimitReceiveWindow
+		// With a loss too, whichever held the transfer longer: the
+		// window, or the loss.
+		row.LimitOK = f.Sysctls.Client["net.ipv4.tcp_rmem"] != "" && f.Transfer.Limit == analyzer.LimitReceiveWindow ||
+			p.Loss != "" && f.Transfer.Limit == analyzer.LimitLoss
 	case p.Rate > 0 && !row.BottleneckReached:
 		// The token bucket was not what held the transfer back (the
 		// sender's buffer, slow start, the proxy's own forwarding at 1
@@ -510,6 +528,19 @@ func fitRow(p FitPoint, side string, res *Result) FitRow {
 		row.LimitOK = false
 	}
 	row.LimitClaimed = f.Transfer.Limit != "" || pr["rate_bps"].Known()
+	inside := func(name, param string, truth float64) {
+		if q := pr[param]; q.Known() && q.High > q.Low {
+			row.InInterval[name] = q.Low <= truth && truth <= q.High
+		}
+	}
+	inside("rtt", "rtt_ms", (p.RTT-p.Jitter).Seconds()*1000)
+	if p.Rate > 0 {
+		inside("rate", "rate_bps", float64(p.Rate))
+		inside("buffer", "buffer_bytes", float64(p.Buffer))
+	}
+	if row.LossClaimed {
+		inside("loss", "loss_percent", row.TrueLoss*100)
+	}
 	return row
 }
 
@@ -702,6 +733,7 @@ func WriteFitGrid(w io.Writer, rows []FitRow) error {
 	if held > 0 {
 		fmt.Fprintf(w, "limit+: %d captures whose token bucket overflowed but whose transfer ran under 80 %% of its rate or whose bucket queued under half its packets over 1 ms (the sender's window held it after the overflow); right there is the right rate, or a congestion-window limit claiming none, or a send-buffer one whose flight filled 60 %% of the sender's buffer or more\n", held)
 	}
+	writeHalves(w, rows)
 	from := map[string]bool{}
 	for _, r := range rows {
 		if r.TruthFrom != "" {

@@ -121,22 +121,28 @@ func init() {
 			{
 				Name:  "fit",
 				Usage: "the fit's validation grid: lab paths with known specs, both captures fitted, against the truth",
-				UsageText: "wanlab bench fit [--quick] [--kernel] [--out DIR] [--json]\n   wanlab bench fit --refit DIR [--refit DIR]... [--out DIR] [--json]\n\n" +
-					"examples:\n   sudo wanlab bench fit --quick\n   sudo wanlab bench fit --out fitgrid\n   sudo wanlab bench fit --kernel --quick\n   wanlab bench fit --refit fitgrid --refit fitgrid2",
+				UsageText: "wanlab bench fit [--quick | --point NAME...] [--kernel] [--out DIR] [--json]\n   wanlab bench fit --refit DIR [--refit DIR]... [--out DIR] [--json]\n\n" +
+					"examples:\n   sudo wanlab bench fit --quick\n   sudo wanlab bench fit --out fitgrid\n   sudo wanlab bench fit --point 'bbr tbf 50ms 50mbit 1bdp'\n   sudo wanlab bench fit --kernel --quick\n   wanlab bench fit --refit fitgrid --refit fitgrid2",
 				Description: "Runs downloads through the userspace proxy over round trips 10-200 ms, token buckets of\n" +
 					"10 Mbit/s to 1 Gbit/s with buffers of a quarter to four bandwidth-delay products, random and\n" +
-					"bursty loss, reordering, jitter and receive-window limited paths (CUBIC), fits the captures at\n" +
+					"bursty loss, reordering, jitter and receive-window limited paths (CUBIC), and paths of several\n" +
+					"factors at 50 ms (a jitter or a loss with a bucket, a loss with a receive window, no TCP\n" +
+					"timestamps, BBR and Reno senders), fits the captures at\n" +
 					"both ends with `wanlab fit` and compares: the round trip within 5 %, the rate within 5 %, the\n" +
 					"buffer within 25 % (when the fit claims it), the random loss and the reordering within 2\n" +
 					"standard deviations of what the proxy did (its counters), the burstiness class, the limit and\n" +
-					"the jitter within 25 % (none where the point has none). --quick\n" +
-					"runs a corner of the grid. --kernel runs the points with the reference kernel's qdiscs inside\n" +
+					"the jitter within 25 % (none where the point has none). The grid is split into a tuning half\n" +
+					"and a held-out half, chosen once and committed; each half is reported apart, with each\n" +
+					"parameter's precision (claims within tolerance), coverage (claims where the point has it) and\n" +
+					"calibration (the claimed intervals that hold the truth). --quick runs a corner of the grid,\n" +
+					"--point NAME (repeatable) the named points only. --kernel runs the points with the reference kernel's qdiscs inside\n" +
 					"guest VMs (the engine as experiment --vms picks it); the truth of loss and reordering is then\n" +
 					"the spec's long-run shares, with a correlated process's variance in the deviations.\n" +
 					"--refit DIR fits the captures of a kept run (an earlier --out) again with this binary,\n" +
 					"against the same truth, and prints the table of all the runs given; it builds no lab.",
 				Flags: []cli.Flag{quick, &cli.BoolFlag{Name: "kernel", Usage: "run the points with the kernel's qdiscs in guest VMs instead of the userspace proxy"}, out, force, jsonFlag,
-					&cli.StringSliceFlag{Name: "refit", Usage: "fit a kept run's captures (an earlier --out `DIR`) again instead of running the grid (repeatable)"}},
+					&cli.StringSliceFlag{Name: "refit", Usage: "fit a kept run's captures (an earlier --out `DIR`) again instead of running the grid (repeatable)"},
+					&cli.StringSliceFlag{Name: "point", Usage: "run only the grid's point `NAME`, as the table names it (repeatable)"}},
 				Action: runBenchFit,
 			},
 			{
@@ -323,14 +329,24 @@ func runBenchFit(cc *cli.Context) error {
 		return usageError(fmt.Errorf("bench fit: unexpected argument %q (flags only; see --help)", cc.Args().First()))
 	}
 	if dirs := cc.StringSlice("refit"); len(dirs) > 0 {
-		if cc.Bool("quick") || cc.Bool("kernel") {
-			return usageError(fmt.Errorf("bench fit: --refit fits kept runs as they were run: no --quick or --kernel"))
+		if cc.Bool("quick") || cc.Bool("kernel") || cc.IsSet("point") {
+			return usageError(fmt.Errorf("bench fit: --refit fits kept runs as they were run: no --quick, --kernel or --point"))
 		}
 		rows, err := experiment.RefitFitGrid(dirs)
 		if err != nil {
 			return fmt.Errorf("bench fit: --refit: %w", err)
 		}
 		return writeFitGrid(cc, cc.String("out"), rows)
+	}
+	points := experiment.FitGrid(cc.Bool("quick"))
+	if names := cc.StringSlice("point"); len(names) > 0 {
+		if cc.Bool("quick") {
+			return usageError(fmt.Errorf("bench fit: --point names points of the full grid: no --quick"))
+		}
+		var err error
+		if points, err = experiment.FitGridPoints(names...); err != nil {
+			return usageError(fmt.Errorf("bench fit: --point: %w", err))
+		}
 	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("bench fit: needs root (it builds labs): %w", os.ErrPermission)
@@ -346,7 +362,7 @@ func runBenchFit(cc *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(cc.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rows, err := experiment.RunFitGrid(ctx, experiment.FitGrid(cc.Bool("quick")), dir, cc.App.ErrWriter, experiment.FitGridOptions{Kernel: cc.Bool("kernel")})
+	rows, err := experiment.RunFitGrid(ctx, points, dir, cc.App.ErrWriter, experiment.FitGridOptions{Kernel: cc.Bool("kernel")})
 	if err != nil {
 		return fmt.Errorf("bench fit: %w", err)
 	}

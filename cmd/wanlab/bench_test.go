@@ -39,6 +39,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"accuracy", "--specs", bad}, "bad.txt:2: "},
 		{[]string{"fit", "--kernel", "--quick", "extra"}, `bench fit: unexpected argument "extra"`},
 		{[]string{"fit", "--refit", dir, "--quick"}, "bench fit: --refit fits kept runs as they were run"},
+		{[]string{"fit", "--point", "tbf 1ms 1mbit 1bdp"}, `bench fit: --point: no fit grid point "tbf 1ms 1mbit 1bdp"`},
+		{[]string{"fit", "--point", "bbr tbf 50ms 50mbit 1bdp", "--quick"}, "bench fit: --point names points of the full grid"},
 	} {
 		_, stderr, code := benchCmd(t, c.args...)
 		if code != exitUsage || !strings.Contains(stderr, c.want) {
