@@ -245,9 +245,9 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 			out.Notes = append(out.Notes, name+": "+q.Unknown)
 		}
 	}
-	rtt := f.baseRTT(recs)
+	where, whereWhy := f.capturePoint()
+	rtt := f.baseRTT(where)
 	note("rtt_ms", rtt)
-	where, whereWhy := f.capturePoint(recs)
 	out.CapturedAt = map[string]string{"sender": sideName(f.dir, true), "receiver": sideName(f.dir, false)}[where]
 	if out.CapturedAt == "" {
 		out.CapturedAt = where
