@@ -528,14 +528,17 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	out.Transfer = Transfer{Direction: map[int]string{0: "upload", 1: "download"}[f.dir], Bytes: st.UniqueBytes, Connections: 1,
 		RateBps: st.DataRateBps, Limit: limit, RTTP50Ms: st.RTTP50Ms, LossRate: st.LossRate, WindowMax: st.PeerMaxWindowBytes,
 		DataPkts: st.DataPackets, ResentPkts: st.ResentPackets + st.GapFills, LossEpisodes: len(episodesOf(f, runs))}
-	// The median round trip as the capture point sees it: data to ACK
-	// near the sender, the receiver's timestamps echoed near the
-	// receiver, both legs in the middle.
-	switch where {
-	case "receiver":
-		out.Transfer.RTTP50Ms = st.EchoRTTP50Ms
-	case "middle":
+	// The median round trip as the capture point sees it: the analyzer's
+	// (data to ACK near the sender, the receiver's timestamps echoed
+	// near the receiver, else the handshake: never 0 where a round trip
+	// was timed); both legs in the middle.
+	switch {
+	case where == "middle" && st.RTTSamples > 0 && st.EchoRTTSamples > 0:
 		out.Transfer.RTTP50Ms = st.RTTP50Ms + st.EchoRTTP50Ms
+	case where == st.CapturedNear || where == "middle":
+		out.Transfer.RTTP50Ms = st.PathRTTP50Ms
+	case where == "receiver": // placed by the ends' reactions
+		out.Transfer.RTTP50Ms = st.EchoRTTP50Ms
 	}
 	out.Transfer.RateDecilesBps = f.deciles()
 }

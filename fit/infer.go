@@ -36,9 +36,9 @@ type flow struct {
 	// holds it (covers), in the ACKs' order.
 	covs       []cover
 	kmin, emin time.Duration
-	conn    *analyzer.Connection // the analyzer's connection, of the same pass
-	base    time.Duration
-	baseSrc string
+	conn       *analyzer.Connection // the analyzer's connection, of the same pass
+	base       time.Duration
+	baseSrc    string
 
 	queue []sample // the bottleneck queue's delay over time
 	// queueSent is the same queue by when the data met it: a data-to-ACK
