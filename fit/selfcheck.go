@@ -127,6 +127,14 @@ func checkSelf(out *Result, f *flow, budget int) *SelfCheck {
 	}
 	where := d.CapturedNear
 	rtt := latency(dataSpec) + latency(ackSpec)
+	if where != "receiver" {
+		// The sends were taken where the capture was, and their ACKs
+		// timed there: the path replayed is the capture point's round
+		// trip to the receiver, its share of the model's.
+		share := f.receiverShare()
+		scaleLatency(dataSpec, share)
+		scaleLatency(ackSpec, share)
+	}
 	sends, how, cut := f.replaySends(where, latency(dataSpec), budget)
 	sc.Sends, sc.Segments, sc.Cut = how, len(sends), cut
 	rp, err := replay(sends, len(f.data), dataSpec, ackSpec)
@@ -319,6 +327,33 @@ func (sc *SelfCheck) rates(f *flow, rp *replayed, where string) []curvePoint {
 		sc.RateGap = float64(curveGap(captured, inOrder(predicted))) / float64(total)
 	}
 	return captured
+}
+
+// receiverShare is the share of the base round trip (baseRTT) that lies
+// between the capture point and the receiver: its data-to-ACK leg of the
+// two it added, the handshake's leg to the receiver of the handshake's
+// two, all of it where it is the data-to-ACK time alone.
+func (f *flow) receiverShare() float64 {
+	switch f.baseSrc {
+	case "legs":
+		return f.kmin.Seconds() / f.base.Seconds()
+	case "handshake":
+		toServer, toClient, _ := f.handshake()
+		if f.dir == 0 { // the client sends, the server receives
+			return toServer.Seconds() / f.base.Seconds()
+		}
+		return toClient.Seconds() / f.base.Seconds()
+	}
+	return 1
+}
+
+// scaleLatency scales the spec's netem delays by share.
+func scaleLatency(s *spec.Spec, share float64) {
+	for _, st := range s.Stages {
+		if n, ok := st.(*spec.Netem); ok {
+			n.Latency = time.Duration(float64(n.Latency) * share)
+		}
+	}
 }
 
 // latency is the spec's netem delay (its first netem stage's).
