@@ -163,7 +163,12 @@ func checkSelf(out *Result, f *flow, budget int) *SelfCheck {
 		judge("loss_unexplained_share", 1-*sc.LossExplainedShare, 1-lossExplainedMin, lossClaims)
 	}
 	judge("rate_gap", sc.RateGap, rateGapMax, rateClaims)
-	for _, c := range contradictions(d, carriedBy(f, captured, rtt, sc.LossesCaptured)) {
+	// The segments the capture shows lost: the self-check's count, or
+	// the analyzer's (re-sent and filling a hole, less the spurious),
+	// whichever is more; near the receiver a hole the fit took for no
+	// loss (filled sooner than a re-send could have) is one still.
+	lost := max(sc.LossesCaptured, f.st.ResentPackets+f.st.GapFills-f.st.SpuriousRetransmissions)
+	for _, c := range contradictions(d, carriedBy(f, captured, rtt, lost)) {
 		u := Unexplained{Measure: c.measure, Value: c.value, Tolerance: c.tolerance}
 		u.Withheld = withhold(out, c.claims, c.reason)
 		sc.Unexplained = append(sc.Unexplained, u)
