@@ -453,6 +453,9 @@ func (f *flow) walkHoles(soon time.Duration, open bool, v holeVisits) {
 	}
 }
 
+// msDur is v milliseconds.
+func msDur(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+
 func minSample(s []sample) time.Duration {
 	m := time.Duration(-1)
 	for _, x := range s {
@@ -463,24 +466,14 @@ func minSample(s []sample) time.Duration {
 	return m
 }
 
-// handshake is the analyzer's handshake (the same pass's): the capture
-// point's round trip to the server (the last SYN to its SYN-ACK) and to
-// the client (that SYN-ACK to the ACK), when the capture holds it.
-func (f *flow) handshake() (toServer, toClient time.Duration, ok bool) {
-	if f.conn == nil || f.conn.HandshakeRTTMs <= 0 {
-		return 0, 0, false
-	}
-	msDur := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
-	return msDur(f.conn.HandshakeServerMs), msDur(f.conn.HandshakeClientMs), true
-}
-
 // baseRTT is the propagation round trip: the two legs' minima added (each
 // leg's minimum is its share of the path without queueing), or the
-// handshake where the timestamps give no second leg. where is the
-// capture point (capturePoint).
+// handshake where the timestamps give no second leg (the analyzer's, of
+// the same pass: the last SYN to its SYN-ACK, that to the ACK). where is
+// the capture point (capturePoint).
 func (f *flow) baseRTT(where string) Param {
-	g1, g2, hsOK := f.handshake()
-	hs := g1 + g2
+	g1, g2 := msDur(f.conn.HandshakeServerMs), msDur(f.conn.HandshakeClientMs)
+	hs, hsOK := g1+g2, f.conn.HandshakeRTTMs > 0
 	switch {
 	case f.kmin >= 0 && f.emin >= 0:
 		f.base, f.baseSrc = f.kmin+f.emin, "legs"
@@ -548,9 +541,8 @@ func (f *flow) rttParam(ev string) Param {
 // ends' reactions place it, or nothing does.
 func (f *flow) capturePoint() (where, ev string) {
 	st := f.st
-	ev = fmt.Sprintf("the analyzer's placement from the %s: %s from the capture point to the receiver and back, %s to the sender and back",
-		map[string]string{"data": "data's legs", "handshake": "handshake's legs", "echo": "timestamps echoed", "karn": "data-to-ACK times"}[st.CapturedNearFrom],
-		ms(time.Duration(st.CaptureToReceiverMs*float64(time.Millisecond))), ms(time.Duration(st.CaptureToSenderMs*float64(time.Millisecond))))
+	ev = fmt.Sprintf("the analyzer's placement (from %s): the capture point %s from the receiver and back, %s from the sender",
+		st.CapturedNearFrom, ms(msDur(st.CaptureToReceiverMs)), ms(msDur(st.CaptureToSenderMs)))
 	switch {
 	case st.CapturedNear == "sender" || st.CapturedNear == "receiver":
 		return st.CapturedNear, ev

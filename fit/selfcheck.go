@@ -127,13 +127,12 @@ func checkSelf(out *Result, f *flow, budget int) *SelfCheck {
 	}
 	where := d.CapturedNear
 	rtt := latency(dataSpec) + latency(ackSpec)
-	if where != "receiver" {
-		// The sends were taken where the capture was, and their ACKs
-		// timed there: the path replayed is the capture point's round
-		// trip to the receiver, its share of the model's.
-		share := f.receiverShare()
-		scaleLatency(dataSpec, share)
-		scaleLatency(ackSpec, share)
+	if toR, toS := f.st.CaptureToReceiverMs, f.st.CaptureToSenderMs; where != "receiver" && f.baseSrc != "karn" && toR+toS > 0 {
+		// The sends and their ACKs were timed at the capture point: the
+		// path replayed is its round trip to the receiver, that leg's
+		// share of the base (all of it where the base is that leg alone).
+		scaleLatency(dataSpec, toR/(toR+toS))
+		scaleLatency(ackSpec, toR/(toR+toS))
 	}
 	sends, how, cut := f.replaySends(where, latency(dataSpec), budget)
 	sc.Sends, sc.Segments, sc.Cut = how, len(sends), cut
@@ -163,10 +162,8 @@ func checkSelf(out *Result, f *flow, budget int) *SelfCheck {
 		judge("loss_unexplained_share", 1-*sc.LossExplainedShare, 1-lossExplainedMin, lossClaims)
 	}
 	judge("rate_gap", sc.RateGap, rateGapMax, rateClaims)
-	// The segments the capture shows lost: the self-check's count, or
-	// the analyzer's (re-sent and filling a hole, less the spurious),
-	// whichever is more; near the receiver a hole the fit took for no
-	// loss (filled sooner than a re-send could have) is one still.
+	// The losses the capture shows: the self-check's, or the analyzer's
+	// (re-sent or filling a hole, not spurious) where it counts more.
 	lost := max(sc.LossesCaptured, f.st.ResentPackets+f.st.GapFills-f.st.SpuriousRetransmissions)
 	for _, c := range contradictions(d, carriedBy(f, captured, rtt, lost)) {
 		u := Unexplained{Measure: c.measure, Value: c.value, Tolerance: c.tolerance}
@@ -332,24 +329,6 @@ func (sc *SelfCheck) rates(f *flow, rp *replayed, where string) []curvePoint {
 		sc.RateGap = float64(curveGap(captured, inOrder(predicted))) / float64(total)
 	}
 	return captured
-}
-
-// receiverShare is the share of the base round trip (baseRTT) that lies
-// between the capture point and the receiver: its data-to-ACK leg of the
-// two it added, the handshake's leg to the receiver of the handshake's
-// two, all of it where it is the data-to-ACK time alone.
-func (f *flow) receiverShare() float64 {
-	switch f.baseSrc {
-	case "legs":
-		return f.kmin.Seconds() / f.base.Seconds()
-	case "handshake":
-		toServer, toClient, _ := f.handshake()
-		if f.dir == 0 { // the client sends, the server receives
-			return toServer.Seconds() / f.base.Seconds()
-		}
-		return toClient.Seconds() / f.base.Seconds()
-	}
-	return 1
 }
 
 // scaleLatency scales the spec's netem delays by share.
