@@ -100,8 +100,8 @@ type Transfer struct {
 	RateBps float64 `json:"rate_bps"`
 	Limit   string  `json:"limit"`
 	// RTTP50Ms (the median round trip: data to ACK near the sender, the
-	// receiver's timestamps echoed near the receiver, both legs in the
-	// middle) and LossRate are what a reproduction is compared on.
+	// receiver's timestamps echoed near the receiver, else the handshake;
+	// both legs in the middle) and LossRate are what a reproduction is compared on.
 	RTTP50Ms   float64 `json:"rtt_p50_ms"`
 	LossRate   float64 `json:"loss_rate"`
 	WindowMax  int64   `json:"window_max_bytes"`
@@ -245,9 +245,9 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 			out.Notes = append(out.Notes, name+": "+q.Unknown)
 		}
 	}
-	rtt := f.baseRTT(recs)
+	where, whereWhy := f.capturePoint()
+	rtt := f.baseRTT(where)
 	note("rtt_ms", rtt)
-	where, whereWhy := f.capturePoint(recs)
 	out.CapturedAt = map[string]string{"sender": sideName(f.dir, true), "receiver": sideName(f.dir, false)}[where]
 	if out.CapturedAt == "" {
 		out.CapturedAt = where
@@ -526,16 +526,18 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		out.Sysctls = Sysctls{Client: sender, Server: receiver}
 	}
 	out.Transfer = Transfer{Direction: map[int]string{0: "upload", 1: "download"}[f.dir], Bytes: st.UniqueBytes, Connections: 1,
-		RateBps: st.DataRateBps, Limit: limit, RTTP50Ms: st.RTTP50Ms, LossRate: st.LossRate, WindowMax: st.PeerMaxWindowBytes,
+		RateBps: st.DataRateBps, Limit: limit, LossRate: st.LossRate, WindowMax: st.PeerMaxWindowBytes,
 		DataPkts: st.DataPackets, ResentPkts: st.ResentPackets + st.GapFills, LossEpisodes: len(episodesOf(f, runs))}
-	// The median round trip as the capture point sees it: data to ACK
-	// near the sender, the receiver's timestamps echoed near the
-	// receiver, both legs in the middle.
-	switch where {
-	case "receiver":
-		out.Transfer.RTTP50Ms = st.EchoRTTP50Ms
-	case "middle":
+	// The median round trip as the capture point sees it: the analyzer's
+	// (never 0 where it timed one); both legs' in the middle; the echoes'
+	// where the ends' reactions alone put it near the receiver.
+	switch {
+	case where == "middle" && st.RTTSamples > 0 && st.EchoRTTSamples > 0:
 		out.Transfer.RTTP50Ms = st.RTTP50Ms + st.EchoRTTP50Ms
+	case where == "receiver" && st.CapturedNear != where:
+		out.Transfer.RTTP50Ms = st.EchoRTTP50Ms
+	default:
+		out.Transfer.RTTP50Ms = st.PathRTTP50Ms
 	}
 	out.Transfer.RateDecilesBps = f.deciles()
 }

@@ -36,12 +36,9 @@ type flow struct {
 	// holds it (covers), in the ACKs' order.
 	covs       []cover
 	kmin, emin time.Duration
-	// reacted says reactionPlacement has run; reactWhere and reactWhy
-	// are its answer.
-	reacted              bool
-	reactWhere, reactWhy string
-	base                 time.Duration
-	baseSrc              string
+	conn       *analyzer.Connection // the analyzer's connection, of the same pass
+	base       time.Duration
+	baseSrc    string
 
 	queue []sample // the bottleneck queue's delay over time
 	// queueSent is the same queue by when the data met it: a data-to-ACK
@@ -70,7 +67,7 @@ type flow struct {
 }
 
 func newFlow(recs []record, c *analyzer.Connection, dir int) *flow {
-	f := &flow{dir: dir, st: c.Directions[dir]}
+	f := &flow{dir: dir, st: c.Directions[dir], conn: c}
 	for _, r := range recs {
 		switch {
 		case r.dir == dir && r.payload > 0:
@@ -456,6 +453,9 @@ func (f *flow) walkHoles(soon time.Duration, open bool, v holeVisits) {
 	}
 }
 
+// msDur is v milliseconds.
+func msDur(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+
 func minSample(s []sample) time.Duration {
 	m := time.Duration(-1)
 	for _, x := range s {
@@ -466,29 +466,14 @@ func minSample(s []sample) time.Duration {
 	return m
 }
 
-// handshake returns the capture point's gaps SYN to SYN-ACK and SYN-ACK to
-// the client's ACK, when the capture holds the handshake.
-func handshake(recs []record) (g1, g2 time.Duration, ok bool) {
-	var syn, synack time.Duration = -1, -1
-	for _, r := range recs {
-		switch {
-		case r.dir == 0 && r.flags&decode.FlagSYN != 0 && r.flags&decode.FlagACK == 0:
-			syn, synack = r.t, -1 // the latest SYN (a retransmitted one restarts)
-		case r.dir == 1 && r.flags&decode.FlagSYN != 0 && r.flags&decode.FlagACK != 0 && syn >= 0:
-			synack = r.t
-		case r.dir == 0 && r.flags&decode.FlagSYN == 0 && r.flags&decode.FlagACK != 0 && synack >= 0:
-			return synack - syn, r.t - synack, true
-		}
-	}
-	return 0, 0, false
-}
-
 // baseRTT is the propagation round trip: the two legs' minima added (each
 // leg's minimum is its share of the path without queueing), or the
-// handshake where the timestamps give no second leg.
-func (f *flow) baseRTT(recs []record) Param {
-	g1, g2, hsOK := handshake(recs)
-	hs := g1 + g2
+// handshake where the timestamps give no second leg (the analyzer's, of
+// the same pass: the last SYN to its SYN-ACK, that to the ACK). where is
+// the capture point (capturePoint).
+func (f *flow) baseRTT(where string) Param {
+	g1, g2 := msDur(f.conn.HandshakeServerMs), msDur(f.conn.HandshakeClientMs)
+	hs, hsOK := g1+g2, f.conn.HandshakeRTTMs > 0
 	switch {
 	case f.kmin >= 0 && f.emin >= 0:
 		f.base, f.baseSrc = f.kmin+f.emin, "legs"
@@ -498,12 +483,12 @@ func (f *flow) baseRTT(recs []record) Param {
 			ev += fmt.Sprintf("; the handshake took %s", ms(hs))
 		}
 		return f.rttParam(ev)
-	case hsOK && hs > 0 && (f.kmin < 0 || f.st.CapturedNear != "sender"):
+	case hsOK && hs > 0 && (f.kmin < 0 || where != "sender"):
 		f.base, f.baseSrc = hs, "handshake"
 		return f.rttParam(fmt.Sprintf("the handshake (SYN to SYN-ACK %s, SYN-ACK to ACK %s); no TCP timestamps to measure both legs of data", ms(g1), ms(g2)))
 	case f.kmin >= 0:
-		if where, ev := f.reactionPlacement(); where == "receiver" {
-			return unknown("no timestamps and no handshake, and the capture was taken near the receiver (" + ev + "): its data-to-ACK time is the receiver's delay, not the round trip")
+		if where == "receiver" {
+			return unknown("no timestamps and no handshake, and the capture was taken near the receiver: its data-to-ACK time is the receiver's delay, not the round trip")
 		}
 		f.base, f.baseSrc = f.kmin, "karn"
 		return f.rttParam(fmt.Sprintf("lowest data-to-ACK time %s of %d Karn samples (no timestamps: the sender's own reaction time is taken as nil)", ms(f.kmin), len(f.karn)))
@@ -547,37 +532,25 @@ func (f *flow) rttParam(ev string) Param {
 	return known(v, v-max(0.05, v*0.005), v, ev)
 }
 
-// capturePoint says where the capture was taken for this direction.
-func (f *flow) capturePoint(recs []record) (where string, ev string) {
-	if f.kmin >= 0 && f.emin >= 0 && f.base > 0 {
-		rx := f.kmin.Seconds() / f.base.Seconds()
-		switch {
-		case rx < 0.1:
-			return "receiver", fmt.Sprintf("data reached its ACK in %s, %.0f %% of the round trip", ms(f.kmin), rx*100)
-		case rx > 0.9:
-			return "sender", fmt.Sprintf("the sender answered ACKs in %s, %.0f %% of the round trip", ms(f.emin), (1-rx)*100)
-		}
-		return "middle", fmt.Sprintf("%.0f %% of the round trip lies between the capture point and the receiver", rx*100)
+// capturePoint is where the capture was taken for the data's direction:
+// the analyzer's placement, from the same pass (analyzer.Direction's
+// CapturedNear, from the capture point's round trips to each end). Where
+// it cannot tell and had both round trips, the capture lies between the
+// ends ("middle": a tap, or a LAN where the ends are a millisecond
+// apart); where it had one leg only (no timestamps, no handshake), the
+// ends' reactions place it, or nothing does.
+func (f *flow) capturePoint() (where, ev string) {
+	st := f.st
+	ev = fmt.Sprintf("the analyzer's placement (from %s): the capture point %s from the receiver and back, %s from the sender",
+		st.CapturedNearFrom, ms(msDur(st.CaptureToReceiverMs)), ms(msDur(st.CaptureToSenderMs)))
+	switch {
+	case st.CapturedNear == "sender" || st.CapturedNear == "receiver":
+		return st.CapturedNear, ev
+	case st.CapturedNearFrom == "data" || st.CapturedNearFrom == "handshake":
+		return "middle", ev + ": neither end much nearer"
 	}
-	if g1, g2, ok := handshake(recs); ok && g1+g2 > 0 {
-		clientShare := g1.Seconds() / (g1 + g2).Seconds() // the client's side of the capture point
-		rxShare := clientShare
-		if f.dir == 0 {
-			rxShare = 1 - clientShare
-		}
-		switch {
-		case rxShare < 0.1:
-			return "receiver", "from the handshake's gaps"
-		case rxShare > 0.9:
-			return "sender", "from the handshake's gaps"
-		}
-		return "middle", fmt.Sprintf("from the handshake's gaps: %.0f %% of the round trip on the receiver's side", rxShare*100)
-	}
-	if where, ev := f.reactionPlacement(); where != "" {
-		return where, ev
-	}
-	if f.st.CapturedNear != "" && f.st.CapturedNear != "unknown" {
-		return f.st.CapturedNear, "the analyzer's placement"
+	if where, rev := f.reactionPlacement(); where != "" {
+		return where, rev
 	}
 	return "unknown", "neither timestamps, the handshake nor the ends' reactions place it"
 }
@@ -598,10 +571,6 @@ const minReactions = 50
 // then the whole round trip, well above the sender's reaction (ten times
 // or more). Neither: "" (the middle, or a pacing sender, looks alike).
 func (f *flow) reactionPlacement() (string, string) {
-	if f.reacted {
-		return f.reactWhere, f.reactWhy
-	}
-	f.reacted = true
 	var rx, tx []float64
 	var high int64
 	di := 0
@@ -641,13 +610,13 @@ func (f *flow) reactionPlacement() (string, string) {
 	r, s := time.Duration(quantile(sorted(rx), 0.5)), time.Duration(quantile(sorted(tx), 0.5))
 	switch {
 	case 4*s <= r && f.kmin >= 10*s:
-		f.reactWhere, f.reactWhy = "sender", fmt.Sprintf("no timestamps, no handshake: new data followed the ACKs in %s (median of %d), the ACKs the data before them in %s, and data took %s or more to its ACK: the sender's reaction, next to it",
+		return "sender", fmt.Sprintf("no timestamps, no handshake: new data followed the ACKs in %s (median of %d), the ACKs the data before them in %s, and data took %s or more to its ACK: the sender's reaction, next to it",
 			ms(s), len(tx), ms(r), ms(f.kmin))
 	case 4*r <= s:
-		f.reactWhere, f.reactWhy = "receiver", fmt.Sprintf("no timestamps, no handshake: the ACKs followed the data before them in %s (median of %d), new data the ACKs in %s: the receiver's reaction, next to it",
+		return "receiver", fmt.Sprintf("no timestamps, no handshake: the ACKs followed the data before them in %s (median of %d), new data the ACKs in %s: the receiver's reaction, next to it",
 			ms(r), len(rx), ms(s))
 	}
-	return f.reactWhere, f.reactWhy
+	return "", ""
 }
 
 // queueing builds the bottleneck queue's delay over time from the leg

@@ -47,7 +47,7 @@ func (f *flow) replaySends(where string, oneWay time.Duration, budget int) ([]se
 	case "middle", "unknown":
 		how = "the data segments as captured " + where + ": they had crossed part of the path already, so the predicted times run late by that part"
 	case "receiver":
-		how = "reconstructed from the arrivals less the one-way delay: the arrivals hold the bottleneck's spacing already, so the replay tests the delay and the losses more than the queue"
+		how = "reconstructed from the arrivals less the one-way delay (no sender's clock): the replay gives back the delay it took off, so it tests the model's queue and losses, not its delay"
 		at = func(r record) time.Duration { return r.t - oneWay }
 		if tick, v0, c := f.senderClock(); tick > 0 {
 			how = "reconstructed from the arrivals and the sender's TSval clock: each send within its tick (" + ms(tick) + ") of when it truly left"

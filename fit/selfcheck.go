@@ -127,6 +127,13 @@ func checkSelf(out *Result, f *flow, budget int) *SelfCheck {
 	}
 	where := d.CapturedNear
 	rtt := latency(dataSpec) + latency(ackSpec)
+	if toR, toS := f.st.CaptureToReceiverMs, f.st.CaptureToSenderMs; where != "receiver" && f.baseSrc != "karn" && toR+toS > 0 {
+		// The sends and their ACKs were timed at the capture point: the
+		// path replayed is its round trip to the receiver, that leg's
+		// share of the base (all of it where the base is that leg alone).
+		scaleLatency(dataSpec, toR/(toR+toS))
+		scaleLatency(ackSpec, toR/(toR+toS))
+	}
 	sends, how, cut := f.replaySends(where, latency(dataSpec), budget)
 	sc.Sends, sc.Segments, sc.Cut = how, len(sends), cut
 	rp, err := replay(sends, len(f.data), dataSpec, ackSpec)
@@ -155,7 +162,10 @@ func checkSelf(out *Result, f *flow, budget int) *SelfCheck {
 		judge("loss_unexplained_share", 1-*sc.LossExplainedShare, 1-lossExplainedMin, lossClaims)
 	}
 	judge("rate_gap", sc.RateGap, rateGapMax, rateClaims)
-	for _, c := range contradictions(d, carriedBy(f, captured, rtt, sc.LossesCaptured)) {
+	// The losses the capture shows: the self-check's, or the analyzer's
+	// (re-sent or filling a hole, not spurious) where it counts more.
+	lost := max(sc.LossesCaptured, f.st.ResentPackets+f.st.GapFills-f.st.SpuriousRetransmissions)
+	for _, c := range contradictions(d, carriedBy(f, captured, rtt, lost)) {
 		u := Unexplained{Measure: c.measure, Value: c.value, Tolerance: c.tolerance}
 		u.Withheld = withhold(out, c.claims, c.reason)
 		sc.Unexplained = append(sc.Unexplained, u)
@@ -319,6 +329,15 @@ func (sc *SelfCheck) rates(f *flow, rp *replayed, where string) []curvePoint {
 		sc.RateGap = float64(curveGap(captured, inOrder(predicted))) / float64(total)
 	}
 	return captured
+}
+
+// scaleLatency scales the spec's netem delays by share.
+func scaleLatency(s *spec.Spec, share float64) {
+	for _, st := range s.Stages {
+		if n, ok := st.(*spec.Netem); ok {
+			n.Latency = time.Duration(float64(n.Latency) * share)
+		}
+	}
 }
 
 // latency is the spec's netem delay (its first netem stage's).

@@ -1,9 +1,15 @@
 package fit
 
 import (
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,17 +21,68 @@ import (
 // made, beside the clone (the analyzer's field test reads the same).
 const fieldDir = "../../shared/captures/field"
 
+// fieldReadingsSource is the analyzer's field test, which holds an
+// expert's reading of each field capture (fieldReadings).
+const fieldReadingsSource = "../analyzer/field_test.go"
+
+// fieldSides reads, from the analyzer's field test, where the expert
+// found each field capture taken: near the main transfer's "sender",
+// "receiver", or "unknown" (a LAN). One reading serves both tests.
+func fieldSides(t *testing.T) map[string]string {
+	t.Helper()
+	file, err := parser.ParseFile(token.NewFileSet(), fieldReadingsSource, nil, 0)
+	if err != nil {
+		t.Fatalf("the expert's readings: %v", err)
+	}
+	sides := map[string]string{}
+	ast.Inspect(file, func(n ast.Node) bool {
+		vs, ok := n.(*ast.ValueSpec)
+		if !ok || len(vs.Names) != 1 || vs.Names[0].Name != "fieldReadings" || len(vs.Values) != 1 {
+			return true
+		}
+		list, _ := vs.Values[0].(*ast.CompositeLit)
+		for _, e := range list.Elts {
+			if r, ok := e.(*ast.CompositeLit); ok && len(r.Elts) >= 2 {
+				name, err1 := stringLit(r.Elts[0])
+				near, err2 := stringLit(r.Elts[1])
+				if err1 != nil || err2 != nil {
+					t.Fatalf("%s: a reading without a file and a side: %v", fieldReadingsSource, errors.Join(err1, err2))
+				}
+				sides[name] = near
+			}
+		}
+		return false
+	})
+	if len(sides) == 0 {
+		t.Fatalf("%s: no fieldReadings", fieldReadingsSource)
+	}
+	return sides
+}
+
+func stringLit(e ast.Expr) (string, error) {
+	b, ok := e.(*ast.BasicLit)
+	if !ok || b.Kind != token.STRING {
+		return "", errors.New("not a string literal")
+	}
+	return strconv.Unquote(b.Value)
+}
+
 // TestFieldCapturesCheckThemselves fits every field capture: each fit
-// returns, carries a self-check that ran, and claims nothing its
-// self-check rejected.
+// returns, carries a self-check that ran, is placed where the expert
+// read it (analyzer/field_test.go), predicts the path's delay within
+// the self-check's timing tolerance (a quarter of the round trip, 2 ms
+// at least), and either predicts the median ACK or arrival within it
+// too or lists that as unexplained with its claims withheld; and it
+// claims nothing its self-check rejected nor a round trip it timed as 0.
 func TestFieldCapturesCheckThemselves(t *testing.T) {
 	entries, err := os.ReadDir(fieldDir)
 	if err != nil {
-		if os.Getenv("CI") != "" || os.Getenv("WANLAB_REQUIRE_PRIVILEGED") != "" {
+		if !errors.Is(err, fs.ErrNotExist) || os.Getenv("CI") != "" || os.Getenv("WANLAB_REQUIRE_PRIVILEGED") != "" {
 			t.Fatalf("the field captures (%s): %v", fieldDir, err)
 		}
 		t.Skipf("the field captures are not beside the clone: %v", err)
 	}
+	sides := fieldSides(t)
 	start := time.Now()
 	n := 0
 	for _, e := range entries {
@@ -43,6 +100,35 @@ func TestFieldCapturesCheckThemselves(t *testing.T) {
 			if sc == nil || sc.Unchecked != "" || sc.Segments == 0 {
 				t.Fatalf("no self-check: %+v", sc)
 			}
+			data := r.Directions[0]
+			sender, receiver := "server", "client"
+			if data.From == r.Connection.Client {
+				sender, receiver = "client", "server"
+			}
+			near, ok := sides[name]
+			if !ok {
+				t.Fatalf("no expert's reading in %s", fieldReadingsSource)
+			}
+			want := map[string][]string{"sender": {sender}, "receiver": {receiver}, "unknown": {"middle", "unknown"}}[near]
+			if !slices.Contains(want, r.CapturedAt) {
+				t.Errorf("captured at %q, the expert read it near the data's %s (%v)", r.CapturedAt, near, want)
+			}
+			rtt := data.Params["rtt_ms"]
+			t.Logf("captured at %s (%s), %s error p50 %.3g ms, base %.3g ms, rtt %.4g ms (%s), rtt_p50 %.4g ms",
+				r.CapturedAt, near, sc.Compared, sc.ErrorP50Ms, sc.BaseErrorMs, rtt.Value, rtt.Unknown, r.Transfer.RTTP50Ms)
+			if rtt.Known() && r.Transfer.RTTP50Ms <= 0 {
+				t.Errorf("rtt_p50_ms %v beside a round trip of %v ms", r.Transfer.RTTP50Ms, rtt.Value)
+			}
+			if sc.Timed == 0 {
+				t.Fatalf("no segment timed: %+v", sc)
+			}
+			tol := msOf(max(timingFloor, time.Duration(timingShare*rtt.Value*float64(time.Millisecond))))
+			if !rtt.Known() || sc.BaseErrorMs > tol {
+				t.Errorf("the path's delay: base error %.3g ms, tolerance %.3g (rtt %+v)", sc.BaseErrorMs, tol, rtt)
+			}
+			if sc.ErrorP50Ms > tol && !slices.ContainsFunc(sc.Unexplained, func(u Unexplained) bool { return u.Measure == sc.Compared+"_error_p50_ms" }) {
+				t.Errorf("%s error p50 %.3g ms beyond %.3g and not listed unexplained: %+v", sc.Compared, sc.ErrorP50Ms, tol, sc.Unexplained)
+			}
 			for _, u := range sc.Unexplained {
 				for _, name := range u.Withheld {
 					for _, d := range r.Directions {
@@ -52,7 +138,6 @@ func TestFieldCapturesCheckThemselves(t *testing.T) {
 					}
 				}
 			}
-			data := r.Directions[0]
 			if c := contradictions(&data, carried{bytes: r.Transfer.Bytes, resent: sc.LossesCaptured}); len(c) > 0 {
 				t.Errorf("claims the capture contradicts: %+v", c)
 			}
