@@ -207,3 +207,28 @@ func pcapngOf(t testing.TB, path string) []byte {
 	w.Flush()
 	return buf.Bytes()
 }
+
+// TestAbsurdPathRefused: a capture whose clock jumped hours between each
+// segment and its ACK would need a round trip of 3 h, which no TCP
+// transfer crosses (its retransmission timeout tops out at 120 s): the
+// fit refuses it in one line instead of printing such a path.
+func TestAbsurdPathRefused(t *testing.T) {
+	h := time.Hour
+	var pkts []pkt
+	pkts = append(pkts,
+		pkt{dir: 0, syn: true, seq: 99, at: 0},
+		pkt{dir: 1, syn: true, ack: true, seq: 4999, acknum: 100, at: 3 * h},
+		pkt{dir: 0, ack: true, seq: 100, acknum: 5000, at: 3*h + time.Millisecond},
+	)
+	at := 3*h + 2*time.Millisecond
+	for i := range uint32(20) {
+		pkts = append(pkts, pkt{dir: 1, ack: true, seq: 5000 + 1000*i, acknum: 100, payload: 1000, at: at})
+		at += 3 * h
+		pkts = append(pkts, pkt{dir: 0, ack: true, seq: 100, acknum: 6000 + 1000*i, at: at})
+		at += time.Millisecond
+	}
+	_, err := File(writeCapture(t, pkts), Options{})
+	if !errors.Is(err, ErrImplausiblePath) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "round trip of 3h") {
+		t.Fatalf("%v: want one line refusing a round trip of 3h", err)
+	}
+}

@@ -220,6 +220,9 @@ func File(path string, opt Options) (*Result, error) {
 	for _, d := range out.Directions {
 		clampToDomain(d.Params)
 	}
+	if err := plausible(out); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	progress("checking the fit against the capture")
 	out.SelfCheck = checkSelf(out, f, maxPackets)
 	if rr := f.turns(recs, c, conns.summaries); rr != nil {
