@@ -127,14 +127,19 @@ func checkSelf(out *Result, f *flow, budget int) *SelfCheck {
 	}
 	where := d.CapturedNear
 	rtt := latency(dataSpec) + latency(ackSpec)
+	beyond := false
 	if toR, toS := f.st.CaptureToReceiverMs, f.st.CaptureToSenderMs; where != "receiver" && f.baseSrc != "karn" && toR+toS > 0 {
 		// The sends and their ACKs were timed at the capture point: the
 		// path replayed is its round trip to the receiver, that leg's
 		// share of the base (all of it where the base is that leg alone).
 		scaleLatency(dataSpec, toR/(toR+toS))
 		scaleLatency(ackSpec, toR/(toR+toS))
+		beyond = where != "sender"
 	}
 	sends, how, cut := f.replaySends(where, latency(dataSpec), budget)
+	if beyond {
+		how = "the data segments as captured (" + where + "): the replay runs the path beyond the capture point only (its round trip to the receiver)"
+	}
 	sc.Sends, sc.Segments, sc.Cut = how, len(sends), cut
 	rp, err := replay(sends, len(f.data), dataSpec, ackSpec)
 	if err != nil {

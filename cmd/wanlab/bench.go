@@ -140,7 +140,9 @@ func init() {
 					"the spec's long-run shares, with a correlated process's variance in the deviations.\n" +
 					"--refit DIR fits the captures of a kept run (an earlier --out) again with this binary,\n" +
 					"against the same truth, and prints the table of all the runs given; it builds no lab.",
-				Flags: []cli.Flag{quick, &cli.BoolFlag{Name: "kernel", Usage: "run the points with the kernel's qdiscs in guest VMs instead of the userspace proxy"}, out, force, jsonFlag,
+				Flags: []cli.Flag{quick, &cli.BoolFlag{Name: "kernel", Usage: "run the points with the kernel's qdiscs in guest VMs instead of the userspace proxy"},
+					&cli.StringFlag{Name: "out", Usage: "write rows.json, table.txt and each point's run (NN/: its captures and result.json) to `DIR` (must not exist unless --force; default: a new wanlab-bench-fit-<64 random bits> directory, mode 0700, in the temporary directory, $TMPDIR or /tmp)"},
+					force, jsonFlag,
 					&cli.StringSliceFlag{Name: "refit", Usage: "fit a kept run's captures (an earlier --out `DIR`) again instead of running the grid (repeatable)"},
 					&cli.StringSliceFlag{Name: "point", Usage: "run only the grid's point `NAME`, as the table names it (repeatable)"}},
 				Action: runBenchFit,
