@@ -90,6 +90,7 @@ type Config struct {
 	// at that rate does; WritePauses > 0 stops a download's writes that
 	// many times, WritePause each, evenly through it (traffic.ServerConfig).
 	WriteRate   units.Rate    `json:"write_rate_bps,omitempty"`
+	WriteChunk  units.Size    `json:"write_chunk_bytes,omitempty"`
 	WritePauses int           `json:"write_pauses,omitempty"`
 	WritePause  time.Duration `json:"write_pause_ns,omitempty"`
 

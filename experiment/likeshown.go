@@ -3,11 +3,13 @@ package experiment
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/wanlab/wanlab/analyzer"
 	"github.com/wanlab/wanlab/fit"
+	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/units"
 )
 
@@ -44,16 +46,27 @@ func dataDirection(capture string, f *fit.Result) (*analyzer.Connection, *analyz
 	return nil, nil, fmt.Errorf("%s: connection %d: not found again by the analyzer", f.File, f.Connection.Index)
 }
 
-// labRTT is the round trip the lab's path has: the fit's where it
-// inferred one, else the one shownPath adds (the capture's own minimum).
-func labRTT(f *fit.Result, d *analyzer.Direction) time.Duration {
-	for _, dir := range f.Directions {
-		if rtt := dir.Params["rtt_ms"]; dir.Data && rtt.Known() {
-			return msDuration(rtt.Value)
+// labRTT is the round trip of the lab's path: the two directions' netem
+// delays.
+func labRTT(f *fit.Result, cfg *Config) time.Duration {
+	specs, err := cfg.Specs()
+	if err != nil {
+		return 0
+	}
+	var rtt time.Duration
+	for _, s := range specs {
+		for _, st := range s.Stages {
+			if n, ok := st.(*spec.Netem); ok {
+				rtt += n.Latency
+			}
 		}
 	}
-	return msDuration(d.PathRTTMs)
+	return rtt
 }
+
+// paceTick is how often a paced application writes: short against the
+// round trips a lab runs, long against the Go runtime's timer resolution.
+const paceTick = 5 * time.Millisecond
 
 func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 
@@ -99,21 +112,60 @@ func shownPath(cfg *Config, f *fit.Result, d *analyzer.Direction) []NotShown {
 			Assumed: units.Sprintf("%.4g ms (%s each way)", d.PathRTTMs, oneWay),
 			Why:     units.Sprintf("the fit withheld it (%s); the capture's own minimum round trip of the data (%s) bounds it", rtt.Unknown, d.PathRTTSource)})
 	}
-	if j := data.Params["jitter_ms"]; !j.Known() && d.PathRTTP50Ms > (1+verdictRTTTolerance)*d.PathRTTMs {
-		out = append(out, NotShown{What: "the round trip's variation", Assumed: "none: every packet has the lab's fixed delay",
-			Why: units.Sprintf("the capture's median round trip %.4g ms is over its minimum %.4g ms, and the fit did not model why (%s)", d.PathRTTP50Ms, d.PathRTTMs, j.Unknown)})
+	// The round trip rose over its minimum while data flowed, and the fit
+	// modelled neither a bottleneck's queue nor jitter for it.
+	rate, jitter := data.Params["rate_bps"], data.Params["jitter_ms"]
+	spread := !rate.Known() && !jitter.Known() && d.PathRTTP50Ms > (1+verdictRTTTolerance)*d.PathRTTMs
+	if spread && f.RequestResponse == nil && networkLimited(d) && len(f.Transfer.RateDecilesBps) == 10 {
+		// A sender that nothing but the path held back, with a queue at
+		// its median round trip, delivered at the bottleneck's rate (BBR's
+		// model of a path: its delivery rate is the bottleneck's while a
+		// queue stands): the transfer's steady tenths, its first (slow
+		// start) left out.
+		steady := slices.Sorted(slices.Values(f.Transfer.RateDecilesBps[1:]))
+		r := units.Rate(steady[len(steady)/2])
+		queue := msDuration(max(d.QueueDelayMs, d.PathRTTP50Ms-d.PathRTTMs))
+		burst := max(units.Size(2*mssOf(f)), units.Size(r.BytesPerSecond()*bucketTime.Seconds()))
+		limit := max(burst+units.Size(2*mssOf(f)), units.Size(r.BytesPerSecond()*queue.Seconds()))
+		cfg.AppendStage(ToClient, fmt.Sprintf("tbf rate %dbit burst %db limit %db", int64(r), int64(burst), int64(limit)))
+		out = append(out, NotShown{What: "the bottleneck's rate",
+			Assumed: fmt.Sprintf("%s with a queue of %v (%s)", r.Human(), queue.Round(100*time.Microsecond), limit.Human()),
+			Why: units.Sprintf("the fit withheld it (%s); the sender was held back by the path alone (%s) and its median round trip %.4g ms stood over the minimum %.4g ms: a queue, which a bottleneck empties at the rate the transfer delivered (its median tenth after the first)",
+				rate.Unknown, d.Diagnosis.Limit, d.PathRTTP50Ms, d.PathRTTMs)})
+	} else if spread {
+		oneWay := msDuration(d.PathRTTP50Ms / 2).Round(10 * time.Microsecond)
+		for _, dir := range []string{ToClient, ToServer} {
+			t, err := withDelay(cfg.Impair[dir], oneWay)
+			if err != nil {
+				return append(out, NotShown{What: "the round trip's variation", Assumed: "none", Why: err.Error()})
+			}
+			cfg.Impair[dir] = t
+		}
+		out = append(out, NotShown{What: "the round trip's variation",
+			Assumed: units.Sprintf("none: every packet has the median round trip %.4g ms (%v each way)", d.PathRTTP50Ms, oneWay),
+			Why: units.Sprintf("the capture's median round trip %.4g ms is over its minimum %.4g ms and the fit modelled neither a queue nor jitter for it (%s): the lab's fixed delay is the one most packets had",
+				d.PathRTTP50Ms, d.PathRTTMs, jitter.Unknown)})
 	}
-	if r := data.Params["rate_bps"]; !r.Known() {
+	if !rate.Known() && !strings.Contains(cfg.Impair[ToClient], "tbf") {
 		out = append(out, NotShown{What: "a bottleneck", Assumed: "none: the lab's path is as fast as this host",
-			Why: "the transfer never filled one: " + r.Unknown})
+			Why: "the transfer never filled one: " + rate.Unknown})
+	}
+	if l := data.Params["loss_percent"]; !l.Known() {
+		out = append(out, NotShown{What: "the path's loss", Assumed: "none",
+			Why: "the fit withheld it: " + l.Unknown})
+	}
+	if data.CongestionControl == "" {
+		out = append(out, NotShown{What: "the sender's congestion control", Assumed: cfg.Server.CC,
+			Why: "the capture shows no reaction of the sender's to loss that names it: Linux's default"})
 	}
 	app := d.Diagnosis != nil && d.Diagnosis.Limit == analyzer.LimitApplication
 	if rr := f.RequestResponse; rr != nil {
-		out = append(out, shownAnswers(cfg, f, d, rr, labRTT(f, d), app)...)
+		out = append(out, shownAnswers(cfg, f, rr, labRTT(f, cfg))...)
 		return out
 	}
 	if app {
 		cfg.WriteRate = units.Rate(d.BusyRateBps())
+		cfg.WriteChunk = max(units.Size(mssOf(f)), units.Size(cfg.WriteRate.BytesPerSecond()*paceTick.Seconds()))
 		if gaps := d.IdleGaps + d.Turns; gaps > 0 && d.WaitedMs() > 0 {
 			cfg.WritePauses = gaps
 			cfg.WritePause = msDuration(d.WaitedMs() / float64(gaps))
@@ -128,36 +180,18 @@ func shownPath(cfg *Config, f *fit.Result, d *analyzer.Direction) []NotShown {
 }
 
 // shownAnswers sets a request/response lab's server from what the capture
-// shows of its answers: their pace (where the application's rate, not
-// slow start, set the time an answer took), its think time, Nagle's
-// algorithm (on where the original's median answer had a delayed-ACK
-// stall in it) and the requests' timeout.
-func shownAnswers(cfg *Config, f *fit.Result, d *analyzer.Direction, rr *fit.RequestResponse, rtt time.Duration, app bool) []NotShown {
+// shows of its answers: its think time (the whole of the median latency
+// the path does not explain: the server's work and its pace alike, which
+// the capture does not tell apart), Nagle's algorithm (on where the
+// original's median answer had a delayed-ACK stall in it) and the
+// requests' timeout.
+func shownAnswers(cfg *Config, f *fit.Result, rr *fit.RequestResponse, rtt time.Duration) []NotShown {
 	var out []NotShown
-	mss := 1460.0 // Ethernet's MSS, where the fit read none
-	for _, dir := range f.Directions {
-		if m := dir.Params["mss_bytes"]; dir.Data && m.Known() {
-			mss = m.Value
-		}
-	}
+	mss := mssOf(f)
 	// Slow start doubles from the initial window: the round trips an
 	// answer of this size takes, the first to its last byte's ACK.
 	rounds := math.Ceil(math.Log2(float64(rr.ResponseBytes)/(initialWindowSegments*mss) + 1))
 	wire := time.Duration(max(0, rounds-1)) * rtt
-	// The analyzer's busy time of an answer runs from its first byte to
-	// its last's ACK: longer than slow start's rounds, the application
-	// set it, at the answer's size over that time less the last ACK's
-	// round trip.
-	if busy := units.Rate(d.BusyRateBps()); app && busy > 0 {
-		if took := busy.TxTime(units.Size(rr.ResponseBytes)); took > time.Duration(max(1, rounds))*rtt {
-			wire = took - rtt
-			cfg.WriteRate = units.Rate(8 * float64(rr.ResponseBytes) / wire.Seconds())
-			out = append(out, NotShown{What: "the application's pace",
-				Assumed: fmt.Sprintf("answers written at %s", cfg.WriteRate.Human()),
-				Why: fmt.Sprintf("an answer of %s took %v from its first byte to its last's ACK, more than slow start's %.0f round trips: the application's rate, assumed the same for every answer",
-					units.Size(rr.ResponseBytes).Human(), took.Round(time.Millisecond), max(1, rounds))})
-		}
-	}
 	think := msDuration(rr.LatencyP50Ms) - rtt - wire
 	stall := f.Transfer.Limit == analyzer.LimitDelayedAck && think >= delayedAckMin
 	cfg.NoNagle = !stall
@@ -173,4 +207,50 @@ func shownAnswers(cfg *Config, f *fit.Result, d *analyzer.Direction, rr *fit.Req
 		Why: why + units.Sprintf("; the capture shows the latency, not how it splits between the path and the server (the fit read %.4g ms from where the capture was taken)", rr.ThinkMs)})
 	cfg.RequestTimeout = max(5*time.Second, requestTimeoutSlack*msDuration(rr.LatencyP99Ms))
 	return out
+}
+
+// mssOf is the data direction's MSS the fit read, or Ethernet's.
+func mssOf(f *fit.Result) float64 {
+	for _, dir := range f.Directions {
+		if m := dir.Params["mss_bytes"]; dir.Data && m.Known() {
+			return m.Value
+		}
+	}
+	return 1460
+}
+
+// bucketTime is the token bucket's size in time at its rate: a
+// millisecond's data, the burst a link's own framing and a host's
+// interrupt coalescing let through at once.
+const bucketTime = time.Millisecond
+
+// networkLimited says nothing at the ends held the sender back: not its
+// application, not the receive window or its own buffer, not a short
+// transfer's slow start or a delayed ACK.
+func networkLimited(d *analyzer.Direction) bool {
+	if d.Diagnosis == nil {
+		return false
+	}
+	switch d.Diagnosis.Limit {
+	case analyzer.LimitBandwidth, analyzer.LimitCongestion, analyzer.LimitLoss:
+		return true
+	}
+	return false
+}
+
+// withDelay is the spec text with its first netem stage's delay set to
+// oneWay (a netem stage put first where there is none).
+func withDelay(text string, oneWay time.Duration) (string, error) {
+	s, err := spec.Parse(text)
+	if err != nil {
+		return "", err
+	}
+	for _, st := range s.Stages {
+		if n, ok := st.(*spec.Netem); ok {
+			n.Latency = oneWay
+			return s.String(), nil
+		}
+	}
+	s.Stages = append([]spec.Stage{&spec.Netem{Latency: oneWay}}, s.Stages...)
+	return s.String(), nil
 }

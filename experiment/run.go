@@ -167,7 +167,7 @@ func run(ctx context.Context, cfg Config, ep endpoints) (_ *Result, err error) {
 		Sockopt:   cfg.Server,
 		Nagle:     cfg.Requests > 0 && !cfg.NoNagle,
 		ThinkTime: cfg.ThinkTime,
-		WriteRate: cfg.WriteRate, WritePauses: cfg.WritePauses, WritePause: cfg.WritePause,
+		WriteRate: cfg.WriteRate, WriteChunk: cfg.WriteChunk, WritePauses: cfg.WritePauses, WritePause: cfg.WritePause,
 	})
 	if err != nil {
 		return nil, err
