@@ -298,6 +298,19 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo 
 			return nil, err
 		}
 	}
+	// The server's think time: the first run measured the lab's own share
+	// of the client's latency (its round trips, its slow start, its
+	// window after idle); the server thinks for the rest.
+	if think, ok := calibrateThink(res.Fit, cfg, res.Run); ok {
+		res.Calibration = strings.TrimPrefix(res.Calibration+"; ", "; ") +
+			fmt.Sprintf("the server's think time set to %v from %v, the original's median latency %.4g ms less the lab's own share of it on the first run (%v)",
+				think, cfg.ThinkTime, res.Fit.RequestResponse.LatencyP50Ms, res.Run.RR.Latency.P50-cfg.ThinkTime)
+		cfg.ThinkTime = think
+		logf("like: %s", res.Calibration)
+		if res.Run, err = run("reproduction-think", cfg); err != nil {
+			return nil, err
+		}
+	}
 	type done struct {
 		run   *Result
 		refit *fit.Result
@@ -469,6 +482,23 @@ func calibrate(f *fit.Result, cfg Config, run *Result) (Config, float64, bool) {
 	out.ClientSysctls = mergeSysctls(nil, cfg.ClientSysctls)
 	out.ClientSysctls["net.ipv4.tcp_rmem"] = fmt.Sprintf("4096 %d %d", min(131072, maxB), maxB)
 	return out, ratio, true
+}
+
+// calibrateThink returns the think time that gives the lab's client the
+// original's median latency, from the first run's: when that run's missed
+// it by more than a tenth of the verdict's tolerance.
+func calibrateThink(f *fit.Result, cfg Config, run *Result) (time.Duration, bool) {
+	rr := f.RequestResponse
+	if rr == nil || run.RR == nil || run.RR.Latency.P50 <= 0 {
+		return 0, false
+	}
+	want := msDuration(rr.LatencyP50Ms)
+	miss := want - run.RR.Latency.P50
+	if math.Abs(float64(miss)) <= verdictRateTolerance/10*float64(want) {
+		return 0, false
+	}
+	think := max(10*time.Microsecond, cfg.withDefaults().ThinkTime+miss).Round(10 * time.Microsecond)
+	return think, think != cfg.withDefaults().ThinkTime
 }
 
 // refit fits the lab's capture taken where the original was.

@@ -76,7 +76,8 @@ const initialWindowSegments = 10
 
 // delayedAckMin is Linux's shortest delayed-ACK timer (TCP_DELACK_MIN,
 // 40 ms): the least a client holding its ACK adds to an answer that
-// Nagle's algorithm holds behind it.
+// Nagle's algorithm holds behind it. The timer grows with the gaps
+// between segments; the lab's stalls stay within twice it.
 const delayedAckMin = 40 * time.Millisecond
 
 // requestTimeoutSlack is how many times the original's slowest answer a
@@ -189,22 +190,42 @@ func shownAnswers(cfg *Config, f *fit.Result, rr *fit.RequestResponse, rtt time.
 	var out []NotShown
 	mss := mssOf(f)
 	// Slow start doubles from the initial window: the round trips an
-	// answer of this size takes, the first to its last byte's ACK.
+	// answer of this size takes, the first to its last byte's ACK. Where
+	// the connections carried more than one answer each, the median
+	// answer rides the window an earlier one opened: one round trip.
 	rounds := math.Ceil(math.Log2(float64(rr.ResponseBytes)/(initialWindowSegments*mss) + 1))
-	wire := time.Duration(max(0, rounds-1)) * rtt
-	think := msDuration(rr.LatencyP50Ms) - rtt - wire
-	stall := f.Transfer.Limit == analyzer.LimitDelayedAck && think >= delayedAckMin
-	cfg.NoNagle = !stall
-	why := fmt.Sprintf("the client's median latency %.4g ms less the round trip %v and the answer's %v on the wire",
-		rr.LatencyP50Ms, rtt.Round(10*time.Microsecond), wire.Round(10*time.Microsecond))
-	if stall {
-		think -= delayedAckMin
-		why += fmt.Sprintf(" and the delayed-ACK timer's %v (the original was delayed-ACK limited: the lab's answer in two writes with Nagle's algorithm on stalls the same way)", delayedAckMin)
+	if rr.Requests > rr.Connections {
+		rounds = 1
 	}
-	think = max(think, time.Microsecond)
-	cfg.ThinkTime = think.Round(10 * time.Microsecond)
+	wire := time.Duration(max(0, rounds-1)) * rtt
+	// What the path leaves of the median latency is the server's: its
+	// think time (the fit's reading of it, as far as the latency has room)
+	// and, where the original was delayed-ACK limited, the stall of the
+	// client's delayed ACK behind the answer's second write, which the
+	// lab's server makes with Nagle's algorithm on while it thinks for
+	// less than the client's timer runs.
+	left := max(0, msDuration(rr.LatencyP50Ms)-rtt-wire)
+	think := min(max(0, msDuration(rr.ThinkMs)), left)
+	stall := left - think
+	delayedAck := f.Transfer.Limit == analyzer.LimitDelayedAck
+	nagle := delayedAck && think < delayedAckMin && stall >= delayedAckMin/2 && stall <= 2*delayedAckMin
+	why := fmt.Sprintf("the fit's reading %.4g ms, within the client's median latency %.4g ms less the round trip %v and the answer's %v on the wire",
+		rr.ThinkMs, rr.LatencyP50Ms, rtt.Round(10*time.Microsecond), wire.Round(10*time.Microsecond))
+	switch {
+	case nagle:
+		why += fmt.Sprintf("; the %v left is the client's delayed-ACK stall (the original was delayed-ACK limited), which the lab's answer in two writes with Nagle's algorithm on makes", stall.Round(10*time.Microsecond))
+	case stall > 0:
+		think = left
+		why += fmt.Sprintf("; the %v left is taken as the server's too", stall.Round(10*time.Microsecond))
+		if delayedAck {
+			out = append(out, NotShown{What: "the client's delayed-ACK timer", Assumed: fmt.Sprintf("the stall as the server's think time, Nagle's algorithm off"),
+				Why: fmt.Sprintf("the original was delayed-ACK limited with %v of its median answer unexplained; a Linux client's timer (%v, up to twice that) stalls for less or the think time covers it", stall.Round(time.Millisecond), delayedAckMin)})
+		}
+	}
+	cfg.NoNagle = !nagle
+	cfg.ThinkTime = max(think, 10*time.Microsecond).Round(10 * time.Microsecond)
 	out = append(out, NotShown{What: "the server's think time", Assumed: cfg.ThinkTime.String(),
-		Why: why + units.Sprintf("; the capture shows the latency, not how it splits between the path and the server (the fit read %.4g ms from where the capture was taken)", rr.ThinkMs)})
+		Why: why + "; the capture shows the latency, not how it splits between the path and the server"})
 	cfg.RequestTimeout = max(5*time.Second, requestTimeoutSlack*msDuration(rr.LatencyP99Ms))
 	return out
 }
