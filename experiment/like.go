@@ -306,6 +306,12 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo 
 			fmt.Sprintf("the server's think time set to %v from %v, the original's median latency %.4g ms less the lab's own share of it on the first run (%v)",
 				think, cfg.ThinkTime, res.Fit.RequestResponse.LatencyP50Ms, res.Run.RR.Latency.P50-cfg.ThinkTime)
 		cfg.ThinkTime = think
+		for i, n := range res.NotShown {
+			if n.What == notShownThink {
+				res.NotShown[i].Assumed = think.String()
+				res.NotShown[i].Why += fmt.Sprintf("; set to %v on a first run that gave %v (the lab's own share of the latency measured)", think, n.Assumed)
+			}
+		}
 		logf("like: %s", res.Calibration)
 		if res.Run, err = run("reproduction-think", cfg); err != nil {
 			return nil, err

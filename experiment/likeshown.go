@@ -117,14 +117,13 @@ func shownPath(cfg *Config, f *fit.Result, d *analyzer.Direction) []NotShown {
 	// modelled neither a bottleneck's queue nor jitter for it.
 	rate, jitter := data.Params["rate_bps"], data.Params["jitter_ms"]
 	spread := !rate.Known() && !jitter.Known() && d.PathRTTP50Ms > (1+verdictRTTTolerance)*d.PathRTTMs
-	if spread && f.RequestResponse == nil && networkLimited(d) && len(f.Transfer.RateDecilesBps) == 10 {
+	if spread && f.RequestResponse == nil && networkLimited(d) && steadyDelivery(f) > 0 {
 		// A sender that nothing but the path held back, with a queue at
 		// its median round trip, delivered at the bottleneck's rate (BBR's
 		// model of a path: its delivery rate is the bottleneck's while a
 		// queue stands): the transfer's steady tenths, its first (slow
 		// start) left out.
-		steady := slices.Sorted(slices.Values(f.Transfer.RateDecilesBps[1:]))
-		r := units.Rate(steady[len(steady)/2])
+		r := steadyDelivery(f)
 		queue := msDuration(max(d.QueueDelayMs, d.PathRTTP50Ms-d.PathRTTMs))
 		burst := max(units.Size(2*mssOf(f)), units.Size(r.BytesPerSecond()*bucketTime.Seconds()))
 		limit := max(burst+units.Size(2*mssOf(f)), units.Size(r.BytesPerSecond()*queue.Seconds()))
@@ -156,8 +155,10 @@ func shownPath(cfg *Config, f *fit.Result, d *analyzer.Direction) []NotShown {
 			Why: "the fit withheld it: " + l.Unknown})
 	}
 	if data.CongestionControl == "" {
-		out = append(out, NotShown{What: "the sender's congestion control", Assumed: cfg.Server.CC,
-			Why: "the capture shows no reaction of the sender's to loss that names it: Linux's default"})
+		out = append(out, NotShown{What: "the sender's congestion control",
+			Assumed: fmt.Sprintf("%s from Linux's initial window of %d segments", cfg.Server.CC, initialWindowSegments),
+			Why: fmt.Sprintf("the capture shows no reaction of the sender's to loss that names it: Linux's default (the original's first round trip carried %s, %.3g segments, and its rounds peaked at the %d of %d)",
+				units.Size(d.Ramp.InitialBytes).Human(), float64(d.Ramp.InitialBytes)/mssOf(f), d.Ramp.PeakRound+1, d.Ramp.Rounds)})
 	}
 	app := d.Diagnosis != nil && d.Diagnosis.Limit == analyzer.LimitApplication
 	if rr := f.RequestResponse; rr != nil {
@@ -179,6 +180,9 @@ func shownPath(cfg *Config, f *fit.Result, d *analyzer.Direction) []NotShown {
 	}
 	return out
 }
+
+// notShownThink names the server's think time in LikeResult.NotShown.
+const notShownThink = "the server's think time"
 
 // shownAnswers sets a request/response lab's server from what the capture
 // shows of its answers: its think time (the whole of the median latency
@@ -224,7 +228,7 @@ func shownAnswers(cfg *Config, f *fit.Result, rr *fit.RequestResponse, rtt time.
 	}
 	cfg.NoNagle = !nagle
 	cfg.ThinkTime = max(think, 10*time.Microsecond).Round(10 * time.Microsecond)
-	out = append(out, NotShown{What: "the server's think time", Assumed: cfg.ThinkTime.String(),
+	out = append(out, NotShown{What: notShownThink, Assumed: cfg.ThinkTime.String(),
 		Why: why + "; the capture shows the latency, not how it splits between the path and the server"})
 	cfg.RequestTimeout = max(5*time.Second, requestTimeoutSlack*msDuration(rr.LatencyP99Ms))
 	return out
@@ -274,4 +278,14 @@ func withDelay(text string, oneWay time.Duration) (string, error) {
 	}
 	s.Stages = append([]spec.Stage{&spec.Netem{Latency: oneWay}}, s.Stages...)
 	return s.String(), nil
+}
+
+// steadyDelivery is the transfer's median tenth after the first (slow
+// start's), 0 where the fit has no tenths.
+func steadyDelivery(f *fit.Result) units.Rate {
+	if len(f.Transfer.RateDecilesBps) < 2 {
+		return 0
+	}
+	steady := slices.Sorted(slices.Values(f.Transfer.RateDecilesBps[1:]))
+	return units.Rate(steady[len(steady)/2])
 }

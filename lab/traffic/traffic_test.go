@@ -129,10 +129,10 @@ func TestBadRequestsNamed(t *testing.T) {
 	l := labtest.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{})
 	_, err := traffic.RequestResponse(context.Background(), l.Client.Handle, traffic.RRConfig{
-		Server: srv.Addr(), Requests: 1, BodySize: 1 << 20,
+		Server: srv.Addr(), Requests: 1, BodySize: traffic.MaxRRBody + 1,
 	})
 	if err == nil || !strings.Contains(err.Error(), "body size") {
-		t.Errorf("rr with a 1 MiB body = %v, want a size error", err)
+		t.Errorf("rr with a body over MaxRRBody = %v, want a size error", err)
 	}
 	_, err = traffic.Download(context.Background(), l.Client.Handle, traffic.DownloadConfig{
 		Server: netip.AddrPortFrom(l.Server.IPv4, 1), Size: 1,
