@@ -20,6 +20,7 @@ import (
 	"github.com/wanlab/wanlab/internal/binom"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/predict"
+	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/units"
 )
@@ -815,6 +816,11 @@ func WriteLikeReport(w io.Writer, res *LikeResult) error {
 	for _, d := range res.Fit.Directions {
 		fitTable.Rows = append(fitTable.Rows, []string{d.From + " -> " + d.To, d.Spec})
 	}
+	for _, dir := range []string{ToClient, ToServer} {
+		if res.Run != nil {
+			fitTable.Rows = append(fitTable.Rows, []string{"the lab ran " + dir, cmp.Or(res.Run.Specs[dir], "(none)")})
+		}
+	}
 	for _, side := range []struct {
 		n  string
 		kv map[string]string
@@ -889,6 +895,11 @@ func WriteLikeSummary(w io.Writer, res *LikeResult) error {
 		if s == "" {
 			s = "(none)"
 		}
+		// Where the capture left a part unshown, the lab ran more than
+		// the fit's spec (not_shown says what and why).
+		if res.Run != nil && res.Run.Specs[dir] != canonicalSpec(d.Spec) {
+			s += " (the lab ran: " + cmp.Or(res.Run.Specs[dir], "(none)") + ")"
+		}
 		fmt.Fprintf(&b, "  %s: %s\n", dir, s)
 	}
 	if res.Calibration != "" {
@@ -940,6 +951,15 @@ func WriteLikeSummary(w io.Writer, res *LikeResult) error {
 	fmt.Fprintf(&b, "report: %s\njson:   %s\n", res.Report, res.JSON)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// canonicalSpec is a spec's text as the lab prints it (Result.Specs).
+func canonicalSpec(text string) string {
+	s, err := spec.Parse(text)
+	if err != nil {
+		return text
+	}
+	return s.String()
 }
 
 func likeNum(measure string, v float64) string {
