@@ -220,44 +220,47 @@ func (s *Server) serveGen(w http.ResponseWriter, r *http.Request) {
 	}
 	parts := uint64(max(0, s.cfg.WritePauses)) + 1
 	pace := newPacer(s.cfg.WriteRate, s.cfg.WriteChunk)
+	var off uint64
 	for i := range parts {
 		part := uint64(n) / parts
 		if i == parts-1 {
 			part = uint64(n) - part*(parts-1)
 		}
-		if i > 0 && !s.pause(r.Context(), w) {
+		if i > 0 && !s.pause(r.Context(), w, pace) {
 			return
 		}
-		if s.writePattern(r.Context(), w, pace, part) != nil {
+		if s.writePattern(r.Context(), w, pace, off, part) != nil {
 			return
 		}
+		off += part
 	}
 }
 
 // pause flushes what was written and waits WritePause; false when the
 // request ended first.
-func (s *Server) pause(ctx context.Context, w http.ResponseWriter) bool {
+func (s *Server) pause(ctx context.Context, w http.ResponseWriter, pace *pacer) bool {
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
-	// The pacer counts from its first write: the pause is time the
-	// application spent elsewhere, which the writes after it do not make
-	// up.
 	t := time.NewTimer(s.cfg.WritePause)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		// The pause is time the application spent elsewhere: the writes
+		// after it keep their pace, they do not make it up.
+		pace.skip(s.cfg.WritePause)
 		return true
 	case <-ctx.Done():
 		return false
 	}
 }
 
-// writePattern writes n bytes of the pattern, each write when pace
-// allows it; the error is the client's going away or ctx's end.
-func (s *Server) writePattern(ctx context.Context, w http.ResponseWriter, pace *pacer, n uint64) error {
+// writePattern writes the n bytes of the content from offset off (the
+// pattern repeated), each write when pace allows it; the error is the
+// client's going away or ctx's end.
+func (s *Server) writePattern(ctx context.Context, w http.ResponseWriter, pace *pacer, off, n uint64) error {
 	for left := n; left > 0; {
-		chunk := pattern()
+		chunk := pattern()[(off+n-left)%patternSize:]
 		if limit := pace.chunk(); limit > 0 && uint64(len(chunk)) > limit {
 			chunk = chunk[:limit]
 		}
@@ -301,7 +304,7 @@ func (s *Server) serveRR(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(pattern()[:n])
 		return
 	}
-	_ = s.writePattern(r.Context(), w, newPacer(s.cfg.WriteRate, s.cfg.WriteChunk), uint64(n))
+	_ = s.writePattern(r.Context(), w, newPacer(s.cfg.WriteRate, s.cfg.WriteChunk), 0, uint64(n))
 }
 
 // serveInfo answers InfoPath with the TCP_INFO of another open connection.
