@@ -48,7 +48,7 @@ func dataDirection(capture string, f *fit.Result) (*analyzer.Connection, *analyz
 
 // labRTT is the round trip of the lab's path: the two directions' netem
 // delays.
-func labRTT(f *fit.Result, cfg *Config) time.Duration {
+func labRTT(cfg *Config) time.Duration {
 	specs, err := cfg.Specs()
 	if err != nil {
 		return 0
@@ -89,13 +89,17 @@ const requestTimeoutSlack = 4
 //
 //   - the round trip, where the fit withheld it: the capture's minimum
 //     round trip of the data (the analyzer's path RTT), split evenly;
-//   - a bottleneck the transfer never filled: none;
+//   - a median round trip over the minimum that the fit explained by
+//     neither a queue nor jitter: for a sender the path alone held back,
+//     a bottleneck at its steady delivery rate with the queue it showed;
+//     else the median as the lab's fixed delay;
+//   - a bottleneck never filled, a loss the fit withheld, a congestion
+//     control it did not read: none, none, Linux's default;
 //   - an application that paced its sender (the analyzer's diagnosis
 //     "application"): writes at the rate it sent while it had data, with
 //     its waits spread evenly through the transfer;
-//   - a request/response server's think time: the client's median
-//     latency less the round trip, the answer's time on the wire and,
-//     where the original was delayed-ACK limited, the delayed-ACK timer.
+//   - a request/response server's think time (shownAnswers), which Like
+//     corrects by the lab's own share of the latency on a first run.
 func shownPath(cfg *Config, f *fit.Result, d *analyzer.Direction) []NotShown {
 	var out []NotShown
 	var data fit.Direction
@@ -162,7 +166,7 @@ func shownPath(cfg *Config, f *fit.Result, d *analyzer.Direction) []NotShown {
 	}
 	app := d.Diagnosis != nil && d.Diagnosis.Limit == analyzer.LimitApplication
 	if rr := f.RequestResponse; rr != nil {
-		out = append(out, shownAnswers(cfg, f, rr, labRTT(f, cfg))...)
+		out = append(out, shownAnswers(cfg, f, rr, labRTT(cfg))...)
 		return out
 	}
 	if app {
