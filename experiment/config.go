@@ -83,6 +83,16 @@ type Config struct {
 	// Request/response runs leave Nagle's algorithm on at the server (seed
 	// 003's nginx with tcp_nodelay off) unless NoNagle keeps TCP_NODELAY.
 	NoNagle bool `json:"no_nagle,omitempty"`
+	// RequestTimeout bounds each request of the load (0: 5 s).
+	RequestTimeout time.Duration `json:"request_timeout_ns,omitempty"`
+	// WriteRate > 0 paces the server's writes (a download's data, an
+	// answer's body) at that rate, as an application producing its data
+	// at that rate does; WritePauses > 0 stops a download's writes that
+	// many times, WritePause each, evenly through it (traffic.ServerConfig).
+	WriteRate   units.Rate    `json:"write_rate_bps,omitempty"`
+	WriteChunk  units.Size    `json:"write_chunk_bytes,omitempty"`
+	WritePauses int           `json:"write_pauses,omitempty"`
+	WritePause  time.Duration `json:"write_pause_ns,omitempty"`
 
 	// Socket options of the client and the server.
 	Client sockopt.Options `json:"client_sockopt"`

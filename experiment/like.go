@@ -20,6 +20,7 @@ import (
 	"github.com/wanlab/wanlab/internal/binom"
 	"github.com/wanlab/wanlab/internal/hostfile"
 	"github.com/wanlab/wanlab/predict"
+	"github.com/wanlab/wanlab/tc/spec"
 	"github.com/wanlab/wanlab/tuner"
 	"github.com/wanlab/wanlab/units"
 )
@@ -48,6 +49,13 @@ type LikeResult struct {
 	Refit      *fit.Result   `json:"refit"`
 	Similarity []Similarity  `json:"similarity"`
 	Reproduced bool          `json:"reproduced"`
+	// Verdict is Pantheon's judgement of the run beside the original:
+	// the rate (request/response: the median latency) within 15 %, the
+	// RTT within 5 %.
+	Verdict Verdict `json:"verdict"`
+	// NotShown lists what the reproduction needed and the capture did not
+	// show, with the value the lab assumed and why.
+	NotShown []NotShown `json:"not_shown"`
 	// Runs are the reproduction's runs (LikeOptions.Runs; one by
 	// default). Reproduced says more than half of them were; Run, Refit
 	// and Similarity are the median by rate of those that agree with it.
@@ -68,6 +76,7 @@ type LikeRun struct {
 	Resent     float64      `json:"retransmission_rate"`
 	Similarity []Similarity `json:"similarity"`
 	Reproduced bool         `json:"reproduced"`
+	Verdict    Verdict      `json:"verdict"`
 }
 
 // LikeOptions are what --like runs besides the lab: Tries (KEY=VALUE, or
@@ -108,9 +117,11 @@ type Try struct {
 }
 
 // LikeConfig is the lab a fit describes: its data direction's spec on the
-// way to the client (a download) and the reverse on the way to the
-// server, both ends' sysctls, and the transfer's size. base carries what
-// the command line set (output, timeouts, --kernel, --vms).
+// way to the client and the reverse on the way to the server, both ends'
+// sysctls, and the transfer's size. The lab's server sends the data: an
+// upload is reproduced with the roles turned round, the original's client
+// (its sender) as the lab's server. base carries what the command line
+// set (output, timeouts, --kernel, --vms).
 func LikeConfig(f *fit.Result, base Config) (Config, error) {
 	cfg := base
 	cfg.Name = "like " + filepath.Base(f.File)
@@ -122,8 +133,12 @@ func LikeConfig(f *fit.Result, base Config) (Config, error) {
 			cfg.Impair[ToServer] = d.Spec
 		}
 	}
-	cfg.ClientSysctls = mergeSysctls(base.ClientSysctls, f.Sysctls.Client)
-	cfg.ServerSysctls = mergeSysctls(base.ServerSysctls, f.Sysctls.Server)
+	sender, receiver := f.Sysctls.Server, f.Sysctls.Client
+	if upload(f) {
+		sender, receiver = receiver, sender
+	}
+	cfg.ClientSysctls = mergeSysctls(base.ClientSysctls, receiver)
+	cfg.ServerSysctls = mergeSysctls(base.ServerSysctls, sender)
 	// The congestion control the fit read from the capture; where it read
 	// none, Linux's default (cubic), not this machine's (which may be
 	// bbr: another sender than the original's, most likely).
@@ -145,8 +160,8 @@ func LikeConfig(f *fit.Result, base Config) (Config, error) {
 		// Nagle on, unless --nodelay).
 		cfg.Requests, cfg.Concurrency = rr.Requests, rr.Connections
 		cfg.RRBody = units.Size(max(1, rr.ResponseBytes-labHeaderBytes))
-	case f.Transfer.Direction != "download":
-		return base, fmt.Errorf("%s: the capture's data went from the client to the server (an upload): experiment reproduces downloads and request/response loads only", f.File)
+	case f.Transfer.Direction != "download" && !upload(f):
+		return base, fmt.Errorf("%s: transfer %q: experiment reproduces downloads, uploads and request/response loads", f.File, f.Transfer.Direction)
 	case cfg.Size == 0:
 		cfg.Size = units.Size(max(f.Transfer.Bytes, 64<<10))
 	}
@@ -154,6 +169,24 @@ func LikeConfig(f *fit.Result, base Config) (Config, error) {
 		return cfg, fmt.Errorf("the fit's spec: %w", err)
 	}
 	return cfg, cfg.CheckSysctls()
+}
+
+// upload says the fitted transfer's data went from the client to the
+// server.
+func upload(f *fit.Result) bool { return f.Transfer.Direction == "upload" }
+
+// labSide is the lab's end that stands where the original capture was
+// taken: the receiver's (the lab's client) where the original was taken at
+// the receiver, the sender's (the lab's server) otherwise.
+func labSide(f *fit.Result) string {
+	atReceiver := f.CapturedAt == "client"
+	if upload(f) {
+		atReceiver = f.CapturedAt == "server"
+	}
+	if atReceiver {
+		return SideClient
+	}
+	return SideServer
 }
 
 // likeCC is the congestion control a reproduction's hosts run where the
@@ -214,6 +247,14 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo 
 	if err != nil {
 		return nil, captureError{err}
 	}
+	_, origData, err := dataDirection(capture, fitted)
+	if err != nil {
+		return nil, captureError{err}
+	}
+	notShown := shownPath(&cfg, fitted, origData)
+	for _, n := range notShown {
+		logf("like: not shown: %s: assumed %s (%s)", n.What, n.Assumed, n.Why)
+	}
 	var warnings []string
 	if w := capConcurrency(&cfg); w != "" {
 		warnings = append(warnings, w)
@@ -232,11 +273,8 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo 
 	if err != nil {
 		return nil, err
 	}
-	res := &LikeResult{Capture: capture, Out: out, Fit: fitted, Warnings: warnings, Deadline: deadline}
-	res.Side = SideServer
-	if res.Fit.CapturedAt == "client" {
-		res.Side = SideClient
-	}
+	res := &LikeResult{Capture: capture, Out: out, Fit: fitted, Warnings: warnings, Deadline: deadline, NotShown: notShown}
+	res.Side = labSide(fitted)
 	run := func(name string, cfg Config) (*Result, error) {
 		cfg.Out = filepath.Join(out, name)
 		cfg.Progress = base.Progress
@@ -261,6 +299,25 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo 
 			return nil, err
 		}
 	}
+	// The server's think time: the first run measured the lab's own share
+	// of the client's latency (its round trips, its slow start, its
+	// window after idle); the server thinks for the rest.
+	if think, ok := calibrateThink(res.Fit, cfg, res.Run); ok {
+		res.Calibration = strings.TrimPrefix(res.Calibration+"; ", "; ") +
+			fmt.Sprintf("the server's think time set to %v from %v, the original's median latency %.4g ms less the lab's own share of it on the first run (%v)",
+				think, cfg.ThinkTime, res.Fit.RequestResponse.LatencyP50Ms, res.Run.RR.Latency.P50-cfg.ThinkTime)
+		cfg.ThinkTime = think
+		for i, n := range res.NotShown {
+			if n.What == notShownThink {
+				res.NotShown[i].Assumed = think.String()
+				res.NotShown[i].Why += fmt.Sprintf("; set to %v on a first run that gave %v (the lab's own share of the latency measured)", think, n.Assumed)
+			}
+		}
+		logf("like: %s", res.Calibration)
+		if res.Run, err = run("reproduction-think", cfg); err != nil {
+			return nil, err
+		}
+	}
 	type done struct {
 		run   *Result
 		refit *fit.Result
@@ -277,7 +334,8 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo 
 		if err != nil {
 			return nil, err
 		}
-		lr := LikeRun{Out: r.Out, RateBps: rf.Transfer.RateBps, Resent: resentShare(rf), Similarity: compare(res.Fit, rf), Reproduced: true}
+		lr := LikeRun{Out: r.Out, RateBps: rf.Transfer.RateBps, Resent: resentShare(rf), Similarity: compare(res.Fit, rf), Reproduced: true,
+			Verdict: verdict(res.Fit, rf, origData, labDataDirection(r, res.Side, rf))}
 		for _, s := range lr.Similarity {
 			lr.Reproduced = lr.Reproduced && s.Within
 		}
@@ -295,7 +353,7 @@ func Like(ctx context.Context, capture string, base Config, opt fit.Options, lo 
 	}
 	var mid int
 	res.Reproduced, mid = sideBySide(oks, rates)
-	res.Run, res.Refit, res.Similarity = runs[mid].run, runs[mid].refit, res.Runs[mid].Similarity
+	res.Run, res.Refit, res.Similarity, res.Verdict = runs[mid].run, runs[mid].refit, res.Runs[mid].Similarity, res.Runs[mid].Verdict
 	for i, ch := range changes {
 		tcfg := cfg
 		tcfg.ClientSysctls = mergeSysctls(nil, cfg.ClientSysctls)
@@ -392,7 +450,11 @@ func describeSpecs(cfg Config) string {
 // the share of the cap) and its window missed the original's by more than
 // 5 %.
 func calibrate(f *fit.Result, cfg Config, run *Result) (Config, float64, bool) {
-	if _, set := f.Sysctls.Client["net.ipv4.tcp_rmem"]; !set {
+	receiver := f.Sysctls.Client
+	if upload(f) {
+		receiver = f.Sysctls.Server
+	}
+	if _, set := receiver["net.ipv4.tcp_rmem"]; !set {
 		return cfg, 0, false
 	}
 	cr := run.Captures[SideServer]
@@ -429,6 +491,23 @@ func calibrate(f *fit.Result, cfg Config, run *Result) (Config, float64, bool) {
 	return out, ratio, true
 }
 
+// calibrateThink returns the think time that gives the lab's client the
+// original's median latency, from the first run's: when that run's missed
+// it by more than a tenth of the verdict's tolerance.
+func calibrateThink(f *fit.Result, cfg Config, run *Result) (time.Duration, bool) {
+	rr := f.RequestResponse
+	if rr == nil || run.RR == nil || run.RR.Latency.P50 <= 0 {
+		return 0, false
+	}
+	want := msDuration(rr.LatencyP50Ms)
+	miss := want - run.RR.Latency.P50
+	if math.Abs(float64(miss)) <= verdictRateTolerance/10*float64(want) {
+		return 0, false
+	}
+	think := max(10*time.Microsecond, cfg.withDefaults().ThinkTime+miss).Round(10 * time.Microsecond)
+	return think, think != cfg.withDefaults().ThinkTime
+}
+
 // refit fits the lab's capture taken where the original was.
 func refit(run *Result, side string, opt fit.Options) (*fit.Result, error) {
 	cr := run.Captures[side]
@@ -453,12 +532,14 @@ func compare(orig, rep *fit.Result) []Similarity {
 		return compareRR(orig, rep)
 	}
 	o, r := orig.Transfer, rep.Transfer
+	// reproduced over original; 0 where the original is 0 and the
+	// reproduction is not (JSON has no infinity).
 	ratio := func(a, b float64) float64 {
 		if a == 0 {
 			if b == 0 {
 				return 1
 			}
-			return math.Inf(1)
+			return 0
 		}
 		return b / a
 	}
@@ -735,6 +816,11 @@ func WriteLikeReport(w io.Writer, res *LikeResult) error {
 	for _, d := range res.Fit.Directions {
 		fitTable.Rows = append(fitTable.Rows, []string{d.From + " -> " + d.To, d.Spec})
 	}
+	for _, dir := range []string{ToClient, ToServer} {
+		if res.Run != nil {
+			fitTable.Rows = append(fitTable.Rows, []string{"the lab ran " + dir, cmp.Or(res.Run.Specs[dir], "(none)")})
+		}
+	}
 	for _, side := range []struct {
 		n  string
 		kv map[string]string
@@ -748,7 +834,14 @@ func WriteLikeReport(w io.Writer, res *LikeResult) error {
 	}
 	// The original beside the reproduction is part of the answer: it
 	// stands under the verdict's cards, the fit and the runs fold below.
-	page.VerdictTables = []report.Table{sim}
+	page.VerdictTables = []report.Table{verdictTable(res.Verdict), sim}
+	if len(res.NotShown) > 0 {
+		ns := report.Table{Title: "not shown by the capture: what the lab assumed", Header: []string{"not shown", "assumed", "why"}}
+		for _, n := range res.NotShown {
+			ns.Rows = append(ns.Rows, []string{n.What, n.Assumed, n.Why})
+		}
+		page.VerdictTables = append(page.VerdictTables, ns)
+	}
 	tables := []report.Table{fitTable}
 	if len(res.Runs) > 1 {
 		runs := report.Table{Title: fmt.Sprintf("runs (reproduced in %d of %d; beside the original: %s)", res.ReproducedRuns, len(res.Runs), filepath.Base(res.Run.Out)),
@@ -777,6 +870,18 @@ func WriteLikeReport(w io.Writer, res *LikeResult) error {
 	return report.Write(w, page)
 }
 
+// verdictTable is Pantheon's verdict as a table.
+func verdictTable(v Verdict) report.Table {
+	val := likeNum(v.Measure, v.Original)
+	rep := likeNum(v.Measure, v.Reproduced)
+	return report.Table{Title: "verdict (" + v.Tolerance + "): " + map[bool]string{true: "reproduced", false: "NOT reproduced"}[v.Within],
+		Header: []string{"measure", "original", "reproduction", "error", "within"},
+		Rows: [][]string{
+			{v.Measure, val, rep, units.Sprintf("%.3g %%", v.Error*100), fmt.Sprint(v.RateWithin)},
+			{"rtt_p50_ms", likeNum("rtt_p50_ms", v.RTTOriginalMs), likeNum("rtt_p50_ms", v.RTTReproducedMs), units.Sprintf("%.3g %%", v.RTTError*100), fmt.Sprint(v.RTTWithin)},
+		}}
+}
+
 // WriteLikeSummary prints the fit, the comparison and the tries.
 func WriteLikeSummary(w io.Writer, res *LikeResult) error {
 	var b strings.Builder
@@ -789,6 +894,11 @@ func WriteLikeSummary(w io.Writer, res *LikeResult) error {
 		s := d.Spec
 		if s == "" {
 			s = "(none)"
+		}
+		// Where the capture left a part unshown, the lab ran more than
+		// the fit's spec (not_shown says what and why).
+		if res.Run != nil && res.Run.Specs[dir] != canonicalSpec(d.Spec) {
+			s += " (the lab ran: " + cmp.Or(res.Run.Specs[dir], "(none)") + ")"
 		}
 		fmt.Fprintf(&b, "  %s: %s\n", dir, s)
 	}
@@ -826,6 +936,14 @@ func WriteLikeSummary(w io.Writer, res *LikeResult) error {
 			fmt.Fprintf(&b, "  %-20s %-18s %-18s %s: %.3f (%s)\n", s.Measure, likeNum(s.Measure, s.Original), likeNum(s.Measure, s.Reproduced), mark, s.Figure, s.Tolerance)
 		}
 	}
+	v := res.Verdict
+	fmt.Fprintf(&b, "verdict (%s): %s\n  %-20s %-18s %-18s error %s\n  %-20s %-18s %-18s error %s\n", v.Tolerance,
+		map[bool]string{true: "reproduced", false: "NOT reproduced"}[v.Within],
+		v.Measure, likeNum(v.Measure, v.Original), likeNum(v.Measure, v.Reproduced), units.Sprintf("%.3g %%", v.Error*100),
+		"rtt_p50_ms", likeNum("rtt_p50_ms", v.RTTOriginalMs), likeNum("rtt_p50_ms", v.RTTReproducedMs), units.Sprintf("%.3g %%", v.RTTError*100))
+	for _, n := range res.NotShown {
+		fmt.Fprintf(&b, "  not shown: %s: assumed %s (%s)\n", n.What, n.Assumed, n.Why)
+	}
 	for i, t := range res.Tries {
 		fmt.Fprintf(&b, "try %d %v: %s -> %s (predicted %s: %s)\n", i+1, t.Change, units.Rate(t.BeforeBps).Human(), units.Rate(t.AfterBps).Human(),
 			units.Rate(t.PredictedBps).Human(), t.Prediction)
@@ -833,6 +951,15 @@ func WriteLikeSummary(w io.Writer, res *LikeResult) error {
 	fmt.Fprintf(&b, "report: %s\njson:   %s\n", res.Report, res.JSON)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// canonicalSpec is a spec's text as the lab prints it (Result.Specs).
+func canonicalSpec(text string) string {
+	s, err := spec.Parse(text)
+	if err != nil {
+		return text
+	}
+	return s.String()
 }
 
 func likeNum(measure string, v float64) string {

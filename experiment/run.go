@@ -167,6 +167,7 @@ func run(ctx context.Context, cfg Config, ep endpoints) (_ *Result, err error) {
 		Sockopt:   cfg.Server,
 		Nagle:     cfg.Requests > 0 && !cfg.NoNagle,
 		ThinkTime: cfg.ThinkTime,
+		WriteRate: cfg.WriteRate, WriteChunk: cfg.WriteChunk, WritePauses: cfg.WritePauses, WritePause: cfg.WritePause,
 	})
 	if err != nil {
 		return nil, err
@@ -233,7 +234,7 @@ func run(ctx context.Context, cfg Config, ep endpoints) (_ *Result, err error) {
 		logf("request/response%s: %d requests over %d connections to %s", ep.in(), cfg.Requests, cfg.Concurrency, srv)
 		if res.RR, err = ep.requestResponse(tctx, traffic.RRConfig{
 			Server: srv, Requests: cfg.Requests, Concurrency: cfg.Concurrency,
-			BodySize: cfg.RRBody, Sockopt: cfg.Client,
+			BodySize: cfg.RRBody, Sockopt: cfg.Client, Timeout: cfg.RequestTimeout,
 		}); err != nil {
 			return nil, err
 		}

@@ -57,3 +57,11 @@ func (p *pacer) wait(ctx context.Context, n int) error {
 		return ctx.Err()
 	}
 }
+
+// skip moves the schedule d later: time the application spent elsewhere,
+// which the writes after it do not make up.
+func (p *pacer) skip(d time.Duration) {
+	if !p.start.IsZero() {
+		p.start = p.start.Add(d)
+	}
+}

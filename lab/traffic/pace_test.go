@@ -43,3 +43,24 @@ func TestPacerSchedule(t *testing.T) {
 		t.Error("an unpaced writer waited or was limited")
 	}
 }
+
+// TestPacerSkip: after a pause the schedule moves by the pause, so the
+// writes after it keep their pace instead of bursting to make it up.
+func TestPacerSkip(t *testing.T) {
+	clock := time.Unix(0, 0)
+	p := newPacer(8*units.Mbit, 1000) // 1 MB/s: 1000 bytes a millisecond
+	p.now = func() time.Time { return clock }
+	p.skip(time.Second) // before the first write: nothing to move
+	if !p.start.IsZero() {
+		t.Fatalf("skip before the first write moved the start to %v", p.start)
+	}
+	ctx := context.Background()
+	if err := p.wait(ctx, 1000); err != nil { // at 0, due at 0
+		t.Fatal(err)
+	}
+	clock = clock.Add(time.Millisecond + 100*time.Millisecond) // a 100 ms pause after it
+	p.skip(100 * time.Millisecond)
+	if due := p.start.Add(p.rate.TxTime(p.sent)); !due.Equal(clock) {
+		t.Errorf("the next write due at %v, want %v: the pause is not made up", due.Sub(time.Unix(0, 0)), clock.Sub(time.Unix(0, 0)))
+	}
+}

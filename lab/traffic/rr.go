@@ -27,8 +27,8 @@ type RRConfig struct {
 	Server      netip.AddrPort `json:"server"`
 	Requests    int            `json:"requests"`
 	Concurrency int            `json:"concurrency"`
-	// BodySize is the response body size (at most 64 KiB); 0 means 612
-	// bytes, nginx's welcome page.
+	// BodySize is the response body size (at most MaxRRBody); 0 means
+	// 612 bytes, nginx's welcome page.
 	BodySize units.Size `json:"body_bytes"`
 	// Sockopt is set on every client socket; QuickAck re-arms
 	// TCP_QUICKACK after every read, the fix for seed 003.
@@ -38,6 +38,11 @@ type RRConfig struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time `json:"-"`
 }
+
+// MaxRRBody bounds a request/response load's answers: what one request
+// may make the server send (a page's largest object, a software update's
+// range; a transfer larger than that is a download).
+const MaxRRBody = 256 * units.MiB
 
 // Latency summarizes request latencies (nearest-rank percentiles).
 type Latency struct {
@@ -94,8 +99,8 @@ func RequestResponse(ctx context.Context, ns netns.NsHandle, cfg RRConfig) (RRRe
 	if body == 0 {
 		body = 612
 	}
-	if body > patternSize {
-		return res, fmt.Errorf("rr: body size %d larger than %d", body, patternSize)
+	if body > MaxRRBody {
+		return res, fmt.Errorf("rr: body size %d larger than %d", body, uint64(MaxRRBody))
 	}
 	timeout := cfg.Timeout
 	if timeout <= 0 {

@@ -81,8 +81,14 @@ type ServerConfig struct {
 	// DefaultWriteChunk) at a time, each when the rate allows it, as an
 	// application producing its data at that rate does (a stream, a
 	// relay); 0 writes as fast as TCP takes it.
+	// An RR response's body is paced the same way.
 	WriteRate  units.Rate `json:"write_rate_bps,omitempty"`
 	WriteChunk units.Size `json:"write_chunk_bytes,omitempty"`
+	// WritePauses > 0 splits a download into WritePauses+1 equal parts
+	// with a pause of WritePause between them: an application that
+	// stopped writing (for its own work, or for its peer) that many times.
+	WritePauses int           `json:"write_pauses,omitempty"`
+	WritePause  time.Duration `json:"write_pause_ns,omitempty"`
 }
 
 // DefaultWriteChunk is the size of a paced download's writes.
@@ -212,34 +218,77 @@ func (s *Server) serveGen(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead {
 		return
 	}
+	parts := uint64(max(0, s.cfg.WritePauses)) + 1
 	pace := newPacer(s.cfg.WriteRate, s.cfg.WriteChunk)
-	for left := uint64(n); left > 0; {
-		chunk := pattern()
+	var off uint64
+	for i := range parts {
+		part := uint64(n) / parts
+		if i == parts-1 {
+			part = uint64(n) - part*(parts-1)
+		}
+		if i > 0 && !s.pause(r.Context(), w, pace) {
+			return
+		}
+		if s.writePattern(r.Context(), w, pace, off, part) != nil {
+			return
+		}
+		off += part
+	}
+}
+
+// pause flushes what was written and waits WritePause; false when the
+// request ended first.
+func (s *Server) pause(ctx context.Context, w http.ResponseWriter, pace *pacer) bool {
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	t := time.NewTimer(s.cfg.WritePause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		// The pause is time the application spent elsewhere: the writes
+		// after it keep their pace, they do not make it up.
+		pace.skip(s.cfg.WritePause)
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// writePattern writes the n bytes of the content from offset off (the
+// pattern repeated), each write when pace allows it; the error is the
+// client's going away or ctx's end.
+func (s *Server) writePattern(ctx context.Context, w http.ResponseWriter, pace *pacer, off, n uint64) error {
+	for left := n; left > 0; {
+		chunk := pattern()[(off+n-left)%patternSize:]
 		if limit := pace.chunk(); limit > 0 && uint64(len(chunk)) > limit {
 			chunk = chunk[:limit]
 		}
 		if left < uint64(len(chunk)) {
 			chunk = chunk[:left]
 		}
-		if err := pace.wait(r.Context(), len(chunk)); err != nil {
-			return
+		if err := pace.wait(ctx, len(chunk)); err != nil {
+			return err
 		}
 		if _, err := w.Write(chunk); err != nil {
-			return // the client went away
+			return err
 		}
 		if f, ok := w.(http.Flusher); ok && pace.rate > 0 {
 			f.Flush() // each paced write leaves as it is made
 		}
 		left -= uint64(len(chunk))
 	}
+	return nil
 }
 
 // serveRR sends the header, flushes it as its own segment, waits ThinkTime
-// and then sends the body: two small writes, the pattern behind seed 003.
+// and then sends the body: two small writes, the pattern behind seed 003
+// (a body larger than the pattern in as many writes as it takes, paced
+// at WriteRate when set).
 func (s *Server) serveRR(w http.ResponseWriter, r *http.Request) {
 	n, err := sizeFromPath(r.URL.Path, RRPath)
-	if err != nil || n > patternSize {
-		http.Error(w, fmt.Sprintf("rr size: want 0..%d bytes", patternSize), http.StatusBadRequest)
+	if err != nil || n > MaxRRBody {
+		http.Error(w, fmt.Sprintf("rr size: want 0..%d bytes", uint64(MaxRRBody)), http.StatusBadRequest)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -251,7 +300,11 @@ func (s *Server) serveRR(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.ThinkTime > 0 {
 		time.Sleep(s.cfg.ThinkTime)
 	}
-	_, _ = w.Write(pattern()[:n])
+	if n <= patternSize && s.cfg.WriteRate == 0 {
+		_, _ = w.Write(pattern()[:n])
+		return
+	}
+	_ = s.writePattern(r.Context(), w, newPacer(s.cfg.WriteRate, s.cfg.WriteChunk), 0, uint64(n))
 }
 
 // serveInfo answers InfoPath with the TCP_INFO of another open connection.

@@ -129,10 +129,10 @@ func TestBadRequestsNamed(t *testing.T) {
 	l := labtest.Lab(t, context.Background(), lab.Config{})
 	srv := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{})
 	_, err := traffic.RequestResponse(context.Background(), l.Client.Handle, traffic.RRConfig{
-		Server: srv.Addr(), Requests: 1, BodySize: 1 << 20,
+		Server: srv.Addr(), Requests: 1, BodySize: traffic.MaxRRBody + 1,
 	})
 	if err == nil || !strings.Contains(err.Error(), "body size") {
-		t.Errorf("rr with a 1 MiB body = %v, want a size error", err)
+		t.Errorf("rr with a body over MaxRRBody = %v, want a size error", err)
 	}
 	_, err = traffic.Download(context.Background(), l.Client.Handle, traffic.DownloadConfig{
 		Server: netip.AddrPortFrom(l.Server.IPv4, 1), Size: 1,
@@ -292,5 +292,35 @@ func TestAskPeerOnWildcardListener(t *testing.T) {
 	}
 	if res.Server == nil || res.Server.BytesSent < units.MiB {
 		t.Errorf("server TCP_INFO %+v", res.Server)
+	}
+}
+
+// A paced download that pauses takes at least its pauses and its data's
+// time at the rate, and an answer larger than the pattern (paced or not)
+// arrives whole: what --like runs for an application-limited sender and
+// a large response.
+func TestPausedDownloadAndLargeAnswer(t *testing.T) {
+	l := labtest.Lab(t, context.Background(), lab.Config{})
+	const pause = 50 * time.Millisecond
+	rate := 80 * units.Mbit // 256 KiB in 26 ms
+	srv := startServer(t, l, l.Server.IPv4, traffic.ServerConfig{WriteRate: rate, WriteChunk: 16 * units.KiB,
+		WritePauses: 3, WritePause: pause})
+	res, err := traffic.Download(context.Background(), l.Client.Handle, traffic.DownloadConfig{
+		Server: srv.Addr(), Size: 256 * units.KiB, Verify: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last write leaves when the bytes before it took their time.
+	if least := 3*pause + rate.TxTime(256*units.KiB-16*units.KiB); res.Elapsed < least {
+		t.Errorf("paused download took %v, want at least %v", res.Elapsed, least)
+	}
+	for _, body := range []units.Size{200 * units.KiB} {
+		rr, err := traffic.RequestResponse(context.Background(), l.Client.Handle, traffic.RRConfig{
+			Server: srv.Addr(), Requests: 2, Concurrency: 1, BodySize: body, Timeout: 10 * time.Second,
+		})
+		if err != nil || rr.Requests != 2 || rr.Errors != 0 {
+			t.Errorf("rr with %v answers: %+v, %v", body, rr, err)
+		}
 	}
 }
