@@ -112,22 +112,25 @@ func manyConnections(t *testing.T, path string, n int) {
 // not its packets, once set what the fit's rate walk cost (250 packets:
 // 4.3 GB).
 func spanYears(t *testing.T, path string, n int) {
+	const day = 24 * time.Hour
+	spanRTT(t, path, n, 5*day, 6*time.Hour, 40*day) // 250 segments: 27 years
+}
+
+// spanRTT writes a download of n segments gap apart, segment i ACKed a
+// round trip of rtt + i*grow later, with a handshake of rtt: every RTT
+// sample is that long, and so is the reach of each queue sample.
+func spanRTT(t *testing.T, path string, n int, rtt, grow, gap time.Duration) {
 	c := newCraftedPcap(t, path)
 	client, server := tcpEnd{[4]byte{10, 0, 0, 1}, 40000}, tcpEnd{[4]byte{10, 0, 0, 2}, 80}
-	const day = 24 * time.Hour
-	gap := 40 * day // 250 segments: 27 years
 	at := craftedEpoch
-	// The handshake's round trip as long as the data's: every RTT
-	// sample is days, and so is the reach of each queue sample.
 	c.packet(at, client, server, 1000, 0, tcpSYN, 0)
-	c.packet(at+5*day/2, server, client, 5000, 1001, tcpSYN|tcpACK, 0)
-	c.packet(at+5*day, client, server, 1001, 5001, tcpACK, 0)
-	at += 5 * day
+	c.packet(at+rtt/2, server, client, 5000, 1001, tcpSYN|tcpACK, 0)
+	c.packet(at+rtt, client, server, 1001, 5001, tcpACK, 0)
+	at += rtt
 	for i := range n {
 		seq := uint32(5001 + 1000*i)
 		c.packet(at, server, client, seq, 1001, tcpACK, 1000)
-		rtt := 5*day + time.Duration(i)*6*time.Hour
-		c.packet(at+rtt, client, server, 1001, seq+1000, tcpACK, 0)
+		c.packet(at+rtt+time.Duration(i)*grow, client, server, 1001, seq+1000, tcpACK, 0)
 		at += gap
 	}
 	c.close()

@@ -51,24 +51,34 @@ func labIDs(lines []string) []string {
 }
 
 // TestLikeOutOfRangeBuildsNothing: a capture whose fit is outside the
-// lab's range (250 segments over 27 years: a round trip of days) is
-// refused with exit 2 naming the value, before any lab or output
-// directory is made.
+// lab's range (a round trip of 40 s: over 10 s one way), or no path TCP
+// runs over at all (250 segments over 27 years: a round trip of days,
+// which the fit itself refuses), is refused with exit 2 naming the
+// value, before any lab or output directory is made.
 func TestLikeOutOfRangeBuildsNothing(t *testing.T) {
 	testenv.RequireRoot(t)
-	dir := t.TempDir()
-	capture := filepath.Join(dir, "years.pcap")
-	spanYears(t, capture, 250)
-	var lines []string
-	_, stderr, code := experimentCmd(t, func(l string) { lines = append(lines, l) }, "--like", capture, "--out", filepath.Join(dir, "out"))
-	if code != exitUsage || !strings.Contains(stderr, "over 10s one way") || !strings.Contains(stderr, "outside the lab's range") {
-		t.Errorf("exit %d, want %d naming the delay: %s", code, exitUsage, stderr)
-	}
-	if ids := labIDs(lines); len(ids) > 0 {
-		t.Errorf("labs built: %q", ids)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "out")); err == nil {
-		t.Error("an output directory was made")
+	for _, c := range []struct {
+		name  string
+		write func(path string)
+		want  []string
+	}{
+		{"40 s", func(p string) { spanRTT(t, p, 50, 40*time.Second, 0, 50*time.Second) }, []string{"over 10s one way", "outside the lab's range"}},
+		{"years", func(p string) { spanYears(t, p, 250) }, []string{"not one TCP runs over", "a round trip of"}},
+	} {
+		dir := t.TempDir()
+		capture := filepath.Join(dir, "capture.pcap")
+		c.write(capture)
+		var lines []string
+		_, stderr, code := experimentCmd(t, func(l string) { lines = append(lines, l) }, "--like", capture, "--out", filepath.Join(dir, "out"))
+		if code != exitUsage || !strings.Contains(stderr, c.want[0]) || !strings.Contains(stderr, c.want[1]) {
+			t.Errorf("%s: exit %d, want %d naming the round trip: %s", c.name, code, exitUsage, stderr)
+		}
+		if ids := labIDs(lines); len(ids) > 0 {
+			t.Errorf("%s: labs built: %q", c.name, ids)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "out")); err == nil {
+			t.Errorf("%s: an output directory was made", c.name)
+		}
 	}
 }
 
