@@ -41,7 +41,7 @@ import (
 // likTimeGrain, eps^ = m / N_f with m the segments where y and z
 // differ):
 //
-//	log L(R, B) = w T + D
+//	log L(R, B) = w T + w_d D
 //	T = -N_t (ln(2 s^) + 1)
 //	D = m ln(eps^) + (N_f - m) ln(1 - eps^)   (0 where m = 0)
 //
@@ -52,7 +52,11 @@ import (
 // autocorrelation rho (at the best rate with the buffer open, and held
 // for the whole search): N samples of an AR(1) series carry about w N
 // independent ones' information, and a queue the model misses leaves
-// residuals that are anything but independent.
+// residuals that are anything but independent. The weight w_d tempers
+// the drops the same way: an overflow drops a run of segments together,
+// so the capture's loss episodes (lost segments within a round trip of
+// each other), not its segments, are the independent draws: w_d is the
+// episodes per lost segment.
 //
 // Structure. The bucket (k = 5: R, B, mu, s, eps) against none (k = 3)
 // by BIC on the effective sample n = w N_t: the bucket is claimed where
@@ -160,6 +164,9 @@ type bucketLik struct {
 	// first and lost say, by send, it is a piece of a first send, and
 	// one the capture lost (its bytes were sent again for a loss).
 	first, lost []bool
+	// dropWeight tempers the drops' term: the loss episodes per lost
+	// segment.
+	dropWeight float64
 	// jitter is the model's jitter in front of the bucket (0: none).
 	jitter time.Duration
 	resid  []float64 // scratch: residuals, reused by every evaluation
@@ -182,7 +189,7 @@ type likScore struct {
 }
 
 // logL is the score with the timing term tempered by w.
-func (s likScore) logL(w float64) float64 { return w*s.timing + s.drops }
+func (s likScore) logL(w, wd float64) float64 { return w*s.timing + wd*s.drops }
 
 // newBucketLik gathers the capture's sends (at most n), ACK times and
 // losses.
@@ -215,6 +222,25 @@ func (f *flow) newBucketLik(n int) *bucketLik {
 		hi := min(lo+seg, f.off(r.seq)+int64(r.payload))
 		i := sort.Search(len(again), func(i int) bool { return again[i][1] > lo })
 		l.lost[k] = i < len(again) && again[i][0] < hi
+	}
+	// The losses' design effect: one overflow drops a run of segments
+	// together, so the episodes (lost segments sent within a round trip
+	// of the one before), not the segments, are the independent draws
+	// (Kish's design effect with the segments of an episode wholly
+	// correlated).
+	var lost, episodes int
+	last := time.Duration(math.MinInt64 / 2)
+	for k, s := range sends {
+		if l.lost[k] {
+			if lost++; s.t-last > f.base {
+				episodes++
+			}
+			last = s.t
+		}
+	}
+	l.dropWeight = 1
+	if lost > 0 {
+		l.dropWeight = float64(episodes) / float64(lost)
 	}
 	type key struct {
 		t   time.Duration
@@ -424,10 +450,10 @@ func (f *flow) fitBucket(budget int, rate float64) *bucketFit {
 	}
 	w := 1.0
 	byRate := func(lb float64) func(float64) float64 {
-		return func(lr float64) float64 { return score(lr, lb).logL(w) }
+		return func(lr float64) float64 { return score(lr, lb).logL(w, l.dropWeight) }
 	}
 	byBuffer := func(lr float64) func(float64) float64 {
-		return func(lb float64) float64 { return score(lr, lb).logL(w) }
+		return func(lb float64) float64 { return score(lr, lb).logL(w, l.dropWeight) }
 	}
 	// The rate with the buffer open (no drop: the timing alone), and w
 	// at its best.
@@ -443,7 +469,7 @@ func (f *flow) fitBucket(budget int, rate float64) *bucketFit {
 	lb, best := bHi, math.Inf(-1)
 	for x := rLo; x <= rHi+1e-9; x += math.Log(likRateFine) {
 		for y := bLo; y <= bHi+1e-9; y += math.Log(likBufferStep) {
-			if v := score(x, y).logL(w); v > best {
+			if v := score(x, y).logL(w, l.dropWeight); v > best {
 				lr, lb, best = x, y, v
 			}
 		}
@@ -455,7 +481,7 @@ func (f *flow) fitBucket(budget int, rate float64) *bucketFit {
 
 	top := l.eval(math.Exp(lr), math.Exp(lb))
 	none := l.eval(0, 0)
-	fit.Weight, fit.LogL1, fit.LogL0 = w, best, none.logL(w)
+	fit.Weight, fit.LogL1, fit.LogL0 = w, best, none.logL(w, l.dropWeight)
 	n := w * float64(len(l.timed))
 	fit.Bucket = 2*(fit.LogL1-fit.LogL0) > params*math.Log(n)
 
@@ -489,8 +515,8 @@ func (f *flow) fitBucket(budget int, rate float64) *bucketFit {
 	}
 	rateH := func(v float64) string { return units.Rate(v).Human() }
 	sizeH := func(v float64) string { return units.Size(v).Human() }
-	fit.Why = units.Sprintf("replay likelihood: the capture's %d sends replayed through tbf in tc/engine, scored on %d ACK times (Laplace, tempered by w = %.3g for their correlation) and %d first sends' losses (a slip each the model does not make): %s by BIC (2 dlogL %.1f against %.0f ln(n) = %.1f); rate %s %s, limit %s %s (profile likelihood, 95 %%), %d drops",
-		len(l.sends), len(l.timed), w, fit.Firsts, verdict, 2*(fit.LogL1-fit.LogL0), params, params*math.Log(n),
+	fit.Why = units.Sprintf("replay likelihood: the capture's %d sends replayed through tbf in tc/engine, scored on %d ACK times (Laplace, tempered by w = %.3g for their correlation) and %d first sends' losses (a slip each the model does not make, tempered by w_d = %.3g, the loss episodes per lost segment): %s by BIC (2 dlogL %.1f against %.0f ln(n) = %.1f); rate %s %s, limit %s %s (profile likelihood, 95 %%), %d drops",
+		len(l.sends), len(l.timed), w, fit.Firsts, l.dropWeight, verdict, 2*(fit.LogL1-fit.LogL0), params, params*math.Log(n),
 		rateH(fit.Rate), interval(fit.Rate, fit.RateLo, fit.RateHi, fit.RateOpen, rateH),
 		sizeH(fit.Buffer), interval(fit.Buffer, fit.BufferLo, fit.BufferHi, fit.BufferOpen, sizeH), len(fit.Drops))
 	return fit
