@@ -73,9 +73,10 @@ import (
 // partly makes up for), then coordinate ascent from its best, golden
 // sections on log B and log R in turn. Each interval is the set where
 // log L(R^, B^) - log L <= 1.92 (chi2 with one degree of freedom at 95
-// %), found by bisection on each side with the other parameter held at
-// its estimate (not re-maximized: a conditional, narrower than the
-// profile where the two trade off). An interval that reaches the
+// %) of the profile likelihood, found by bisection on each side, the
+// other parameter re-maximized near its estimate (within a grid step:
+// where the ridge runs farther, the interval is narrower than the full
+// profile's). An interval that reaches the
 // search's edge is open: that parameter is not claimed. The cost is at
 // most about likEvals replays of at most likPacketBudget/likEvals sends
 // each (the capture's first ones beyond).
@@ -485,14 +486,28 @@ func (f *flow) fitBucket(budget int, rate float64) *bucketFit {
 	n := w * float64(len(l.timed))
 	fit.Bucket = 2*(fit.LogL1-fit.LogL0) > params*math.Log(n)
 
+	// The profiles: log L at each rate maximized over the buffer within
+	// a grid step of its estimate, and at each buffer over the rate
+	// within a fine grid step (the ridge the two trade off along).
+	profileRate := func(x float64) float64 {
+		_, v := golden(max(bLo, lb-math.Log(likBufferStep)), min(bHi, lb+math.Log(likBufferStep)), byBuffer(x))
+		return v
+	}
+	profileBuffer := func(y float64) float64 {
+		if rate > 0 {
+			return score(lr, y).logL(w, l.dropWeight)
+		}
+		_, v := golden(max(rLo, lr-math.Log(likRateFine)), min(rHi, lr+math.Log(likRateFine)), byRate(y))
+		return v
+	}
 	target := best - likChi2Half95
 	rl, rh, openLo, openHi := lr, lr, false, false
 	if rate <= 0 {
-		rl, openLo = edge(lr, rLo, target, byRate(lb))
-		rh, openHi = edge(lr, rHi, target, byRate(lb))
+		rl, openLo = edge(lr, rLo, target, profileRate)
+		rh, openHi = edge(lr, rHi, target, profileRate)
 	}
-	bl, _ := edge(lb, bLo, target, byBuffer(lr))
-	bh, bOpen := edge(lb, bHi, target, byBuffer(lr))
+	bl, _ := edge(lb, bLo, target, profileBuffer)
+	bh, bOpen := edge(lb, bHi, target, profileBuffer)
 	fit.Rate, fit.RateLo, fit.RateHi, fit.RateOpen = math.Exp(lr), math.Exp(rl), math.Exp(rh), openLo || openHi
 	fit.Buffer, fit.BufferLo, fit.BufferHi, fit.BufferOpen = math.Exp(lb), math.Exp(bl), math.Exp(bh), bOpen
 	if top.rp != nil {
