@@ -84,13 +84,13 @@ import (
 // likelihood's constants.
 const (
 	// likPacketBudget bounds the packets replayed over one fit's search:
-	// the engine replays a few million packets a second, so a few
-	// seconds a fit.
-	likPacketBudget = 30_000_000
-	// likEvals is about the most replays one search takes (the joint
-	// grid's 100-1200, golden sections, interval bisections): the packet
-	// budget is shared between them.
-	likEvals = 1500
+	// the engine replays about four million packets a second here, so
+	// 4-11 s a fit.
+	likPacketBudget = 40_000_000
+	// likEvals bounds the replays one search takes (1,500-1,900 on the
+	// kept grid runs: the joint grid, golden sections, the profile's
+	// bisections): the packet budget is shared between them.
+	likEvals = 2000
 	// likMinTimed is the fewest timed segments a bucket is fitted on.
 	likMinTimed = 200
 	// likRateStep and likBufferStep are the coarse grids' steps
@@ -102,6 +102,9 @@ const (
 	// is a few per cent wide).
 	likRounds   = 2
 	likRateFine = 1.021897149 // 2^(1/32)
+	// likRateSteps bounds the joint grid's rates (two octaves at
+	// likRateFine), and so the search's cost, whatever the rates' range.
+	likRateSteps = 64
 	// likRateSpan is how far above the sends' mean rate the rate grid
 	// reaches where no delivery rate was measured.
 	likRateSpan = 64
@@ -468,7 +471,9 @@ func (f *flow) fitBucket(budget int, rate float64) *bucketFit {
 	// buffer and the rate by turns, each refined by a golden section
 	// within its best grid point's neighbours.
 	lb, best := bHi, math.Inf(-1)
-	for x := rLo; x <= rHi+1e-9; x += math.Log(likRateFine) {
+	// At most likRateSteps rates: the grid coarsens over a wide range.
+	step := max(math.Log(likRateFine), (rHi-rLo)/likRateSteps)
+	for x := rLo; x <= rHi+1e-9; x += step {
 		for y := bLo; y <= bHi+1e-9; y += math.Log(likBufferStep) {
 			if v := score(x, y).logL(w, l.dropWeight); v > best {
 				lr, lb, best = x, y, v
@@ -477,7 +482,7 @@ func (f *flow) fitBucket(budget int, rate float64) *bucketFit {
 	}
 	for range likRounds {
 		lb, _ = golden(max(bLo, lb-math.Log(likBufferStep)), min(bHi, lb+math.Log(likBufferStep)), byBuffer(lr))
-		lr, best = golden(max(rLo, lr-math.Log(likRateFine)), min(rHi, lr+math.Log(likRateFine)), byRate(lb))
+		lr, best = golden(max(rLo, lr-step), min(rHi, lr+step), byRate(lb))
 	}
 
 	top := l.eval(math.Exp(lr), math.Exp(lb))
@@ -530,10 +535,10 @@ func (f *flow) fitBucket(budget int, rate float64) *bucketFit {
 	}
 	rateH := func(v float64) string { return units.Rate(v).Human() }
 	sizeH := func(v float64) string { return units.Size(v).Human() }
-	fit.Why = units.Sprintf("replay likelihood: the capture's %d sends replayed through tbf in tc/engine, scored on %d ACK times (Laplace, tempered by w = %.3g for their correlation) and %d first sends' losses (a slip each the model does not make, tempered by w_d = %.3g, the loss episodes per lost segment): %s by BIC (2 dlogL %.1f against %.0f ln(n) = %.1f); rate %s %s, limit %s %s (profile likelihood, 95 %%), %d drops",
+	fit.Why = units.Sprintf("replay likelihood: the capture's %d sends replayed through tbf in tc/engine, scored on %d ACK times (Laplace, tempered by w = %.3g for their correlation) and %d first sends' losses (a slip each the model does not make, tempered by w_d = %.3g, the loss episodes per lost segment): %s by BIC (2 dlogL %.1f against %.0f ln(n) = %.1f); rate %s %s, limit %s %s (profile likelihood, 95 %%), %d drops; %d replays",
 		len(l.sends), len(l.timed), w, fit.Firsts, l.dropWeight, verdict, 2*(fit.LogL1-fit.LogL0), params, params*math.Log(n),
 		rateH(fit.Rate), interval(fit.Rate, fit.RateLo, fit.RateHi, fit.RateOpen, rateH),
-		sizeH(fit.Buffer), interval(fit.Buffer, fit.BufferLo, fit.BufferHi, fit.BufferOpen, sizeH), len(fit.Drops))
+		sizeH(fit.Buffer), interval(fit.Buffer, fit.BufferLo, fit.BufferHi, fit.BufferOpen, sizeH), len(fit.Drops), l.evals)
 	return fit
 }
 
