@@ -151,9 +151,8 @@ type bucketFit struct {
 	Firsts       int
 	// Sends counts the sends replayed, Evals the replays.
 	Sends, Evals int
-	// Drops are the send times, at the bucket's maximum, of the first
-	// sends it dropped and of the captured losses it explains (they found
-	// its queue full), in no order.
+	// Drops are the send times of the first sends' segments the bucket
+	// drops at its maximum, in send order.
 	Drops []time.Duration
 	// Why says what was fitted, or why nothing was.
 	Why string
@@ -171,11 +170,9 @@ type bucketLik struct {
 	// dropWeight tempers the drops' term: the loss episodes per lost
 	// segment.
 	dropWeight float64
-	// jitter is the model's jitter in front of the bucket (0: none).
-	jitter time.Duration
-	resid  []float64 // scratch: residuals, reused by every evaluation
-	sorted []float64 // scratch: the same, sorted
-	evals  int
+	resid      []float64 // scratch: residuals, reused by every evaluation
+	sorted     []float64 // scratch: the same, sorted
+	evals      int
 }
 
 // timedAck is a segment sent once and when its first ACK came.
@@ -192,7 +189,8 @@ type likScore struct {
 	rp            *replayed
 }
 
-// logL is the score with the timing term tempered by w.
+// logL is the score with the timing term tempered by w and the drops'
+// by wd.
 func (s likScore) logL(w, wd float64) float64 { return w*s.timing + wd*s.drops }
 
 // newBucketLik gathers the capture's sends (at most n), ACK times and
@@ -269,11 +267,6 @@ func (f *flow) newBucketLik(n int) *bucketLik {
 func (l *bucketLik) bucketSpec(rate, buffer float64) (*spec.Spec, error) {
 	b := max(units.Size(units.Rate(rate).BytesPerSecond()*likBurstTime.Seconds()), likBurstMin)
 	tbf := fmt.Sprintf("tbf rate %dbit burst %db limit %db", int64(rate), int64(b), max(int64(buffer), int64(2*(l.mss+52))))
-	if l.jitter > 0 {
-		// netem's jitter is uniform in +-J around its delay: a delay of
-		// J keeps it causal; the constant is mu's.
-		tbf = fmt.Sprintf("delay %dus %dus limit %d | %s", l.jitter.Microseconds(), l.jitter.Microseconds(), len(l.sends)+1, tbf)
-	}
 	return spec.Parse(tbf)
 }
 
@@ -542,8 +535,8 @@ func (f *flow) fitBucket(budget int, rate float64) *bucketFit {
 	return fit
 }
 
-// explains says the bucket dropped, or explains the loss of, a send
-// within reach of t: one overflow's drops fall within a round trip.
+// explains says the bucket dropped a send within reach of t: one
+// overflow's drops fall within a round trip.
 func (b *bucketFit) explains(t, reach time.Duration) bool {
 	for _, d := range b.Drops {
 		if absDur(d-t) <= reach {
