@@ -538,10 +538,6 @@ func (f *flow) fitBucket(budget int, rate float64) *bucketFit {
 // explains says the bucket dropped a send within reach of t: one
 // overflow's drops fall within a round trip.
 func (b *bucketFit) explains(t, reach time.Duration) bool {
-	for _, d := range b.Drops {
-		if absDur(d-t) <= reach {
-			return true
-		}
-	}
-	return false
+	k := sort.Search(len(b.Drops), func(k int) bool { return b.Drops[k] >= t-reach })
+	return k < len(b.Drops) && b.Drops[k] <= t+reach
 }
