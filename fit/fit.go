@@ -216,7 +216,7 @@ func File(path string, opt Options) (*Result, error) {
 	}
 	progress("fitting the path")
 	f := newFlow(recs, c, dataDir)
-	fitDirection(out, c, f, recs, ratio)
+	fitDirection(out, c, f, recs, ratio, maxPackets)
 	for _, d := range out.Directions {
 		clampToDomain(d.Params)
 	}
@@ -239,7 +239,7 @@ func connInfo(c *analyzer.Connection) ConnInfo {
 }
 
 // fitDirection infers everything and fills out.
-func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, ratio float64) {
+func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, ratio float64, budget int) {
 	st := f.st
 	p := map[string]Param{}
 	note := func(name string, q Param) {
@@ -280,6 +280,29 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 			runs[i].full = true
 		}
 	}
+	// Near the sender, where the capture's sends are the path's input,
+	// the bottleneck the replay likelihood fits fills a rate the queue's
+	// estimators left unknown; the losses within a round trip of the
+	// drops its bucket makes are tail drops, not random loss.
+	var bucket *bucketFit
+	if where == "sender" && !rate.Known() {
+		bucket = f.fitBucket(budget, 0)
+		if bucket.Bucket && !bucket.RateOpen {
+			rate = withSamples(known(bucket.Rate, bucket.RateLo, bucket.RateHi, bucket.Why), bucket.Timed)
+			f.rate, f.rateLo, f.rateHi = bucket.Rate, bucket.RateLo, bucket.RateHi
+			out.Notes = slices.DeleteFunc(out.Notes, func(n string) bool { return strings.HasPrefix(n, "rate_bps: ") })
+			note("rate_bps", rate)
+			for i := range runs {
+				if bucket.explains(runs[i].t, f.base) {
+					runs[i].full = true
+				}
+			}
+		} else {
+			rate.Unknown += "; " + bucket.Why
+			out.Notes = slices.DeleteFunc(out.Notes, func(n string) bool { return strings.HasPrefix(n, "rate_bps: ") })
+			note("rate_bps", rate)
+		}
+	}
 	line := f.delayLineDrops(runs, where, f.base/2)
 	if line.limit.Known() || line.episodes >= 2 {
 		note("delay_limit_packets", line.limit)
@@ -312,7 +335,20 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		}
 		longest = max(longest, r.segs)
 	}
-	note("buffer_bytes", f.bufferSize(congSegs, drops))
+	buffer := f.bufferSize(congSegs, drops)
+	if !buffer.Known() && rate.Known() && where == "sender" {
+		// The buffer by replay likelihood: at the rate claimed where
+		// another estimator measured it.
+		if bucket == nil {
+			bucket = f.fitBucket(budget, rate.Value)
+		}
+		if bucket.Bucket && !bucket.RateOpen && !bucket.BufferOpen {
+			buffer = withSamples(known(bucket.Buffer, bucket.BufferLo, bucket.BufferHi, bucket.Why), bucket.Timed)
+		} else {
+			buffer.Unknown += "; " + bucket.Why
+		}
+	}
+	note("buffer_bytes", buffer)
 	p["congestion_losses"] = known(float64(congSegs), float64(congSegs), float64(congSegs),
 		"segments lost at a full bottleneck queue (tail drops, not counted as random loss): runs that met the queue at the overflows' level, runs clustered as independent losses seldom are (several within two round trips), the runs within two round trips of those, and a delay line's overflows (delay_limit_packets)")
 	lp := lossFit(lossCounts{segs: randSegs, runs: randRuns, multi: multi, longest: longest, sent: sent}, where)

@@ -119,15 +119,18 @@ type replayed struct {
 	depart, ackAt []time.Duration // -1: not delivered
 	dropped       []engine.DropReason
 	replayed      []bool
+	// pieceDropped says, by send, the engine dropped that piece.
+	pieceDropped []bool
 }
 
 // replay runs the sends through the data path and, for each record
 // delivered whole, a 52-byte ACK back through the ACK path, both on the
 // engine's virtual clock (as engine.Simulate drives a pipeline: dequeue
-// up to each arrival, enqueue it, drain). Its cost is the packets'.
+// up to each arrival, enqueue it, drain). Its cost is the packets'. A
+// nil ack path replays the data path alone (ackAt stays -1).
 func replay(sends []send, nrec int, data, ack *spec.Spec) (*replayed, error) {
 	r := &replayed{sent: make([]time.Duration, nrec), depart: make([]time.Duration, nrec), ackAt: make([]time.Duration, nrec),
-		dropped: make([]engine.DropReason, nrec), replayed: make([]bool, nrec)}
+		dropped: make([]engine.DropReason, nrec), replayed: make([]bool, nrec), pieceDropped: make([]bool, len(sends))}
 	for i := range r.depart {
 		r.depart[i], r.ackAt[i] = -1, -1
 	}
@@ -153,14 +156,17 @@ func replay(sends []send, nrec int, data, ack *spec.Spec) (*replayed, error) {
 		OnDrop: func(p *engine.Packet, why engine.DropReason) {
 			if p.Seq > 0 && int(p.Seq) <= len(pieceRec) {
 				r.dropped[pieceRec[p.Seq-1]] = why
+				r.pieceDropped[p.Seq-1] = true
 			}
 		}})
 	if err != nil {
 		return nil, err
 	}
-	ackPl, err := engine.NewPipeline(ack, engine.Options{Direction: "replay ack", Seed: replaySeed + 1, Start: base, Memory: mem})
-	if err != nil {
-		return nil, err
+	var ackPl *engine.Pipeline
+	if ack != nil {
+		if ackPl, err = engine.NewPipeline(ack, engine.Options{Direction: "replay ack", Seed: replaySeed + 1, Start: base, Memory: mem}); err != nil {
+			return nil, err
+		}
 	}
 	maxIP := 0
 	for _, s := range sends {
@@ -178,6 +184,9 @@ func replay(sends []send, nrec int, data, ack *spec.Spec) (*replayed, error) {
 	}
 	var batch []*engine.Packet
 	takeAcks := func(now int64) {
+		if ackPl == nil {
+			return
+		}
 		batch = ackPl.Dequeue(now, batch[:0])
 		for _, p := range batch {
 			if rec := ackRec[p.Seq-1]; r.ackAt[rec] < 0 {
@@ -194,7 +203,7 @@ func replay(sends []send, nrec int, data, ack *spec.Spec) (*replayed, error) {
 			if left[rec] > 0 {
 				left[rec]--
 				r.depart[rec] = max(r.depart[rec], fromEngine(p.Depart))
-				if left[rec] == 0 && r.dropped[rec] == 0 {
+				if left[rec] == 0 && r.dropped[rec] == 0 && ackPl != nil {
 					ackRec = append(ackRec, rec)
 					acks = append(acks, p.Depart)
 				}
@@ -215,7 +224,11 @@ func replay(sends []send, nrec int, data, ack *spec.Spec) (*replayed, error) {
 	for next, ok := dataPl.NextDeparture(); ok; next, ok = dataPl.NextDeparture() {
 		take(next)
 	}
-	for next, ok := ackPl.NextDeparture(); ok; next, ok = ackPl.NextDeparture() {
+	for ackPl != nil {
+		next, ok := ackPl.NextDeparture()
+		if !ok {
+			break
+		}
 		takeAcks(next)
 	}
 	for i := range r.depart {
