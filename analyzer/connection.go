@@ -379,7 +379,11 @@ func (c *Connection) process(a *Analyzer, dir int, p *decode.Packet, t int64) {
 			rtt := fwd.roundTrip(c.hsRTT)
 			fwd.burst(sg.t, rtt, fl)
 			fwd.dataSent(a, &span, &sg, fl, rev.stats.UniqueBytes)
-			fwd.rounds.add(sg.t, fwd.firstData, rtt, span.newBytes, span.resent > 0 || span.filledGap)
+			lag := c.hsClient // the data's sender: the client (an upload)
+			if dir == 1 {
+				lag = c.hsServer
+			}
+			fwd.rounds.add(sg.t, fwd.firstData, rtt, lag, span.newBytes, span.resent > 0 || span.filledGap)
 		}
 	}
 	if fl&AnyRetransmission != 0 || span.below && fl&(KeepAlive|ZeroWindowProbe) == 0 {
@@ -607,7 +611,7 @@ func (d *dirAnalysis) ackArrived(a *Analyzer, p *decode.Packet, sg *segment, fl 
 	}
 	if sg.flags&fSYN == 0 {
 		d.peerMaxWin = max(d.peerMaxWin, int64(sg.window))
-		d.rounds.window(int64(sg.window))
+		d.rounds.window(sg.t, int64(sg.window))
 	}
 	var s ackResult
 	kind := d.acked(relAck, t, &s)

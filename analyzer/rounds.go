@@ -30,9 +30,15 @@ type roundLog struct {
 	cur                int64
 	curBytes, prevSent int64
 	curResent          bool
-	curWin             int64 // the largest window the receiver offered during it
-	curStart           int64 // when it started (ns, the capture's clock)
-	first              int64 // the first data segment's time
+	curWin             int64 // the largest window the receiver offered to release it
+	// nextWin: the largest window offered by ACKs that release the next
+	// round's data. lag is the capture point's round trip to the data's
+	// sender: an ACK passing the capture point at t releases data that
+	// passes it at t + lag (near the sender at once, near the receiver a
+	// round trip later), so it bounds the round that data falls in.
+	nextWin, lag, rtt int64
+	curStart          int64 // when it started (ns, the capture's clock)
+	first             int64 // the first data segment's time
 	// rounds counts the rounds closed, windowRounds those that filled
 	// the receiver's window.
 	rounds, windowRounds int64
@@ -70,11 +76,14 @@ const roundGrowthStep = 1.25
 
 // add records a data segment at time t (ns) carrying newBytes never sent
 // before (resent: it re-sent or filled space), with the round length rtt
-// (ns; 0: unknown, nothing recorded) and the first data segment's time.
-func (r *roundLog) add(t, first, rtt, newBytes int64, resent bool) {
+// (ns; 0: unknown, nothing recorded), the first data segment's time and
+// the capture point's round trip to the data's sender (lag, ns; 0 where
+// unknown: the capture taken at the sender).
+func (r *roundLog) add(t, first, rtt, lag, newBytes int64, resent bool) {
 	if rtt <= 0 {
 		return
 	}
+	r.rtt, r.lag = rtt, min(max(lag, 0), rtt)
 	if !r.started {
 		r.started, r.last, r.curStart, r.first = true, -1, first, first
 	}
@@ -204,8 +213,16 @@ func plateau(v []uint32, per int) (rounds int, perRound int64) {
 	return rounds, perRound
 }
 
-// window records a window the receiver offered (bytes).
-func (r *roundLog) window(w int64) { r.curWin = max(r.curWin, w) }
+// window records a window the receiver offered (bytes) in an ACK that
+// passed the capture point at t (ns): it bounds the round its released
+// data passes the capture point in (nextWin).
+func (r *roundLog) window(t, w int64) {
+	if r.started && t+r.lag >= r.curStart+r.rtt {
+		r.nextWin = max(r.nextWin, w)
+		return
+	}
+	r.curWin = max(r.curWin, w)
+}
 
 // close ends the round being filled and any empty ones up to round next
 // (whose first segment re-sent data if resentNext: the empty rounds were
@@ -240,7 +257,7 @@ func (r *roundLog) close(next int64, resentNext bool, nextT, rtt int64) {
 	if r.curBytes > 0 {
 		r.prevSent = r.curBytes
 	}
-	r.cur, r.curBytes, r.curResent, r.curWin = next, 0, false, 0
+	r.cur, r.curBytes, r.curResent, r.curWin, r.nextWin = next, 0, false, r.nextWin, 0
 }
 
 // push appends n rounds of class c from time start to end (ns).

@@ -10,7 +10,7 @@ import (
 func flights(r *roundLog, rtt int64, win int64, segs []int, resent map[int]bool) {
 	const mss = 1448
 	for i, n := range segs {
-		r.window(win)
+		r.window(int64(i)*rtt, win)
 		for k := 0; k < n; k++ {
 			t := int64(i)*rtt + int64(k)*1000
 			rs := resent[i] && k == 0
@@ -18,8 +18,50 @@ func flights(r *roundLog, rtt int64, win int64, segs []int, resent map[int]bool)
 			if rs {
 				nb = 0
 			}
-			r.add(t, 0, rtt, nb, rs)
+			r.add(t, 0, rtt, 0, nb, rs)
 		}
+	}
+}
+
+// TestRoundsWindowAtEitherEnd: a receiver whose window grows with its
+// buffer (autotuning doubles it every round trip) and a sender that fills
+// it. Each flight is the window offered a round trip before it arrived:
+// near the sender the ACKs carrying that window come in just before the
+// flight leaves, near the receiver they left a round trip before the
+// flight arrives. Both ends class the same rounds as the window's.
+func TestRoundsWindowAtEitherEnd(t *testing.T) {
+	const rtt, mss = 20_000_000, 1448
+	win := []int64{10 * mss, 20 * mss, 40 * mss, 80 * mss, 160 * mss, 320 * mss, 640 * mss}
+	var counts [2]int
+	for end, lag := range []int64{0, rtt} {
+		var r roundLog
+		for i := 1; i < len(win); i++ {
+			start := int64(i) * rtt
+			if lag == rtt && i == 1 {
+				// The receiver's first window, offered a round trip
+				// before the first flight arrives.
+				r.window(start-rtt/2, win[0])
+			}
+			for k := int64(0); k < win[i-1]/mss; k++ {
+				if lag == 0 {
+					// Near the sender: each ACK offering win[i-1]
+					// releases a segment as it arrives.
+					r.window(start+k*1000, win[i-1])
+				}
+				r.add(start+k*1000, rtt, rtt, lag, mss, false)
+			}
+			if lag == rtt {
+				// Near the receiver: the flight arrives, then the
+				// receiver's ACKs offer the doubled window, which the
+				// next flight fills a round trip later.
+				r.window(start+win[i-1]/mss*1000+1000, win[i])
+			}
+		}
+		r.periodList(rtt)
+		counts[end] = int(r.windowRounds)
+	}
+	if counts[0] != len(win)-1 || counts[1] != len(win)-1 {
+		t.Errorf("window rounds near the sender %d, near the receiver %d: want all %d", counts[0], counts[1], len(win)-1)
 	}
 }
 
