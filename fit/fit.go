@@ -336,7 +336,18 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 		longest = max(longest, r.segs)
 	}
 	buffer := f.bufferSize(congSegs, drops)
-	if !buffer.Known() && rate.Known() && where == "sender" {
+	switch {
+	case bucket != nil && bucket.Bucket && !bucket.RateOpen:
+		// The rate is the replay likelihood's: the buffer is the same
+		// fit's, the bucket both came from, not the delays the data met
+		// at the overflows (which a host's stall lengthens: 3.2 ms met
+		// at a 2.5 ms buffer behind a busy core).
+		if bucket.BufferOpen {
+			buffer = unknown("the replay likelihood's buffer interval reached the end of its search: " + bucket.Why)
+		} else {
+			buffer = withSamples(known(bucket.Buffer, bucket.BufferLo, bucket.BufferHi, bucket.Why), bucket.Timed)
+		}
+	case !buffer.Known() && rate.Known() && where == "sender":
 		// The buffer by replay likelihood: at the rate claimed where
 		// another estimator measured it.
 		if bucket == nil {

@@ -504,8 +504,11 @@ func (f *flow) fitBucket(budget int, rate float64) *bucketFit {
 		rl, openLo = edge(lr, rLo, target, profileRate)
 		rh, openHi = edge(lr, rHi, target, profileRate)
 	}
-	bl, _ := edge(lb, bLo, target, profileBuffer)
-	bh, bOpen := edge(lb, bHi, target, profileBuffer)
+	// A buffer whose interval reaches either end of the search is not
+	// identified: at two packets, the drops were no bucket's overflows.
+	bl, bOpenLo := edge(lb, bLo, target, profileBuffer)
+	bh, bOpenHi := edge(lb, bHi, target, profileBuffer)
+	bOpen := bOpenLo || bOpenHi
 	fit.Rate, fit.RateLo, fit.RateHi, fit.RateOpen = math.Exp(lr), math.Exp(rl), math.Exp(rh), openLo || openHi
 	fit.Buffer, fit.BufferLo, fit.BufferHi, fit.BufferOpen = math.Exp(lb), math.Exp(bl), math.Exp(bh), bOpen
 	if top.rp != nil {
