@@ -313,11 +313,8 @@ func diagnoseLimit(name string, d, peer *Direction, c *Connection, wr WindowRati
 	}
 
 	lossP := d.LossRate
-	busyRate := rate
-	waited := d.IdleTotalMs + d.TurnTotalMs // the sender had nothing to send
-	if busy := transfer - waited; busy > 0 && transfer > 0 {
-		busyRate = float64(d.UniqueBytes) / (busy / 1e3)
-	}
+	busyRate := d.BusyRateBps() / 8 // bytes/s while the sender had data
+	waited := d.WaitedMs()          // the sender had nothing to send
 	var mathis float64
 	if lossP > 0 && rttMed > 0 {
 		mathis = predict.Mathis(units.Size(mss), secondsDur(rttMed), lossP).BytesPerSecond()
@@ -356,9 +353,8 @@ func diagnoseLimit(name string, d, peer *Direction, c *Connection, wr WindowRati
 		}
 		adv("the application on %s did not hand data to TCP fast enough (or waited for the next request): TCP and network tuning will not speed this up; write larger chunks, pipeline requests, or find what the application waits for", sender)
 		if busy := transfer - waited; busy > 0 {
-			p := float64(d.UniqueBytes) / (busy / 1e3)
-			dg.PredictedBps = 8 * p
-			adv("predicted: without the idle gaps the same data would take %.1f ms, %s", af(busy), amb(p))
+			dg.PredictedBps = d.BusyRateBps()
+			adv("predicted: without the idle gaps the same data would take %.1f ms, %s", af(busy), amb(busyRate))
 		}
 
 	// Near the sender a window (congestion, receive or buffer) releases
