@@ -286,7 +286,7 @@ func fitDirection(out *Result, c *analyzer.Connection, f *flow, recs []record, r
 	// drops its bucket makes are tail drops, not random loss.
 	var bucket *bucketFit
 	if where == "sender" && !rate.Known() {
-		bucket = f.fitBucket(budget, 0)
+		bucket = f.fitBucket(budget)
 		if bucket.Bucket && !bucket.RateOpen {
 			rate = withSamples(known(bucket.Rate, bucket.RateLo, bucket.RateHi, bucket.Why), bucket.Timed)
 			f.rate, f.rateLo, f.rateHi = bucket.Rate, bucket.RateLo, bucket.RateHi

@@ -60,8 +60,8 @@ import (
 //
 // Structure. The bucket (k = 5: R, B, mu, s, eps) against none (k = 3)
 // by BIC on the effective sample n = w N_t: the bucket is claimed where
-// 2 (log L1 - log L0) > 2 ln(n) (ln(n) where the rate is taken as known
-// and the buffer alone is fitted).
+// 2 (log L1 - log L0) > 2 ln(n). B is fitted with R but not claimed (it
+// trades off against the assumed burst b(R)).
 //
 // Search and intervals. R ranges from half the sends' mean rate to a
 // quarter octave above the best the path delivered over four round trips
@@ -244,19 +244,11 @@ func (f *flow) newBucketLik(n int) *bucketLik {
 	if lost > 0 {
 		l.dropWeight = float64(episodes) / float64(lost)
 	}
-	type key struct {
-		t   time.Duration
-		end int64
-	}
-	recOf := make(map[key]int, len(f.data))
-	for i, r := range f.data {
-		recOf[key{r.t, f.off(r.seq) + int64(r.payload)}] = i
-	}
-	for _, c := range f.covs {
-		if i, ok := recOf[key{c.sent, c.end}]; ok && replayed[i] {
-			l.timed = append(l.timed, timedAck{i, c.sent, c.at})
+	f.firstAcked(func(i int, sent, at time.Duration) {
+		if replayed[i] {
+			l.timed = append(l.timed, timedAck{i, sent, at})
 		}
-	}
+	})
 	l.resid = make([]float64, 0, len(l.timed))
 	l.sorted = make([]float64, 0, len(l.timed))
 	return l
@@ -393,10 +385,8 @@ func edge(at, far, target float64, g func(float64) float64) (float64, bool) {
 }
 
 // fitBucket fits the data direction's bottleneck by replay likelihood on
-// at most budget packets (the fit's budget). Near the sender only. A rate
-// (bits/s) above 0 is taken as known: the buffer alone is fitted (and the
-// bucket has one parameter more than none, not two).
-func (f *flow) fitBucket(budget int, rate float64) *bucketFit {
+// at most budget packets (the fit's budget). Near the sender only.
+func (f *flow) fitBucket(budget int) *bucketFit {
 	l := f.newBucketLik(min(budget, likPacketBudget/likEvals))
 	fit := &bucketFit{Sends: len(l.sends), Timed: len(l.timed)}
 	for _, first := range l.first {
@@ -428,10 +418,7 @@ func (f *flow) fitBucket(budget int, rate float64) *bucketFit {
 		peak = mean * likRateSpan
 	}
 	rLo, rHi := math.Log(mean/2), math.Log(max(peak*likPeakReach, mean))
-	params := 2.0 // the bucket's parameters beyond none's
-	if rate > 0 {
-		rLo, rHi, params = math.Log(rate), math.Log(rate), 1
-	}
+	const params = 2.0 // the bucket's parameters beyond none's
 	bLo, bHi := math.Log(float64(2*(f.mss+52))), math.Log(open)
 
 	cache := map[[2]float64]likScore{}
@@ -492,18 +479,12 @@ func (f *flow) fitBucket(budget int, rate float64) *bucketFit {
 		return v
 	}
 	profileBuffer := func(y float64) float64 {
-		if rate > 0 {
-			return score(lr, y).logL(w, l.dropWeight)
-		}
 		_, v := golden(max(rLo, lr-math.Log(likRateFine)), min(rHi, lr+math.Log(likRateFine)), byRate(y))
 		return v
 	}
 	target := best - likChi2Half95
-	rl, rh, openLo, openHi := lr, lr, false, false
-	if rate <= 0 {
-		rl, openLo = edge(lr, rLo, target, profileRate)
-		rh, openHi = edge(lr, rHi, target, profileRate)
-	}
+	rl, openLo := edge(lr, rLo, target, profileRate)
+	rh, openHi := edge(lr, rHi, target, profileRate)
 	// A buffer whose interval reaches either end of the search is not
 	// identified: at two packets, the drops were no bucket's overflows.
 	bl, bOpenLo := edge(lb, bLo, target, profileBuffer)

@@ -83,7 +83,7 @@ func TestFitBucketRecoversTheBucket(t *testing.T) {
 	if len(f.walked.lost) == 0 {
 		t.Fatal("the synthetic bursts overflowed no bucket: no drops to fit the buffer on")
 	}
-	b := f.fitBucket(DefaultMaxPackets, 0)
+	b := f.fitBucket(DefaultMaxPackets)
 	t.Log(b.Why)
 	if !b.Bucket || b.RateOpen || b.BufferOpen {
 		t.Fatalf("bucket %v, rate open %v, buffer open %v: want a bucket with both identified", b.Bucket, b.RateOpen, b.BufferOpen)
@@ -105,7 +105,7 @@ func TestFitBucketRecoversTheBucket(t *testing.T) {
 
 func TestFitBucketPrefersNoneWithoutOne(t *testing.T) {
 	f := syntheticSender(t, nil)
-	b := f.fitBucket(DefaultMaxPackets, 0)
+	b := f.fitBucket(DefaultMaxPackets)
 	t.Log(b.Why)
 	if b.Bucket && !b.RateOpen {
 		t.Fatalf("a bucket of %.4g bit/s claimed on a path without one: %s", b.Rate, b.Why)

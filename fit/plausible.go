@@ -18,10 +18,9 @@ const (
 	// (TCP_RTO_MAX): over a longer round trip every segment times out
 	// before its ACK can come back, so no transfer crossed such a path.
 	maxPathRTT = 120 * time.Second
-	// minPathRate is one segment of TCP's default MSS (536 bytes, RFC
-	// 1122) per maxPathRTT, about 36 bit/s: the slowest a path can carry
-	// TCP's data at all.
-	minPathRate = units.Rate(536 * 8 * time.Second / maxPathRTT)
+	// minPathRate is one segment of TCP's default MSS per maxPathRTT,
+	// about 36 bit/s: the slowest a path can carry TCP's data at all.
+	minPathRate = units.Rate(tcpDefaultMSS * 8 * time.Second / maxPathRTT)
 )
 
 // plausible returns ErrImplausiblePath, naming the value, where the data
@@ -38,7 +37,7 @@ func plausible(out *Result) error {
 		}
 		if p := d.Params["rate_bps"]; p.Known() && p.Value < float64(minPathRate) {
 			return fmt.Errorf("%w: a bottleneck of %s (under one %d-byte segment per %s)",
-				ErrImplausiblePath, units.Rate(p.Value).Human(), 536, units.FormatDuration(maxPathRTT))
+				ErrImplausiblePath, units.Rate(p.Value).Human(), tcpDefaultMSS, maxPathRTT)
 		}
 	}
 	return nil

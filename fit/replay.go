@@ -19,10 +19,32 @@ type send struct {
 	rec int
 }
 
+// tcpDefaultMSS is TCP's default MSS (RFC 1122, 536 bytes).
+const tcpDefaultMSS = 536
+
 // minReplaySegment is the smallest piece a captured super-segment is cut
-// into: TCP's default MSS (RFC 1122, 536 bytes), so that an absurd MSS
-// option cannot turn one record into thousands of packets.
-const minReplaySegment = 536
+// into: TCP's default MSS, so that an absurd MSS option cannot turn one
+// record into thousands of packets.
+const minReplaySegment = tcpDefaultMSS
+
+// firstAcked calls fn for each data record sent once and timed by the
+// first ACK that covered it (f.covs): its index in f.data, when it was
+// sent and when that ACK passed the capture point.
+func (f *flow) firstAcked(fn func(i int, sent, at time.Duration)) {
+	type key struct {
+		t   time.Duration
+		end int64
+	}
+	recOf := make(map[key]int, len(f.data))
+	for i, r := range f.data {
+		recOf[key{r.t, f.off(r.seq) + int64(r.payload)}] = i
+	}
+	for _, c := range f.covs {
+		if i, ok := recOf[key{c.sent, c.end}]; ok {
+			fn(i, c.sent, c.at)
+		}
+	}
+}
 
 // replaySeed seeds the replay's engine: fixed, so that a fit's self-check
 // is the same every run (a random loss stage drops the same packets).

@@ -195,19 +195,11 @@ func (sc *SelfCheck) timing(f *flow, rp *replayed, where string) {
 		}
 	} else {
 		sc.Compared = "ack"
-		type key struct {
-			t   time.Duration
-			end int64
-		}
-		recOf := make(map[key]int, len(f.data))
-		for i, r := range f.data {
-			recOf[key{r.t, f.off(r.seq) + int64(r.payload)}] = i
-		}
-		for _, c := range f.covs {
-			if i, ok := recOf[key{c.sent, c.end}]; ok && rp.ackAt[i] >= 0 {
-				compare(c.sent, c.at, rp.ackAt[i])
+		f.firstAcked(func(i int, sent, at time.Duration) {
+			if rp.ackAt[i] >= 0 {
+				compare(sent, at, rp.ackAt[i])
 			}
-		}
+		})
 	}
 	s := sorted(errs)
 	sc.Timed = len(s)
